@@ -1,0 +1,225 @@
+"""The conformance suite: properties, their runner, and the report.
+
+Invariants:
+- A property is (name, dtype, kernel profile, strategy of cases, check). `run_property`
+  drives it with Hypothesis for a fixed budget; a failing case is shrunk by Hypothesis and
+  reported with the shrunk graph as text and as JSON (graph, inputs and seed) that
+  reproduces it.
+- Comparison policy: "exact" dtype -> exact equality; IEEE dtypes with `ordered` kernels ->
+  bit equality (NaN matches NaN, signed zeros must match); IEEE dtypes with `fast` kernels
+  -> per-node error bounds (`conformance.bounds`).
+- Nothing here prints except through the `progress` callback; the CLI owns the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hyp_seed
+from hypothesis import strategies as st
+
+from runtime.backend import DTYPE_DOMAIN
+from spec.graph import Graph, format_graph
+from spec.serialize import graph_to_dict, tensor_to_dict
+from spec.tensor import Tensor, TensorPack
+
+from .bounds import check_bounds
+from .graphs import DEFAULT_FLOAT_OPS, graphs, inputs_for, seeds_for
+from .link import check_dense_all_vs_from, check_link
+
+__all__ = ["IEEE_DTYPES", "Case", "Property", "Row", "default_properties", "run_property",
+           "write_reports"]
+
+IEEE_DTYPES = ("float64", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Case:
+    graph: Graph
+    inputs: tuple[Tensor, ...]
+    seed: TensorPack
+    env: tuple[int, ...] = ()
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    message: str | None = None
+    max_ulp: float = 0.0
+    worst_ratio: float = 0.0
+
+
+@dataclass
+class Property:
+    name: str
+    dtype: str
+    kernels: str
+    strategy: st.SearchStrategy[Case]
+    check: Callable[[Case], Outcome]
+    description: str = ""
+
+
+@dataclass
+class Row:
+    property: str
+    dtype: str
+    kernels: str
+    cases: int = 0
+    passed: int = 0
+    failed: int = 0
+    max_ulp: float = 0.0
+    worst_bound_ratio: float = 0.0
+    seconds: float = 0.0
+    failure: dict[str, Any] | None = field(default=None)
+
+
+def _cases(dtype: str, *, specials: bool = False, max_nodes: int = 6) -> st.SearchStrategy[Case]:
+    D = DTYPE_DOMAIN[dtype]
+    kind = "rational" if dtype == "exact" else "float"
+    ops = None if kind == "rational" else DEFAULT_FLOAT_OPS
+
+    @st.composite
+    def build(draw: Any) -> Case:
+        g = draw(graphs(ops, max_nodes=max_nodes, domain_kind=kind))
+        xs = draw(inputs_for(g, D, specials=specials))
+        seed = draw(seeds_for(g, D, specials=specials))
+        return Case(g, tuple(xs), seed)
+
+    return build()
+
+
+def _link(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_link(c.graph, c.inputs, c.seed, c.env, dtype=dtype, kernels=kernels)
+        return Outcome(r.ok, r.first_mismatch)
+    return check
+
+
+def _dense_all(c: Case) -> Outcome:
+    out_seed = c.seed.tensors[-1]
+    r = check_dense_all_vs_from(c.graph, c.inputs, out_seed, c.env, dtype="exact")
+    return Outcome(r.ok, r.first_mismatch)
+
+
+def _bounds(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_bounds(c.graph, c.inputs, c.env, dtype=dtype, kernels=kernels)
+        return Outcome(r.ok, r.first_violation, r.max_ulp, r.worst_ratio)
+    return check
+
+
+def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Property]:
+    props: list[Property] = []
+    for dt in dtypes:
+        if dt == "exact":
+            props.append(Property("link", "exact", "exact", _cases("exact"), _link("exact",
+                                  "ordered"), "runtime backward_dense_from(lower g) == spec "
+                                  "backprop_all_ctx, values == eval_graph (exact)"))
+            props.append(Property("dense_all_vs_from", "exact", "exact", _cases("exact"),
+                                  _dense_all, "backward_dense_all(out, seed) == "
+                                  "backward_dense_from(one_hot(out, seed))"))
+            continue
+        if "ordered" in kernels:
+            props.append(Property("link", dt, "ordered", _cases(dt), _link(dt, "ordered"),
+                                  "bit equality of values and cotangents with spec"))
+            props.append(Property("link_special_values", dt, "ordered",
+                                  _cases(dt, specials=True), _link(dt, "ordered"),
+                                  "bit equality with NaN/inf/subnormal/-0 inputs and seeds"))
+        if "fast" in kernels:
+            props.append(Property("node_bounds", dt, "fast", _cases(dt), _bounds(dt, "fast"),
+                                  "every primitive node within its stated error bound"))
+    return props
+
+
+class _CaseFailure(Exception):
+    def __init__(self, case: Case, outcome: Outcome) -> None:
+        super().__init__(outcome.message)
+        self.case, self.outcome = case, outcome
+
+
+def _repro(case: Case, dtype: str) -> dict[str, Any]:
+    D = DTYPE_DOMAIN[dtype]
+    return {
+        "graph": graph_to_dict(case.graph),
+        "inputs": [tensor_to_dict(D, x) for x in case.inputs],
+        "seed": [tensor_to_dict(D, t) for t in case.seed.tensors],
+        "env": list(case.env),
+    }
+
+
+def run_property(prop: Property, max_examples: int, seed: int | None = None,
+                 progress: Callable[[], None] | None = None) -> Row:
+    """Run one property for `max_examples` cases; never raises on a failing case."""
+    row = Row(prop.name, prop.dtype, prop.kernels)
+    failing: list[_CaseFailure] = []
+
+    @settings(max_examples=max_examples, database=None, deadline=None,
+              derandomize=seed is None, print_blob=False,
+              suppress_health_check=list(HealthCheck),
+              phases=(Phase.explicit, Phase.generate, Phase.shrink))
+    @given(prop.strategy)
+    def test(case: Case) -> None:
+        try:
+            out = prop.check(case)
+        except Exception as e:  # a crash is a failure of the property, reported with its case
+            out = Outcome(False, f"crashed: {type(e).__name__}: {e}")
+        row.max_ulp = max(row.max_ulp, out.max_ulp)
+        row.worst_bound_ratio = max(row.worst_bound_ratio, out.worst_ratio)
+        if not out.ok:
+            failure = _CaseFailure(case, out)
+            failing.append(failure)
+            raise failure
+        row.passed += 1
+        if progress is not None:
+            progress()
+
+    if seed is not None:
+        test = hyp_seed(seed)(test)
+    t0 = time.perf_counter()
+    try:
+        test()
+    except (_CaseFailure, BaseExceptionGroup) as exc:
+        e = exc if isinstance(exc, _CaseFailure) else failing[-1]
+        row.failed = 1
+        row.failure = {
+            "message": e.outcome.message,
+            "graph_text": format_graph(e.case.graph),
+            "repro": _repro(e.case, prop.dtype),
+        }
+    row.seconds = time.perf_counter() - t0
+    row.cases = row.passed + row.failed
+    return row
+
+
+def _md_table(rows: Sequence[Row]) -> str:
+    head = ("| property | dtype | kernels | cases | passed | failed | max ulp | "
+            "worst bound ratio | s |\n|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        lines.append(f"| {r.property} | {r.dtype} | {r.kernels} | {r.cases} | {r.passed} | "
+                     f"{r.failed} | {r.max_ulp:.3g} | {r.worst_bound_ratio:.3g} | "
+                     f"{r.seconds:.1f} |")
+    return "\n".join(lines)
+
+
+def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tuple[str, str]:
+    """Write `<prefix>.json` and `<prefix>.md`; return their paths."""
+    jpath, mpath = f"{prefix}.json", f"{prefix}.md"
+    with open(jpath, "w") as f:
+        json.dump({"meta": meta, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    parts = ["# Conformance report", "", "```", json.dumps(meta, indent=1), "```", "",
+             _md_table(rows), ""]
+    for r in rows:
+        if r.failure:
+            parts += [f"## FAILED: {r.property} / {r.dtype} / {r.kernels}", "",
+                      r.failure["message"] or "", "", "```", r.failure["graph_text"], "```",
+                      "", "Reproducer (JSON):", "", "```json",
+                      json.dumps(r.failure["repro"]), "```", ""]
+    with open(mpath, "w") as f:
+        f.write("\n".join(parts))
+    return jpath, mpath

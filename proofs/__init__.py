@@ -1,0 +1,3 @@
+"""proofs package (see README)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""runtime package (see README)."""
+
+__all__: list[str] = []

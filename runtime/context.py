@@ -1,0 +1,173 @@
+"""The kernel context: dtype, array namespace and the profile-dependent primitives.
+
+Invariants:
+- Kernels are written once against this context; only the methods below differ between
+  the `fast` and `ordered` profiles: the reductions (`fold0`, `sum_axis`, `sum_all`,
+  `unbroadcast`), `matmul` and the transcendental functions (`unary`).
+- `ordered`: every reduction is a left fold in index order with one rounding per step;
+  matmul is the k-loop C = C + A[..., :, p] * B[..., p, :] (no FMA); transcendentals are
+  correctly rounded (`runtime.crmath`). This profile is bit-identical to `spec`.
+- `fast`: NumPy reductions (pairwise), BLAS matmul, vendor libm; checked against per-node
+  error bounds instead of bits.
+- + - * / sqrt and comparisons are the same in both profiles: NumPy's are correctly rounded
+  for float64/float32/float16 and ml_dtypes' for bfloat16 (computed in float32, which has
+  more than 2p+2 bits, then rounded once).
+- Constants are built in the operand's dtype (`const`), never as float64 scalars.
+- "exact" runs the same code on object arrays of Fractions; transcendental functions and
+  division by zero raise `DomainError`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from spec.errors import DomainError, TorchLeanError
+
+from .backend import DTYPE_DOMAIN, NUMPY, Backend, from_spec
+from .crmath import cr_apply
+
+__all__ = ["PROFILES", "KernelContext"]
+
+PROFILES = ("fast", "ordered")
+
+
+class KernelContext:
+    """Everything a kernel needs to know about where and how it computes."""
+
+    def __init__(self, dtype: str = "float32", profile: str = "fast",
+                 backend: Backend = NUMPY) -> None:
+        if profile not in PROFILES:
+            raise TorchLeanError(f"unknown kernel profile {profile!r}; choose one of {PROFILES}")
+        self.backend = backend
+        self.xp = backend.xp
+        self.dtype = dtype
+        self.dt = backend.dtype(dtype)
+        self.profile = profile
+        self.ordered = profile == "ordered"
+        self.exact = dtype == "exact"
+        self.domain = DTYPE_DOMAIN[dtype]
+        self._consts: dict[Fraction, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"KernelContext({self.dtype!r}, {self.profile!r}, backend={self.backend.name!r})"
+
+    # ------------------------------------------------------------------ construction
+    def arr(self, x: Any) -> Any:
+        """Make sure x is an array (NumPy turns 0-d results into scalars)."""
+        if isinstance(x, np.ndarray):
+            return x
+        out = np.empty((), dtype=self.dt) if self.exact else None
+        if out is not None:
+            out[()] = x
+            return out
+        return np.asarray(x, dtype=self.dt)
+
+    def const(self, q: Fraction | int) -> Any:
+        """The exact rational q rounded once into the dtype, as a 0-d array."""
+        q = Fraction(q)
+        c = self._consts.get(q)
+        if c is None:
+            from spec.tensor import Tensor
+
+            c = from_spec(Tensor((), (self.domain.from_rational(q),)), self.dtype)
+            self._consts[q] = c
+        return c
+
+    def zeros(self, shape: tuple[int, ...]) -> Any:
+        if self.exact:
+            return np.full(shape, Fraction(0), dtype=object)
+        return self.xp.zeros(shape, dtype=self.dt)
+
+    def isnan(self, x: Any) -> Any:
+        if self.exact:
+            return np.zeros(np.shape(x), dtype=bool)
+        return self.xp.isnan(x)
+
+    def div(self, a: Any, b: Any) -> Any:
+        if self.exact:
+            try:
+                return self.arr(np.divide(a, b))
+            except ZeroDivisionError:
+                raise DomainError("exact: division by zero") from None
+        with np.errstate(all="ignore"):
+            return self.arr(self.xp.divide(a, b))
+
+    # ------------------------------------------------------------------ profile-dependent
+    def fold0(self, x: Any) -> Any:
+        """Sum over axis 0: a left fold in index order (ordered) or NumPy's sum (fast)."""
+        k = x.shape[0]
+        if k == 0:
+            return self.zeros(x.shape[1:])
+        if not self.ordered:
+            return self.arr(self.xp.sum(x, axis=0, dtype=self.dt))
+        if self.backend.is_numpy:
+            # add.accumulate is sequential by definition: out[i] = out[i-1] + x[i].
+            return self.arr(np.add.accumulate(x, axis=0, dtype=self.dt)[-1])
+        acc = x[0]
+        for i in range(1, k):
+            acc = acc + x[i]
+        return self.arr(acc)
+
+    def sum_axis(self, x: Any, axis: int) -> Any:
+        axis = axis % x.ndim
+        if axis == 0:
+            return self.fold0(x)
+        perm = (axis, *[i for i in range(x.ndim) if i != axis])
+        return self.fold0(self.xp.permute_dims(x, perm))
+
+    def sum_all(self, x: Any) -> Any:
+        return self.fold0(self.xp.reshape(x, (-1,)))
+
+    def unbroadcast(self, g: Any, shape: tuple[int, ...]) -> Any:
+        """Reduce g back to `shape`, folding each element's positions in row-major order."""
+        if tuple(g.shape) == tuple(shape):
+            return g
+        off = g.ndim - len(shape)
+        red = list(range(off)) + [off + i for i, d in enumerate(shape)
+                                  if d == 1 and g.shape[off + i] != 1]
+        keep = [a for a in range(g.ndim) if a not in red]
+        k = 1
+        for a in red:
+            k *= g.shape[a]
+        t = self.xp.permute_dims(g, (*red, *keep))
+        t = self.xp.reshape(t, (k, *[g.shape[a] for a in keep]))
+        return self.xp.reshape(self.fold0(t), shape)
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        """a (..., m, k) @ b (..., k, n) with equal batch prefixes."""
+        if not self.ordered:
+            y = self.arr(self.xp.matmul(a, b))
+            # ml_dtypes' bfloat16 matmul accumulates and returns float32: round once.
+            return y if y.dtype == self.dt else y.astype(self.dt)
+        k = a.shape[-1]
+        if k == 0:
+            return self.zeros((*a.shape[:-1], b.shape[-1]))
+        acc = a[..., :, 0:1] * b[..., 0:1, :]
+        for p in range(1, k):
+            acc = acc + a[..., :, p:p + 1] * b[..., p:p + 1, :]
+        return self.arr(acc)
+
+    def unary(self, fn: str, x: Any) -> Any:
+        """exp, log, tanh, sin, cos: correctly rounded (ordered) or libm (fast)."""
+        if self.exact:
+            return self._exact_map(fn, x)
+        if self.ordered:
+            return self.arr(cr_apply(fn, x, self.dtype))
+        with np.errstate(all="ignore"):
+            return self.arr(getattr(self.xp, fn)(x))
+
+    def sqrt(self, x: Any) -> Any:
+        if self.exact:
+            return self._exact_map("sqrt", x)
+        with np.errstate(invalid="ignore"):
+            return self.arr(self.xp.sqrt(x))
+
+    def _exact_map(self, fn: str, x: Any) -> Any:
+        f = getattr(self.domain, fn)
+        out = np.empty(x.shape, dtype=object)
+        for idx, v in np.ndenumerate(x):
+            out[idx] = f(v)
+        return out

@@ -1,0 +1,245 @@
+"""The typed SSA graph IR and its reference semantics.
+
+A graph holds input shapes Γ and a snoc-list of nodes; value ids are the inputs 0..|Γ|-1,
+then nodes in creation order, and a node's arguments name earlier ids only. Every graph is
+validated (`spec.validate`) on construction, so a `Graph` value is always well-typed.
+
+Semantics (DESIGN.md, the link theorem's right-hand side):
+- `eval_graph` returns every value (inputs and intermediates) as a `TensorPack`.
+- `jvp_ctx` returns the tangent of every value given tangents of the inputs.
+- `node_vjp_dense`: a node's VJP as a dense cotangent over its whole prefix context:
+  entry j is the left fold, in argument order, of the rule's cotangents for the arguments
+  equal to j (first stored as is), or zero when j is not an argument (fan-in is handled
+  here, never by rules).
+- `backprop_all_ctx(seed)`: nil -> seed; snoc(prefix, node) -> contrib =
+  node_vjp_dense(eval(prefix), seed_out); recurse on prefix with `seed_prev + contrib`
+  (existing on the left); append seed_out. One cotangent per value.
+- `backprop_ctx`: the first |Γ| entries of `backprop_all_ctx`.
+A non-differentiable integer environment `env` is threaded through every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .domains import Domain
+from .errors import GraphError, ShapeError
+from .ops import get_op
+from .shape import Shape, as_shape
+from .tensor import Tensor, TensorPack, fold_add
+from .validate import check_node, validate_graph
+
+__all__ = [
+    "Graph",
+    "GraphBuilder",
+    "Node",
+    "backprop_all_ctx",
+    "backprop_ctx",
+    "eval_graph",
+    "format_graph",
+    "jvp_ctx",
+    "node_vjp_dense",
+]
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str
+    args: tuple[int, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Graph:
+    """An immutable, validated graph. `shapes` lists the shape of every value."""
+
+    __slots__ = ("inputs", "nodes", "shapes")
+
+    def __init__(self, inputs: Sequence[Sequence[int]], nodes: Sequence[Node] = ()) -> None:
+        self.inputs: tuple[Shape, ...] = tuple(
+            as_shape(s, f"graph input {i}") for i, s in enumerate(inputs)
+        )
+        self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.shapes: tuple[Shape, ...] = tuple(validate_graph(self.inputs, self.nodes))
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def num_values(self) -> int:
+        return len(self.shapes)
+
+    def snoc(self, op: str, args: Sequence[int], **attrs: Any) -> Graph:
+        """A new graph with one more node (validated)."""
+        norm, _ = check_node(op, list(args), attrs, self.shapes)
+        return Graph(self.inputs, (*self.nodes, Node(op, tuple(args), norm)))
+
+    def prefix(self, k: int) -> Graph:
+        """The graph made of the first k nodes."""
+        return Graph(self.inputs, self.nodes[:k])
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Graph)
+            and self.inputs == other.inputs
+            and len(self.nodes) == len(other.nodes)
+            and all(
+                a.op == b.op and a.args == b.args and dict(a.attrs) == dict(b.attrs)
+                for a, b in zip(self.nodes, other.nodes, strict=True)
+            )
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.inputs, tuple((n.op, n.args) for n in self.nodes)))
+
+    def __str__(self) -> str:
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        return f"<Graph {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
+
+
+class GraphBuilder:
+    """Mutable helper that validates each node as it is added."""
+
+    def __init__(self) -> None:
+        self._inputs: list[Shape] = []
+        self._nodes: list[Node] = []
+        self._shapes: list[Shape] = []
+
+    def input(self, shape: Sequence[int]) -> int:
+        if self._nodes:
+            raise GraphError("GraphBuilder.input: all inputs must precede the first node")
+        s = as_shape(shape, "graph input")
+        self._inputs.append(s)
+        self._shapes.append(s)
+        return len(self._shapes) - 1
+
+    def node(self, op: str, *args: int, **attrs: Any) -> int:
+        norm, out = check_node(op, list(args), attrs, self._shapes)
+        self._nodes.append(Node(op, tuple(args), norm))
+        self._shapes.append(out)
+        return len(self._shapes) - 1
+
+    def shape_of(self, i: int) -> Shape:
+        return self._shapes[i]
+
+    def build(self, output: int | None = None) -> Graph:
+        if output is not None and output != len(self._shapes) - 1:
+            raise GraphError(f"GraphBuilder.build: output %{output} is not the last value")
+        return Graph(self._inputs, self._nodes)
+
+
+def _check_inputs(what: str, g: Graph, xs: Sequence[Tensor]) -> None:
+    if len(xs) != len(g.inputs):
+        raise ShapeError(f"{what}: expected {len(g.inputs)} inputs, got {len(xs)}")
+    for i, (x, s) in enumerate(zip(xs, g.inputs, strict=True)):
+        if x.shape != s:
+            raise ShapeError(f"{what}: input {i} (expected shape {s}, got {x.shape})")
+
+
+def _node_forward(D: Domain, node: Node, vals: Sequence[Tensor], env: Sequence[int],
+                  check: bool) -> Tensor:
+    d = get_op(node.op)
+    args = [vals[a] for a in node.args]
+    attrs = dict(node.attrs)
+    if check and d.precondition is not None:
+        d.precondition(D, args, attrs)
+    return d.forward(D, args, attrs, env)
+
+
+def eval_graph(D: Domain, g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (),
+               *, check: bool = True) -> TensorPack:
+    """Every value of g on inputs xs. `check` runs op preconditions (e.g. log's x > 0)."""
+    _check_inputs("eval_graph", g, xs)
+    vals = list(xs)
+    for node in g.nodes:
+        vals.append(_node_forward(D, node, vals, env, check))
+    return TensorPack(g.shapes, tuple(vals))
+
+
+def jvp_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], dxs: Sequence[Tensor],
+            env: Sequence[int] = (), *, check: bool = True) -> TensorPack:
+    """Tangents of every value, given input tangents dxs."""
+    _check_inputs("jvp_ctx", g, xs)
+    _check_inputs("jvp_ctx (tangents)", g, dxs)
+    vals, tans = list(xs), list(dxs)
+    for node in g.nodes:
+        d = get_op(node.op)
+        args = [vals[a] for a in node.args]
+        tans.append(d.jvp(D, args, [tans[a] for a in node.args], dict(node.attrs), env))
+        vals.append(_node_forward(D, node, vals, env, check))
+    return TensorPack(g.shapes, tuple(tans))
+
+
+def node_vjp_dense(D: Domain, node: Node, prefix_shapes: Sequence[Shape],
+                   vals: Sequence[Tensor], seed_out: Tensor, env: Sequence[int]) -> list[Tensor]:
+    """The node's VJP as one cotangent per prefix value (fan-in folded in argument order)."""
+    d = get_op(node.op)
+    per_arg = d.vjp(D, [vals[a] for a in node.args], seed_out, dict(node.attrs), env)
+    buckets: dict[int, list[Tensor]] = {}
+    for a, ct in zip(node.args, per_arg, strict=True):
+        if ct.shape != prefix_shapes[a]:
+            raise ShapeError(f"{node.op}: VJP for argument %{a} (expected shape "
+                             f"{prefix_shapes[a]}, got {ct.shape})")
+        buckets.setdefault(a, []).append(ct)
+    out = []
+    for j, s in enumerate(prefix_shapes):
+        cts = buckets.get(j)
+        if cts is None:
+            out.append(Tensor.zeros(D, s))
+        else:
+            out.append(Tensor(s, tuple(fold_add(D, col) for col in zip(*(c.data for c in cts),
+                                                                        strict=True))))
+    return out
+
+
+def _check_seed(what: str, g: Graph, seed: TensorPack) -> None:
+    if seed.shapes != g.shapes:
+        raise ShapeError(f"{what}: seed shapes (expected {list(g.shapes)}, got "
+                         f"{list(seed.shapes)})")
+
+
+def backprop_all_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], seed: TensorPack,
+                     env: Sequence[int] = (), *, check: bool = True) -> TensorPack:
+    """One cotangent per value (inputs and intermediates); the last entry equals its seed."""
+    _check_seed("backprop_all_ctx", g, seed)
+    vals = eval_graph(D, g, xs, env, check=check).tensors
+    ct = list(seed.tensors)
+    for k in range(len(g.nodes) - 1, -1, -1):
+        idx = g.num_inputs + k
+        contrib = node_vjp_dense(D, g.nodes[k], g.shapes[:idx], vals, ct[idx], env)
+        for j in range(idx):
+            ct[j] = Tensor(ct[j].shape, tuple(
+                D.add(p, q) for p, q in zip(ct[j].data, contrib[j].data, strict=True)
+            ))
+    return TensorPack(g.shapes, tuple(ct))
+
+
+def backprop_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], seed: TensorPack,
+                 env: Sequence[int] = (), *, check: bool = True) -> TensorPack:
+    """Cotangents of the inputs only: the first |Γ| entries of `backprop_all_ctx`."""
+    full = backprop_all_ctx(D, g, xs, seed, env, check=check)
+    return TensorPack(g.inputs, full.tensors[: g.num_inputs])
+
+
+def _fmt_attr(v: Any) -> str:
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_fmt_attr(x) for x in v) + "]"
+    return str(v)
+
+
+def format_graph(g: Graph) -> str:
+    """Readable text: one line per value with its op, arguments, attributes and shape."""
+    ins = ", ".join(f"%{i}: {s}" for i, s in enumerate(g.inputs))
+    lines = [f"graph({ins}) {{"]
+    for k, n in enumerate(g.nodes):
+        idx = g.num_inputs + k
+        args = ", ".join(f"%{a}" for a in n.args)
+        attrs = "; ".join(f"{key}={_fmt_attr(v)}" for key, v in n.attrs.items() if v is not None)
+        inner = args + (("; " if args else "") + attrs if attrs else "")
+        lines.append(f"  %{idx} = {n.op}({inner}) : {g.shapes[idx]}")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,3 @@
+from conformance.profiles import load_profile
+
+load_profile()
