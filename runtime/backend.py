@@ -5,7 +5,8 @@ Invariants:
   capabilities; kernels only talk to `backend.xp` (plus NumPy-only fast paths that are
   guarded by `backend.is_numpy` and tested to give identical bits).
 - Runtime dtypes are "float64", "float32", "bfloat16" (ml_dtypes), "float16" and "exact";
-  "exact" runs the same kernels on NumPy object arrays of `fractions.Fraction`.
+  "exact" runs the same kernels on NumPy object arrays of `fractions.Fraction`,
+  and "symbolic" on object arrays of sympy expressions (used by `proofs/`).
 - Each runtime dtype corresponds to one spec domain (`DTYPE_DOMAIN`); `to_spec` and
   `from_spec` convert losslessly between arrays and spec tensors (IEEE values by bit
   pattern, so -0, subnormals and infinities survive; NaN maps to the domain's NaN class).
@@ -21,7 +22,16 @@ import array_api_compat
 import ml_dtypes
 import numpy as np
 
-from spec.domains import BFLOAT16, BINARY32, FLOAT16, FLOAT64, RATIONAL, Domain, IEEEDomain
+from spec.domains import (
+    BFLOAT16,
+    BINARY32,
+    FLOAT16,
+    FLOAT64,
+    RATIONAL,
+    SYMBOLIC,
+    Domain,
+    IEEEDomain,
+)
 from spec.errors import DomainError, TorchLeanError
 from spec.tensor import Tensor
 
@@ -29,6 +39,7 @@ __all__ = [
     "DTYPES",
     "DTYPE_DOMAIN",
     "NUMPY",
+    "OBJECT_DTYPES",
     "Backend",
     "from_spec",
     "get_backend",
@@ -37,13 +48,15 @@ __all__ = [
     "to_spec",
 ]
 
-DTYPES = ("float64", "float32", "bfloat16", "float16", "exact")
+DTYPES = ("float64", "float32", "bfloat16", "float16", "exact", "symbolic")
+OBJECT_DTYPES = ("exact", "symbolic")
 DTYPE_DOMAIN: dict[str, Domain] = {
     "float64": FLOAT64,
     "float32": BINARY32,
     "bfloat16": BFLOAT16,
     "float16": FLOAT16,
     "exact": RATIONAL,
+    "symbolic": SYMBOLIC,
 }
 _NP_DTYPES: dict[str, Any] = {
     "float64": np.dtype(np.float64),
@@ -51,6 +64,7 @@ _NP_DTYPES: dict[str, Any] = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float16": np.dtype(np.float16),
     "exact": np.dtype(object),
+    "symbolic": np.dtype(object),
 }
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -92,6 +106,8 @@ class Backend:
                     "(convert explicitly; no silent casts)"
                 )
             return value
+        if dtype == "symbolic":
+            return np.array(value, dtype=object)
         if dtype == "exact":
             arr = np.array(value, dtype=object)
             out = np.empty(arr.shape, dtype=object)
@@ -151,6 +167,8 @@ def to_spec(arr: Any, dtype: str) -> Tensor:
     shape = tuple(int(d) for d in a.shape)
     if dtype == "exact":
         return Tensor(shape, tuple(Fraction(v) for v in a.reshape(-1)))
+    if dtype == "symbolic":
+        return Tensor(shape, tuple(a.reshape(-1)))
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
     if a.dtype != np_dtype(dtype):
@@ -161,10 +179,10 @@ def to_spec(arr: Any, dtype: str) -> Tensor:
 
 def from_spec(t: Tensor, dtype: str) -> Any:
     """A spec tensor (in the dtype's domain) as a NumPy array (lossless)."""
-    if dtype == "exact":
+    if dtype in OBJECT_DTYPES:
         out = np.empty(len(t.data), dtype=object)
         for i, v in enumerate(t.data):
-            out[i] = Fraction(v)
+            out[i] = Fraction(v) if dtype == "exact" else v
         return out.reshape(t.shape)
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)

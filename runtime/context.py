@@ -26,7 +26,7 @@ import numpy as np
 
 from spec.errors import DomainError, TorchLeanError
 
-from .backend import DTYPE_DOMAIN, NUMPY, Backend, from_spec
+from .backend import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec
 from .crmath import cr_apply
 
 __all__ = ["PROFILES", "KernelContext"]
@@ -47,7 +47,7 @@ class KernelContext:
         self.dt = backend.dtype(dtype)
         self.profile = profile
         self.ordered = profile == "ordered"
-        self.exact = dtype == "exact"
+        self.exact = dtype in OBJECT_DTYPES  # object arrays: Fractions or sympy expressions
         self.domain = DTYPE_DOMAIN[dtype]
         self._consts: dict[Fraction, Any] = {}
 
@@ -78,7 +78,7 @@ class KernelContext:
 
     def zeros(self, shape: tuple[int, ...]) -> Any:
         if self.exact:
-            return np.full(shape, Fraction(0), dtype=object)
+            return np.full(shape, self.domain.zero(), dtype=object)
         return self.xp.zeros(shape, dtype=self.dt)
 
     def isnan(self, x: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from spec.errors import GraphError, ShapeError
+from spec.errors import GraphError, HookError, ShapeError
 from spec.validate import check_node
 
 from .context import KernelContext
@@ -28,6 +28,7 @@ from .kernels import fold_fanin, kernel_for
 __all__ = ["Backward", "Tape", "TapeNode"]
 
 Backward = Callable[[Any], Sequence[tuple[int, Any]]]
+Hook = Callable[[int, Any], Any]
 
 
 @dataclass(slots=True)
@@ -37,6 +38,7 @@ class TapeNode:
     requires_grad: bool
     parents: tuple[int, ...]
     backward: Backward | None
+    jvp: Callable[[list[Any]], Any] | None = None
 
 
 class Tape:
@@ -83,7 +85,12 @@ class Tape:
             per_arg = [ctx.arr(c) for c in kern.vjp(ctx, saved, g, norm, env)]
             return [(j, ctx.arr(c)) for j, c in sorted(fold_fanin(arg_ids, per_arg).items())]
 
-        return self.add_node(name, y, rg, arg_ids, backward if rg else None)
+        def jvp(tangents: list[Any]) -> Any:
+            return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))
+
+        i = self.add_node(name, y, rg, arg_ids, backward if rg else None)
+        self.nodes[i].jvp = jvp
+        return i
 
     # ------------------------------------------------------------------ reverse passes
     def _check_id(self, i: Any, what: str) -> int:
@@ -100,13 +107,17 @@ class Tape:
                 f"; expected shape {tuple(v.shape)} dtype {v.dtype}"
             )
 
-    def _sweep(self, grads: list[Any], start: int, run_all: bool) -> list[Any]:
+    def _sweep(self, grads: list[Any], start: int, run_all: bool,
+               hook: Hook | None = None) -> list[Any]:
         with np.errstate(all="ignore"):  # IEEE overflow/invalid are values here, not errors
-            return self._sweep_inner(grads, start, run_all)
+            return self._sweep_inner(grads, start, run_all, hook)
 
-    def _sweep_inner(self, grads: list[Any], start: int, run_all: bool) -> list[Any]:
+    def _sweep_inner(self, grads: list[Any], start: int, run_all: bool,
+                     hook: Hook | None) -> list[Any]:
         for i in range(start, -1, -1):
             node = self.nodes[i]
+            if hook is not None and grads[i] is not None and (node.requires_grad or i == start):
+                grads[i] = self._apply_hook(hook, i, grads[i])
             if not node.requires_grad or node.backward is None:
                 continue
             g = grads[i]
@@ -123,17 +134,29 @@ class Tape:
                 grads[pid] = contrib if grads[pid] is None else self.ctx.arr(grads[pid] + contrib)
         return grads
 
-    def backward_dense(self, out: int, seed: Any) -> list[Any | None]:
-        """Reverse pass from `out`: one entry per id, None where nothing arrived."""
+    def _apply_hook(self, hook: Hook, i: int, g: Any) -> Any:
+        h = hook(i, g)
+        if tuple(getattr(h, "shape", ())) != tuple(g.shape) or getattr(h, "dtype", None) != g.dtype:
+            raise HookError(
+                f"gradient hook changed the gradient of node {i} ({self.nodes[i].name}): "
+                f"shape {tuple(g.shape)} dtype {g.dtype} became shape "
+                f"{tuple(getattr(h, 'shape', ()))} dtype {getattr(h, 'dtype', type(h).__name__)}"
+            )
+        return h
+
+    def backward_dense(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any | None]:
+        """Reverse pass from `out`: one entry per id, None where nothing arrived. `hook(i, g)`
+        may replace each reached gradient just before node i propagates it (same shape and
+        dtype, or `HookError`)."""
         self._check_id(out, "backward_dense output")
         self._check_grad(out, seed, "backward_dense seed")
         grads: list[Any] = [None] * len(self.nodes)
         grads[out] = seed
-        return self._sweep(grads, out, run_all=False)
+        return self._sweep(grads, out, run_all=False, hook=hook)
 
-    def backward_dense_all(self, out: int, seed: Any) -> list[Any]:
+    def backward_dense_all(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any]:
         """`backward_dense`, then unreached slots become zeros: one gradient per id."""
-        grads = self.backward_dense(out, seed)
+        grads = self.backward_dense(out, seed, hook)
         return [self.ctx.zeros(tuple(n.value.shape)) if g is None else g
                 for g, n in zip(grads, self.nodes, strict=True)]
 
@@ -145,3 +168,21 @@ class Tape:
         for i, g in enumerate(grads0):
             self._check_grad(i, g, "backward_dense_from seed")
         return self._sweep(list(grads0), len(self.nodes) - 1, run_all=True)
+
+    def forward_tangents(self, leaf_tangents: dict[int, Any]) -> list[Any]:
+        """Forward mode over the recorded nodes: the tangent of every id given tangents of
+        leaves (missing leaves and frozen nodes contribute zero)."""
+        tans: list[Any] = []
+        with np.errstate(all="ignore"):
+            for i, node in enumerate(self.nodes):
+                zero = self.ctx.zeros(tuple(node.value.shape))
+                if not node.parents:
+                    t = leaf_tangents.get(i, zero) if node.requires_grad else zero
+                    if t is not zero:
+                        self._check_grad(i, t, "forward tangent")
+                elif not node.requires_grad or node.jvp is None:
+                    t = zero
+                else:
+                    t = node.jvp([tans[p] for p in node.parents])
+                tans.append(t)
+        return tans

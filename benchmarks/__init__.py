@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks` measures the runtime and reports ratios (see README)."""
