@@ -13,6 +13,7 @@ absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subn
 | add, sub, mul, div, sqrt, clamp, const | u·|y| + η/2 (correctly rounded) |
 | scale | 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first) |
 | exp, log, tanh, sin, cos | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
+| sigmoid = 1/(1 + exp(−x)) | (2K + 2.01)·u·|y| + η |
 | sum, reduce_sum (n terms) | γ_n·Σ|x_i| |
 | matmul (k terms), linear (k terms + bias) | γ_{k+1}·(Σ|a_p·b_p| + |bias|) + (k+1)·η |
 | softmax (n per row) | 1.01·(2·max|z| + 4K + n + 2)·u·y_j + η, z = x − max |
@@ -108,6 +109,13 @@ def _elementwise(a: float, b: float) -> BoundFn:
     def fn(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
         return [(Fraction(a) * f.u * _abs(v) + Fraction(b) * f.eta, _abs(v)) for v in y.data]
     return fn
+
+
+def _sigmoid(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
+    # 1/(1 + e), e = exp(-x) with K ulp (<= 2K·u relative); e/(1+e) <= 1 damps it; the add and
+    # the division round once each.
+    a = (2 * Fraction(K) + Fraction(201, 100)) * f.u
+    return [(a * _abs(v) + f.eta, _abs(v)) for v in y.data]
 
 
 def _scale(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
@@ -227,6 +235,7 @@ BOUNDS: dict[str, BoundFn] = {
                     _elementwise(1, 0.5)),
     **dict.fromkeys(TRANSCENDENTAL, _transcendental),
     "scale": _scale,
+    "sigmoid": _sigmoid,
     "sum": _sum,
     "reduce_sum": _reduce_sum,
     "scatter_add": None,  # type: ignore[dict-item]
@@ -304,7 +313,8 @@ def check_bounds(g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (), *, dty
             want = op.forward(HP, args, dict(node.attrs), env)
         except TorchLeanError:
             continue
-        budget = K if kernels == "ordered" else ULP_BUDGET[dtype].get(node.op, 0.0)
+        fn = "exp" if node.op == "sigmoid" else node.op  # sigmoid's libm call is exp
+        budget = K if kernels == "ordered" else ULP_BUDGET[dtype].get(fn, 0.0)
         bounds = node_bound(node.op)(f, args, want, dict(node.attrs), budget)
         rep.nodes += 1
         for e, (w, got, (bnd, mag)) in enumerate(zip(want.data, vals[idx].data, bounds,

@@ -112,7 +112,7 @@ ALGEBRAIC_OPS: frozenset[str] = frozenset(name for name, d in OPS.items() if d.a
 
 
 def domain_kind_of(domain: Domain) -> str:
-    """ "rational" for an exact rational domain, "float" for an IEEE domain."""
+    """The `domain_kind` for a domain: "rational" (exact rationals) or "float" (IEEE)."""
     if isinstance(domain, IEEEDomain):
         return "float"
     if domain.name == "rational":
@@ -177,9 +177,7 @@ def _broadcast_targets(s: Shape) -> list[Shape]:
 class _Ctx:
     """One graph under construction: the builder, the shapes so far and the node budget."""
 
-    def __init__(
-        self, draw: Callable[..., Any], kind: str, inputs: Sequence[Shape], limit: int
-    ) -> None:
+    def __init__(self, draw: st.DrawFn, kind: str, inputs: Sequence[Shape], limit: int) -> None:
         self.draw = draw
         self.kind = kind
         self.limit = limit
@@ -206,7 +204,7 @@ class _Ctx:
         cands = self.candidates(pred)
         if not cands:
             return None
-        return self.draw(st.sampled_from(cands))
+        return int(self.draw(st.sampled_from(cands)))
 
     def const(self, shape: Shape, positive: bool = False) -> int:
         n = size(shape)
@@ -233,6 +231,7 @@ class _Ctx:
         if not opts:
             return None
         how, i = self.draw(st.sampled_from(opts))
+        i = int(i)
         if how == "id":
             return i
         if how == "reshape":
@@ -326,10 +325,6 @@ def _const(c: _Ctx) -> bool:
         return False
     c.const(c.draw(st.sampled_from(INPUT_SHAPES)))
     return True
-
-
-def _sum(c: _Ctx) -> bool:
-    return _unary("sum")(c)
 
 
 def _mean(c: _Ctx) -> bool:
@@ -466,7 +461,7 @@ def _two_d(c: _Ctx) -> int | None:
     """A value of rank >= 2: an existing one, or a 2-D reshape of an existing value."""
     existing = c.candidates(lambda s: len(s) >= 2)
     if existing and (not c.room(2) or c.draw(st.integers(0, 2)) != 2):
-        return c.draw(st.sampled_from(existing))
+        return int(c.draw(st.sampled_from(existing)))
     if not c.room(2):
         return None
     x = c.draw(st.sampled_from(range(len(c.shapes))))
@@ -522,8 +517,9 @@ def _linear(c: _Ctx) -> bool:
     if not outs:
         return False
     w_existing = c.candidates(lambda s: len(s) == 2 and s[1] == n_in and s[0] in outs)
-    if w_existing and c.draw(st.booleans()):
-        w = c.draw(st.sampled_from(w_existing))
+    use_existing: bool = c.draw(st.booleans())
+    if w_existing and use_existing:
+        w = int(c.draw(st.sampled_from(w_existing)))
     else:
         mw = c.materialize((c.draw(st.sampled_from(outs)), n_in), reserve=2)
         if mw is None:
@@ -565,7 +561,7 @@ _BUILDERS: dict[str, Builder] = {
     "clamp": _clamp,
     "detach": _unary("detach"),
     "const": _const,
-    "sum": _sum,
+    "sum": _unary("sum"),
     "reshape": _reshape,
     "broadcast_to": _broadcast_to,
     "slice": _slice,
@@ -630,9 +626,7 @@ def _op_list(ops: Iterable[str] | None, domain_kind: str) -> list[str]:
     return chosen
 
 
-@st.composite
 def graphs(
-    draw: Callable[..., Any],
     ops: Iterable[str] | None = None,
     *,
     min_inputs: int = 1,
@@ -640,9 +634,29 @@ def graphs(
     min_nodes: int = 1,
     max_nodes: int = 6,
     domain_kind: str = "rational",
-) -> Graph:
-    """A random valid graph (see the module docstring for the invariants)."""
+) -> st.SearchStrategy[Graph]:
+    """A strategy for random valid graphs (see the module docstring for the invariants).
+    Bad arguments (an unknown op, a non-algebraic op with domain_kind="rational", bad
+    bounds) raise ValueError here, when the strategy is built."""
     op_list = _op_list(ops, domain_kind)
+    if not 0 <= min_inputs <= max_inputs or not 0 <= min_nodes <= max_nodes:
+        raise ValueError(
+            f"graphs: need 0 <= min <= max (inputs {min_inputs}..{max_inputs}, "
+            f"nodes {min_nodes}..{max_nodes})"
+        )
+    return _graphs(op_list, min_inputs, max_inputs, min_nodes, max_nodes, domain_kind)
+
+
+@st.composite
+def _graphs(
+    draw: st.DrawFn,
+    op_list: list[str],
+    min_inputs: int,
+    max_inputs: int,
+    min_nodes: int,
+    max_nodes: int,
+    domain_kind: str,
+) -> Graph:
     n_inputs = draw(st.integers(min_inputs, max_inputs))
     inputs = [draw(st.sampled_from(INPUT_SHAPES)) for _ in range(n_inputs)]
     target = draw(st.integers(min_nodes, max_nodes))
@@ -723,7 +737,7 @@ def seeds_for(
 
 @st.composite
 def graph_cases(
-    draw: Callable[..., Any], domain: Domain, *, specials: bool = False, **graph_kwargs: Any
+    draw: st.DrawFn, domain: Domain, /, *, specials: bool = False, **graph_kwargs: Any
 ) -> tuple[Graph, list[Tensor], TensorPack]:
     """(graph, inputs, seed) with the graph drawn for the domain's kind."""
     graph_kwargs.setdefault("domain_kind", domain_kind_of(domain))

@@ -25,15 +25,15 @@ from hypothesis import strategies as st
 
 from runtime.backend import DTYPE_DOMAIN
 from spec.graph import Graph, format_graph
-from spec.serialize import graph_to_dict, tensor_to_dict
+from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
-from .graphs import DEFAULT_FLOAT_OPS, graphs, inputs_for, seeds_for
+from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .link import check_dense_all_vs_from, check_link
 
-__all__ = ["IEEE_DTYPES", "Case", "Property", "Row", "default_properties", "run_property",
-           "write_reports"]
+__all__ = ["IEEE_DTYPES", "Case", "Outcome", "Property", "Row", "default_properties", "replay",
+           "run_property", "write_reports"]
 
 IEEE_DTYPES = ("float64", "float32", "bfloat16", "float16")
 
@@ -56,12 +56,17 @@ class Outcome:
 
 @dataclass
 class Property:
+    """`cases(focus)` draws cases; with `focus` (a list of ops) the graphs use only those
+    ops (plus the helper nodes the generator inserts), which is how `run_property`
+    guarantees that every op of `ops` is exercised."""
+
     name: str
     dtype: str
     kernels: str
-    strategy: st.SearchStrategy[Case]
+    cases: Callable[[Sequence[str] | None], st.SearchStrategy[Case]]
     check: Callable[[Case], Outcome]
     description: str = ""
+    ops: tuple[str, ...] = ()
 
 
 @dataclass
@@ -75,22 +80,35 @@ class Row:
     max_ulp: float = 0.0
     worst_bound_ratio: float = 0.0
     seconds: float = 0.0
+    ops_covered: int = 0
     failure: dict[str, Any] | None = field(default=None)
 
 
-def _cases(dtype: str, *, specials: bool = False, max_nodes: int = 6) -> st.SearchStrategy[Case]:
+def _ops_for(dtype: str) -> tuple[str, ...]:
+    if dtype == "exact":
+        return tuple(op for op in GRAPH_OPS if op in ALGEBRAIC_OPS)
+    return tuple(DEFAULT_FLOAT_OPS)
+
+
+def _cases(dtype: str, *, specials: bool = False, max_nodes: int = 6
+           ) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
     D = DTYPE_DOMAIN[dtype]
     kind = "rational" if dtype == "exact" else "float"
-    ops = None if kind == "rational" else DEFAULT_FLOAT_OPS
+    default_ops = _ops_for(dtype)
 
-    @st.composite
-    def build(draw: Any) -> Case:
-        g = draw(graphs(ops, max_nodes=max_nodes, domain_kind=kind))
-        xs = draw(inputs_for(g, D, specials=specials))
-        seed = draw(seeds_for(g, D, specials=specials))
-        return Case(g, tuple(xs), seed)
+    def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
+        ops = list(focus) if focus is not None else list(default_ops)
 
-    return build()
+        @st.composite
+        def build(draw: Any) -> Case:
+            g = draw(graphs(ops, max_nodes=max_nodes, domain_kind=kind))
+            xs = draw(inputs_for(g, D, specials=specials))
+            seed = draw(seeds_for(g, D, specials=specials))
+            return Case(g, tuple(xs), seed)
+
+        return build()
+
+    return strategy
 
 
 def _link(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
@@ -117,22 +135,25 @@ def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Pr
     props: list[Property] = []
     for dt in dtypes:
         if dt == "exact":
+            ops = _ops_for("exact")
             props.append(Property("link", "exact", "exact", _cases("exact"), _link("exact",
                                   "ordered"), "runtime backward_dense_from(lower g) == spec "
-                                  "backprop_all_ctx, values == eval_graph (exact)"))
+                                  "backprop_all_ctx, values == eval_graph (exact)", ops))
             props.append(Property("dense_all_vs_from", "exact", "exact", _cases("exact"),
                                   _dense_all, "backward_dense_all(out, seed) == "
-                                  "backward_dense_from(one_hot(out, seed))"))
+                                  "backward_dense_from(one_hot(out, seed))", ops))
             continue
+        ops = _ops_for(dt)
         if "ordered" in kernels:
             props.append(Property("link", dt, "ordered", _cases(dt), _link(dt, "ordered"),
-                                  "bit equality of values and cotangents with spec"))
+                                  "bit equality of values and cotangents with spec", ops))
             props.append(Property("link_special_values", dt, "ordered",
                                   _cases(dt, specials=True), _link(dt, "ordered"),
-                                  "bit equality with NaN/inf/subnormal/-0 inputs and seeds"))
+                                  "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
+                                  ops))
         if "fast" in kernels:
             props.append(Property("node_bounds", dt, "fast", _cases(dt), _bounds(dt, "fast"),
-                                  "every primitive node within its stated error bound"))
+                                  "every primitive node within its stated error bound", ops))
     return props
 
 
@@ -142,9 +163,12 @@ class _CaseFailure(Exception):
         self.case, self.outcome = case, outcome
 
 
-def _repro(case: Case, dtype: str) -> dict[str, Any]:
-    D = DTYPE_DOMAIN[dtype]
+def _repro(case: Case, prop: Property) -> dict[str, Any]:
+    D = DTYPE_DOMAIN[prop.dtype]
     return {
+        "property": prop.name,
+        "dtype": prop.dtype,
+        "kernels": prop.kernels,
         "graph": graph_to_dict(case.graph),
         "inputs": [tensor_to_dict(D, x) for x in case.inputs],
         "seed": [tensor_to_dict(D, t) for t in case.seed.tensors],
@@ -153,16 +177,37 @@ def _repro(case: Case, dtype: str) -> dict[str, Any]:
 
 
 def run_property(prop: Property, max_examples: int, seed: int | None = None,
-                 progress: Callable[[], None] | None = None) -> Row:
-    """Run one property for `max_examples` cases; never raises on a failing case."""
+                 progress: Callable[[], None] | None = None, per_op: int = 0) -> Row:
+    """Run one property: `max_examples` cases over all its ops, then `per_op` cases
+    focused on each op in turn (so every op is exercised). Never raises on a failing case;
+    stops at the first failing run and reports its shrunk case."""
     row = Row(prop.name, prop.dtype, prop.kernels)
+    t0 = time.perf_counter()
+    runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
+    if per_op:
+        runs += [([op], per_op) for op in prop.ops]
+    for focus, n in runs:
+        if n <= 0:
+            continue
+        _run_one(prop, prop.cases(focus), n, seed, progress, row)
+        if focus is not None:
+            row.ops_covered += 1
+        if row.failed:
+            break
+    row.seconds = time.perf_counter() - t0
+    row.cases = row.passed + row.failed
+    return row
+
+
+def _run_one(prop: Property, strategy: st.SearchStrategy[Case], max_examples: int,
+             seed: int | None, progress: Callable[[], None] | None, row: Row) -> None:
     failing: list[_CaseFailure] = []
 
     @settings(max_examples=max_examples, database=None, deadline=None,
               derandomize=seed is None, print_blob=False,
               suppress_health_check=list(HealthCheck),
               phases=(Phase.explicit, Phase.generate, Phase.shrink))
-    @given(prop.strategy)
+    @given(strategy)
     def test(case: Case) -> None:
         try:
             out = prop.check(case)
@@ -180,7 +225,6 @@ def run_property(prop: Property, max_examples: int, seed: int | None = None,
 
     if seed is not None:
         test = hyp_seed(seed)(test)
-    t0 = time.perf_counter()
     try:
         test()
     except (_CaseFailure, BaseExceptionGroup) as exc:
@@ -189,21 +233,32 @@ def run_property(prop: Property, max_examples: int, seed: int | None = None,
         row.failure = {
             "message": e.outcome.message,
             "graph_text": format_graph(e.case.graph),
-            "repro": _repro(e.case, prop.dtype),
+            "repro": _repro(e.case, prop),
         }
-    row.seconds = time.perf_counter() - t0
-    row.cases = row.passed + row.failed
-    return row
+
+
+def replay(repro: dict[str, Any]) -> Outcome:
+    """Re-run the check of a JSON reproducer (as written in a failure report)."""
+    kernels = ["ordered" if repro["kernels"] == "exact" else repro["kernels"]]
+    props = [p for p in default_properties([repro["dtype"]], kernels)
+             if p.name == repro["property"] and p.kernels == repro["kernels"]]
+    if not props:
+        raise ValueError(f"replay: unknown property {repro['property']!r}/{repro['dtype']!r}/"
+                         f"{repro['kernels']!r}")
+    g = graph_from_dict(repro["graph"])
+    xs = tuple(tensor_from_dict(d)[1] for d in repro["inputs"])
+    seed = TensorPack.of([tensor_from_dict(d)[1] for d in repro["seed"]])
+    return props[0].check(Case(g, xs, seed, tuple(repro.get("env", ()))))
 
 
 def _md_table(rows: Sequence[Row]) -> str:
-    head = ("| property | dtype | kernels | cases | passed | failed | max ulp | "
-            "worst bound ratio | s |\n|---|---|---|---|---|---|---|---|---|")
+    head = ("| property | dtype | kernels | cases | passed | failed | ops covered | max ulp | "
+            "worst bound ratio | s |\n|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         lines.append(f"| {r.property} | {r.dtype} | {r.kernels} | {r.cases} | {r.passed} | "
-                     f"{r.failed} | {r.max_ulp:.3g} | {r.worst_bound_ratio:.3g} | "
-                     f"{r.seconds:.1f} |")
+                     f"{r.failed} | {r.ops_covered} | {r.max_ulp:.3g} | "
+                     f"{r.worst_bound_ratio:.3g} | {r.seconds:.1f} |")
     return "\n".join(lines)
 
 

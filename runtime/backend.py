@@ -129,7 +129,8 @@ def round_f64(x: Any, dtype: str) -> Any:
     """
     x = np.asarray(x)
     if dtype != "bfloat16":
-        return x.astype(np_dtype(dtype))
+        with np.errstate(over="ignore"):  # overflow to +-inf is the IEEE result, not an error
+            return x.astype(np_dtype(dtype))
     with np.errstate(over="ignore"):
         f = x.astype(np.float32)
     bits = f.view(np.uint32)

@@ -56,7 +56,8 @@ def unsafe_mask(y: Any, c: Any, D: IEEEDomain) -> Any:
         lo = ac - down / 2
         hi = ac + up / 2
         finite_ok = (lo < ay - err) & (ay + err < hi)
-        zero_ok = ay + err < _quantum(np.zeros_like(e), D, W) / 2
+        # c == 0 is safe when the value is below half the smallest subnormal, 2**(emin-1)/2
+        zero_ok = ay + err < np.ldexp(W(1), D.emin - 2)
         inf_ok = ay - err > threshold
     safe = np.where(np.isinf(ac), inf_ok | np.isinf(ay), np.where(ac == 0, zero_ok, finite_ok))
     safe |= np.isnan(y) & np.isnan(c.astype(W))
@@ -79,8 +80,8 @@ def cr_apply(fn: str, x: Any, dtype: str) -> Any:
     bad = unsafe_mask(y, c, D)
     if bad.any():
         c = np.array(c, copy=True)
-        idx = np.nonzero(bad)
-        c[idx] = _mpfr_all(fn, np.asarray(x)[idx], dtype, D)
+        # boolean-mask indexing (not np.nonzero): also works for 0-d inputs
+        c[bad] = _mpfr_all(fn, np.asarray(x)[bad], dtype, D)
     return c
 
 

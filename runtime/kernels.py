@@ -234,6 +234,8 @@ _unary("log", lambda c, x, a: c.unary("log", x), lambda c, x, y, t, a: c.div(t, 
        check=_log_check)
 _unary("tanh", lambda c, x, a: c.unary("tanh", x),
        lambda c, x, y, t, a: t * (c.const(1) - y * y), "y")
+_unary("sigmoid", lambda c, x, a: c.div(c.const(1), c.const(1) + c.unary("exp", -x)),
+       lambda c, x, y, t, a: t * (y * (c.const(1) - y)), "y")
 _unary("sin", lambda c, x, a: c.unary("sin", x), lambda c, x, y, t, a: t * c.unary("cos", x),
        "x")
 _unary("cos", lambda c, x, a: c.unary("cos", x), lambda c, x, y, t, a: -(t * c.unary("sin", x)),

@@ -20,6 +20,7 @@ import numpy as np
 
 from spec.errors import ShapeError
 from spec.graph import Graph
+from spec.validate import validate_graph
 
 from .context import KernelContext
 from .kernels import fold_fanin, kernel_for
@@ -56,6 +57,8 @@ def lower(g: Graph, inputs: Sequence[Any], env: Sequence[int] = (), *, dtype: st
           kernels: str = "fast", ctx: KernelContext | None = None) -> Tape:
     """The tape of g on `inputs` (TorchLean's compile_aux_data)."""
     ctx = ctx or KernelContext(dtype, kernels)
+    # A Graph is validated when built, but its fields can be reassigned: re-check here.
+    shapes = validate_graph(g.inputs, g.nodes)
     xs = _check_inputs(g, inputs, ctx)
     tape = Tape(ctx)
     for x in xs:
@@ -69,7 +72,7 @@ def lower(g: Graph, inputs: Sequence[Any], env: Sequence[int] = (), *, dtype: st
             kern.check(ctx, args, attrs)
         with np.errstate(all="ignore"):
             y, saved = kern.forward(ctx, args, attrs, env)
-        bw = _dense_backward(ctx, kern, saved, node.args, attrs, env, g.shapes[:idx])
+        bw = _dense_backward(ctx, kern, saved, node.args, attrs, env, shapes[:idx])
         tape.add_node(node.op, ctx.arr(y), True, node.args, bw)
     return tape
 

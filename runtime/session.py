@@ -124,6 +124,11 @@ class Param:
                      self.requires_grad, self.dtype, self.owner)
 
 
+def _is_scalar(x: Any) -> bool:
+    """A Python number that an op turns into a frozen const operand."""
+    return isinstance(x, (int, float, Fraction)) and not isinstance(x, bool)
+
+
 def _frozen_copy(a: Any) -> Any:
     out = np.array(a, copy=True)
     out.flags.writeable = False
@@ -152,8 +157,8 @@ def group_leaves(leaves: Mapping[int, Param]) -> list[tuple[int, list[int]]]:
     (first leaf id, all leaf ids). A parameter without storage is a group of its own."""
     groups: dict[Any, tuple[int, list[int]]] = {}
     for leaf in sorted(leaves):
-        key = leaves[leaf].storage
-        key = ("solo", leaf) if key is None else key
+        storage = leaves[leaf].storage
+        key: Any = ("solo", leaf) if storage is None else storage
         if key not in groups:
             groups[key] = (leaf, [])
         groups[key][1].append(leaf)
@@ -409,7 +414,7 @@ class Session:
 
     # ------------------------------------------------------------------ ops
     def _coerce(self, x: Any, what: str) -> int:
-        if isinstance(x, (int, float, Fraction)) and not isinstance(x, bool):
+        if _is_scalar(x):
             return self.const(x).id
         return self._check(x, what)
 
@@ -432,8 +437,11 @@ class Session:
         """Apply op `name` of the table to TensorRefs (NatRef attributes read the env)."""
         if name not in OPS:
             raise GraphError(f"unknown op {name!r}")
-        ids = [self._check(a, f"{name}: input {k}") if isinstance(a, (TensorRef, NatRef))
-               else self._coerce(a, f"{name}: input {k}") for k, a in enumerate(args)]
+        # Every handle is validated before anything is created (Python scalars become
+        # consts only afterwards) ...
+        for k, a in enumerate(args):
+            if not _is_scalar(a):
+                self._check(a, f"{name}: input {k}")
         for key, v in list(attrs.items()):
             if isinstance(v, NatRef):
                 slot = self._check_nat(v, f"{name}: attribute {key}")
@@ -442,7 +450,29 @@ class Session:
                     attrs["env_slot"] = slot
                 else:
                     attrs[key] = self._env[slot]
-        return self._record(name, ids, attrs)
+        # ... and a failure after a scalar became a const (a shape error, exact division by
+        # zero) drops that const again: a failed call leaves the recording unchanged.
+        mark = self._mark()
+        try:
+            ids = [self._coerce(a, f"{name}: input {k}") for k, a in enumerate(args)]
+            return self._record(name, ids, attrs)
+        except BaseException:
+            self._rollback(mark)
+            raise
+
+    def _mark(self) -> tuple[int, int, int, int, bool]:
+        b = self._builder
+        return (len(self.tape.nodes), len(b._inputs) if b else 0, len(b._nodes) if b else 0,
+                len(b._shapes) if b else 0, self._graph_has_nodes)
+
+    def _rollback(self, mark: tuple[int, int, int, int, bool]) -> None:
+        n, n_in, n_nodes, n_shapes, has_nodes = mark
+        del self.tape.nodes[n:]
+        if self._builder is not None:
+            del self._builder._inputs[n_in:]
+            del self._builder._nodes[n_nodes:]
+            del self._builder._shapes[n_shapes:]
+        self._graph_has_nodes = has_nodes
 
     def detach(self, x: TensorRef) -> TensorRef:
         """Eager: a frozen node with parent x and no contributions; typed graph: the spec
@@ -469,7 +499,22 @@ class Session:
     def backward_dense_all(self, out: TensorRef, seed: Any,
                            hook: Callable[[int, Any], Any] | None = None) -> list[Any]:
         i = self._check(out, "backward_dense_all")
-        return self.tape.backward_dense_all(i, self._seed(i, seed), hook)
+        return self.tape.backward_dense_all(i, self._seed(i, seed), self._wrap_hook(hook))
+
+    def _wrap_hook(self, hook: Callable[[int, Any], Any] | None) -> Any:
+        """Exact dtype: NumPy turns arithmetic on a 0-d object array into a bare Fraction, so
+        `lambda i, g: g * 2` would "change the dtype" of every scalar gradient; such a
+        result is given back its 0-d array form. Anything else is checked by the tape."""
+        if hook is None or not self.ctx.exact:
+            return hook
+
+        def wrapped(i: int, g: Any) -> Any:
+            h = hook(i, g)
+            if isinstance(h, Fraction) and getattr(g, "shape", None) == ():
+                return self.ctx.arr(h)
+            return h
+
+        return wrapped
 
     def backward_scalar_dense_all(self, loss: TensorRef) -> list[Any]:
         i = self._check(loss, "backward_scalar_dense_all")
@@ -497,10 +542,6 @@ class Session:
         if self.mode != "typed_graph":
             raise TorchLeanError(f"{what}: forward mode needs a typed_graph session "
                                  "(this one is eager)")
-
-    def _leaf_ids(self) -> list[int]:
-        return [i for i, n in enumerate(self.tape.nodes) if not n.parents and n.name != "const"
-                or (not n.parents and i < self._num_leaves())]
 
     def _num_leaves(self) -> int:
         return 0 if self._builder is None else len(self._builder._inputs)
@@ -625,6 +666,5 @@ class Session:
         from .linkcheck import link_check
 
         rec = self.graph()
-        kernels = "ordered" if self.dtype not in OBJECT_DTYPES else "ordered"
         ok, text = link_check(rec.graph, rec.inputs, rec.env, self.dtype, seed)
-        return LinkCheck(ok, text, kernels)
+        return LinkCheck(ok, text, "exact" if self.dtype in OBJECT_DTYPES else "ordered")

@@ -1092,13 +1092,21 @@ _composite("transpose", 1, _transpose_body, doc="swap the last two axes (swap_ad
            tags=frozenset({"structural"}))
 
 
-def _sigmoid_body(b: Any, x: list[int], a: Attrs) -> int:
-    u = b.node("add", _c(b, 1), b.node("exp", b.node("neg", x[0])))
-    return b.node("div", _c(b, 1), u)
+def _sigmoid(D: Domain, x: Any, a: Attrs) -> Any:
+    return D.div(D.one(), D.add(D.one(), D.exp(D.neg(x))))
 
 
-_composite("sigmoid", 1, _sigmoid_body, doc="div(1, add(1, exp(neg x)))", algebraic=False,
-           tags=frozenset({"elementwise"}))
+# A primitive rather than the composite div(1, add(1, exp(neg x))): composed, the
+# derivative for x < about -88 (binary32) is (-0)*inf = NaN, because exp(-x) overflows.
+# The explicit rule y*(1 - y) stays finite.
+_unary(
+    "sigmoid",
+    _sigmoid,
+    lambda D, x, y, t, a: D.mul(t, D.mul(y, D.sub(D.one(), y))),
+    saves="y",
+    doc="div(1, add(1, exp(neg x))); derivative mul(y, sub(1, y))",
+    algebraic=False,
+)
 
 
 def _softplus_body(b: Any, x: list[int], a: Attrs) -> int:

@@ -527,6 +527,47 @@ def test_transcendental_16bit_sweep(D, dt, ut, fname):
             assert is_negative_zero(got) == neg_zero
 
 
+# Binary32 inputs where rounding the exact value to binary64 first and then to binary32 gives
+# a different (wrong) result than rounding once: the exact value lies within about 2**-29
+# binary32 ulps of a binary32 rounding boundary. Found by scanning every positive finite
+# binary32 input with NumPy's float64 functions and confirming the survivors with mpmath
+# (the test re-confirms each one). They catch an implementation that goes through a
+# binary64 libm (or any 53-bit intermediate) and rounds again.
+BINARY32_DOUBLE_ROUNDING_TRAPS = [
+    ("log", 0x3C413D3A),
+    ("log", 0x41178FEB),
+    ("log", 0x4C5D65A5),
+    ("log", 0x65D890D3),
+    ("log", 0x6F31A8EC),
+    ("sin", 0x46199998),
+    ("cos", 0x5F18B878),
+    ("cos", 0x6115CB11),
+]
+
+
+@pytest.mark.parametrize(
+    ("fname", "bits"),
+    BINARY32_DOUBLE_ROUNDING_TRAPS,
+    ids=[f"{f}-{b:08x}" for f, b in BINARY32_DOUBLE_ROUNDING_TRAPS],
+)
+def test_transcendental_binary32_double_rounding_traps(fname, bits):
+    D = BINARY32
+    x = D.to_rational(D.from_bits(bits))
+    with mpmath.workprec(400):
+        r = mp_fraction(MP_FUNCS[fname](mpmath.mpf(float(x))))
+    eps = Fraction(1, 2**200)
+    single = {oracle(D, r * (1 - eps)), oracle(D, r * (1 + eps))}
+    assert len(single) == 1
+    (want,) = single
+    via_binary64 = oracle(D, round_rational_to_format(r, 53, -1073, 1024))
+    assert via_binary64 != want  # it really is a trap
+    got = getattr(D, fname)(D.from_bits(bits))
+    assert D.to_rational(got) == want
+    if fname != "log":  # sin is odd, cos is even
+        mirrored = getattr(D, fname)(D.from_bits(bits | 0x80000000))
+        assert D.to_rational(mirrored) == (-want if fname == "sin" else want)
+
+
 def test_transcendental_hand_worked():
     # exp(1) in binary32: e = 2.71828182845904523536... ; 24-bit significand 0x2DF854
     assert BINARY32.to_bits(BINARY32.exp(BINARY32.one())) == 0x402DF854

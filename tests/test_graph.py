@@ -16,9 +16,12 @@ from conformance.graphs import (
     ALGEBRAIC_OPS,
     DEFAULT_FLOAT_OPS,
     GRAPH_OPS,
+    INPUT_SHAPES,
+    MAX_ELEMENTS,
     graph_cases,
     graphs,
     inputs_for,
+    is_algebraic,
     seeds_for,
 )
 from spec.domains import BINARY32, RATIONAL, Domain
@@ -29,6 +32,7 @@ from spec.graph import (
     backprop_all_ctx,
     backprop_ctx,
     eval_graph,
+    format_graph,
     jvp_ctx,
     node_vjp_dense,
 )
@@ -59,6 +63,49 @@ def _is_binary32(v: Any) -> bool:
         return True
     exact = F32.to_rational(v)
     return Q(f) == exact and Q(float(np.float32(f))) == exact
+
+
+# --------------------------------------------------------------------------- the generator
+
+
+@pytest.mark.parametrize("kind", ["rational", "float"])
+@given(data=st.data())
+def test_generated_graphs_keep_the_documented_invariants(kind: str, data: st.DataObject) -> None:
+    g = data.draw(graphs(ops=None if kind == "rational" else GRAPH_OPS, domain_kind=kind))
+    assert 1 <= g.num_inputs <= 3 and len(g.nodes) <= 6
+    assert all(s in INPUT_SHAPES for s in g.inputs)
+    assert all(size(s) <= MAX_ELEMENTS for s in g.shapes)
+    producer = {g.num_inputs + k: n for k, n in enumerate(g.nodes)}
+
+    def positive(v: int) -> bool:
+        n = producer.get(v)
+        if n is None:
+            return False
+        if n.op == "clamp":
+            return n.attrs["lo"] > 0
+        return n.op == "const" and all(q > 0 for q in n.attrs["values"])
+
+    for n in g.nodes:
+        assert n.op != "select" or n.attrs["env_slot"] is None
+        if kind == "rational":
+            assert is_algebraic(n.op), n.op
+            if n.op in ("div", "inv"):
+                assert positive(n.args[-1]), format_graph(g)
+        if n.op == "log":
+            assert positive(n.args[0]), format_graph(g)
+
+
+def test_generator_rejects_bad_op_lists() -> None:
+    with pytest.raises(ValueError, match="not algebraic"):
+        graphs(ops=["exp"])
+    with pytest.raises(ValueError, match="no generator"):
+        graphs(ops=["frobnicate"], domain_kind="float")
+    with pytest.raises(ValueError, match="domain_kind"):
+        graphs(domain_kind="complex")
+    with pytest.raises(ValueError, match="min <= max"):
+        graphs(min_nodes=3, max_nodes=2)
+    assert "log" not in DEFAULT_FLOAT_OPS and "log" in GRAPH_OPS
+    assert {op for op in GRAPH_OPS if is_algebraic(op)} == ALGEBRAIC_OPS
 
 
 # --------------------------------------------------------------------------- backprop_all_ctx
@@ -197,7 +244,7 @@ def test_node_rules_shapes_binary32(case: Any) -> None:
 
 
 @pytest.mark.parametrize("op", sorted(GRAPH_OPS))
-@settings(max_examples=4)
+@settings(max_examples=6)
 @given(data=st.data())
 def test_node_rules_shapes_per_op(op: str, data: st.DataObject) -> None:
     g = data.draw(graphs(ops=[op, "reshape"], min_nodes=2, domain_kind="float"))

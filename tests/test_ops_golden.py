@@ -448,9 +448,8 @@ def test_const_casts_rationals_once() -> None:
 
 
 def test_const_has_no_arguments_and_zero_tangent() -> None:
-    attrs = {"shape": (2,), "values": [1, 2]}
-    assert vjp(R, "const", [], T(R, (2,), 5, 5), **attrs) == []
-    assert jvp(R, "const", [], [], **attrs) == T(R, (2,), 0, 0)
+    assert vjp(R, "const", [], T(R, (2,), 5, 5), shape=(2,), values=[1, 2]) == []
+    assert jvp(R, "const", [], [], shape=(2,), values=[1, 2]) == T(R, (2,), 0, 0)
 
 
 def test_scale_by_a_third() -> None:

@@ -1,0 +1,188 @@
+"""`python -m conformance.sweep`: an opt-in exhaustive binary32 sweep of `runtime.crmath`.
+
+For each unary function of `runtime.crmath.FUNCTIONS` (or the ones named with `--fn`), every
+binary32 bit pattern in `[--start, --stop)` is run, in vectorised chunks, through
+`cr_apply(fn, x, "float32")`, and each result is checked against an independent, wider
+evaluation: NumPy's long-double function (x87 extended, 64-bit significand; a different libm
+entry point than the float64 one `cr_apply` uses) rounded once to binary32. Where that wide
+value lies within its own error margin (`crmath.ERR_ULPS` long-double ulps) of a binary32
+rounding boundary, the reference is computed with MPFR through the spec domain `BINARY32`
+instead. Any element where `cr_apply` and the reference differ is re-checked with MPFR:
+if `cr_apply` agrees with MPFR the long-double reference was wrong (counted, not a failure);
+otherwise it is a disagreement, i.e. a counterexample to `cr_apply`'s correctness assumption.
+
+The full sweep (`--start 0 --stop 2**32`, the default) takes hours; the unit test runs a small
+range. Progress goes to stderr (tqdm, only on a TTY); the summary table goes to stdout and a
+JSON summary to `--json`. Exit status: 0 when there is no disagreement, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from runtime.backend import from_spec, round_f64, to_spec
+from runtime.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
+from spec.domains import BINARY32
+
+__all__ = ["FnSummary", "main", "run_sweep", "sweep_chunk"]
+
+MAX_EXAMPLES = 20
+
+
+@dataclass
+class FnSummary:
+    """Counts for one function over the swept range."""
+
+    fn: str
+    elements: int = 0
+    cr_fallbacks: int = 0  # elements cr_apply itself recomputed with MPFR
+    reference_mpfr: int = 0  # elements whose reference came from MPFR (near a boundary)
+    reference_wrong: int = 0  # long-double reference wrong, cr_apply right (MPFR decided)
+    disagreements: int = 0  # cr_apply differs from the correctly rounded value
+    seconds: float = 0.0
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+
+def _mpfr(fn: str, x: np.ndarray) -> np.ndarray:
+    """fn(x) correctly rounded to binary32 by MPFR (the spec domain)."""
+    if x.size == 0:
+        return np.zeros(0, dtype=np.float32)
+    return from_spec(to_spec(x, "float32").map(getattr(BINARY32, fn)), "float32")
+
+
+def _same32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Bit equality, all NaNs equal."""
+    return (a.view(np.uint32) == b.view(np.uint32)) | (np.isnan(a) & np.isnan(b))
+
+
+def sweep_chunk(fn: str, lo: int, hi: int, summary: FnSummary) -> None:
+    """Check the bit patterns lo..hi-1 (0 <= lo <= hi <= 2**32); update `summary`."""
+    pats = np.arange(lo, hi, dtype=np.uint64).astype(np.uint32)
+    x = pats.view(np.float32)
+    ufunc: Callable[[Any], Any] = getattr(np, fn)
+    cand = np.asarray(cr_apply(fn, x, "float32"))
+    with np.errstate(all="ignore"):
+        # cr_apply's own first pass, repeated here only to count its MPFR fallbacks
+        y64 = ufunc(x.astype(np.float64))
+        summary.cr_fallbacks += int(unsafe_mask(y64, round_f64(y64, "float32"), BINARY32).sum())
+        # the independent wide evaluation, rounded once to binary32
+        yl = ufunc(x.astype(np.longdouble))
+        ref = yl.astype(np.float32)
+    near = unsafe_mask(yl, ref, BINARY32)
+    if near.any():
+        ref[near] = _mpfr(fn, x[near])
+    summary.reference_mpfr += int(near.sum())
+    diff = ~_same32(cand, ref)
+    if diff.any():
+        idx = np.flatnonzero(diff)
+        exact = _mpfr(fn, x[idx])
+        cand_ok = _same32(cand[idx], exact)
+        summary.reference_wrong += int(cand_ok.sum())
+        bad = idx[~cand_ok]
+        summary.disagreements += int(bad.size)
+        for i, e in zip(bad, exact[~cand_ok], strict=True):
+            if len(summary.examples) >= MAX_EXAMPLES:
+                break
+            summary.examples.append({
+                "x_bits": f"0x{int(pats[i]):08x}",
+                "x": repr(float(x[i])),
+                "cr_apply": f"0x{int(cand[i:i + 1].view(np.uint32)[0]):08x}",
+                "mpfr": f"0x{int(np.array([e], dtype=np.float32).view(np.uint32)[0]):08x}",
+            })
+    summary.elements += hi - lo
+
+
+def run_sweep(fns: Sequence[str] = FUNCTIONS, start: int = 0, stop: int = 2**32,
+              chunk: int = 2**20, progress: Callable[[int], None] | None = None
+              ) -> dict[str, FnSummary]:
+    """Sweep every function over the bit patterns [start, stop); return one summary each."""
+    for fn in fns:
+        if fn not in FUNCTIONS:
+            raise ValueError(f"unknown function {fn!r}; choose from {list(FUNCTIONS)}")
+    if not 0 <= start <= stop <= 2**32:
+        raise ValueError(f"need 0 <= start <= stop <= 2**32, got [{start}, {stop})")
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    out: dict[str, FnSummary] = {}
+    for fn in fns:
+        s = FnSummary(fn)
+        t0 = time.perf_counter()
+        for lo in range(start, stop, chunk):
+            hi = min(lo + chunk, stop)
+            sweep_chunk(fn, lo, hi, s)
+            if progress is not None:
+                progress(hi - lo)
+        s.seconds = time.perf_counter() - t0
+        out[fn] = s
+    return out
+
+
+def _int(s: str) -> int:
+    """An int in any base Python accepts (0x..., 0b...), or a power `B**E`."""
+    if "**" in s:
+        base, exp = s.split("**", 1)
+        return int(base, 0) ** int(exp, 0)
+    return int(s, 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m conformance.sweep",
+                                description="Exhaustive binary32 check of runtime.crmath.")
+    p.add_argument("--fn", action="append", choices=list(FUNCTIONS),
+                   help="function to sweep (repeatable; default: all)")
+    p.add_argument("--start", type=_int, default=0, help="first bit pattern (default 0)")
+    p.add_argument("--stop", type=_int, default=2**32,
+                   help="one past the last bit pattern (default 2**32)")
+    p.add_argument("--chunk", type=_int, default=2**20, help="patterns per chunk (2**20)")
+    p.add_argument("--json", default="crmath-sweep.json", help="JSON summary path")
+    a = p.parse_args(argv)
+    fns = a.fn or list(FUNCTIONS)
+    if not 0 <= a.start <= a.stop <= 2**32:
+        p.error(f"need 0 <= start <= stop <= 2**32, got [{a.start}, {a.stop})")
+    if a.chunk < 1:
+        p.error("--chunk must be >= 1")
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=(a.stop - a.start) * len(fns), file=sys.stderr, unit="x",
+               unit_scale=True, disable=not sys.stderr.isatty(), leave=False)
+    try:
+        res = run_sweep(fns, a.start, a.stop, a.chunk, progress=bar.update)
+    finally:
+        bar.close()
+    print(f"{'fn':<6}{'elements':>12}{'cr_fallbacks':>14}{'ref_mpfr':>10}{'ref_wrong':>11}"
+          f"{'disagree':>10}{'s':>8}")
+    for s in res.values():
+        print(f"{s.fn:<6}{s.elements:>12}{s.cr_fallbacks:>14}{s.reference_mpfr:>10}"
+              f"{s.reference_wrong:>11}{s.disagreements:>10}{s.seconds:>8.1f}")
+        for ex in s.examples:
+            print(f"  DISAGREE {s.fn}: {ex}")
+    summary = {
+        "range": {"start": a.start, "stop": a.stop, "chunk": a.chunk},
+        "err_ulps": ERR_ULPS,
+        "longdouble_mantissa_bits": int(np.finfo(np.longdouble).nmant),
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "functions": {fn: asdict(s) for fn, s in res.items()},
+        "disagreements": sum(s.disagreements for s in res.values()),
+    }
+    with open(a.json, "w") as f:
+        json.dump(summary, f, indent=1)
+    total = summary["disagreements"]
+    print(f"{sum(s.elements for s in res.values())} elements, {total} disagreements; "
+          f"summary: {a.json}")
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

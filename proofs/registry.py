@@ -1,0 +1,226 @@
+"""The theorem registry: checked obligations with stable, citable names.
+
+Invariants:
+- A theorem name is a stable dotted identifier: `op.<op>.adjoint|derivative|forward` for the
+  per-op laws, `link.*`, `graph.*`, `tape.*` and `float.*` for the graph- and
+  format-level theorems. A published name keeps its meaning; a changed statement gets a
+  new name.
+- Every `Theorem` carries its statement in words and as a formula, its `Scope` (ops,
+  domains, shapes, graph sizes), the kinds of evidence (`EVIDENCE_KINDS`), a check and a
+  status (`STATUSES`). The registry is filled on first use, in a deterministic order (the
+  op table's order, then graph, tape and float theorems).
+- A check is a callable `check(ctx: CheckContext) -> CheckResult`. Checks are
+  deterministic: the same sources and the same mode give the same `CheckResult` (result,
+  counts, details); timings live only in `CheckResult.seconds`. A failing obligation is
+  reported as `passed=False`, never raised; `run_check` turns an unexpected exception into
+  a failed result that names the exception.
+- Per-op checks look the op up in `spec.ops.OPS` when they run (not when they are
+  registered), so a patched op table is what gets checked.
+- Every op of `spec.ops.OPS` gets its three obligations; an op without a written law gets
+  obligations with status "missing" whose checks fail.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spec.errors import TorchLeanError
+
+__all__ = [
+    "EVIDENCE_KINDS",
+    "STATUSES",
+    "CheckContext",
+    "CheckResult",
+    "ProofError",
+    "Scope",
+    "Theorem",
+    "get",
+    "register",
+    "run_check",
+    "select",
+    "theorems",
+]
+
+EVIDENCE_KINDS = (
+    "symbolic identity",
+    "bounded exhaustive symbolic check",
+    "property test",
+    "written proof",
+)
+"""The kinds of evidence a theorem can rest on."""
+
+STATUSES = ("proved", "checked", "missing", "known-failing")
+"""`proved`: a written proof plus checks; `checked`: evidence by checks only; `missing`: no
+law written yet (the check fails); `known-failing`: documents a known bug (the check fails
+until the bug is fixed)."""
+
+
+class ProofError(TorchLeanError):
+    """A proofs-layer error: unknown theorem names, malformed certificates, bad laws."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a theorem quantifies over."""
+
+    ops: tuple[str, ...]
+    domains: tuple[str, ...]
+    shapes: str
+    graphs: str = "single op application"
+
+    def summary(self) -> str:
+        ops = ", ".join(self.ops) if len(self.ops) <= 8 else f"{len(self.ops)} ops"
+        return f"ops: {ops}; domains: {', '.join(self.domains)}; shapes: {self.shapes}; " \
+            f"graphs: {self.graphs}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ops": list(self.ops), "domains": list(self.domains), "shapes": self.shapes,
+                "graphs": self.graphs}
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check. `counts` and `details` must be JSON-serialisable and
+    deterministic; `seconds` is the only timing."""
+
+    passed: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"result": "pass" if self.passed else "fail", "counts": dict(self.counts),
+                "details": self.details}
+
+
+@dataclass
+class CheckContext:
+    """Run-time settings shared by the checks of one run.
+
+    `quick` selects the small bounds; `jobs` is the number of worker processes a check may
+    use; `cache` lets checks share work within a run (e.g. one sweep over the enumerated
+    graphs serves several graph theorems); `selected` names every theorem of the run;
+    `progress(desc, done, total)` reports progress of long checks (may be None)."""
+
+    quick: bool = False
+    jobs: int = 1
+    cache: dict[Any, Any] = field(default_factory=dict)
+    selected: frozenset[str] = frozenset()
+    progress: Callable[[str, int, int], None] | None = None
+
+    def report(self, desc: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(desc, done, total)
+
+
+@dataclass(frozen=True)
+class Theorem:
+    """One named obligation."""
+
+    name: str
+    statement: str
+    formula: str
+    scope: Scope
+    evidence: tuple[str, ...]
+    check: Callable[[CheckContext], CheckResult]
+    status: str = "checked"
+    sources: tuple[str, ...] = ("spec", "proofs")
+    references: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = [e for e in self.evidence if e not in EVIDENCE_KINDS]
+        if bad or not self.evidence:
+            raise ProofError(f"{self.name}: evidence must be drawn from {EVIDENCE_KINDS} "
+                             f"(got {self.evidence})")
+        if self.status not in STATUSES:
+            raise ProofError(f"{self.name}: status must be one of {STATUSES} "
+                             f"(got {self.status!r})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "statement": self.statement,
+            "formula": self.formula,
+            "scope": self.scope.to_json(),
+            "evidence": list(self.evidence),
+            "status": self.status,
+            "sources": list(self.sources),
+            "references": list(self.references),
+        }
+
+
+_REGISTRY: dict[str, Theorem] = {}
+_LOADED = False
+
+
+def register(th: Theorem) -> Theorem:
+    """Add a theorem; a name may be registered once."""
+    if th.name in _REGISTRY:
+        raise ProofError(f"theorem {th.name!r} registered twice")
+    _REGISTRY[th.name] = th
+    return th
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from . import float_laws, graph_laws, op_laws
+
+    op_laws.register_all()
+    graph_laws.register_all()
+    float_laws.register_all()
+
+
+def theorems() -> list[Theorem]:
+    """Every registered theorem, in registration order."""
+    _load()
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> Theorem:
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ProofError(f"unknown theorem {name!r} (see `python -m proofs list`)") from None
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return name == pattern or name.startswith(pattern.rstrip(".") + ".")
+
+
+def select(patterns: Iterable[str] = ()) -> list[Theorem]:
+    """Theorems named by `patterns` (exact names or dotted prefixes such as `op.relu`), in
+    registration order; all theorems when `patterns` is empty. A pattern that matches
+    nothing raises `ProofError`."""
+    pats = list(patterns)
+    ths = theorems()
+    if not pats:
+        return ths
+    for p in pats:
+        if not any(_matches(t.name, p) for t in ths):
+            raise ProofError(f"no theorem matches {p!r} (see `python -m proofs list`)")
+    return [t for t in ths if any(_matches(t.name, p) for p in pats)]
+
+
+def run_check(th: Theorem, ctx: CheckContext) -> CheckResult:
+    """Run a theorem's check; an exception becomes a failed result naming it."""
+    t0 = time.perf_counter()
+    try:
+        res = th.check(ctx)
+    except Exception as e:  # a crashing check is a failed obligation, reported with its cause
+        tb = traceback.extract_tb(e.__traceback__)
+        where = [f"{f.filename.rsplit('/', 2)[-2:]!s}:{f.lineno}" for f in tb[-3:]]
+        res = CheckResult(False, {"errors": 1},
+                          {"error": f"{type(e).__name__}: {e}", "where": where})
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _names(ths: Sequence[Theorem]) -> list[str]:
+    return [t.name for t in ths]
