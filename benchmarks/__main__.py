@@ -106,6 +106,7 @@ def _mlp_step(g: Graph, xs: list[Any], dtype: str, kernels: str) -> Callable[[],
 
 def _mlp_lowered(g: Graph, xs: list[Any], dtype: str, kernels: str) -> Callable[[], Any]:
     """lower() + backward_dense_from: TorchLean's dense compile_aux_data semantics."""
+
     def run() -> Any:
         tape = lower(g, xs, dtype=dtype, kernels=kernels)
         seeds = [tape.ctx.zeros(tuple(n.value.shape)) for n in tape.nodes]
@@ -127,9 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     res["chain100_tape_s"] = ours
     res["chain100_numpy_s"] = peer
     res["per_op_overhead_us"] = (ours - peer) / (2 * n + 1) * 1e6
-    print(f"100-op eager chain on (4,): tape {ours * 1e3:.2f} ms, hand-written NumPy "
-          f"{peer * 1e3:.2f} ms, ratio {ours / peer:.1f}x, "
-          f"overhead {res['per_op_overhead_us']:.1f} us per op (fwd+bwd)")
+    print(
+        f"100-op eager chain on (4,): tape {ours * 1e3:.2f} ms, hand-written NumPy "
+        f"{peer * 1e3:.2f} ms, ratio {ours / peer:.1f}x, "
+        f"overhead {res['per_op_overhead_us']:.1f} us per op (fwd+bwd)"
+    )
     g = mlp_graph()
     for dt, npdt in (("float32", np.float32), ("float64", np.float64)):
         xs = _mlp_inputs(g, npdt)
@@ -139,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         res[f"mlp_{dt}_fast_s"] = fast
         res[f"mlp_{dt}_ordered_s"] = ordered
         res[f"mlp_{dt}_lowered_fast_s"] = lowered
-        print(f"MLP 784-512-512-10 batch 128 {dt} (eager tape, fwd+bwd): fast "
-              f"{fast * 1e3:.1f} ms, ordered {ordered * 1e3:.1f} ms, ordered/fast "
-              f"{ordered / fast:.1f}x; lowered dense backward (fast) {lowered * 1e3:.1f} ms")
+        print(
+            f"MLP 784-512-512-10 batch 128 {dt} (eager tape, fwd+bwd): fast "
+            f"{fast * 1e3:.1f} ms, ordered {ordered * 1e3:.1f} ms, ordered/fast "
+            f"{ordered / fast:.1f}x; lowered dense backward (fast) {lowered * 1e3:.1f} ms"
+        )
     try:
         import torch  # noqa: F401
     except ImportError:

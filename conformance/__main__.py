@@ -14,26 +14,46 @@ from .suite import IEEE_DTYPES, default_properties, replay, run_property, write_
 def _progress_bar(total: int):  # type: ignore[no-untyped-def]
     from tqdm import tqdm
 
-    return tqdm(total=total, file=sys.stderr, disable=not sys.stderr.isatty(),
-                unit="case", leave=False)
+    return tqdm(
+        total=total, file=sys.stderr, disable=not sys.stderr.isatty(), unit="case", leave=False
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
     p.add_argument("--backend", default="numpy", help="array backend (default: numpy)")
-    p.add_argument("--dtype", default="all",
-                   help="comma list of exact,float64,float32,bfloat16,float16 (default: all)")
+    p.add_argument(
+        "--dtype",
+        default="all",
+        help="comma list of exact,float64,float32,bfloat16,float16 (default: all)",
+    )
     p.add_argument("--kernels", default="all", choices=["all", "fast", "ordered"])
-    p.add_argument("--max-examples", type=int, default=60,
-                   help="cases per property over all ops (default 60)")
-    p.add_argument("--per-op", type=int, default=2,
-                   help="further cases per property focused on each op in turn (default 2)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="Hypothesis seed (default: derandomised, reproducible)")
-    p.add_argument("--report", default="conformance-report",
-                   help="report path prefix (writes PREFIX.json and PREFIX.md)")
-    p.add_argument("--replay", default=None, metavar="FILE",
-                   help="re-run the JSON reproducer of a failing case and exit")
+    p.add_argument(
+        "--max-examples", type=int, default=60, help="cases per property over all ops (default 60)"
+    )
+    p.add_argument(
+        "--per-op",
+        type=int,
+        default=2,
+        help="further cases per property focused on each op in turn (default 2)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="Hypothesis seed (default: derandomised, reproducible)",
+    )
+    p.add_argument(
+        "--report",
+        default="conformance-report",
+        help="report path prefix (writes PREFIX.json and PREFIX.md)",
+    )
+    p.add_argument(
+        "--replay",
+        default=None,
+        metavar="FILE",
+        help="re-run the JSON reproducer of a failing case and exit",
+    )
     a = p.parse_args(argv)
     if a.replay:
         with open(a.replay) as f:
@@ -51,25 +71,37 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for prop in props:
             bar.set_description(f"{prop.name}/{prop.dtype}/{prop.kernels}")
-            rows.append(run_property(prop, a.max_examples, a.seed,
-                                     progress=lambda: bar.update(), per_op=a.per_op))
+            rows.append(
+                run_property(
+                    prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
+                )
+            )
     finally:
         bar.close()
-    print(f"{'property':<22}{'dtype':<10}{'kernels':<9}{'cases':>6}{'passed':>8}{'failed':>8}"
-          f"{'ops':>5}{'max ulp':>10}{'bound ratio':>13}")
+    print(
+        f"{'property':<22}{'dtype':<10}{'kernels':<9}{'cases':>6}{'passed':>8}{'failed':>8}"
+        f"{'ops':>5}{'max ulp':>10}{'bound ratio':>13}"
+    )
     for r in rows:
-        print(f"{r.property:<22}{r.dtype:<10}{r.kernels:<9}{r.cases:>6}{r.passed:>8}"
-              f"{r.failed:>8}{r.ops_covered:>5}{r.max_ulp:>10.3g}{r.worst_bound_ratio:>13.3g}")
+        print(
+            f"{r.property:<22}{r.dtype:<10}{r.kernels:<9}{r.cases:>6}{r.passed:>8}"
+            f"{r.failed:>8}{r.ops_covered:>5}{r.max_ulp:>10.3g}{r.worst_bound_ratio:>13.3g}"
+        )
     failed = [r for r in rows if r.failed]
     for r in failed:
         print(f"\nFAILED {r.property}/{r.dtype}/{r.kernels}: {r.failure['message']}")
         print(r.failure["graph_text"])
         print("reproducer (save as FILE, then python -m conformance --replay FILE):")
         print(json.dumps(r.failure["repro"]))
-    meta = {"backend": a.backend, "max_examples": a.max_examples, "per_op": a.per_op,
-            "seed": a.seed,
-            "python": platform.python_version(), "numpy": version("numpy"),
-            "torchlean": version("torchlean")}
+    meta = {
+        "backend": a.backend,
+        "max_examples": a.max_examples,
+        "per_op": a.per_op,
+        "seed": a.seed,
+        "python": platform.python_version(),
+        "numpy": version("numpy"),
+        "torchlean": version("torchlean"),
+    }
     jpath, mpath = write_reports(rows, a.report, meta)
     total = sum(r.cases for r in rows)
     print(f"\n{total} cases, {len(failed)} failing properties; reports: {jpath}, {mpath}")

@@ -101,13 +101,15 @@ def _gamma(n: int, u: Fraction) -> Fraction:
     return n * u / (1 - n * u) if n * u < 1 else Fraction(10) ** 400
 
 
-BoundFn = Callable[[_Fmt, list[Tensor], Tensor, dict[str, Any], float], list[tuple[Fraction,
-                                                                                   Fraction]]]
+BoundFn = Callable[
+    [_Fmt, list[Tensor], Tensor, dict[str, Any], float], list[tuple[Fraction, Fraction]]
+]
 
 
 def _elementwise(a: float, b: float) -> BoundFn:
     def fn(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
         return [(Fraction(a) * f.u * _abs(v) + Fraction(b) * f.eta, _abs(v)) for v in y.data]
+
     return fn
 
 
@@ -119,8 +121,10 @@ def _sigmoid(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: flo
 
 
 def _scale(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
-    return [(Fraction(201, 100) * f.u * _abs(v) + (_abs(x) + 1) * f.eta, _abs(v))
-            for v, x in zip(y.data, xs[0].data, strict=True)]
+    return [
+        (Fraction(201, 100) * f.u * _abs(v) + (_abs(x) + 1) * f.eta, _abs(v))
+        for v, x in zip(y.data, xs[0].data, strict=True)
+    ]
 
 
 def _transcendental(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
@@ -132,8 +136,9 @@ def _transcendental(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any],
     return out
 
 
-def _sum_like(f: _Fmt, terms: list[list[Any]], extra_eta: int = 0,
-              gamma_n: int | None = None) -> list[tuple[Fraction, Fraction]]:
+def _sum_like(
+    f: _Fmt, terms: list[list[Any]], extra_eta: int = 0, gamma_n: int | None = None
+) -> list[tuple[Fraction, Fraction]]:
     out = []
     for ts in terms:
         m = sum((_abs(t) for t in ts), Fraction(0))
@@ -153,8 +158,9 @@ def _reduce_sum(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: 
     terms = []
     for flat in range(len(y.data)):
         o = unravel_index(flat, y.shape)
-        terms.append([x.data[ravel_index(o[:axis] + (k,) + o[axis:], x.shape)]
-                      for k in range(x.shape[axis])])
+        terms.append(
+            [x.data[ravel_index((*o[:axis], k, *o[axis:]), x.shape)] for k in range(x.shape[axis])]
+        )
     return _sum_like(f, terms)
 
 
@@ -163,16 +169,29 @@ def _products(a: Tensor, b: Tensor) -> list[list[Any]]:
     from spec.ops import _matmul_operands
     from spec.shape import ravel_index, size, unravel_index
 
-    A, B = _matmul_operands([a, b], (*__import__("numpy").broadcast_shapes(
-        a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]))
+    A, B = _matmul_operands(
+        [a, b],
+        (
+            *__import__("numpy").broadcast_shapes(a.shape[:-2], b.shape[:-2]),
+            a.shape[-2],
+            b.shape[-1],
+        ),
+    )
     k = A.shape[-1]
     out_shape = (*A.shape[:-2], A.shape[-2], B.shape[-1])
     terms = []
     for flat in range(size(out_shape)):
         idx = unravel_index(flat, out_shape)
         bt, i, j = idx[:-2], idx[-2], idx[-1]
-        terms.append([HP.mul(A.data[ravel_index((*bt, i, p), A.shape)],
-                             B.data[ravel_index((*bt, p, j), B.shape)]) for p in range(k)])
+        terms.append(
+            [
+                HP.mul(
+                    A.data[ravel_index((*bt, i, p), A.shape)],
+                    B.data[ravel_index((*bt, p, j), B.shape)],
+                )
+                for p in range(k)
+            ]
+        )
     return terms
 
 
@@ -196,7 +215,7 @@ def _linear(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: floa
 
 def _rows(t: Tensor) -> list[tuple[Any, ...]]:
     n = t.shape[-1]
-    return [t.data[r * n:(r + 1) * n] for r in range(len(t.data) // n)]
+    return [t.data[r * n : (r + 1) * n] for r in range(len(t.data) // n)]
 
 
 def _softmax(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
@@ -227,12 +246,24 @@ def _log_softmax(f: _Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K:
     return out
 
 
-_EXACT = ("neg", "abs", "relu", "maximum", "minimum", "detach", "reshape", "swap_adjacent",
-          "broadcast_to", "concat", "slice", "select", "index_select")
+_EXACT = (
+    "neg",
+    "abs",
+    "relu",
+    "maximum",
+    "minimum",
+    "detach",
+    "reshape",
+    "swap_adjacent",
+    "broadcast_to",
+    "concat",
+    "slice",
+    "select",
+    "index_select",
+)
 BOUNDS: dict[str, BoundFn] = {
     **dict.fromkeys(_EXACT, _elementwise(0, 0)),
-    **dict.fromkeys(("add", "sub", "mul", "div", "sqrt", "clamp", "const"),
-                    _elementwise(1, 0.5)),
+    **dict.fromkeys(("add", "sub", "mul", "div", "sqrt", "clamp", "const"), _elementwise(1, 0.5)),
     **dict.fromkeys(TRANSCENDENTAL, _transcendental),
     "scale": _scale,
     "sigmoid": _sigmoid,
@@ -291,8 +322,9 @@ def _ratio(err: Fraction, bound: Fraction) -> float:
     return _float(err / bound) if bound > 0 else float("inf")
 
 
-def check_bounds(g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (), *, dtype: str,
-                 kernels: str = "fast") -> BoundReport:
+def check_bounds(
+    g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (), *, dtype: str, kernels: str = "fast"
+) -> BoundReport:
     """Run g (inlined) on the runtime; check every primitive node against its bound."""
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
@@ -313,20 +345,24 @@ def check_bounds(g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (), *, dty
             want = op.forward(HP, args, dict(node.attrs), env)
         except TorchLeanError:
             continue
-        fn = "exp" if node.op == "sigmoid" else node.op  # sigmoid's libm call is exp
+        # the libm function behind an op (log_softmax also calls log: same budget per dtype)
+        fn = "exp" if node.op in ("sigmoid", "softmax", "log_softmax") else node.op
         budget = K if kernels == "ordered" else ULP_BUDGET[dtype].get(fn, 0.0)
         bounds = node_bound(node.op)(f, args, want, dict(node.attrs), budget)
         rep.nodes += 1
-        for e, (w, got, (bnd, mag)) in enumerate(zip(want.data, vals[idx].data, bounds,
-                                                      strict=True)):
+        for e, (w, got, (bnd, mag)) in enumerate(
+            zip(want.data, vals[idx].data, bounds, strict=True)
+        ):
             bnd = bnd + mag * Fraction(1, 2**200)
             wq, gq = _q(w), _q(got)
             if gmpy2.is_nan(w) or gmpy2.is_nan(got):
                 good = bool(gmpy2.is_nan(w) and gmpy2.is_nan(got))
                 ratio = 0.0 if good else float("inf")
             elif gq is None:  # runtime overflowed to ±inf
-                good = (wq is None and w == got) or (mag * (1 + 4 * f.u) >= f.threshold and (
-                    (wq is not None and (wq > 0) == (got > 0)) or w == got))
+                good = (wq is None and w == got) or (
+                    mag * (1 + 4 * f.u) >= f.threshold
+                    and ((wq is not None and (wq > 0) == (got > 0)) or w == got)
+                )
                 ratio = 0.0 if good else float("inf")
             elif wq is None:
                 good, ratio = False, float("inf")

@@ -40,13 +40,21 @@ def _fmt(D: Any, t: Tensor) -> str:
 def _compare(D: Any, what: str, got: Sequence[Tensor], want: Sequence[Tensor]) -> str | None:
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         if not a.same(D, b):
-            return (f"{what} of value %{i}: runtime {_fmt(D, a)} vs spec {_fmt(D, b)} "
-                    f"(shape {b.shape})")
+            return (
+                f"{what} of value %{i}: runtime {_fmt(D, a)} vs spec {_fmt(D, b)} (shape {b.shape})"
+            )
     return None
 
 
-def check_link(g: Graph, xs: Sequence[Tensor], seed: TensorPack, env: Sequence[int] = (), *,
-               dtype: str, kernels: str = "ordered") -> LinkReport:
+def check_link(
+    g: Graph,
+    xs: Sequence[Tensor],
+    seed: TensorPack,
+    env: Sequence[int] = (),
+    *,
+    dtype: str,
+    kernels: str = "ordered",
+) -> LinkReport:
     """Values and all cotangents of runtime vs spec in the dtype's domain."""
     D = DTYPE_DOMAIN[dtype]
     try:
@@ -75,8 +83,14 @@ def one_hot_seeds(ctx_zeros: Any, shapes: Sequence[tuple[int, ...]], out: int, s
     return [seed if i == out else ctx_zeros(s) for i, s in enumerate(shapes)]
 
 
-def check_dense_all_vs_from(g: Graph, xs: Sequence[Tensor], out_seed: Tensor,
-                            env: Sequence[int] = (), *, dtype: str = "exact") -> LinkReport:
+def check_dense_all_vs_from(
+    g: Graph,
+    xs: Sequence[Tensor],
+    out_seed: Tensor,
+    env: Sequence[int] = (),
+    *,
+    dtype: str = "exact",
+) -> LinkReport:
     """backward_dense_all(out, seed) == backward_dense_from(one_hot(out, seed)) on the
     (zero-preserving) lowered tape."""
     D = DTYPE_DOMAIN[dtype]
@@ -88,7 +102,9 @@ def check_dense_all_vs_from(g: Graph, xs: Sequence[Tensor], out_seed: Tensor,
     s = from_spec(out_seed, dtype)
     a = tape.backward_dense_all(out, s)
     b = tape.backward_dense_from(
-        one_hot_seeds(tape.ctx.zeros, [tuple(n.value.shape) for n in tape.nodes], out, s))
-    mism = _compare(D, "dense_all vs from", [to_spec(x, dtype) for x in a],
-                    [to_spec(x, dtype) for x in b])
+        one_hot_seeds(tape.ctx.zeros, [tuple(n.value.shape) for n in tape.nodes], out, s)
+    )
+    mism = _compare(
+        D, "dense_all vs from", [to_spec(x, dtype) for x in a], [to_spec(x, dtype) for x in b]
+    )
     return LinkReport(mism is None, len(a), mism)

@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, settings
 
 __all__ = ["PROFILES", "load_profile"]
 
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow,
-                                                         HealthCheck.data_too_large]}
+_COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
 PROFILES = {
     "ci": settings(max_examples=40, derandomize=True, print_blob=True, **_COMMON),
     "dev": settings(max_examples=150, print_blob=True, **_COMMON),

@@ -32,8 +32,17 @@ from .bounds import check_bounds
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .link import check_dense_all_vs_from, check_link
 
-__all__ = ["IEEE_DTYPES", "Case", "Outcome", "Property", "Row", "default_properties", "replay",
-           "run_property", "write_reports"]
+__all__ = [
+    "IEEE_DTYPES",
+    "Case",
+    "Outcome",
+    "Property",
+    "Row",
+    "default_properties",
+    "replay",
+    "run_property",
+    "write_reports",
+]
 
 IEEE_DTYPES = ("float64", "float32", "bfloat16", "float16")
 
@@ -90,8 +99,9 @@ def _ops_for(dtype: str) -> tuple[str, ...]:
     return tuple(DEFAULT_FLOAT_OPS)
 
 
-def _cases(dtype: str, *, specials: bool = False, max_nodes: int = 6
-           ) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+def _cases(
+    dtype: str, *, specials: bool = False, max_nodes: int = 6
+) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
     D = DTYPE_DOMAIN[dtype]
     kind = "rational" if dtype == "exact" else "float"
     default_ops = _ops_for(dtype)
@@ -115,6 +125,7 @@ def _link(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
     def check(c: Case) -> Outcome:
         r = check_link(c.graph, c.inputs, c.seed, c.env, dtype=dtype, kernels=kernels)
         return Outcome(r.ok, r.first_mismatch)
+
     return check
 
 
@@ -128,6 +139,7 @@ def _bounds(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
     def check(c: Case) -> Outcome:
         r = check_bounds(c.graph, c.inputs, c.env, dtype=dtype, kernels=kernels)
         return Outcome(r.ok, r.first_violation, r.max_ulp, r.worst_ratio)
+
     return check
 
 
@@ -136,24 +148,66 @@ def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Pr
     for dt in dtypes:
         if dt == "exact":
             ops = _ops_for("exact")
-            props.append(Property("link", "exact", "exact", _cases("exact"), _link("exact",
-                                  "ordered"), "runtime backward_dense_from(lower g) == spec "
-                                  "backprop_all_ctx, values == eval_graph (exact)", ops))
-            props.append(Property("dense_all_vs_from", "exact", "exact", _cases("exact"),
-                                  _dense_all, "backward_dense_all(out, seed) == "
-                                  "backward_dense_from(one_hot(out, seed))", ops))
+            props.append(
+                Property(
+                    "link",
+                    "exact",
+                    "exact",
+                    _cases("exact"),
+                    _link("exact", "ordered"),
+                    "runtime backward_dense_from(lower g) == spec "
+                    "backprop_all_ctx, values == eval_graph (exact)",
+                    ops,
+                )
+            )
+            props.append(
+                Property(
+                    "dense_all_vs_from",
+                    "exact",
+                    "exact",
+                    _cases("exact"),
+                    _dense_all,
+                    "backward_dense_all(out, seed) == backward_dense_from(one_hot(out, seed))",
+                    ops,
+                )
+            )
             continue
         ops = _ops_for(dt)
         if "ordered" in kernels:
-            props.append(Property("link", dt, "ordered", _cases(dt), _link(dt, "ordered"),
-                                  "bit equality of values and cotangents with spec", ops))
-            props.append(Property("link_special_values", dt, "ordered",
-                                  _cases(dt, specials=True), _link(dt, "ordered"),
-                                  "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
-                                  ops))
+            props.append(
+                Property(
+                    "link",
+                    dt,
+                    "ordered",
+                    _cases(dt),
+                    _link(dt, "ordered"),
+                    "bit equality of values and cotangents with spec",
+                    ops,
+                )
+            )
+            props.append(
+                Property(
+                    "link_special_values",
+                    dt,
+                    "ordered",
+                    _cases(dt, specials=True),
+                    _link(dt, "ordered"),
+                    "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
+                    ops,
+                )
+            )
         if "fast" in kernels:
-            props.append(Property("node_bounds", dt, "fast", _cases(dt), _bounds(dt, "fast"),
-                                  "every primitive node within its stated error bound", ops))
+            props.append(
+                Property(
+                    "node_bounds",
+                    dt,
+                    "fast",
+                    _cases(dt),
+                    _bounds(dt, "fast"),
+                    "every primitive node within its stated error bound",
+                    ops,
+                )
+            )
     return props
 
 
@@ -176,8 +230,13 @@ def _repro(case: Case, prop: Property) -> dict[str, Any]:
     }
 
 
-def run_property(prop: Property, max_examples: int, seed: int | None = None,
-                 progress: Callable[[], None] | None = None, per_op: int = 0) -> Row:
+def run_property(
+    prop: Property,
+    max_examples: int,
+    seed: int | None = None,
+    progress: Callable[[], None] | None = None,
+    per_op: int = 0,
+) -> Row:
     """Run one property: `max_examples` cases over all its ops, then `per_op` cases
     focused on each op in turn (so every op is exercised). Never raises on a failing case;
     stops at the first failing run and reports its shrunk case."""
@@ -199,14 +258,25 @@ def run_property(prop: Property, max_examples: int, seed: int | None = None,
     return row
 
 
-def _run_one(prop: Property, strategy: st.SearchStrategy[Case], max_examples: int,
-             seed: int | None, progress: Callable[[], None] | None, row: Row) -> None:
+def _run_one(
+    prop: Property,
+    strategy: st.SearchStrategy[Case],
+    max_examples: int,
+    seed: int | None,
+    progress: Callable[[], None] | None,
+    row: Row,
+) -> None:
     failing: list[_CaseFailure] = []
 
-    @settings(max_examples=max_examples, database=None, deadline=None,
-              derandomize=seed is None, print_blob=False,
-              suppress_health_check=list(HealthCheck),
-              phases=(Phase.explicit, Phase.generate, Phase.shrink))
+    @settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        derandomize=seed is None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    )
     @given(strategy)
     def test(case: Case) -> None:
         try:
@@ -240,11 +310,16 @@ def _run_one(prop: Property, strategy: st.SearchStrategy[Case], max_examples: in
 def replay(repro: dict[str, Any]) -> Outcome:
     """Re-run the check of a JSON reproducer (as written in a failure report)."""
     kernels = ["ordered" if repro["kernels"] == "exact" else repro["kernels"]]
-    props = [p for p in default_properties([repro["dtype"]], kernels)
-             if p.name == repro["property"] and p.kernels == repro["kernels"]]
+    props = [
+        p
+        for p in default_properties([repro["dtype"]], kernels)
+        if p.name == repro["property"] and p.kernels == repro["kernels"]
+    ]
     if not props:
-        raise ValueError(f"replay: unknown property {repro['property']!r}/{repro['dtype']!r}/"
-                         f"{repro['kernels']!r}")
+        raise ValueError(
+            f"replay: unknown property {repro['property']!r}/{repro['dtype']!r}/"
+            f"{repro['kernels']!r}"
+        )
     g = graph_from_dict(repro["graph"])
     xs = tuple(tensor_from_dict(d)[1] for d in repro["inputs"])
     seed = TensorPack.of([tensor_from_dict(d)[1] for d in repro["seed"]])
@@ -252,13 +327,17 @@ def replay(repro: dict[str, Any]) -> Outcome:
 
 
 def _md_table(rows: Sequence[Row]) -> str:
-    head = ("| property | dtype | kernels | cases | passed | failed | ops covered | max ulp | "
-            "worst bound ratio | s |\n|---|---|---|---|---|---|---|---|---|---|")
+    head = (
+        "| property | dtype | kernels | cases | passed | failed | ops covered | max ulp | "
+        "worst bound ratio | s |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in rows:
-        lines.append(f"| {r.property} | {r.dtype} | {r.kernels} | {r.cases} | {r.passed} | "
-                     f"{r.failed} | {r.ops_covered} | {r.max_ulp:.3g} | "
-                     f"{r.worst_bound_ratio:.3g} | {r.seconds:.1f} |")
+        lines.append(
+            f"| {r.property} | {r.dtype} | {r.kernels} | {r.cases} | {r.passed} | "
+            f"{r.failed} | {r.ops_covered} | {r.max_ulp:.3g} | "
+            f"{r.worst_bound_ratio:.3g} | {r.seconds:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -267,14 +346,34 @@ def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tup
     jpath, mpath = f"{prefix}.json", f"{prefix}.md"
     with open(jpath, "w") as f:
         json.dump({"meta": meta, "rows": [asdict(r) for r in rows]}, f, indent=1)
-    parts = ["# Conformance report", "", "```", json.dumps(meta, indent=1), "```", "",
-             _md_table(rows), ""]
+    parts = [
+        "# Conformance report",
+        "",
+        "```",
+        json.dumps(meta, indent=1),
+        "```",
+        "",
+        _md_table(rows),
+        "",
+    ]
     for r in rows:
         if r.failure:
-            parts += [f"## FAILED: {r.property} / {r.dtype} / {r.kernels}", "",
-                      r.failure["message"] or "", "", "```", r.failure["graph_text"], "```",
-                      "", "Reproducer (JSON):", "", "```json",
-                      json.dumps(r.failure["repro"]), "```", ""]
+            parts += [
+                f"## FAILED: {r.property} / {r.dtype} / {r.kernels}",
+                "",
+                r.failure["message"] or "",
+                "",
+                "```",
+                r.failure["graph_text"],
+                "```",
+                "",
+                "Reproducer (JSON):",
+                "",
+                "```json",
+                json.dumps(r.failure["repro"]),
+                "```",
+                "",
+            ]
     with open(mpath, "w") as f:
         f.write("\n".join(parts))
     return jpath, mpath

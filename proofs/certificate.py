@@ -184,8 +184,8 @@ class Comparison:
         return self.digest_ok and not (self.changed or self.stale)
 
     def lines(self) -> list[str]:
-        out = [f"digest of the earlier certificate: {'ok' if self.digest_ok else 'MISMATCH '
-                                                      '(edited after it was written)'}"]
+        state = "ok" if self.digest_ok else "MISMATCH (edited after it was written)"
+        out = [f"digest of the earlier certificate: {state}"]
         if self.changed_files:
             out.append(f"source files changed since: {len(self.changed_files)}: "
                        + ", ".join(self.changed_files[:10])
@@ -230,7 +230,8 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Comparison:
         if s:
             cmp.stale.append(s)
     cmp.added = sorted(set(new_t) - set(old_t))
-    cmp.removed = sorted(set(old_t) - set(new_t))
+    if list(new.get("selection", [])) == ["<all>"]:  # a partial run removes nothing
+        cmp.removed = sorted(set(old_t) - set(new_t))
     return cmp
 
 

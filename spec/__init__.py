@@ -36,8 +36,8 @@ from .graph import (
     jvp_ctx,
     node_vjp_dense,
 )
-from .probe import FloatEnvironmentError, check_subnormals
 from .ops import OPS, OpDef, get_op
+from .probe import FloatEnvironmentError, check_subnormals
 from .serialize import graph_from_json, graph_to_json, tensor_from_dict, tensor_to_dict
 from .shape import Shape, broadcast_shapes, broadcasts_to, size, sliding_window_out_dim
 from .tensor import SomeTensor, Tensor, TensorPack, dot, dot_list

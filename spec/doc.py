@@ -22,8 +22,12 @@ def op_table_markdown() -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, op in OPS.items():
-        attrs = ", ".join(f"{a.name}: {a.kind}" + ("" if a.required else " (optional)")
-                          for a in op.attrs) or "—"
+        attrs = (
+            ", ".join(
+                f"{a.name}: {a.kind}" + ("" if a.required else " (optional)") for a in op.attrs
+            )
+            or "—"
+        )
         arity = "n ≥ 1" if op.arity is None else str(op.arity)
         doc = op.doc.replace("|", "\\|")
         lines.append(f"| `{name}` | {op.kind} | {arity} | {attrs} | {op.saves} | {doc} |")

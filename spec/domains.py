@@ -21,7 +21,6 @@ stateless and shared freely.
 from __future__ import annotations
 
 import math
-
 from abc import ABC, abstractmethod
 from fractions import Fraction
 from typing import Any
@@ -532,5 +531,3 @@ def domain_by_name(name: str) -> Domain:
         return DOMAINS[key]
     except KeyError:
         raise DomainError(f"unknown domain {name!r}; known: {sorted(DOMAINS)}") from None
-
-

@@ -140,8 +140,9 @@ def _check_inputs(what: str, g: Graph, xs: Sequence[Tensor]) -> None:
             raise ShapeError(f"{what}: input {i} (expected shape {s}, got {x.shape})")
 
 
-def _node_forward(D: Domain, node: Node, vals: Sequence[Tensor], env: Sequence[int],
-                  check: bool) -> Tensor:
+def _node_forward(
+    D: Domain, node: Node, vals: Sequence[Tensor], env: Sequence[int], check: bool
+) -> Tensor:
     d = get_op(node.op)
     args = [vals[a] for a in node.args]
     attrs = dict(node.attrs)
@@ -150,8 +151,9 @@ def _node_forward(D: Domain, node: Node, vals: Sequence[Tensor], env: Sequence[i
     return d.forward(D, args, attrs, env)
 
 
-def eval_graph(D: Domain, g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (),
-               *, check: bool = True) -> TensorPack:
+def eval_graph(
+    D: Domain, g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (), *, check: bool = True
+) -> TensorPack:
     """Every value of g on inputs xs. `check` runs op preconditions (e.g. log's x > 0)."""
     _check_inputs("eval_graph", g, xs)
     vals = list(xs)
@@ -160,8 +162,15 @@ def eval_graph(D: Domain, g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (
     return TensorPack(g.shapes, tuple(vals))
 
 
-def jvp_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], dxs: Sequence[Tensor],
-            env: Sequence[int] = (), *, check: bool = True) -> TensorPack:
+def jvp_ctx(
+    D: Domain,
+    g: Graph,
+    xs: Sequence[Tensor],
+    dxs: Sequence[Tensor],
+    env: Sequence[int] = (),
+    *,
+    check: bool = True,
+) -> TensorPack:
     """Tangents of every value, given input tangents dxs."""
     _check_inputs("jvp_ctx", g, xs)
     _check_inputs("jvp_ctx (tangents)", g, dxs)
@@ -174,16 +183,24 @@ def jvp_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], dxs: Sequence[Tensor],
     return TensorPack(g.shapes, tuple(tans))
 
 
-def node_vjp_dense(D: Domain, node: Node, prefix_shapes: Sequence[Shape],
-                   vals: Sequence[Tensor], seed_out: Tensor, env: Sequence[int]) -> list[Tensor]:
+def node_vjp_dense(
+    D: Domain,
+    node: Node,
+    prefix_shapes: Sequence[Shape],
+    vals: Sequence[Tensor],
+    seed_out: Tensor,
+    env: Sequence[int],
+) -> list[Tensor]:
     """The node's VJP as one cotangent per prefix value (fan-in folded in argument order)."""
     d = get_op(node.op)
     per_arg = d.vjp(D, [vals[a] for a in node.args], seed_out, dict(node.attrs), env)
     buckets: dict[int, list[Tensor]] = {}
     for a, ct in zip(node.args, per_arg, strict=True):
         if ct.shape != prefix_shapes[a]:
-            raise ShapeError(f"{node.op}: VJP for argument %{a} (expected shape "
-                             f"{prefix_shapes[a]}, got {ct.shape})")
+            raise ShapeError(
+                f"{node.op}: VJP for argument %{a} (expected shape "
+                f"{prefix_shapes[a]}, got {ct.shape})"
+            )
         buckets.setdefault(a, []).append(ct)
     out = []
     for j, s in enumerate(prefix_shapes):
@@ -191,19 +208,30 @@ def node_vjp_dense(D: Domain, node: Node, prefix_shapes: Sequence[Shape],
         if cts is None:
             out.append(Tensor.zeros(D, s))
         else:
-            out.append(Tensor(s, tuple(fold_add(D, col) for col in zip(*(c.data for c in cts),
-                                                                        strict=True))))
+            out.append(
+                Tensor(
+                    s, tuple(fold_add(D, col) for col in zip(*(c.data for c in cts), strict=True))
+                )
+            )
     return out
 
 
 def _check_seed(what: str, g: Graph, seed: TensorPack) -> None:
     if seed.shapes != g.shapes:
-        raise ShapeError(f"{what}: seed shapes (expected {list(g.shapes)}, got "
-                         f"{list(seed.shapes)})")
+        raise ShapeError(
+            f"{what}: seed shapes (expected {list(g.shapes)}, got {list(seed.shapes)})"
+        )
 
 
-def backprop_all_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], seed: TensorPack,
-                     env: Sequence[int] = (), *, check: bool = True) -> TensorPack:
+def backprop_all_ctx(
+    D: Domain,
+    g: Graph,
+    xs: Sequence[Tensor],
+    seed: TensorPack,
+    env: Sequence[int] = (),
+    *,
+    check: bool = True,
+) -> TensorPack:
     """One cotangent per value (inputs and intermediates); the last entry equals its seed."""
     _check_seed("backprop_all_ctx", g, seed)
     vals = eval_graph(D, g, xs, env, check=check).tensors
@@ -212,14 +240,22 @@ def backprop_all_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], seed: TensorPack
         idx = g.num_inputs + k
         contrib = node_vjp_dense(D, g.nodes[k], g.shapes[:idx], vals, ct[idx], env)
         for j in range(idx):
-            ct[j] = Tensor(ct[j].shape, tuple(
-                D.add(p, q) for p, q in zip(ct[j].data, contrib[j].data, strict=True)
-            ))
+            ct[j] = Tensor(
+                ct[j].shape,
+                tuple(D.add(p, q) for p, q in zip(ct[j].data, contrib[j].data, strict=True)),
+            )
     return TensorPack(g.shapes, tuple(ct))
 
 
-def backprop_ctx(D: Domain, g: Graph, xs: Sequence[Tensor], seed: TensorPack,
-                 env: Sequence[int] = (), *, check: bool = True) -> TensorPack:
+def backprop_ctx(
+    D: Domain,
+    g: Graph,
+    xs: Sequence[Tensor],
+    seed: TensorPack,
+    env: Sequence[int] = (),
+    *,
+    check: bool = True,
+) -> TensorPack:
     """Cotangents of the inputs only: the first |Γ| entries of `backprop_all_ctx`."""
     full = backprop_all_ctx(D, g, xs, seed, env, check=check)
     return TensorPack(g.inputs, full.tensors[: g.num_inputs])

@@ -182,8 +182,20 @@ def _unary(
         return [jvp(D, xs, [g], a, env)]
 
     return _register(
-        OpDef(name, 1, attrs, shape or _same_shape(name), forward, jvp, vjp, saves, doc,
-              algebraic=algebraic, precondition=precondition, tags=frozenset({"elementwise"}))
+        OpDef(
+            name,
+            1,
+            attrs,
+            shape or _same_shape(name),
+            forward,
+            jvp,
+            vjp,
+            saves,
+            doc,
+            algebraic=algebraic,
+            precondition=precondition,
+            tags=frozenset({"elementwise"}),
+        )
     )
 
 
@@ -191,8 +203,9 @@ def _broadcast_rule(op: str) -> ShapeFn:
     def rule(shapes: list[Shape], attrs: Attrs) -> Shape:
         out = broadcast_shapes(shapes[0], shapes[1])
         if out is None:
-            raise _err(op, "operands do not broadcast", 1, f"broadcastable with {shapes[0]}",
-                       shapes[1])
+            raise _err(
+                op, "operands do not broadcast", 1, f"broadcastable with {shapes[0]}", shapes[1]
+            )
         return out
 
     return rule
@@ -220,10 +233,13 @@ def _elementwise2(
         out = rule([xs[0].shape, xs[1].shape], a)
         A, B = expand(xs[0], out), expand(xs[1], out)
         dA, dB = expand(dxs[0], out), expand(dxs[1], out)
-        return Tensor(out, tuple(
-            jvp_s(D, p, q, dp, dq) for p, q, dp, dq in zip(A.data, B.data, dA.data, dB.data,
-                                                            strict=True)
-        ))
+        return Tensor(
+            out,
+            tuple(
+                jvp_s(D, p, q, dp, dq)
+                for p, q, dp, dq in zip(A.data, B.data, dA.data, dB.data, strict=True)
+            ),
+        )
 
     def vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
         out = g.shape
@@ -234,8 +250,19 @@ def _elementwise2(
         return [unbroadcast(D, ga, xs[0].shape), unbroadcast(D, gb, xs[1].shape)]
 
     return _register(
-        OpDef(name, 2, (), rule, forward, jvp, vjp, saves, doc, algebraic=algebraic,
-              tags=frozenset({"elementwise", "broadcast"}))
+        OpDef(
+            name,
+            2,
+            (),
+            rule,
+            forward,
+            jvp,
+            vjp,
+            saves,
+            doc,
+            algebraic=algebraic,
+            tags=frozenset({"elementwise", "broadcast"}),
+        )
     )
 
 
@@ -244,28 +271,36 @@ def _half(D: Domain) -> Any:
 
 
 _elementwise2(
-    "add", lambda D, a, b: D.add(a, b),
+    "add",
+    lambda D, a, b: D.add(a, b),
     lambda D, a, b, da, db: D.add(da, db),
     lambda D, a, b, g: (g, g),
-    saves="nothing", doc="a + b (broadcasting)",
+    saves="nothing",
+    doc="a + b (broadcasting)",
 )
 _elementwise2(
-    "sub", lambda D, a, b: D.sub(a, b),
+    "sub",
+    lambda D, a, b: D.sub(a, b),
     lambda D, a, b, da, db: D.sub(da, db),
     lambda D, a, b, g: (g, D.sub(D.zero(), g)),
-    saves="nothing", doc="a - b (broadcasting); second cotangent is 0 - g",
+    saves="nothing",
+    doc="a - b (broadcasting); second cotangent is 0 - g",
 )
 _elementwise2(
-    "mul", lambda D, a, b: D.mul(a, b),
+    "mul",
+    lambda D, a, b: D.mul(a, b),
     lambda D, a, b, da, db: D.add(D.mul(da, b), D.mul(a, db)),
     lambda D, a, b, g: (D.mul(g, b), D.mul(a, g)),
-    saves="a, b", doc="a * b (broadcasting)",
+    saves="a, b",
+    doc="a * b (broadcasting)",
 )
 _elementwise2(
-    "div", lambda D, a, b: D.div(a, b),
+    "div",
+    lambda D, a, b: D.div(a, b),
     lambda D, a, b, da, db: D.sub(D.div(da, b), D.mul(db, D.div(D.div(a, b), b))),
     lambda D, a, b, g: (D.div(g, b), D.neg(D.mul(g, D.div(D.div(a, b), b)))),
-    saves="a, b", doc="a / b (broadcasting); denominator cotangent is -(g*((a/b)/b))",
+    saves="a, b",
+    doc="a / b (broadcasting); denominator cotangent is -(g*((a/b)/b))",
 )
 
 
@@ -306,29 +341,46 @@ def _max_tangent(D: Domain, a: Any, b: Any, da: Any, db: Any, larger: bool) -> A
     return D.zero()
 
 
-for _name, _larger in (("maximum", True), ("minimum", False)):
+def _max_family(name: str, larger: bool) -> None:
+    def f(D: Domain, a: Any, b: Any) -> Any:
+        return _max_pick(D, a, b, larger)
+
+    def jvp_s(D: Domain, a: Any, b: Any, da: Any, db: Any) -> Any:
+        return _max_tangent(D, a, b, da, db, larger)
+
+    def vjp_s(D: Domain, a: Any, b: Any, g: Any) -> tuple[Any, Any]:
+        return _max_split(D, a, b, g, larger)
+
     _elementwise2(
-        _name,
-        lambda D, a, b, L=_larger: _max_pick(D, a, b, L),
-        lambda D, a, b, da, db, L=_larger: _max_tangent(D, a, b, da, db, L),
-        lambda D, a, b, g, L=_larger: _max_split(D, a, b, g, L),
+        name,
+        f,
+        jvp_s,
+        vjp_s,
         saves="a, b",
-        doc=f"elementwise {_name} (broadcasting); NaN propagates, ties return a and split "
+        doc=f"elementwise {name} (broadcasting); NaN propagates, ties return a and split "
         "the cotangent as g*(1/2) to each side",
     )
 
 
-_unary("neg", lambda D, x, a: D.neg(x), lambda D, x, y, t, a: D.neg(t), saves="nothing",
-       doc="-x")
+_max_family("maximum", True)
+_max_family("minimum", False)
+
+
+_unary("neg", lambda D, x, a: D.neg(x), lambda D, x, y, t, a: D.neg(t), saves="nothing", doc="-x")
 
 
 def _scale_c(D: Domain, a: Attrs) -> Any:
     return D.from_rational(a["c"])
 
 
-_unary("scale", lambda D, x, a: D.mul(_scale_c(D, a), x),
-       lambda D, x, y, t, a: D.mul(_scale_c(D, a), t), saves="nothing",
-       attrs=(AttrSpec("c", "rational"),), doc="c * x, c an exact rational cast into the domain")
+_unary(
+    "scale",
+    lambda D, x, a: D.mul(_scale_c(D, a), x),
+    lambda D, x, y, t, a: D.mul(_scale_c(D, a), t),
+    saves="nothing",
+    attrs=(AttrSpec("c", "rational"),),
+    doc="c * x, c an exact rational cast into the domain",
+)
 
 
 def _relu(D: Domain, x: Any, a: Attrs) -> Any:
@@ -337,9 +389,13 @@ def _relu(D: Domain, x: Any, a: Attrs) -> Any:
     return x if D.lt(D.zero(), x) else D.zero()
 
 
-_unary("relu", _relu,
-       lambda D, x, y, t, a: t if D.lt(D.zero(), x) else D.zero(), saves="x",
-       doc="x if x > 0 else +0 (NaN propagates); relu'(0) = 0")
+_unary(
+    "relu",
+    _relu,
+    lambda D, x, y, t, a: t if D.lt(D.zero(), x) else D.zero(),
+    saves="x",
+    doc="x if x > 0 else +0 (NaN propagates); relu'(0) = 0",
+)
 
 
 def _abs_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
@@ -350,8 +406,13 @@ def _abs_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return D.zero()
 
 
-_unary("abs", lambda D, x, a: D.abs(x), _abs_push, saves="x",
-       doc="|x|; the derivative is sign(x) with 0 at x = 0")
+_unary(
+    "abs",
+    lambda D, x, a: D.abs(x),
+    _abs_push,
+    saves="x",
+    doc="|x|; the derivative is sign(x) with 0 at x = 0",
+)
 
 
 def _clamp(D: Domain, x: Any, a: Attrs) -> Any:
@@ -372,14 +433,25 @@ def _clamp_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
 
 def _clamp_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if a["lo"] > a["hi"]:
-        raise op_error(GraphError, "clamp", "bounds out of order", expected="lo <= hi",
-                       got=(str(a["lo"]), str(a["hi"])))
+        raise op_error(
+            GraphError,
+            "clamp",
+            "bounds out of order",
+            expected="lo <= hi",
+            got=(str(a["lo"]), str(a["hi"])),
+        )
     return shapes[0]
 
 
-_unary("clamp", _clamp, _clamp_push, saves="x", shape=_clamp_shape,
-       attrs=(AttrSpec("lo", "rational"), AttrSpec("hi", "rational")),
-       doc="min(max(x, lo), hi) with rational bounds lo <= hi; clamp' = 0 at the bounds")
+_unary(
+    "clamp",
+    _clamp,
+    _clamp_push,
+    saves="x",
+    shape=_clamp_shape,
+    attrs=(AttrSpec("lo", "rational"), AttrSpec("hi", "rational")),
+    doc="min(max(x, lo), hi) with rational bounds lo <= hi; clamp' = 0 at the bounds",
+)
 
 
 def _sqrt_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
@@ -390,31 +462,65 @@ def _sqrt_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return D.zero()
 
 
-_unary("sqrt", lambda D, x, a: D.sqrt(x), _sqrt_push, saves="x, y",
-       doc="sqrt(x); cotangent g/(2*y) for x > 0, else 0", algebraic=False)
-_unary("exp", lambda D, x, a: D.exp(x), lambda D, x, y, t, a: D.mul(t, y), saves="y",
-       doc="exp(x)", algebraic=False)
+_unary(
+    "sqrt",
+    lambda D, x, a: D.sqrt(x),
+    _sqrt_push,
+    saves="x, y",
+    doc="sqrt(x); cotangent g/(2*y) for x > 0, else 0",
+    algebraic=False,
+)
+_unary(
+    "exp",
+    lambda D, x, a: D.exp(x),
+    lambda D, x, y, t, a: D.mul(t, y),
+    saves="y",
+    doc="exp(x)",
+    algebraic=False,
+)
 
 
 def _log_pre(D: Domain, xs: list[Tensor], a: Attrs) -> None:
     for i, v in enumerate(xs[0].data):
         if D.is_nan(v) or not D.lt(D.zero(), v):
             raise DomainError(
-                f"log: input 0 element {i} is {v}; log refuses inputs <= 0 or NaN "
-                "(use safe_log)"
+                f"log: input 0 element {i} is {v}; log refuses inputs <= 0 or NaN (use safe_log)"
             )
 
 
-_unary("log", lambda D, x, a: D.log(x), lambda D, x, y, t, a: D.div(t, x), saves="x",
-       doc="natural log; refuses to build on any input <= 0 or NaN", algebraic=False,
-       precondition=_log_pre)
-_unary("tanh", lambda D, x, a: D.tanh(x),
-       lambda D, x, y, t, a: D.mul(t, D.sub(D.one(), D.mul(y, y))), saves="y",
-       doc="tanh(x); derivative 1 - y*y", algebraic=False)
-_unary("sin", lambda D, x, a: D.sin(x), lambda D, x, y, t, a: D.mul(t, D.cos(x)), saves="x",
-       doc="sin(x)", algebraic=False)
-_unary("cos", lambda D, x, a: D.cos(x), lambda D, x, y, t, a: D.neg(D.mul(t, D.sin(x))),
-       saves="x", doc="cos(x)", algebraic=False)
+_unary(
+    "log",
+    lambda D, x, a: D.log(x),
+    lambda D, x, y, t, a: D.div(t, x),
+    saves="x",
+    doc="natural log; refuses to build on any input <= 0 or NaN",
+    algebraic=False,
+    precondition=_log_pre,
+)
+_unary(
+    "tanh",
+    lambda D, x, a: D.tanh(x),
+    lambda D, x, y, t, a: D.mul(t, D.sub(D.one(), D.mul(y, y))),
+    saves="y",
+    doc="tanh(x); derivative 1 - y*y",
+    algebraic=False,
+)
+_unary(
+    "sin",
+    lambda D, x, a: D.sin(x),
+    lambda D, x, y, t, a: D.mul(t, D.cos(x)),
+    saves="x",
+    doc="sin(x)",
+    algebraic=False,
+)
+_unary(
+    "cos",
+    lambda D, x, a: D.cos(x),
+    lambda D, x, y, t, a: D.neg(D.mul(t, D.sin(x))),
+    saves="x",
+    doc="cos(x)",
+    algebraic=False,
+)
 
 
 def _identity_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
@@ -425,12 +531,20 @@ def _detach_forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
     return xs[0]
 
 
-_register(OpDef(
-    "detach", 1, (), _same_shape("detach"), _detach_forward,
-    lambda D, xs, dxs, a, env: _zeros_like(D, xs[0]),
-    lambda D, xs, g, a, env: [_zeros_like(D, xs[0])],
-    saves="nothing", doc="identity forward; zero JVP and VJP", differentiable=False,
-))
+_register(
+    OpDef(
+        "detach",
+        1,
+        (),
+        _same_shape("detach"),
+        _detach_forward,
+        lambda D, xs, dxs, a, env: _zeros_like(D, xs[0]),
+        lambda D, xs, g, a, env: [_zeros_like(D, xs[0])],
+        saves="nothing",
+        doc="identity forward; zero JVP and VJP",
+        differentiable=False,
+    )
+)
 
 
 # --------------------------------------------------------------------------- const
@@ -438,19 +552,26 @@ _register(OpDef(
 
 def _const_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if len(a["values"]) != size(a["shape"]):
-        raise _err("const", "value count does not fill the shape", None, size(a["shape"]),
-                   len(a["values"]))
+        raise _err(
+            "const", "value count does not fill the shape", None, size(a["shape"]), len(a["values"])
+        )
     return a["shape"]
 
 
-_register(OpDef(
-    "const", 0, (AttrSpec("shape", "shape"), AttrSpec("values", "rationals")), _const_shape,
-    lambda D, xs, a, env: Tensor(a["shape"], tuple(D.from_rational(q) for q in a["values"])),
-    lambda D, xs, dxs, a, env: Tensor.zeros(D, a["shape"]),
-    lambda D, xs, g, a, env: [],
-    saves="nothing", doc="exact rational values cast into the domain (one rounding each)",
-    differentiable=False,
-))
+_register(
+    OpDef(
+        "const",
+        0,
+        (AttrSpec("shape", "shape"), AttrSpec("values", "rationals")),
+        _const_shape,
+        lambda D, xs, a, env: Tensor(a["shape"], tuple(D.from_rational(q) for q in a["values"])),
+        lambda D, xs, dxs, a, env: Tensor.zeros(D, a["shape"]),
+        lambda D, xs, g, a, env: [],
+        saves="nothing",
+        doc="exact rational values cast into the domain (one rounding each)",
+        differentiable=False,
+    )
+)
 
 
 # --------------------------------------------------------------------------- reductions
@@ -460,13 +581,20 @@ def _sum_forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
     return Tensor((), (fold_add(D, xs[0].data),))
 
 
-_register(OpDef(
-    "sum", 1, (), lambda shapes, a: (), _sum_forward,
-    lambda D, xs, dxs, a, env: _sum_forward(D, dxs, a, env),
-    lambda D, xs, g, a, env: [Tensor.full(xs[0].shape, g.data[0])],
-    saves="input shape", doc="sum of all elements (left fold in row-major order)",
-    tags=frozenset({"reduction"}),
-))
+_register(
+    OpDef(
+        "sum",
+        1,
+        (),
+        lambda shapes, a: (),
+        _sum_forward,
+        lambda D, xs, dxs, a, env: _sum_forward(D, dxs, a, env),
+        lambda D, xs, g, a, env: [Tensor.full(xs[0].shape, g.data[0])],
+        saves="input shape",
+        doc="sum of all elements (left fold in row-major order)",
+        tags=frozenset({"reduction"}),
+    )
+)
 
 
 def _axis_rule(op: str, shapes: list[Shape], a: Attrs) -> int:
@@ -478,18 +606,24 @@ def _axis_rule(op: str, shapes: list[Shape], a: Attrs) -> int:
 
 def _reduce_sum_shape(shapes: list[Shape], a: Attrs) -> Shape:
     axis = _axis_rule("reduce_sum", shapes, a)
-    return shapes[0][:axis] + shapes[0][axis + 1:]
+    return shapes[0][:axis] + shapes[0][axis + 1 :]
 
 
 def _reduce_sum_forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
     x, axis = xs[0], a["axis"]
-    out_shape = x.shape[:axis] + x.shape[axis + 1:]
+    out_shape = x.shape[:axis] + x.shape[axis + 1 :]
     data = []
     for flat in range(size(out_shape)):
         o = unravel_index(flat, out_shape)
-        data.append(fold_add(D, (
-            x.data[ravel_index(o[:axis] + (k,) + o[axis:], x.shape)] for k in range(x.shape[axis])
-        )))
+        data.append(
+            fold_add(
+                D,
+                (
+                    x.data[ravel_index((*o[:axis], k, *o[axis:]), x.shape)]
+                    for k in range(x.shape[axis])
+                ),
+            )
+        )
     return Tensor(out_shape, tuple(data))
 
 
@@ -498,16 +632,24 @@ def _reduce_sum_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) 
     data = []
     for flat in range(size(x.shape)):
         i = unravel_index(flat, x.shape)
-        data.append(g.data[ravel_index(i[:axis] + i[axis + 1:], g.shape)])
+        data.append(g.data[ravel_index(i[:axis] + i[axis + 1 :], g.shape)])
     return [Tensor(x.shape, tuple(data))]
 
 
-_register(OpDef(
-    "reduce_sum", 1, (AttrSpec("axis", "nat"),), _reduce_sum_shape, _reduce_sum_forward,
-    lambda D, xs, dxs, a, env: _reduce_sum_forward(D, dxs, a, env), _reduce_sum_vjp,
-    saves="input shape", doc="sum over one axis (removed), left fold in index order",
-    tags=frozenset({"reduction"}),
-))
+_register(
+    OpDef(
+        "reduce_sum",
+        1,
+        (AttrSpec("axis", "nat"),),
+        _reduce_sum_shape,
+        _reduce_sum_forward,
+        lambda D, xs, dxs, a, env: _reduce_sum_forward(D, dxs, a, env),
+        _reduce_sum_vjp,
+        saves="input shape",
+        doc="sum over one axis (removed), left fold in index order",
+        tags=frozenset({"reduction"}),
+    )
+)
 
 
 # --------------------------------------------------------------------------- matmul, linear
@@ -521,8 +663,13 @@ def _matmul_shape(shapes: list[Shape], a: Attrs) -> Shape:
         raise _err("matmul", "contraction dims differ", 1, f"leading matrix dim {A[-1]}", B[-2])
     batch = broadcast_shapes(A[:-2], B[:-2])
     if batch is None:
-        raise _err("matmul", "batch prefixes do not broadcast", 1,
-                   f"a prefix broadcastable with {A[:-2]}", B[:-2])
+        raise _err(
+            "matmul",
+            "batch prefixes do not broadcast",
+            1,
+            f"a prefix broadcastable with {A[:-2]}",
+            B[:-2],
+        )
     return (*batch, A[-2], B[-1])
 
 
@@ -572,18 +719,26 @@ def _matmul_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: E
 
 def _matmul_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
     A, B = _matmul_operands(xs, g.shape)
-    gA = _mm(D, g, B, False, True)   # gA[i,p] = fold_j g[i,j]*B[p,j]
-    gB = _mm(D, A, g, True, False)   # gB[p,j] = fold_i A[i,p]*g[i,j]
+    gA = _mm(D, g, B, False, True)  # gA[i,p] = fold_j g[i,j]*B[p,j]
+    gB = _mm(D, A, g, True, False)  # gB[p,j] = fold_i A[i,p]*g[i,j]
     return [unbroadcast(D, gA, xs[0].shape), unbroadcast(D, gB, xs[1].shape)]
 
 
-_register(OpDef(
-    "matmul", 2, (), _matmul_shape, _matmul_forward, _matmul_jvp, _matmul_vjp,
-    saves="a, b",
-    doc="(..., m, k) @ (..., k, n), batch prefixes broadcast; C[i,j] = fold_p a[i,p]*b[p,j]; "
-    "cotangents g@b^T (fold over j), a^T@g (fold over i), reduced over broadcast batch axes",
-    tags=frozenset({"reduction"}),
-))
+_register(
+    OpDef(
+        "matmul",
+        2,
+        (),
+        _matmul_shape,
+        _matmul_forward,
+        _matmul_jvp,
+        _matmul_vjp,
+        saves="a, b",
+        doc="(..., m, k) @ (..., k, n), batch prefixes broadcast; C[i,j] = fold_p a[i,p]*b[p,j]; "
+        "cotangents g@b^T (fold over j), a^T@g (fold over i), reduced over broadcast batch axes",
+        tags=frozenset({"reduction"}),
+    )
+)
 
 
 def _linear_shape(shapes: list[Shape], a: Attrs) -> Shape:
@@ -616,10 +771,13 @@ def _linear_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: E
     dx, dw, db = dxs
     p, q = _linear_core(D, dx, w, None), _linear_core(D, x, dw, None)
     out_dim = w.shape[0]
-    return Tensor(p.shape, tuple(
-        D.add(D.add(u, v), db.data[k % out_dim]) for k, (u, v) in enumerate(zip(p.data, q.data,
-                                                                                strict=True))
-    ))
+    return Tensor(
+        p.shape,
+        tuple(
+            D.add(D.add(u, v), db.data[k % out_dim])
+            for k, (u, v) in enumerate(zip(p.data, q.data, strict=True))
+        ),
+    )
 
 
 def _linear_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
@@ -629,23 +787,33 @@ def _linear_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> l
     gv = lambda r, i: g.data[r * out_dim + i]  # noqa: E731
     gx = tuple(
         fold_add(D, (D.mul(gv(r, i), w.data[i * n + j]) for i in range(out_dim)))
-        for r in range(rows) for j in range(n)
+        for r in range(rows)
+        for j in range(n)
     )
     gw = tuple(
         fold_add(D, (D.mul(gv(r, i), x.data[r * n + j]) for r in range(rows)))
-        for i in range(out_dim) for j in range(n)
+        for i in range(out_dim)
+        for j in range(n)
     )
     gb = tuple(fold_add(D, (gv(r, i) for r in range(rows))) for i in range(out_dim))
     return [Tensor(x.shape, gx), Tensor(w.shape, gw), Tensor(b.shape, gb)]
 
 
-_register(OpDef(
-    "linear", 3, (), _linear_shape, lambda D, xs, a, env: _linear_core(D, *xs),
-    _linear_jvp, _linear_vjp, saves="x, w",
-    doc="linear(x, w, b) = W x + b for x (in,) or (batch, in), w (out, in), b (out,): "
-    "y[r,i] = fold_j w[i,j]*x[r,j] + b[i]; gx = fold_i g*w, gw = fold_r g*x, gb = fold_r g",
-    tags=frozenset({"reduction"}),
-))
+_register(
+    OpDef(
+        "linear",
+        3,
+        (),
+        _linear_shape,
+        lambda D, xs, a, env: _linear_core(D, *xs),
+        _linear_jvp,
+        _linear_vjp,
+        saves="x, w",
+        doc="linear(x, w, b) = W x + b for x (in,) or (batch, in), w (out, in), b (out,): "
+        "y[r,i] = fold_j w[i,j]*x[r,j] + b[i]; gx = fold_i g*w, gw = fold_r g*x, gb = fold_r g",
+        tags=frozenset({"reduction"}),
+    )
+)
 
 
 # --------------------------------------------------------------------------- structure
@@ -653,26 +821,37 @@ _register(OpDef(
 
 def _reshape_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if size(shapes[0]) != size(a["shape"]):
-        raise _err("reshape", "element counts differ", 0, f"size {size(a['shape'])}",
-                   f"{shapes[0]} (size {size(shapes[0])})")
+        raise _err(
+            "reshape",
+            "element counts differ",
+            0,
+            f"size {size(a['shape'])}",
+            f"{shapes[0]} (size {size(shapes[0])})",
+        )
     return a["shape"]
 
 
-_register(OpDef(
-    "reshape", 1, (AttrSpec("shape", "shape"),), _reshape_shape,
-    lambda D, xs, a, env: Tensor(a["shape"], xs[0].data),
-    lambda D, xs, dxs, a, env: Tensor(a["shape"], dxs[0].data),
-    lambda D, xs, g, a, env: [Tensor(xs[0].shape, g.data)],
-    saves="input shape", doc="same row-major data, new shape",
-    tags=frozenset({"structural"}),
-))
+_register(
+    OpDef(
+        "reshape",
+        1,
+        (AttrSpec("shape", "shape"),),
+        _reshape_shape,
+        lambda D, xs, a, env: Tensor(a["shape"], xs[0].data),
+        lambda D, xs, dxs, a, env: Tensor(a["shape"], dxs[0].data),
+        lambda D, xs, g, a, env: [Tensor(xs[0].shape, g.data)],
+        saves="input shape",
+        doc="same row-major data, new shape",
+        tags=frozenset({"structural"}),
+    )
+)
 
 
 def _swap_shape(shapes: list[Shape], a: Attrs) -> Shape:
     s, k = shapes[0], a["axis"]
     if not 0 <= k < len(s) - 1:
         raise _err("swap_adjacent", "axis out of range", 0, f"0 <= axis < {len(s) - 1}", k)
-    return (*s[:k], s[k + 1], s[k], *s[k + 2:])
+    return (*s[:k], s[k + 1], s[k], *s[k + 2 :])
 
 
 def _swap(t: Tensor, k: int) -> Tensor:
@@ -680,35 +859,53 @@ def _swap(t: Tensor, k: int) -> Tensor:
     data = []
     for flat in range(size(out)):
         i = unravel_index(flat, out)
-        src = (*i[:k], i[k + 1], i[k], *i[k + 2:])
+        src = (*i[:k], i[k + 1], i[k], *i[k + 2 :])
         data.append(t.data[ravel_index(src, t.shape)])
     return Tensor(out, tuple(data))
 
 
-_register(OpDef(
-    "swap_adjacent", 1, (AttrSpec("axis", "nat"),), _swap_shape,
-    lambda D, xs, a, env: _swap(xs[0], a["axis"]),
-    lambda D, xs, dxs, a, env: _swap(dxs[0], a["axis"]),
-    lambda D, xs, g, a, env: [_swap(g, a["axis"])],
-    saves="nothing", doc="swap axes axis and axis+1", tags=frozenset({"structural"}),
-))
+_register(
+    OpDef(
+        "swap_adjacent",
+        1,
+        (AttrSpec("axis", "nat"),),
+        _swap_shape,
+        lambda D, xs, a, env: _swap(xs[0], a["axis"]),
+        lambda D, xs, dxs, a, env: _swap(dxs[0], a["axis"]),
+        lambda D, xs, g, a, env: [_swap(g, a["axis"])],
+        saves="nothing",
+        doc="swap axes axis and axis+1",
+        tags=frozenset({"structural"}),
+    )
+)
 
 
 def _broadcast_to_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if not broadcasts_to(shapes[0], a["shape"]):
-        raise _err("broadcast_to", "input does not broadcast to the target", 0,
-                   f"a shape broadcasting to {a['shape']}", shapes[0])
+        raise _err(
+            "broadcast_to",
+            "input does not broadcast to the target",
+            0,
+            f"a shape broadcasting to {a['shape']}",
+            shapes[0],
+        )
     return a["shape"]
 
 
-_register(OpDef(
-    "broadcast_to", 1, (AttrSpec("shape", "shape"),), _broadcast_to_shape,
-    lambda D, xs, a, env: expand(xs[0], a["shape"]),
-    lambda D, xs, dxs, a, env: expand(dxs[0], a["shape"]),
-    lambda D, xs, g, a, env: [unbroadcast(D, g, xs[0].shape)],
-    saves="input shape", doc="expand to a target shape; VJP reduces by unbroadcast",
-    tags=frozenset({"structural"}),
-))
+_register(
+    OpDef(
+        "broadcast_to",
+        1,
+        (AttrSpec("shape", "shape"),),
+        _broadcast_to_shape,
+        lambda D, xs, a, env: expand(xs[0], a["shape"]),
+        lambda D, xs, dxs, a, env: expand(dxs[0], a["shape"]),
+        lambda D, xs, g, a, env: [unbroadcast(D, g, xs[0].shape)],
+        saves="input shape",
+        doc="expand to a target shape; VJP reduces by unbroadcast",
+        tags=frozenset({"structural"}),
+    )
+)
 
 
 def _concat_shape(shapes: list[Shape], a: Attrs) -> Shape:
@@ -726,20 +923,31 @@ def _concat_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> l
     out, start = [], 0
     for x in xs:
         n = size(x.shape)
-        out.append(Tensor(x.shape, g.data[start:start + n]))
+        out.append(Tensor(x.shape, g.data[start : start + n]))
         start += n
     return out
 
 
-_register(OpDef(
-    "concat", None, (), _concat_shape,
-    lambda D, xs, a, env: Tensor(_concat_shape([x.shape for x in xs], a),
-                                 tuple(itertools.chain.from_iterable(x.data for x in xs))),
-    lambda D, xs, dxs, a, env: Tensor(_concat_shape([x.shape for x in xs], a),
-                                      tuple(itertools.chain.from_iterable(d.data for d in dxs))),
-    _concat_vjp, saves="input shapes", doc="concatenate on the leading axis (variadic)",
-    tags=frozenset({"structural"}),
-))
+_register(
+    OpDef(
+        "concat",
+        None,
+        (),
+        _concat_shape,
+        lambda D, xs, a, env: Tensor(
+            _concat_shape([x.shape for x in xs], a),
+            tuple(itertools.chain.from_iterable(x.data for x in xs)),
+        ),
+        lambda D, xs, dxs, a, env: Tensor(
+            _concat_shape([x.shape for x in xs], a),
+            tuple(itertools.chain.from_iterable(d.data for d in dxs)),
+        ),
+        _concat_vjp,
+        saves="input shapes",
+        doc="concatenate on the leading axis (variadic)",
+        tags=frozenset({"structural"}),
+    )
+)
 
 
 def _slice_shape(shapes: list[Shape], a: Attrs) -> Shape:
@@ -747,14 +955,19 @@ def _slice_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if len(s) < 1:
         raise _err("slice", "input must have rank >= 1", 0, "rank >= 1", s)
     if not 0 <= a["start"] <= a["stop"] <= s[0]:
-        raise _err("slice", "bounds out of range", 0, f"0 <= start <= stop <= {s[0]}",
-                   (a["start"], a["stop"]))
+        raise _err(
+            "slice",
+            "bounds out of range",
+            0,
+            f"0 <= start <= stop <= {s[0]}",
+            (a["start"], a["stop"]),
+        )
     return (a["stop"] - a["start"], *s[1:])
 
 
 def _slice_fwd(t: Tensor, a: Attrs) -> Tensor:
     inner = size(t.shape[1:])
-    return Tensor(_slice_shape([t.shape], a), t.data[a["start"] * inner:a["stop"] * inner])
+    return Tensor(_slice_shape([t.shape], a), t.data[a["start"] * inner : a["stop"] * inner])
 
 
 def _slice_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
@@ -765,21 +978,29 @@ def _slice_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> li
     return [Tensor(x.shape, data)]
 
 
-_register(OpDef(
-    "slice", 1, (AttrSpec("start", "nat"), AttrSpec("stop", "nat")), _slice_shape,
-    lambda D, xs, a, env: _slice_fwd(xs[0], a),
-    lambda D, xs, dxs, a, env: _slice_fwd(dxs[0], a), _slice_vjp,
-    saves="input shape", doc="rows start..stop-1 of the leading axis; VJP pads with zeros",
-    tags=frozenset({"structural"}),
-))
+_register(
+    OpDef(
+        "slice",
+        1,
+        (AttrSpec("start", "nat"), AttrSpec("stop", "nat")),
+        _slice_shape,
+        lambda D, xs, a, env: _slice_fwd(xs[0], a),
+        lambda D, xs, dxs, a, env: _slice_fwd(dxs[0], a),
+        _slice_vjp,
+        saves="input shape",
+        doc="rows start..stop-1 of the leading axis; VJP pads with zeros",
+        tags=frozenset({"structural"}),
+    )
+)
 
 
 def _select_index(op: str, a: Attrs, env: Env, dim: int) -> int:
     if a.get("env_slot") is not None:
         slot = a["env_slot"]
         if not 0 <= slot < len(env):
-            raise op_error(GraphError, op, "env slot out of range", expected=f"< {len(env)}",
-                           got=slot)
+            raise op_error(
+                GraphError, op, "env slot out of range", expected=f"< {len(env)}", got=slot
+            )
         i = env[slot]
     else:
         i = a["index"]
@@ -802,7 +1023,7 @@ def _select_shape(shapes: list[Shape], a: Attrs) -> Shape:
 def _select_fwd(t: Tensor, a: Attrs, env: Env) -> Tensor:
     i = _select_index("select", a, env, t.shape[0])
     inner = size(t.shape[1:])
-    return Tensor(t.shape[1:], t.data[i * inner:(i + 1) * inner])
+    return Tensor(t.shape[1:], t.data[i * inner : (i + 1) * inner])
 
 
 def _select_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
@@ -813,21 +1034,28 @@ def _select_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> l
     return [Tensor(x.shape, (z,) * (i * inner) + g.data + (z,) * ((x.shape[0] - i - 1) * inner))]
 
 
-_register(OpDef(
-    "select", 1, (AttrSpec("index", "nat", False), AttrSpec("env_slot", "nat", False)),
-    _select_shape, lambda D, xs, a, env: _select_fwd(xs[0], a, env),
-    lambda D, xs, dxs, a, env: _select_fwd(dxs[0], a, env), _select_vjp,
-    saves="input shape", doc="x[i] on the leading axis (axis removed); i a literal `index` or "
-    "env[env_slot] from the non-differentiable integer environment",
-    tags=frozenset({"structural", "index"}),
-))
+_register(
+    OpDef(
+        "select",
+        1,
+        (AttrSpec("index", "nat", False), AttrSpec("env_slot", "nat", False)),
+        _select_shape,
+        lambda D, xs, a, env: _select_fwd(xs[0], a, env),
+        lambda D, xs, dxs, a, env: _select_fwd(dxs[0], a, env),
+        _select_vjp,
+        saves="input shape",
+        doc="x[i] on the leading axis (axis removed); i a literal `index` or "
+        "env[env_slot] from the non-differentiable integer environment",
+        tags=frozenset({"structural", "index"}),
+    )
+)
 
 
 def _gather(t: Tensor, indices: Sequence[int]) -> Tensor:
     inner = size(t.shape[1:])
     data: list[Any] = []
     for i in indices:
-        data.extend(t.data[i * inner:(i + 1) * inner])
+        data.extend(t.data[i * inner : (i + 1) * inner])
     return Tensor((len(indices), *t.shape[1:]), tuple(data))
 
 
@@ -854,14 +1082,20 @@ def _index_select_shape(shapes: list[Shape], a: Attrs) -> Shape:
     return (len(a["indices"]), *s[1:])
 
 
-_register(OpDef(
-    "index_select", 1, (AttrSpec("indices", "ints"),), _index_select_shape,
-    lambda D, xs, a, env: _gather(xs[0], a["indices"]),
-    lambda D, xs, dxs, a, env: _gather(dxs[0], a["indices"]),
-    lambda D, xs, g, a, env: [_scatter(D, g, a["indices"], xs[0].shape[0])],
-    saves="input shape", doc="rows x[indices[k]]; VJP scatter-adds in order of k",
-    tags=frozenset({"structural", "index"}),
-))
+_register(
+    OpDef(
+        "index_select",
+        1,
+        (AttrSpec("indices", "ints"),),
+        _index_select_shape,
+        lambda D, xs, a, env: _gather(xs[0], a["indices"]),
+        lambda D, xs, dxs, a, env: _gather(dxs[0], a["indices"]),
+        lambda D, xs, g, a, env: [_scatter(D, g, a["indices"], xs[0].shape[0])],
+        saves="input shape",
+        doc="rows x[indices[k]]; VJP scatter-adds in order of k",
+        tags=frozenset({"structural", "index"}),
+    )
+)
 
 
 def _scatter_add_shape(shapes: list[Shape], a: Attrs) -> Shape:
@@ -876,14 +1110,20 @@ def _scatter_add_shape(shapes: list[Shape], a: Attrs) -> Shape:
     return (a["size"], *s[1:])
 
 
-_register(OpDef(
-    "scatter_add", 1, (AttrSpec("indices", "ints"), AttrSpec("size", "nat")), _scatter_add_shape,
-    lambda D, xs, a, env: _scatter(D, xs[0], a["indices"], a["size"]),
-    lambda D, xs, dxs, a, env: _scatter(D, dxs[0], a["indices"], a["size"]),
-    lambda D, xs, g, a, env: [_gather(g, a["indices"])],
-    saves="nothing", doc="out[j] = fold over k with indices[k]==j of x[k]; VJP gathers",
-    tags=frozenset({"structural", "index"}),
-))
+_register(
+    OpDef(
+        "scatter_add",
+        1,
+        (AttrSpec("indices", "ints"), AttrSpec("size", "nat")),
+        _scatter_add_shape,
+        lambda D, xs, a, env: _scatter(D, xs[0], a["indices"], a["size"]),
+        lambda D, xs, dxs, a, env: _scatter(D, dxs[0], a["indices"], a["size"]),
+        lambda D, xs, g, a, env: [_gather(g, a["indices"])],
+        saves="nothing",
+        doc="out[j] = fold over k with indices[k]==j of x[k]; VJP gathers",
+        tags=frozenset({"structural", "index"}),
+    )
+)
 
 
 # --------------------------------------------------------------------------- softmax family
@@ -901,7 +1141,7 @@ def _last_axis_rule(op: str) -> ShapeFn:
 
 def _rows(t: Tensor) -> list[tuple[Any, ...]]:
     n = t.shape[-1]
-    return [t.data[r * n:(r + 1) * n] for r in range(size(t.shape[:-1]))]
+    return [t.data[r * n : (r + 1) * n] for r in range(size(t.shape[:-1]))]
 
 
 def _softmax_row(D: Domain, row: Sequence[Any]) -> tuple[list[Any], list[Any], Any]:
@@ -941,13 +1181,22 @@ def _softmax_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> 
     return [Tensor(y.shape, tuple(out))]
 
 
-_register(OpDef(
-    "softmax", 1, (), _last_axis_rule("softmax"), lambda D, xs, a, env: _softmax_fwd(D, xs[0]),
-    _softmax_jvp, _softmax_vjp, saves="y",
-    doc="max-shifted softmax on the last axis: y_j = exp(x_j - m)/fold exp(x_k - m); "
-    "VJP y_j*(g_j - fold_k g_k*y_k); JVP y_j*(dx_j - fold_k y_k*dx_k)",
-    algebraic=False, tags=frozenset({"reduction"}),
-))
+_register(
+    OpDef(
+        "softmax",
+        1,
+        (),
+        _last_axis_rule("softmax"),
+        lambda D, xs, a, env: _softmax_fwd(D, xs[0]),
+        _softmax_jvp,
+        _softmax_vjp,
+        saves="y",
+        doc="max-shifted softmax on the last axis: y_j = exp(x_j - m)/fold exp(x_k - m); "
+        "VJP y_j*(g_j - fold_k g_k*y_k); JVP y_j*(dx_j - fold_k y_k*dx_k)",
+        algebraic=False,
+        tags=frozenset({"reduction"}),
+    )
+)
 
 
 def _log_softmax_fwd(D: Domain, x: Tensor) -> Tensor:
@@ -959,8 +1208,7 @@ def _log_softmax_fwd(D: Domain, x: Tensor) -> Tensor:
     return Tensor(x.shape, tuple(out))
 
 
-def _log_softmax_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs,
-                     env: Env) -> Tensor:
+def _log_softmax_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
     p = _softmax_fwd(D, xs[0])
     out: list[Any] = []
     for pr, dr in zip(_rows(p), _rows(dxs[0]), strict=True):
@@ -978,14 +1226,22 @@ def _log_softmax_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env)
     return [Tensor(p.shape, tuple(out))]
 
 
-_register(OpDef(
-    "log_softmax", 1, (), _last_axis_rule("log_softmax"),
-    lambda D, xs, a, env: _log_softmax_fwd(D, xs[0]), _log_softmax_jvp, _log_softmax_vjp,
-    saves="softmax p",
-    doc="max-shifted log-softmax on the last axis: y_j = (x_j - m) - log(fold exp(x_k - m)); "
-    "VJP g_j - p_j*fold_k g_k with p = softmax(x); JVP dx_j - fold_k p_k*dx_k",
-    algebraic=False, tags=frozenset({"reduction"}),
-))
+_register(
+    OpDef(
+        "log_softmax",
+        1,
+        (),
+        _last_axis_rule("log_softmax"),
+        lambda D, xs, a, env: _log_softmax_fwd(D, xs[0]),
+        _log_softmax_jvp,
+        _log_softmax_vjp,
+        saves="softmax p",
+        doc="max-shifted log-softmax on the last axis: y_j = (x_j - m) - log(fold exp(x_k - m)); "
+        "VJP g_j - p_j*fold_k g_k with p = softmax(x); JVP dx_j - fold_k p_k*dx_k",
+        algebraic=False,
+        tags=frozenset({"reduction"}),
+    )
+)
 
 
 # --------------------------------------------------------------------------- composites
@@ -1040,10 +1296,23 @@ def _composite(
         seed = TensorPack.zeros(D, g.shapes[:-1]).snoc(gout)
         return list(backprop_ctx(D, g, xs, seed, env, check=False).tensors)
 
-    return _register(OpDef(
-        name, arity, attrs, shape, forward, jvp, vjp, saves="the body's saved values", doc=doc,
-        kind="composite", body=build, algebraic=algebraic, tags=tags,
-    ))
+    return _register(
+        OpDef(
+            name,
+            arity,
+            attrs,
+            shape,
+            forward,
+            jvp,
+            vjp,
+            saves="the body's saved values",
+            doc=doc,
+            kind="composite",
+            body=build,
+            algebraic=algebraic,
+            tags=tags,
+        )
+    )
 
 
 def _c(b: Any, q: Fraction | int) -> int:
@@ -1051,8 +1320,13 @@ def _c(b: Any, q: Fraction | int) -> int:
     return b.node("const", shape=(), values=(Fraction(q),))
 
 
-_composite("inv", 1, lambda b, x, a: b.node("div", _c(b, 1), x[0]),
-           doc="1 / x, as div(const 1, x)", tags=frozenset({"elementwise"}))
+_composite(
+    "inv",
+    1,
+    lambda b, x, a: b.node("div", _c(b, 1), x[0]),
+    doc="1 / x, as div(const 1, x)",
+    tags=frozenset({"elementwise"}),
+)
 
 
 def _mean_body(b: Any, x: list[int], a: Attrs) -> int:
@@ -1062,8 +1336,13 @@ def _mean_body(b: Any, x: list[int], a: Attrs) -> int:
     return b.node("div", b.node("sum", x[0]), _c(b, n))
 
 
-_composite("mean", 1, _mean_body, doc="div(sum(x), const N), N = size(x) >= 1 cast once",
-           tags=frozenset({"reduction"}))
+_composite(
+    "mean",
+    1,
+    _mean_body,
+    doc="div(sum(x), const N), N = size(x) >= 1 cast once",
+    tags=frozenset({"reduction"}),
+)
 
 
 def _reduce_mean_body(b: Any, x: list[int], a: Attrs) -> int:
@@ -1076,9 +1355,14 @@ def _reduce_mean_body(b: Any, x: list[int], a: Attrs) -> int:
     return b.node("div", b.node("reduce_sum", x[0], axis=a["axis"]), _c(b, n))
 
 
-_composite("reduce_mean", 1, _reduce_mean_body, attrs=(AttrSpec("axis", "nat"),),
-           doc="div(reduce_sum(x, axis), const n) with n the axis length >= 1",
-           tags=frozenset({"reduction"}))
+_composite(
+    "reduce_mean",
+    1,
+    _reduce_mean_body,
+    attrs=(AttrSpec("axis", "nat"),),
+    doc="div(reduce_sum(x, axis), const n) with n the axis length >= 1",
+    tags=frozenset({"reduction"}),
+)
 
 
 def _transpose_body(b: Any, x: list[int], a: Attrs) -> int:
@@ -1088,8 +1372,13 @@ def _transpose_body(b: Any, x: list[int], a: Attrs) -> int:
     return b.node("swap_adjacent", x[0], axis=r - 2)
 
 
-_composite("transpose", 1, _transpose_body, doc="swap the last two axes (swap_adjacent)",
-           tags=frozenset({"structural"}))
+_composite(
+    "transpose",
+    1,
+    _transpose_body,
+    doc="swap the last two axes (swap_adjacent)",
+    tags=frozenset({"structural"}),
+)
 
 
 def _sigmoid(D: Domain, x: Any, a: Attrs) -> Any:
@@ -1112,14 +1401,18 @@ _unary(
 def _softplus_body(b: Any, x: list[int], a: Attrs) -> int:
     # max(x, 0) + log(1 + exp(-|x|)): no overflow; at x = 0 the tie rule of maximum gives
     # 1/2 and abs'(0) = 0, so the composed derivative is the true sigmoid(0) = 1/2.
-    tail = b.node("log", b.node("add", _c(b, 1), b.node("exp", b.node("neg",
-                                                                        b.node("abs", x[0])))))
+    tail = b.node("log", b.node("add", _c(b, 1), b.node("exp", b.node("neg", b.node("abs", x[0])))))
     return b.node("add", b.node("maximum", x[0], _c(b, 0)), tail)
 
 
-_composite("softplus", 1, _softplus_body,
-           doc="add(maximum(x, 0), log(add(1, exp(neg(abs x)))))", algebraic=False,
-           tags=frozenset({"elementwise"}))
+_composite(
+    "softplus",
+    1,
+    _softplus_body,
+    doc="add(maximum(x, 0), log(add(1, exp(neg(abs x)))))",
+    algebraic=False,
+    tags=frozenset({"elementwise"}),
+)
 
 GELU_C = Fraction(0.7978845608028654)  # the binary64 nearest sqrt(2/pi), as an exact rational
 GELU_K = Fraction(44715, 10**6)
@@ -1133,20 +1426,36 @@ def _gelu_body(b: Any, x: list[int], a: Attrs) -> int:
     return b.node("mul", b.node("mul", _c(b, Fraction(1, 2)), x0), b.node("add", _c(b, 1), t))
 
 
-_composite("gelu", 1, _gelu_body,
-           doc="tanh form: mul(mul(1/2, x), add(1, tanh(mul(c, add(x, mul(k, mul(mul(x,x),x)))))))"
-           " with c = binary64 sqrt(2/pi) = 0.7978845608028654 and k = 0.044715, both exact "
-           "rationals cast once", algebraic=False, tags=frozenset({"elementwise"}))
-_composite("silu", 1, lambda b, x, a: b.node("mul", x[0], b.node("sigmoid", x[0])),
-           doc="mul(x, sigmoid x)", algebraic=False, tags=frozenset({"elementwise"}))
+_composite(
+    "gelu",
+    1,
+    _gelu_body,
+    doc="tanh form: mul(mul(1/2, x), add(1, tanh(mul(c, add(x, mul(k, mul(mul(x,x),x)))))))"
+    " with c = binary64 sqrt(2/pi) = 0.7978845608028654 and k = 0.044715, both exact "
+    "rationals cast once",
+    algebraic=False,
+    tags=frozenset({"elementwise"}),
+)
+_composite(
+    "silu",
+    1,
+    lambda b, x, a: b.node("mul", x[0], b.node("sigmoid", x[0])),
+    doc="mul(x, sigmoid x)",
+    algebraic=False,
+    tags=frozenset({"elementwise"}),
+)
 
 SAFE_LOG_EPS = Fraction(1, 2**24)  # exact in binary64/32, bfloat16 and float16
 
 
-_composite("safe_log", 1,
-           lambda b, x, a: b.node("log", b.node("maximum", x[0], _c(b, SAFE_LOG_EPS))),
-           doc="log(maximum(x, 2**-24)): total (accepts every input; NaN gives NaN)",
-           algebraic=False, tags=frozenset({"elementwise"}))
+_composite(
+    "safe_log",
+    1,
+    lambda b, x, a: b.node("log", b.node("maximum", x[0], _c(b, SAFE_LOG_EPS))),
+    doc="log(maximum(x, 2**-24)): total (accepts every input; NaN gives NaN)",
+    algebraic=False,
+    tags=frozenset({"elementwise"}),
+)
 
 
 def _mse_body(b: Any, x: list[int], a: Attrs) -> int:
@@ -1160,9 +1469,13 @@ def _mse_body(b: Any, x: list[int], a: Attrs) -> int:
     return b.node("mul", _c(b, Fraction(1, n)), b.node("sum", b.node("mul", d, d)))
 
 
-_composite("mse_loss", 2, _mse_body,
-           doc="mul(const 1/N, sum(mul(d, d))), d = sub(y, t), N = size (1 for rank 0)",
-           tags=frozenset({"loss"}))
+_composite(
+    "mse_loss",
+    2,
+    _mse_body,
+    doc="mul(const 1/N, sum(mul(d, d))), d = sub(y, t), N = size (1 for rank 0)",
+    tags=frozenset({"loss"}),
+)
 
 
 def _ce_body(b: Any, x: list[int], a: Attrs) -> int:
@@ -1170,8 +1483,9 @@ def _ce_body(b: Any, x: list[int], a: Attrs) -> int:
     if sx != st:
         raise _err("cross_entropy", "logits and target shapes differ", 1, sx, st)
     if len(sx) not in (1, 2) or sx[-1] < 1:
-        raise _err("cross_entropy", "logits must be (C,) or (B, C) with C >= 1", 0,
-                   "(C,) or (B, C)", sx)
+        raise _err(
+            "cross_entropy", "logits must be (C,) or (B, C) with C >= 1", 0, "(C,) or (B, C)", sx
+        )
     nll = b.node("neg", b.node("sum", b.node("mul", x[1], b.node("log_softmax", x[0]))))
     if len(sx) == 1:
         return nll
@@ -1180,6 +1494,12 @@ def _ce_body(b: Any, x: list[int], a: Attrs) -> int:
     return b.node("div", nll, _c(b, sx[0]))
 
 
-_composite("cross_entropy", 2, _ce_body,
-           doc="neg(sum(mul(t, log_softmax(x)))) for (C,); divided by const B for (B, C); "
-           "t is a one-hot (or any) target", algebraic=False, tags=frozenset({"loss"}))
+_composite(
+    "cross_entropy",
+    2,
+    _ce_body,
+    doc="neg(sum(mul(t, log_softmax(x)))) for (C,); divided by const B for (B, C); "
+    "t is a one-hot (or any) target",
+    algebraic=False,
+    tags=frozenset({"loss"}),
+)

@@ -9,6 +9,7 @@ runtime's bit-equality contract assumes gradual underflow.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,15 +23,19 @@ class FloatEnvironmentError(TorchLeanError):
 
 
 def _numpy_products() -> list[tuple[str, float, float]]:
-    out = []
+    out: list[tuple[str, float, float]] = []
     for dt, tiny in ((np.float64, 2.0**-1074), (np.float32, 2.0**-149)):
-        t = np.array([tiny * 4], dtype=dt)
-        half = np.array([0.5], dtype=dt)
+        t: Any = np.array([tiny * 4], dtype=dt)
+        half: Any = np.array([0.5], dtype=dt)
         out.append((f"numpy {np.dtype(dt).name} 4*tiny*0.5", float((t * half)[0]), tiny * 2))
         # DAZ check: a subnormal operand must not be read as zero
-        out.append((f"numpy {np.dtype(dt).name} tiny+tiny",
-                    float((np.array([tiny], dtype=dt) + np.array([tiny], dtype=dt))[0]),
-                    tiny * 2))
+        out.append(
+            (
+                f"numpy {np.dtype(dt).name} tiny+tiny",
+                float((np.array([tiny], dtype=dt) + np.array([tiny], dtype=dt))[0]),
+                tiny * 2,
+            )
+        )
     return out
 
 

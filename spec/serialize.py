@@ -51,8 +51,11 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
         "format": GRAPH_FORMAT,
         "inputs": [list(s) for s in g.inputs],
         "nodes": [
-            {"op": n.op, "args": list(n.args),
-             "attrs": {k: _enc(v) for k, v in n.attrs.items() if v is not None}}
+            {
+                "op": n.op,
+                "args": list(n.args),
+                "attrs": {k: _enc(v) for k, v in n.attrs.items() if v is not None},
+            }
             for n in g.nodes
         ],
     }
@@ -64,8 +67,11 @@ def graph_from_dict(d: dict[str, Any]) -> Graph:
         raise GraphError(f"graph JSON: expected format {GRAPH_FORMAT!r}, got {got!r}")
     try:
         nodes = [
-            Node(n["op"], tuple(n["args"]),
-                 normalize_attrs(n["op"], {k: _dec(v) for k, v in n.get("attrs", {}).items()}))
+            Node(
+                n["op"],
+                tuple(n["args"]),
+                normalize_attrs(n["op"], {k: _dec(v) for k, v in n.get("attrs", {}).items()}),
+            )
             for n in d["nodes"]
         ]
         return Graph([tuple(s) for s in d["inputs"]], nodes)

@@ -6,6 +6,7 @@ and only a dim of 1 expands (the relation `broadcasts_to(src, dst)` is asymmetri
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 
 from .errors import ShapeError
@@ -27,12 +28,17 @@ Shape = tuple[int, ...]
 
 
 def as_shape(dims: Iterable[int], what: str = "shape") -> Shape:
-    """Validate and normalise `dims` into a `Shape`."""
+    """Validate and normalise `dims` into a `Shape` (NumPy integers are accepted)."""
+    items = list(dims)
     out = []
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-            raise ShapeError(f"{what}: dims must be non-negative ints (got {tuple(dims)!r})")
-        out.append(int(d))
+    for d in items:
+        try:
+            v = operator.index(d) if not isinstance(d, bool) else -1
+        except TypeError:
+            v = -1
+        if v < 0:
+            raise ShapeError(f"{what}: dims must be non-negative ints (got {tuple(items)!r})")
+        out.append(v)
     return tuple(out)
 
 
@@ -101,7 +107,9 @@ def sliding_window_out_dim(input: int, kernel: int, stride: int, padding: int) -
     is shorter than the kernel, else floor((input + 2*padding - kernel) / stride) + 1."""
     for name, v in (("input", input), ("kernel", kernel), ("stride", stride), ("padding", padding)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ShapeError(f"sliding_window_out_dim: {name} must be a non-negative int, got {v!r}")
+            raise ShapeError(
+                f"sliding_window_out_dim: {name} must be a non-negative int, got {v!r}"
+            )
     padded = input + 2 * padding
     if kernel == 0 or stride == 0 or padded < kernel:
         return 0

@@ -143,7 +143,9 @@ class TensorPack:
         return TensorPack(
             self.shapes,
             tuple(
-                Tensor(a.shape, tuple(domain.add(x, y) for x, y in zip(a.data, b.data, strict=True)))
+                Tensor(
+                    a.shape, tuple(domain.add(x, y) for x, y in zip(a.data, b.data, strict=True))
+                )
                 for a, b in zip(self.tensors, other.tensors, strict=True)
             ),
         )

@@ -23,23 +23,42 @@ __all__ = ["check_node", "normalize_attrs", "validate_graph"]
 
 def _rational(op: str, name: str, v: Any) -> Fraction:
     if isinstance(v, bool):
-        raise op_error(GraphError, op, f"attribute {name!r} must be a rational",
-                       expected="int, Fraction, 'p/q' or finite float", got=v)
+        raise op_error(
+            GraphError,
+            op,
+            f"attribute {name!r} must be a rational",
+            expected="int, Fraction, 'p/q' or finite float",
+            got=v,
+        )
     if isinstance(v, float) and not math.isfinite(v):
-        raise op_error(GraphError, op, f"attribute {name!r} must be finite",
-                       expected="a finite rational", got=v)
+        raise op_error(
+            GraphError,
+            op,
+            f"attribute {name!r} must be finite",
+            expected="a finite rational",
+            got=v,
+        )
     try:
         return Fraction(v)
     except (TypeError, ValueError):
-        raise op_error(GraphError, op, f"attribute {name!r} must be a rational",
-                       expected="int, Fraction, 'p/q' or finite float", got=repr(v)) from None
+        raise op_error(
+            GraphError,
+            op,
+            f"attribute {name!r} must be a rational",
+            expected="int, Fraction, 'p/q' or finite float",
+            got=repr(v),
+        ) from None
 
 
 def _int(op: str, name: str, v: Any, nat: bool) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or (nat and v < 0):
-        raise op_error(GraphError, op, f"attribute {name!r} must be a "
-                       f"{'non-negative ' if nat else ''}int",
-                       expected="a non-negative int" if nat else "an int", got=repr(v))
+        raise op_error(
+            GraphError,
+            op,
+            f"attribute {name!r} must be a {'non-negative ' if nat else ''}int",
+            expected="a non-negative int" if nat else "an int",
+            got=repr(v),
+        )
     return int(v)
 
 
@@ -50,21 +69,36 @@ def _normalize(op: str, spec: AttrSpec, v: Any) -> Any:
         return _int(op, spec.name, v, True)
     if spec.kind == "ints":
         if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-            raise op_error(GraphError, op, f"attribute {spec.name!r} must be a list of ints",
-                           expected="a list of non-negative ints", got=repr(v))
+            raise op_error(
+                GraphError,
+                op,
+                f"attribute {spec.name!r} must be a list of ints",
+                expected="a list of non-negative ints",
+                got=repr(v),
+            )
         return tuple(_int(op, spec.name, x, True) for x in v)
     if spec.kind == "shape":
         try:
             return as_shape(v, f"{op}: attribute {spec.name!r}")
         except (TypeError, ShapeError) as e:
-            raise op_error(GraphError, op, f"attribute {spec.name!r} must be a shape",
-                           expected="a list of non-negative ints", got=repr(v)) from e
+            raise op_error(
+                GraphError,
+                op,
+                f"attribute {spec.name!r} must be a shape",
+                expected="a list of non-negative ints",
+                got=repr(v),
+            ) from e
     if spec.kind == "rational":
         return _rational(op, spec.name, v)
     if spec.kind == "rationals":
         if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-            raise op_error(GraphError, op, f"attribute {spec.name!r} must be a list",
-                           expected="a list of rationals", got=repr(v))
+            raise op_error(
+                GraphError,
+                op,
+                f"attribute {spec.name!r} must be a list",
+                expected="a list of rationals",
+                got=repr(v),
+            )
         return tuple(_rational(op, spec.name, x) for x in v)
     raise GraphError(f"{op}: attribute {spec.name!r} has unknown kind {spec.kind!r}")
 
@@ -97,12 +131,17 @@ def check_node(
         if len(args) < 1:
             raise op_error(GraphError, op, "needs at least one argument", expected=">= 1", got=0)
     elif len(args) != d.arity:
-        raise op_error(GraphError, op, "wrong number of arguments", expected=d.arity,
-                       got=len(args))
+        raise op_error(GraphError, op, "wrong number of arguments", expected=d.arity, got=len(args))
     for i, a in enumerate(args):
         if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < n:
-            raise op_error(GraphError, op, "argument id does not name an earlier value",
-                           index=i, expected=f"an id in 0..{n - 1}", got=a)
+            raise op_error(
+                GraphError,
+                op,
+                "argument id does not name an earlier value",
+                index=i,
+                expected=f"an id in 0..{n - 1}",
+                got=a,
+            )
     norm = normalize_attrs(op, attrs)
     out = d.shape([shapes[a] for a in args], norm)
     return norm, out
