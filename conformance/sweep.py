@@ -92,18 +92,24 @@ def sweep_chunk(fn: str, lo: int, hi: int, summary: FnSummary) -> None:
         for i, e in zip(bad, exact[~cand_ok], strict=True):
             if len(summary.examples) >= MAX_EXAMPLES:
                 break
-            summary.examples.append({
-                "x_bits": f"0x{int(pats[i]):08x}",
-                "x": repr(float(x[i])),
-                "cr_apply": f"0x{int(cand[i:i + 1].view(np.uint32)[0]):08x}",
-                "mpfr": f"0x{int(np.array([e], dtype=np.float32).view(np.uint32)[0]):08x}",
-            })
+            summary.examples.append(
+                {
+                    "x_bits": f"0x{int(pats[i]):08x}",
+                    "x": repr(float(x[i])),
+                    "cr_apply": f"0x{int(cand[i : i + 1].view(np.uint32)[0]):08x}",
+                    "mpfr": f"0x{int(np.array([e], dtype=np.float32).view(np.uint32)[0]):08x}",
+                }
+            )
     summary.elements += hi - lo
 
 
-def run_sweep(fns: Sequence[str] = FUNCTIONS, start: int = 0, stop: int = 2**32,
-              chunk: int = 2**20, progress: Callable[[int], None] | None = None
-              ) -> dict[str, FnSummary]:
+def run_sweep(
+    fns: Sequence[str] = FUNCTIONS,
+    start: int = 0,
+    stop: int = 2**32,
+    chunk: int = 2**20,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, FnSummary]:
     """Sweep every function over the bit patterns [start, stop); return one summary each."""
     for fn in fns:
         if fn not in FUNCTIONS:
@@ -135,13 +141,20 @@ def _int(s: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m conformance.sweep",
-                                description="Exhaustive binary32 check of runtime.crmath.")
-    p.add_argument("--fn", action="append", choices=list(FUNCTIONS),
-                   help="function to sweep (repeatable; default: all)")
+    p = argparse.ArgumentParser(
+        prog="python -m conformance.sweep",
+        description="Exhaustive binary32 check of runtime.crmath.",
+    )
+    p.add_argument(
+        "--fn",
+        action="append",
+        choices=list(FUNCTIONS),
+        help="function to sweep (repeatable; default: all)",
+    )
     p.add_argument("--start", type=_int, default=0, help="first bit pattern (default 0)")
-    p.add_argument("--stop", type=_int, default=2**32,
-                   help="one past the last bit pattern (default 2**32)")
+    p.add_argument(
+        "--stop", type=_int, default=2**32, help="one past the last bit pattern (default 2**32)"
+    )
     p.add_argument("--chunk", type=_int, default=2**20, help="patterns per chunk (2**20)")
     p.add_argument("--json", default="crmath-sweep.json", help="JSON summary path")
     a = p.parse_args(argv)
@@ -153,17 +166,27 @@ def main(argv: list[str] | None = None) -> int:
 
     from tqdm import tqdm
 
-    bar = tqdm(total=(a.stop - a.start) * len(fns), file=sys.stderr, unit="x",
-               unit_scale=True, disable=not sys.stderr.isatty(), leave=False)
+    bar = tqdm(
+        total=(a.stop - a.start) * len(fns),
+        file=sys.stderr,
+        unit="x",
+        unit_scale=True,
+        disable=not sys.stderr.isatty(),
+        leave=False,
+    )
     try:
         res = run_sweep(fns, a.start, a.stop, a.chunk, progress=bar.update)
     finally:
         bar.close()
-    print(f"{'fn':<6}{'elements':>12}{'cr_fallbacks':>14}{'ref_mpfr':>10}{'ref_wrong':>11}"
-          f"{'disagree':>10}{'s':>8}")
+    print(
+        f"{'fn':<6}{'elements':>12}{'cr_fallbacks':>14}{'ref_mpfr':>10}{'ref_wrong':>11}"
+        f"{'disagree':>10}{'s':>8}"
+    )
     for s in res.values():
-        print(f"{s.fn:<6}{s.elements:>12}{s.cr_fallbacks:>14}{s.reference_mpfr:>10}"
-              f"{s.reference_wrong:>11}{s.disagreements:>10}{s.seconds:>8.1f}")
+        print(
+            f"{s.fn:<6}{s.elements:>12}{s.cr_fallbacks:>14}{s.reference_mpfr:>10}"
+            f"{s.reference_wrong:>11}{s.disagreements:>10}{s.seconds:>8.1f}"
+        )
         for ex in s.examples:
             print(f"  DISAGREE {s.fn}: {ex}")
     summary = {
@@ -179,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.json, "w") as f:
         json.dump(summary, f, indent=1)
     total = summary["disagreements"]
-    print(f"{sum(s.elements for s in res.values())} elements, {total} disagreements; "
-          f"summary: {a.json}")
+    print(
+        f"{sum(s.elements for s in res.values())} elements, {total} disagreements; "
+        f"summary: {a.json}"
+    )
     return 1 if total else 0
 
 

@@ -67,8 +67,9 @@ def source_hashes(root: Path | None = None) -> dict[str, str]:
         for f in files:
             if "__pycache__" in f.parts:
                 continue
-            out[f.relative_to(root).as_posix()] = "sha256:" + hashlib.sha256(
-                f.read_bytes()).hexdigest()
+            out[f.relative_to(root).as_posix()] = (
+                "sha256:" + hashlib.sha256(f.read_bytes()).hexdigest()
+            )
     return dict(sorted(out.items()))
 
 
@@ -92,8 +93,9 @@ def versions() -> dict[str, str]:
 
 
 def canonical_json(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
 
 
 def compute_digest(cert: Mapping[str, Any]) -> str:
@@ -108,13 +110,23 @@ def _totals(results: Sequence[tuple[Theorem, CheckResult]]) -> dict[str, Any]:
             if isinstance(v, int):
                 sums[k] = sums.get(k, 0) + v
     passed = sum(r.passed for _, r in results)
-    return {"theorems": len(results), "passed": passed, "failed": len(results) - passed,
-            "count_sums": dict(sorted(sums.items()))}
+    return {
+        "theorems": len(results),
+        "passed": passed,
+        "failed": len(results) - passed,
+        "count_sums": dict(sorted(sums.items())),
+    }
 
 
-def build(mode: str, selection: Sequence[str],
-          results: Sequence[tuple[Theorem, CheckResult]], *, elapsed: float,
-          started: str, jobs: int) -> dict[str, Any]:
+def build(
+    mode: str,
+    selection: Sequence[str],
+    results: Sequence[tuple[Theorem, CheckResult]],
+    *,
+    elapsed: float,
+    started: str,
+    jobs: int,
+) -> dict[str, Any]:
     """A certificate for the given results (see the module invariants)."""
     theorems = {}
     for th, r in results:
@@ -143,8 +155,9 @@ def build(mode: str, selection: Sequence[str],
 
 
 def write(cert: Mapping[str, Any], path: str | Path) -> None:
-    Path(path).write_text(json.dumps(cert, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
-                          encoding="utf-8")
+    Path(path).write_text(
+        json.dumps(cert, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -187,16 +200,20 @@ class Comparison:
         state = "ok" if self.digest_ok else "MISMATCH (edited after it was written)"
         out = [f"digest of the earlier certificate: {state}"]
         if self.changed_files:
-            out.append(f"source files changed since: {len(self.changed_files)}: "
-                       + ", ".join(self.changed_files[:10])
-                       + (" ..." if len(self.changed_files) > 10 else ""))
+            out.append(
+                f"source files changed since: {len(self.changed_files)}: "
+                + ", ".join(self.changed_files[:10])
+                + (" ..." if len(self.changed_files) > 10 else "")
+            )
         for c in self.changed:
             out.append(f"CHANGED {c['name']}: {c['old']} -> {c['new']}")
         for s in self.stale:
             files = s["files"]
-            out.append(f"STALE   {s['name']}: {len(files)} source file(s) changed under "
-                       f"{', '.join(s['dirs'])}: {', '.join(files[:3])}"
-                       + (" ..." if len(files) > 3 else ""))
+            out.append(
+                f"STALE   {s['name']}: {len(files)} source file(s) changed under "
+                f"{', '.join(s['dirs'])}: {', '.join(files[:3])}"
+                + (" ..." if len(files) > 3 else "")
+            )
         out += [f"ADDED   {n}" for n in self.added]
         out += [f"REMOVED {n}" for n in self.removed]
         if self.clean and not (self.added or self.removed):
@@ -204,9 +221,14 @@ class Comparison:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"digest_ok": self.digest_ok, "changed": self.changed, "stale": self.stale,
-                "added": self.added, "removed": self.removed,
-                "changed_files": self.changed_files}
+        return {
+            "digest_ok": self.digest_ok,
+            "changed": self.changed,
+            "stale": self.stale,
+            "added": self.added,
+            "removed": self.removed,
+            "changed_files": self.changed_files,
+        }
 
 
 def _stale(old_th: Mapping[str, Any], name: str, changed: Sequence[str]) -> dict[str, Any] | None:

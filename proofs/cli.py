@@ -61,8 +61,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     rows = [("name", "evidence", "status", "scope")]
     for t in ths:
         scope = t.scope.summary()
-        rows.append((t.name, " + ".join(t.evidence), t.status,
-                     scope if args.long else _short(scope, 90)))
+        rows.append(
+            (t.name, " + ".join(t.evidence), t.status, scope if args.long else _short(scope, 90))
+        )
     _table(rows, sys.stdout)
     sys.stdout.write(f"\n{len(ths)} theorems\n")
     return 0
@@ -78,8 +79,9 @@ class _Progress:
         from tqdm import tqdm
 
         self._tqdm = tqdm
-        self.bar = tqdm(total=total, desc="theorems", unit="thm", file=sys.stderr,
-                        dynamic_ncols=True)
+        self.bar = tqdm(
+            total=total, desc="theorems", unit="thm", file=sys.stderr, dynamic_ncols=True
+        )
         self.sub: Any = None
 
     def result(self, th: Theorem, r: CheckResult) -> None:
@@ -93,8 +95,9 @@ class _Progress:
         if self.sub is None or self.sub.total != total or self.sub.desc != desc:
             if self.sub is not None:
                 self.sub.close()
-            self.sub = self._tqdm(total=total, desc=desc, file=sys.stderr, leave=False,
-                                  position=1, dynamic_ncols=True)
+            self.sub = self._tqdm(
+                total=total, desc=desc, file=sys.stderr, leave=False, position=1, dynamic_ncols=True
+            )
         self.sub.n = done
         self.sub.refresh()
 
@@ -113,18 +116,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
-        results = run_theorems(ths, quick=args.quick, jobs=args.jobs, on_result=bar.result,
-                               progress=bar.inner)
+        results = run_theorems(
+            ths, quick=args.quick, jobs=args.jobs, on_result=bar.result, progress=bar.inner
+        )
     finally:
         bar.close()
     elapsed = time.perf_counter() - t0
     mode = "quick" if args.quick else "full"
-    cert = certificate.build(mode, args.names, results, elapsed=elapsed, started=started,
-                             jobs=args.jobs)
+    cert = certificate.build(
+        mode, args.names, results, elapsed=elapsed, started=started, jobs=args.jobs
+    )
     rows = [("theorem", "result", "evidence", "counts", "s")]
     for th, r in results:
-        rows.append((th.name, "pass" if r.passed else "FAIL", " + ".join(th.evidence),
-                     summarize_counts(r), f"{r.seconds:.1f}"))
+        rows.append(
+            (
+                th.name,
+                "pass" if r.passed else "FAIL",
+                " + ".join(th.evidence),
+                summarize_counts(r),
+                f"{r.seconds:.1f}",
+            )
+        )
     _table(rows, sys.stdout)
     failed = [th.name for th, r in results if not r.passed]
     for th, r in results:
@@ -133,15 +145,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
             sys.stdout.write(_failure_text(r))
     sys.stdout.write(
         f"\n{len(results) - len(failed)}/{len(results)} theorems pass ({mode} mode, "
-        f"{elapsed:.1f} s, {args.jobs} jobs)\n")
+        f"{elapsed:.1f} s, {args.jobs} jobs)\n"
+    )
     if args.certificate != "-":
         certificate.write(cert, args.certificate)
         sys.stdout.write(f"certificate: {args.certificate} ({cert['certificate_digest']})\n")
     if against is not None:
         sys.stdout.write(f"\ncompared with {args.against}:\n")
         if against.get("mode") != mode:
-            sys.stdout.write(f"note: {args.against} was a {against.get('mode')} run, this is "
-                             f"a {mode} run\n")
+            sys.stdout.write(
+                f"note: {args.against} was a {against.get('mode')} run, this is a {mode} run\n"
+            )
         cmp = certificate.compare(against, cert)
         for line in cmp.lines():
             sys.stdout.write(f"  {line}\n")
@@ -159,8 +173,10 @@ def _failure_text(r: CheckResult) -> str:
     for k, v in d.items():
         if k.endswith("_failures"):
             for f in v[:2]:
-                lines.append(f"  {k[:-9]}: {f['mismatch']}\n" + "\n".join(
-                    "    " + s for s in f["graph"].splitlines()))
+                lines.append(
+                    f"  {k[:-9]}: {f['mismatch']}\n"
+                    + "\n".join("    " + s for s in f["graph"].splitlines())
+                )
     for k, v in d.get("rows", {}).items():
         if v.get("failed"):
             lines.append(f"  {k}: {v.get('failure')}")
@@ -172,8 +188,10 @@ def _failure_text(r: CheckResult) -> str:
 def _cmd_verify(args: argparse.Namespace) -> int:
     cert = certificate.load(args.path)
     cmp = certificate.stale_against_tree(cert)
-    sys.stdout.write(f"{args.path}: {cert.get('mode')} run, {len(cert['theorems'])} theorems, "
-                     f"{cert['certificate_digest']}\n")
+    sys.stdout.write(
+        f"{args.path}: {cert.get('mode')} run, {len(cert['theorems'])} theorems, "
+        f"{cert['certificate_digest']}\n"
+    )
     for line in cmp.lines():
         sys.stdout.write(f"  {line}\n")
     return 0 if cmp.clean else 1
@@ -195,8 +213,9 @@ def _cmd_readme(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m proofs",
-                                description="torchlean's checked obligations")
+    p = argparse.ArgumentParser(
+        prog="python -m proofs", description="torchlean's checked obligations"
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     pl = sub.add_parser("list", help="list the theorems")
     pl.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
@@ -205,13 +224,22 @@ def _parser() -> argparse.ArgumentParser:
     pc = sub.add_parser("check", help="re-run checks and write a certificate")
     pc.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
     pc.add_argument("--quick", action="store_true", help="small bounds for CI")
-    pc.add_argument("--certificate", default=DEFAULT_CERTIFICATE,
-                    help=f"where to write the certificate (default {DEFAULT_CERTIFICATE}; "
-                    "'-' for none)")
-    pc.add_argument("--against", metavar="PATH",
-                    help="compare with an earlier certificate: changed and stale theorems")
-    pc.add_argument("--jobs", type=int, default=default_jobs(),
-                    help="worker processes (default: the CPUs available)")
+    pc.add_argument(
+        "--certificate",
+        default=DEFAULT_CERTIFICATE,
+        help=f"where to write the certificate (default {DEFAULT_CERTIFICATE}; '-' for none)",
+    )
+    pc.add_argument(
+        "--against",
+        metavar="PATH",
+        help="compare with an earlier certificate: changed and stale theorems",
+    )
+    pc.add_argument(
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help="worker processes (default: the CPUs available)",
+    )
     pc.add_argument("--no-progress", action="store_true", help="no progress bar")
     pc.set_defaults(fn=_cmd_check)
     pv = sub.add_parser("verify", help="check a certificate's digest and staleness")

@@ -3,8 +3,10 @@
 Invariants:
 - `decide_zero(e)` returns the name of the first method that reduced `e` to 0, or None.
   The symbolic methods, tried in order, are: "structural" (e is 0 as built), "expand",
-  "rewrite-exp" (expand, or simplify, after rewriting trigonometric and hyperbolic
-  functions as exponentials), "simplify", "exp-injective" (e is real by sympy's
+  "rewrite-exp" (expand after rewriting trigonometric and hyperbolic functions as
+  exponentials and splitting exp(a + b) = exp(a)·exp(b)), "cancel" (that form is 0 as a
+  rational function of its remaining atoms: symbols, exponentials, logarithms),
+  "simplify", "rewrite-exp" again with simplify, "exp-injective" (e is real by sympy's
   assumptions and exp(e) simplifies to 1; exp is injective on the reals) and
   "coefficients" (e is a polynomial in the symbols that occur outside every function
   application, e.g. tangents, and each coefficient is shown 0 by one of the methods
@@ -45,8 +47,15 @@ __all__ = [
     "symbols",
 ]
 
-SYMBOLIC_METHODS = ("structural", "expand", "rewrite-exp", "simplify", "exp-injective",
-                    "coefficients")
+SYMBOLIC_METHODS = (
+    "structural",
+    "expand",
+    "rewrite-exp",
+    "cancel",
+    "simplify",
+    "exp-injective",
+    "coefficients",
+)
 NUMERIC_POINTS = 5
 _NUMERIC_DIGITS = 60
 _NUMERIC_TOL = sympy.Rational(1, 10**40)
@@ -55,8 +64,9 @@ _NUMERIC_TOL = sympy.Rational(1, 10**40)
 def symbols(prefix: str, shape: Shape, **assumptions: Any) -> Tensor:
     """A tensor of fresh real symbols `<prefix>_<k>` (row-major k)."""
     assumptions.setdefault("real", True)
-    return Tensor(shape, tuple(sympy.Symbol(f"{prefix}_{k}", **assumptions)
-                               for k in range(size(shape))))
+    return Tensor(
+        shape, tuple(sympy.Symbol(f"{prefix}_{k}", **assumptions) for k in range(size(shape)))
+    )
 
 
 def as_array(t: Tensor) -> np.ndarray:
@@ -94,8 +104,9 @@ def _draw(rng: random.Random, sym: sympy.Symbol) -> sympy.Rational:
             return sympy.Rational(v.numerator, v.denominator)
 
 
-def rational_points(syms: Iterable[sympy.Symbol], key: str,
-                    n: int = NUMERIC_POINTS) -> list[dict[sympy.Symbol, sympy.Rational]]:
+def rational_points(
+    syms: Iterable[sympy.Symbol], key: str, n: int = NUMERIC_POINTS
+) -> list[dict[sympy.Symbol, sympy.Rational]]:
     """`n` deterministic exact rational points for the given symbols (sorted by name),
     respecting their sign assumptions; nonzero rationals in [-40, 40]."""
     ordered = sorted(set(syms), key=lambda s: s.name)
@@ -114,10 +125,12 @@ def _symbolic(e: Any) -> str | None:
     if _is_zero(x):
         return "expand"
     fns = e.has(sympy.tanh, sympy.sin, sympy.cos, sympy.log, sympy.exp)
-    if e.has(sympy.tanh, sympy.sin, sympy.cos):
-        r = sympy.expand(e.rewrite(sympy.exp))
+    if fns:
+        r = sympy.expand(e.rewrite(sympy.exp), power_exp=True)
         if _is_zero(r):
             return "rewrite-exp"
+        if _is_zero(sympy.cancel(r)):
+            return "cancel"
     if _is_zero(sympy.simplify(x)):
         return "simplify"
     if fns and _is_zero(sympy.simplify(sympy.expand(e.rewrite(sympy.exp)))):

@@ -30,8 +30,15 @@ from spec.ops import OPS
 from spec.shape import Shape
 from spec.validate import check_node
 
-__all__ = ["GRAMMARS", "GraphSpec", "OpChoice", "Tier", "count_tier", "enumerate_tier",
-           "grammar_summary"]
+__all__ = [
+    "GRAMMARS",
+    "GraphSpec",
+    "OpChoice",
+    "Tier",
+    "count_tier",
+    "enumerate_tier",
+    "grammar_summary",
+]
 
 
 @dataclass(frozen=True)
@@ -69,12 +76,14 @@ class GraphSpec:
     nodes: tuple[tuple[str, tuple[int, ...], tuple[tuple[str, Any], ...]], ...]
 
     def build(self) -> Graph:
-        return Graph(self.inputs, tuple(Node(op, args, dict(attrs))
-                                        for op, args, attrs in self.nodes))
+        return Graph(
+            self.inputs, tuple(Node(op, args, dict(attrs)) for op, args, attrs in self.nodes)
+        )
 
 
-def _extend(inputs: tuple[Shape, ...], shapes: list[Shape], nodes: list[Any], tier: Tier
-            ) -> Iterator[GraphSpec]:
+def _extend(
+    inputs: tuple[Shape, ...], shapes: list[Shape], nodes: list[Any], tier: Tier
+) -> Iterator[GraphSpec]:
     yield GraphSpec(inputs, tuple(nodes))
     if len(nodes) == tier.max_nodes:
         return
@@ -106,8 +115,16 @@ def count_tier(tier: Tier) -> dict[int, int]:
 
 
 _SCALE = OpChoice("scale", (("c", Fraction(-3, 2)),))
-_BREADTH_OPS = (OpChoice("add"), OpChoice("sub"), OpChoice("mul"), OpChoice("neg"), _SCALE,
-                OpChoice("sum"), OpChoice("matmul"), OpChoice("linear"))
+_BREADTH_OPS = (
+    OpChoice("add"),
+    OpChoice("sub"),
+    OpChoice("mul"),
+    OpChoice("neg"),
+    _SCALE,
+    OpChoice("sum"),
+    OpChoice("matmul"),
+    OpChoice("linear"),
+)
 _DEPTH_OPS = (OpChoice("sub"), OpChoice("mul"), OpChoice("sum"))
 _ONE_INPUT = (((),), ((2,),), ((2, 2),))
 _TWO_INPUTS = (((), (2,)), ((2,), (2, 2)))
@@ -131,6 +148,8 @@ def grammar_summary(mode: str) -> str:
     lines = []
     for t in GRAMMARS[mode]:
         ctxs = " | ".join("[" + ", ".join(str(s) for s in c) + "]" for c in t.contexts)
-        lines.append(f"{t.name}: Γ ∈ {{{ctxs}}}, ops {{{', '.join(o.text() for o in t.ops)}}}, "
-                     f"N ≤ {t.max_nodes} nodes")
+        lines.append(
+            f"{t.name}: Γ ∈ {{{ctxs}}}, ops {{{', '.join(o.text() for o in t.ops)}}}, "
+            f"N ≤ {t.max_nodes} nodes"
+        )
     return "; ".join(lines)

@@ -24,8 +24,12 @@ from .registry import CheckContext, CheckResult, Scope, Theorem, register
 
 __all__ = ["FORMATS", "FULL_CASES", "PROPERTIES", "QUICK_CASES", "register_all"]
 
-FORMATS = (("binary32", "float32"), ("bfloat16", "bfloat16"), ("float16", "float16"),
-           ("binary64", "float64"))
+FORMATS = (
+    ("binary32", "float32"),
+    ("bfloat16", "bfloat16"),
+    ("float16", "float16"),
+    ("binary64", "float64"),
+)
 """(format name, runtime dtype) pairs."""
 PROPERTIES = ("link", "link_special_values")
 QUICK_CASES = 30
@@ -40,8 +44,12 @@ def _row(job: tuple[str, str, int]) -> dict[str, Any]:
 
         props = [p for p in default_properties([dtype], ["ordered"]) if p.name == prop_name]
         if not props:
-            return {"cases": 0, "passed": 0, "failed": 1,
-                    "failure": f"conformance has no property {prop_name!r} for {dtype}"}
+            return {
+                "cases": 0,
+                "passed": 0,
+                "failed": 1,
+                "failure": f"conformance has no property {prop_name!r} for {dtype}",
+            }
         r = run_property(props[0], n, seed=None)
         out: dict[str, Any] = {"cases": r.cases, "passed": r.passed, "failed": r.failed}
         if r.failure:
@@ -76,26 +84,31 @@ def _check(ctx: CheckContext) -> CheckResult:
 
 
 def register_all() -> None:
-    register(Theorem(
-        name="float.ordered_bitwise",
-        statement=(
-            "With the `ordered` kernel profile, the runtime's forward values and "
-            "backward_dense_from cotangents of lower(g) are bit-identical to spec's eval_graph "
-            "and backprop_all_ctx evaluated in the same IEEE format (binary32, bfloat16, "
-            "float16, binary64; exact emulation with one rounding per operation), NaN "
-            "matching NaN and signed zeros matching, including NaN/inf/subnormal/-0 inputs "
-            "and seeds. Evidence: the conformance properties 'link' and "
-            "'link_special_values' on random typed graphs (Hypothesis, derandomised)."),
-        formula="bits(backward_dense_from(lower(g, x), s)) = bits(backprop_all_ctx_F(g, x, s)) "
-                "for F ∈ {binary32, bfloat16, float16, binary64}",
-        scope=Scope(("conformance DEFAULT_FLOAT_OPS",),
-                    tuple(f for f, _ in FORMATS),
-                    "conformance INPUT_SHAPES (scalars, size-1 dims, broadcast pairs, rank 3, "
-                    "zero-size)",
-                    f"random graphs of up to 6 nodes; {QUICK_CASES} cases per (format, "
-                    f"property) quick, {FULL_CASES} full"),
-        evidence=("property test",),
-        check=_check,
-        status="checked",
-        sources=("spec", "runtime", "conformance", "proofs"),
-    ))
+    register(
+        Theorem(
+            name="float.ordered_bitwise",
+            statement=(
+                "With the `ordered` kernel profile, the runtime's forward values and "
+                "backward_dense_from cotangents of lower(g) are bit-identical to spec's eval_graph "
+                "and backprop_all_ctx evaluated in the same IEEE format (binary32, bfloat16, "
+                "float16, binary64; exact emulation with one rounding per operation), NaN "
+                "matching NaN and signed zeros matching, including NaN/inf/subnormal/-0 inputs "
+                "and seeds. Evidence: the conformance properties 'link' and "
+                "'link_special_values' on random typed graphs (Hypothesis, derandomised)."
+            ),
+            formula="bits(backward_dense_from(lower(g, x), s)) = bits(backprop_all_ctx_F(g, x, s)) "
+            "for F ∈ {binary32, bfloat16, float16, binary64}",
+            scope=Scope(
+                ("conformance DEFAULT_FLOAT_OPS",),
+                tuple(f for f, _ in FORMATS),
+                "conformance INPUT_SHAPES (scalars, size-1 dims, broadcast pairs, rank 3, "
+                "zero-size)",
+                f"random graphs of up to 6 nodes; {QUICK_CASES} cases per (format, "
+                f"property) quick, {FULL_CASES} full",
+            ),
+            evidence=("property test",),
+            check=_check,
+            status="checked",
+            sources=("spec", "runtime", "conformance", "proofs"),
+        )
+    )

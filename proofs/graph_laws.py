@@ -37,7 +37,7 @@ from sympy.polys.rings import ring
 from runtime.backend import from_spec, to_spec
 from runtime.lower import lower
 from spec.domains import SYMBOLIC
-from spec.graph import Graph, backprop_all_ctx, backprop_ctx, eval_graph, format_graph, jvp_ctx
+from spec.graph import backprop_all_ctx, backprop_ctx, eval_graph, format_graph, jvp_ctx
 from spec.tensor import Tensor, TensorPack, dot_list
 
 from .decide import symbols
@@ -119,15 +119,19 @@ class _Graph:
     @property
     def tape(self) -> Any:
         if self._tape is None:
-            self._tape = lower(self.g, [from_spec(x, "symbolic") for x in self.xs], (),
-                               dtype="symbolic", kernels="ordered")
+            self._tape = lower(
+                self.g,
+                [from_spec(x, "symbolic") for x in self.xs],
+                (),
+                dtype="symbolic",
+                kernels="ordered",
+            )
         return self._tape
 
 
 def _link(G: _Graph) -> tuple[bool, int, str | None]:
     got = G.tape.backward_dense_from([from_spec(t, "symbolic") for t in G.seed.tensors])
-    n, msg = _compare([to_spec(a, "symbolic") for a in got], G.backprop_all.tensors,
-                      "cotangent")
+    n, msg = _compare([to_spec(a, "symbolic") for a in got], G.backprop_all.tensors, "cotangent")
     return msg is None, n, msg
 
 
@@ -150,7 +154,7 @@ def _prefix(G: _Graph) -> tuple[bool, int, str | None]:
     bp = G.backprop
     if bp.shapes != G.g.inputs:
         return False, 0, f"backprop_ctx shapes {bp.shapes} != Γ {G.g.inputs}"
-    n, msg = _compare(bp.tensors, G.backprop_all.tensors[:G.g.num_inputs], "input cotangent")
+    n, msg = _compare(bp.tensors, G.backprop_all.tensors[: G.g.num_inputs], "input cotangent")
     return msg is None, n, msg
 
 
@@ -162,8 +166,14 @@ def _zero(G: _Graph) -> tuple[bool, int, str | None]:
         n += 1
         for pid, c in node.backward(tape.ctx.zeros(tuple(node.value.shape))):
             if not _is_zero_array(c):
-                return False, n, (f"node {i} ({node.name}) maps a zero cotangent to a nonzero "
-                                  f"contribution for %{pid}")
+                return (
+                    False,
+                    n,
+                    (
+                        f"node {i} ({node.name}) maps a zero cotangent to a nonzero "
+                        f"contribution for %{pid}"
+                    ),
+                )
     return True, n, None
 
 
@@ -174,16 +184,25 @@ def _onehot(G: _Graph) -> tuple[bool, int, str | None]:
     for o in range(len(tape.nodes)):
         a = tape.backward_dense_all(o, seeds[o])
         b = tape.backward_dense_from([seeds[o] if j == o else z for j, z in enumerate(zeros)])
-        k, msg = _compare([to_spec(v, "symbolic") for v in a],
-                          [to_spec(v, "symbolic") for v in b], f"out %{o}: gradient")
+        k, msg = _compare(
+            [to_spec(v, "symbolic") for v in a],
+            [to_spec(v, "symbolic") for v in b],
+            f"out %{o}: gradient",
+        )
         n += k
         if msg:
             return False, n, msg
     return True, n, None
 
 
-_PART_FNS = {"link": _link, "values": _values, "adjoint": _adjoint, "prefix": _prefix,
-             "zero": _zero, "onehot": _onehot}
+_PART_FNS = {
+    "link": _link,
+    "values": _values,
+    "adjoint": _adjoint,
+    "prefix": _prefix,
+    "zero": _zero,
+    "onehot": _onehot,
+}
 
 
 def check_graph(gs: GraphSpec, parts: frozenset[str]) -> dict[str, tuple[bool, int, str | None]]:
@@ -250,9 +269,13 @@ def sweep(ctx: CheckContext, parts: Iterable[str]) -> dict[str, dict[str, Any]]:
         for p in todo:
             a = aggs[p]
             cache[p] = {
-                "graphs": a.graphs, "passed": a.passed, "failed": a.graphs - a.passed,
-                "entries": a.entries, "failures": a.failures or [],
-                "tiers": [t.describe() for t in tiers], "graphs_per_tier_and_size": tier_counts,
+                "graphs": a.graphs,
+                "passed": a.passed,
+                "failed": a.graphs - a.passed,
+                "entries": a.entries,
+                "failures": a.failures or [],
+                "tiers": [t.describe() for t in tiers],
+                "graphs_per_tier_and_size": tier_counts,
             }
     return {p: cache[p] for p in parts}
 
@@ -267,8 +290,9 @@ def _run(ctx: CheckContext, specs: list[GraphSpec], parts: frozenset[str]) -> li
         return results
     mp = multiprocessing.get_context("fork")
     with mp.Pool(ctx.jobs) as pool:
-        for k, (i, r) in enumerate(pool.imap_unordered(_work, _jobs(specs, parts),
-                                                       chunksize=_CHUNK)):
+        for k, (i, r) in enumerate(
+            pool.imap_unordered(_work, _jobs(specs, parts), chunksize=_CHUNK)
+        ):
             results[i] = r
             if (k + 1) % 256 == 0:
                 ctx.report("graphs", k + 1, len(specs))
@@ -290,9 +314,11 @@ class _GraphCheck:
         first = res[self.parts[0]]
         counts = {"graphs": first["graphs"]}
         ok = True
-        details: dict[str, Any] = {"grammar": first["tiers"],
-                                   "graphs_per_tier_and_size": first["graphs_per_tier_and_size"],
-                                   "max_nodes": max(t["max_nodes"] for t in first["tiers"])}
+        details: dict[str, Any] = {
+            "grammar": first["tiers"],
+            "graphs_per_tier_and_size": first["graphs_per_tier_and_size"],
+            "max_nodes": max(t["max_nodes"] for t in first["tiers"]),
+        }
         for p in self.parts:
             r = res[p]
             counts[f"{p}_passed"] = r["passed"]
@@ -310,8 +336,15 @@ class _GraphCheck:
         return CheckResult(ok, counts, details)
 
 
-_PROOF_ANCHORS = ("Invariant", "compile_aux_data", "existing + new", "node_vjp_dense",
-                  "Assumptions", "backward_dense_from", "backprop_all_ctx")
+_PROOF_ANCHORS = (
+    "Invariant",
+    "compile_aux_data",
+    "existing + new",
+    "node_vjp_dense",
+    "Assumptions",
+    "backward_dense_from",
+    "backprop_all_ctx",
+)
 
 
 def _written_proof_ok() -> tuple[bool, str]:
@@ -337,63 +370,106 @@ def _selected_parts(names: Iterable[str]) -> set[str]:
 
 
 def _scope(ops: Sequence[str], graphs: str) -> Scope:
-    return Scope(tuple(ops), ("symbolic",), "Γ from the grammar: (), (2,), (2, 2) and the "
-                 "pairs [(), (2,)], [(2,), (2, 2)]", graphs)
+    return Scope(
+        tuple(ops),
+        ("symbolic",),
+        "Γ from the grammar: (), (2,), (2, 2) and the pairs [(), (2,)], [(2,), (2, 2)]",
+        graphs,
+    )
 
 
 def register_all() -> None:
     ops = sorted({o.op for t in GRAMMARS["full"] for o in t.ops})
-    graphs = (f"every graph of the grammar (full: {grammar_summary('full')}; quick: "
-              f"{grammar_summary('quick')})")
+    graphs = (
+        f"every graph of the grammar (full: {grammar_summary('full')}; quick: "
+        f"{grammar_summary('quick')})"
+    )
     defs = [
-        ("link.backward_dense_from_lower_eq_backprop_all_ctx", ("link",), True,
-         ("written proof", "bounded exhaustive symbolic check"), "proved",
-         "The link theorem: for a graph g over inputs x with environment d and any full seed "
-         "over Γ ++ ss, the runtime's backward_dense_from(lower(g, x, d), seed) equals the "
-         "spec's backprop_all_ctx(g, x, d, seed), one cotangent per value. Proved by "
-         "induction on the snoc-list in proofs/link_theorem.md, assuming each kernel's VJP "
-         "equals its spec rule's VJP in the domain; checked over every graph of the grammar "
-         "with symbolic inputs and seeds, the runtime side running the real runtime code "
-         "(symbolic object arrays, ordered kernels).",
-         "backward_dense_from(lower(g, x, d), seed) = backprop_all_ctx(g, x, d, seed)"),
-        ("link.lower_values_eq_eval_graph", ("values",), False,
-         ("bounded exhaustive symbolic check",), "checked",
-         "The values recorded on the lowered tape equal the spec's eval_graph, value by value "
-         "(inputs and intermediates).",
-         "[node.value for node in lower(g, x, d).nodes] = eval_graph(g, x, d)"),
-        ("graph.backprop_correct", ("adjoint",), False,
-         ("bounded exhaustive symbolic check",), "checked",
-         "Adjointness of reverse mode: for every graph of the grammar, symbolic inputs x, "
-         "input tangents dx and a full seed over every value, dot_list(jvp_ctx(g, x, dx), "
-         "seed) = dot_list(dx, backprop_ctx(g, x, seed)). (It follows from the per-op adjoint "
-         "laws by the induction of proofs/link_theorem.md §5.)",
-         "⟨jvp_ctx(g, x, dx), seed⟩ = ⟨dx, backprop_ctx(g, x, seed)⟩"),
-        ("graph.backprop_all_prefix", ("prefix",), False,
-         ("bounded exhaustive symbolic check",), "checked",
-         "backprop_ctx returns exactly the first |Γ| entries of backprop_all_ctx (the input "
-         "cotangents), with the shapes of Γ.",
-         "backprop_ctx(g, x, seed) = take |Γ| (backprop_all_ctx(g, x, seed))"),
-        ("tape.lowered_zero_preserving", ("zero",), False,
-         ("bounded exhaustive symbolic check",), "checked",
-         "Every lowered tape is zero-preserving: each node's backward maps a zero cotangent "
-         "to zero contributions (checked symbolically for every node of every lowered graph "
-         "of the grammar, at symbolic values). Zero-preserving: ∀ node i, backward_i(0) "
-         "emits only zero arrays.",
-         "∀ i. backward_i(0) = [(j, 0) ...]"),
-        ("tape.backward_dense_all_eq_from_one_hot", ("zero", "onehot"), True,
-         ("written proof", "bounded exhaustive symbolic check"), "proved",
-         "On a zero-preserving tape (every node's backward maps a zero cotangent to zero "
-         "contributions), backward_dense_all(out, seed) = backward_dense_from(one_hot(out, "
-         "seed)) for every id out. Written argument in proofs/link_theorem.md §6 (exact "
-         "domains); checked for every id of every lowered graph of the grammar, together with "
-         "the zero-preservation hypothesis.",
-         "zero_preserving(tape) → backward_dense_all(out, s) = backward_dense_from(e_out ⊗ s)"),
+        (
+            "link.backward_dense_from_lower_eq_backprop_all_ctx",
+            ("link",),
+            True,
+            ("written proof", "bounded exhaustive symbolic check"),
+            "proved",
+            "The link theorem: for a graph g over inputs x with environment d and any full seed "
+            "over Γ ++ ss, the runtime's backward_dense_from(lower(g, x, d), seed) equals the "
+            "spec's backprop_all_ctx(g, x, d, seed), one cotangent per value. Proved by "
+            "induction on the snoc-list in proofs/link_theorem.md, assuming each kernel's VJP "
+            "equals its spec rule's VJP in the domain; checked over every graph of the grammar "
+            "with symbolic inputs and seeds, the runtime side running the real runtime code "
+            "(symbolic object arrays, ordered kernels).",
+            "backward_dense_from(lower(g, x, d), seed) = backprop_all_ctx(g, x, d, seed)",
+        ),
+        (
+            "link.lower_values_eq_eval_graph",
+            ("values",),
+            False,
+            ("bounded exhaustive symbolic check",),
+            "checked",
+            "The values recorded on the lowered tape equal the spec's eval_graph, value by value "
+            "(inputs and intermediates).",
+            "[node.value for node in lower(g, x, d).nodes] = eval_graph(g, x, d)",
+        ),
+        (
+            "graph.backprop_correct",
+            ("adjoint",),
+            False,
+            ("bounded exhaustive symbolic check",),
+            "checked",
+            "Adjointness of reverse mode: for every graph of the grammar, symbolic inputs x, "
+            "input tangents dx and a full seed over every value, dot_list(jvp_ctx(g, x, dx), "
+            "seed) = dot_list(dx, backprop_ctx(g, x, seed)). (It follows from the per-op adjoint "
+            "laws by the induction of proofs/link_theorem.md §5.)",
+            "⟨jvp_ctx(g, x, dx), seed⟩ = ⟨dx, backprop_ctx(g, x, seed)⟩",
+        ),
+        (
+            "graph.backprop_all_prefix",
+            ("prefix",),
+            False,
+            ("bounded exhaustive symbolic check",),
+            "checked",
+            "backprop_ctx returns exactly the first |Γ| entries of backprop_all_ctx (the input "
+            "cotangents), with the shapes of Γ.",
+            "backprop_ctx(g, x, seed) = take |Γ| (backprop_all_ctx(g, x, seed))",
+        ),
+        (
+            "tape.lowered_zero_preserving",
+            ("zero",),
+            False,
+            ("bounded exhaustive symbolic check",),
+            "checked",
+            "Every lowered tape is zero-preserving: each node's backward maps a zero cotangent "
+            "to zero contributions (checked symbolically for every node of every lowered graph "
+            "of the grammar, at symbolic values). Zero-preserving: ∀ node i, backward_i(0) "
+            "emits only zero arrays.",
+            "∀ i. backward_i(0) = [(j, 0) ...]",
+        ),
+        (
+            "tape.backward_dense_all_eq_from_one_hot",
+            ("zero", "onehot"),
+            True,
+            ("written proof", "bounded exhaustive symbolic check"),
+            "proved",
+            "On a zero-preserving tape (every node's backward maps a zero cotangent to zero "
+            "contributions), backward_dense_all(out, seed) = backward_dense_from(one_hot(out, "
+            "seed)) for every id out. Written argument in proofs/link_theorem.md §6 (exact "
+            "domains); checked for every id of every lowered graph of the grammar, together with "
+            "the zero-preservation hypothesis.",
+            "zero_preserving(tape) → backward_dense_all(out, s) = backward_dense_from(e_out ⊗ s)",
+        ),
     ]
     for name, parts, proof, evidence, status, words, formula in defs:
         _THEOREM_PARTS[name] = parts
-        register(Theorem(
-            name=name, statement=words, formula=formula, scope=_scope(ops, graphs),
-            evidence=evidence, check=_GraphCheck(parts, written_proof=proof), status=status,
-            sources=("spec", "runtime", "proofs"),
-            references=("proofs/link_theorem.md",) if "written proof" in evidence else (),
-        ))
+        register(
+            Theorem(
+                name=name,
+                statement=words,
+                formula=formula,
+                scope=_scope(ops, graphs),
+                evidence=evidence,
+                check=_GraphCheck(parts, written_proof=proof),
+                status=status,
+                sources=("spec", "runtime", "proofs"),
+                references=("proofs/link_theorem.md",) if "written proof" in evidence else (),
+            )
+        )

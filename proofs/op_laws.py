@@ -81,8 +81,10 @@ def _free(*assume: Mapping[str, Any]) -> Region:
     """Every argument a tensor of fresh real symbols (per-argument extra assumptions)."""
 
     def make(shapes: tuple[Shape, ...]) -> _Point:
-        xs = [symbols(f"x{i}", s, **(assume[i] if i < len(assume) else {}))
-              for i, s in enumerate(shapes)]
+        xs = [
+            symbols(f"x{i}", s, **(assume[i] if i < len(assume) else {}))
+            for i, s in enumerate(shapes)
+        ]
         return _Point(xs, xs, {}, direct=True)
 
     make.__doc__ = "free"
@@ -140,8 +142,12 @@ def _pat_text(p: Any) -> str:
         return {"pos": "x>0", "neg": "x<0", "free": "x free"}[p]
     kind, *qs = p
     qs = [str(Fraction(q)) for q in qs]
-    return {"at": f"x={qs[0]}", "above": f"x>{qs[0]}", "below": f"x<{qs[0]}",
-            "between": f"{qs[0]}<x<{qs[-1]}"}[kind]
+    return {
+        "at": f"x={qs[0]}",
+        "above": f"x>{qs[0]}",
+        "below": f"x<{qs[0]}",
+        "between": f"{qs[0]}<x<{qs[-1]}",
+    }[kind]
 
 
 def _cmp(*signs: int) -> Region:
@@ -190,7 +196,7 @@ def _rows(*orders: str) -> Region:
         psi: dict | None = {}
         for r in range(size(X.shape[:-1])):
             order = orders[r % len(orders)]
-            xr = X.data[r * n:(r + 1) * n]
+            xr = X.data[r * n : (r + 1) * n]
             c = sympy.Symbol(f"c_{r}", real=True)
             ps = [sympy.Symbol(f"p0_{r}_{j}", positive=True) for j in range(n)]
             row: list[Any] = []
@@ -278,8 +284,9 @@ class OpLaw:
 LAWS: dict[str, OpLaw] = {}
 
 
-def _law(op: str, cases: Sequence[_Case], definition_text: str, derivative_text: str,
-         **kw: Any) -> None:
+def _law(
+    op: str, cases: Sequence[_Case], definition_text: str, derivative_text: str, **kw: Any
+) -> None:
     if op in LAWS:
         raise ProofError(f"law for {op!r} written twice")
     LAWS[op] = OpLaw(op, tuple(cases), definition_text, derivative_text, **kw)
@@ -346,8 +353,13 @@ def _log_softmax_def(row: list[Any]) -> list[Any]:
 _UNARY_SHAPES: tuple[Shape, ...] = ((), (3,), (2, 2), (2, 1, 2))
 _SMALL_SHAPES: tuple[Shape, ...] = ((), (2,), (2, 2))
 _BINARY_SHAPES: tuple[tuple[Shape, Shape], ...] = (
-    ((), ()), ((3,), (3,)), ((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)),
-    ((), (2, 2)), ((2, 1, 2), (3, 1)),
+    ((), ()),
+    ((3,), (3,)),
+    ((2, 3), (2, 3)),
+    ((2, 3), (3,)),
+    ((2, 1), (1, 3)),
+    ((), (2, 2)),
+    ((2, 1, 2), (3, 1)),
 )
 
 
@@ -361,14 +373,34 @@ def _binary_free(*assume: Mapping[str, Any]) -> list[_Case]:
 
 # --------------------------------------------------------------------------- elementwise
 
-_law("add", _binary_free(), "a + b with NumPy broadcasting", "jvp = da + db (linear)",
-     definition=lambda v, a, e: _arr(v[0] + v[1]))
-_law("sub", _binary_free(), "a - b with NumPy broadcasting", "jvp = da - db (linear)",
-     definition=lambda v, a, e: _arr(v[0] - v[1]))
-_law("mul", _binary_free(), "a * b with NumPy broadcasting", "jvp = da·b + a·db",
-     definition=lambda v, a, e: _arr(v[0] * v[1]))
-_law("div", _binary_free({}, {"nonzero": True}), "a / b with NumPy broadcasting, b != 0",
-     "jvp = da/b - db·a/b² (b != 0)", definition=lambda v, a, e: _arr(v[0] / v[1]))
+_law(
+    "add",
+    _binary_free(),
+    "a + b with NumPy broadcasting",
+    "jvp = da + db (linear)",
+    definition=lambda v, a, e: _arr(v[0] + v[1]),
+)
+_law(
+    "sub",
+    _binary_free(),
+    "a - b with NumPy broadcasting",
+    "jvp = da - db (linear)",
+    definition=lambda v, a, e: _arr(v[0] - v[1]),
+)
+_law(
+    "mul",
+    _binary_free(),
+    "a * b with NumPy broadcasting",
+    "jvp = da·b + a·db",
+    definition=lambda v, a, e: _arr(v[0] * v[1]),
+)
+_law(
+    "div",
+    _binary_free({}, {"nonzero": True}),
+    "a / b with NumPy broadcasting, b != 0",
+    "jvp = da/b - db·a/b² (b != 0)",
+    definition=lambda v, a, e: _arr(v[0] / v[1]),
+)
 
 
 def _max_cases() -> list[_Case]:
@@ -403,25 +435,37 @@ def _max_conv(larger: bool) -> tuple[Callable[..., Arr], Callable[..., list[Arr]
 
 for _name, _larger, _sym in (("maximum", True, "+"), ("minimum", False, "-")):
     _j, _v = _max_conv(_larger)
-    _law(_name, _max_cases(),
-         f"(a + b {_sym} |a - b|)/2 elementwise with NumPy broadcasting",
-         f"jvp = da where a is the strict {'larger' if _larger else 'smaller'}, db where b "
-         "is, and (da + db)/2 at a tie; at a tie the VJP gives g/2 to each side (the stated "
-         "subgradient), each reduced over broadcast axes",
-         definition=(lambda v, a, e, L=_larger: _vmax(v[0], v[1]) if L else _vmin(v[0], v[1])),
-         conv_jvp=_j, conv_vjp=_v, quick_cases=6)
+    _law(
+        _name,
+        _max_cases(),
+        f"(a + b {_sym} |a - b|)/2 elementwise with NumPy broadcasting",
+        f"jvp = da where a is the strict {'larger' if _larger else 'smaller'}, db where b "
+        "is, and (da + db)/2 at a tie; at a tie the VJP gives g/2 to each side (the stated "
+        "subgradient), each reduced over broadcast axes",
+        definition=(lambda v, a, e, L=_larger: _vmax(v[0], v[1]) if L else _vmin(v[0], v[1])),
+        conv_jvp=_j,
+        conv_vjp=_v,
+        quick_cases=6,
+    )
 
 _law("neg", _unary_free(), "-x", "jvp = -dx", definition=lambda v, a, e: _arr(-v[0]))
-_law("scale",
-     [_Case((s,), _free(), {"c": Fraction(-3, 2)}) for s in _UNARY_SHAPES]
-     + [_Case(((2,),), _free(), {"c": Fraction(0)}), _Case(((),), _free(), {"c": Fraction(7)})],
-     "c·x with c the exact rational attribute", "jvp = c·dx",
-     definition=lambda v, a, e: _arr(_rat(a["c"]) * v[0]))
+_law(
+    "scale",
+    [_Case((s,), _free(), {"c": Fraction(-3, 2)}) for s in _UNARY_SHAPES]
+    + [_Case(((2,),), _free(), {"c": Fraction(0)}), _Case(((),), _free(), {"c": Fraction(7)})],
+    "c·x with c the exact rational attribute",
+    "jvp = c·dx",
+    definition=lambda v, a, e: _arr(_rat(a["c"]) * v[0]),
+)
 
 
-def _kinked_unary(pats_smooth: Sequence[Any], kinks: Sequence[Any], mixed: Sequence[Any],
-                  shapes: Sequence[Shape] = _SMALL_SHAPES,
-                  attrs: Mapping[str, Any] | None = None) -> list[_Case]:
+def _kinked_unary(
+    pats_smooth: Sequence[Any],
+    kinks: Sequence[Any],
+    mixed: Sequence[Any],
+    shapes: Sequence[Shape] = _SMALL_SHAPES,
+    attrs: Mapping[str, Any] | None = None,
+) -> list[_Case]:
     a = dict(attrs or {})
     cases = [_Case((s,), _pat(p), a) for p in pats_smooth for s in shapes]
     cases += [_Case(((),), _pat(k), a) for k in kinks]
@@ -430,15 +474,24 @@ def _kinked_unary(pats_smooth: Sequence[Any], kinks: Sequence[Any], mixed: Seque
     return cases
 
 
-_law("relu", _kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
-     "(x + |x|)/2", "jvp = dx for x > 0, 0 for x < 0; at the kink relu'(0) = 0",
-     definition=lambda v, a, e: _vmax(v[0], 0),
-     conv_jvp=lambda v, d, a, e: _ufunc(lambda x, dx: dx if lt(0, x) else 0, 2)(v[0], d[0]))
-_law("abs", _kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
-     "sqrt(x²)", "jvp = sign(x)·dx; at the kink abs'(0) = 0",
-     definition=lambda v, a, e: _ufunc(lambda x: sympy.sqrt(x**2), 1)(v[0]),
-     conv_jvp=lambda v, d, a, e: _ufunc(
-         lambda x, dx: dx if lt(0, x) else (-dx if lt(x, 0) else 0), 2)(v[0], d[0]))
+_law(
+    "relu",
+    _kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
+    "(x + |x|)/2",
+    "jvp = dx for x > 0, 0 for x < 0; at the kink relu'(0) = 0",
+    definition=lambda v, a, e: _vmax(v[0], 0),
+    conv_jvp=lambda v, d, a, e: _ufunc(lambda x, dx: dx if lt(0, x) else 0, 2)(v[0], d[0]),
+)
+_law(
+    "abs",
+    _kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
+    "sqrt(x²)",
+    "jvp = sign(x)·dx; at the kink abs'(0) = 0",
+    definition=lambda v, a, e: _ufunc(lambda x: sympy.sqrt(x**2), 1)(v[0]),
+    conv_jvp=lambda v, d, a, e: _ufunc(
+        lambda x, dx: dx if lt(0, x) else (-dx if lt(x, 0) else 0), 2
+    )(v[0], d[0]),
+)
 
 _LO, _HI = Fraction(-1), Fraction(2)
 
@@ -448,17 +501,24 @@ def _clamp_conv(v: list[Arr], d: list[Arr], a: Mapping[str, Any], e: Any) -> Arr
     return _ufunc(lambda x, dx: dx if (lt(lo, x) and lt(x, hi)) else 0, 2)(v[0], d[0])
 
 
-_law("clamp",
-     _kinked_unary([("below", _LO), ("between", _LO, _HI), ("above", _HI)],
-                   [("at", _LO), ("at", _HI)],
-                   [("below", _LO), ("between", _LO, _HI), ("above", _HI), ("at", _LO),
-                    ("at", _HI)], attrs={"lo": _LO, "hi": _HI})
-     + [_Case(((3,),), _pat(("below", 1), ("at", 1), ("above", 1)), {"lo": Fraction(1),
-                                                                      "hi": Fraction(1)})],
-     "min(max(x, lo), hi) with max/min as (a + b ± |a - b|)/2",
-     "jvp = dx for lo < x < hi, 0 for x < lo or x > hi; at the bounds clamp' = 0",
-     definition=lambda v, a, e: _vmin(_vmax(v[0], _rat(a["lo"])), _rat(a["hi"])),
-     conv_jvp=_clamp_conv)
+_CLAMP_SMOOTH = [("below", _LO), ("between", _LO, _HI), ("above", _HI)]
+_CLAMP_KINKS = [("at", _LO), ("at", _HI)]
+_CLAMP_DEGENERATE = _Case(
+    ((3,),), _pat(("below", 1), ("at", 1), ("above", 1)), {"lo": Fraction(1), "hi": Fraction(1)}
+)
+_law(
+    "clamp",
+    [
+        *_kinked_unary(
+            _CLAMP_SMOOTH, _CLAMP_KINKS, _CLAMP_SMOOTH + _CLAMP_KINKS, attrs={"lo": _LO, "hi": _HI}
+        ),
+        _CLAMP_DEGENERATE,
+    ],
+    "min(max(x, lo), hi) with max/min as (a + b ± |a - b|)/2",
+    "jvp = dx for lo < x < hi, 0 for x < lo or x > hi; at the bounds clamp' = 0",
+    definition=lambda v, a, e: _vmin(_vmax(v[0], _rat(a["lo"])), _rat(a["hi"])),
+    conv_jvp=_clamp_conv,
+)
 
 
 def _sqrt_char(v: list[Tensor], c: list[Tensor], out: Tensor, a: Any) -> list[Any]:
@@ -468,17 +528,22 @@ def _sqrt_char(v: list[Tensor], c: list[Tensor], out: Tensor, a: Any) -> list[An
     return res
 
 
-_law("sqrt",
-     [_Case((s,), _pat("pos")) for s in _SMALL_SHAPES]
-     + [_Case(((),), _pat(("at", 0))), _Case(((2,),), _pat("neg"), kind="convention",
-                                             forward=False),
-        _Case(((3,),), _pat("pos", ("at", 0), "neg"), forward=False)],
-     "the non-negative square root: y² = x and y >= 0 (x >= 0; x < 0 is outside the real "
-     "forward's scope)",
-     "jvp = dx/(2·sqrt x) for x > 0; by convention sqrt' = 0 for x <= 0",
-     characterize=_sqrt_char,
-     conv_jvp=lambda v, d, a, e: _ufunc(
-         lambda x, dx: dx / (2 * sympy.sqrt(x)) if lt(0, x) else 0, 2)(v[0], d[0]))
+_law(
+    "sqrt",
+    [_Case((s,), _pat("pos")) for s in _SMALL_SHAPES]
+    + [
+        _Case(((),), _pat(("at", 0))),
+        _Case(((2,),), _pat("neg"), kind="convention", forward=False),
+        _Case(((3,),), _pat("pos", ("at", 0), "neg"), forward=False),
+    ],
+    "the non-negative square root: y² = x and y >= 0 (x >= 0; x < 0 is outside the real "
+    "forward's scope)",
+    "jvp = dx/(2·sqrt x) for x > 0; by convention sqrt' = 0 for x <= 0",
+    characterize=_sqrt_char,
+    conv_jvp=lambda v, d, a, e: _ufunc(
+        lambda x, dx: dx / (2 * sympy.sqrt(x)) if lt(0, x) else 0, 2
+    )(v[0], d[0]),
+)
 
 
 def _exp_char(v: list[Tensor], c: list[Tensor], out: Tensor, a: Any) -> list[Any]:
@@ -490,8 +555,13 @@ def _exp_char(v: list[Tensor], c: list[Tensor], out: Tensor, a: Any) -> list[Any
     return res
 
 
-_law("exp", _unary_free(), "the solution of y' = y, y(0) = 1, elementwise",
-     "jvp = exp(x)·dx", characterize=_exp_char)
+_law(
+    "exp",
+    _unary_free(),
+    "the solution of y' = y, y(0) = 1, elementwise",
+    "jvp = exp(x)·dx",
+    characterize=_exp_char,
+)
 
 
 def _log_char(v: list[Tensor], c: list[Tensor], out: Tensor, a: Any) -> list[Any]:
@@ -501,24 +571,48 @@ def _log_char(v: list[Tensor], c: list[Tensor], out: Tensor, a: Any) -> list[Any
     return res
 
 
-_law("log", [_Case((s,), _pat("pos")) for s in _UNARY_SHAPES],
-     "the real inverse of exp: exp(y) = x with y real, for x > 0 (the op's precondition)",
-     "jvp = dx/x for x > 0", characterize=_log_char)
-_law("tanh", _unary_free(), "(e^x - e^-x)/(e^x + e^-x)", "jvp = (1 - tanh²x)·dx",
-     definition=lambda v, a, e: _vtanh_def(v[0]))
-_law("sin", _unary_free(), "(e^{ix} - e^{-ix})/(2i)", "jvp = cos(x)·dx",
-     definition=lambda v, a, e: _ufunc(
-         lambda x: (sympy.exp(sympy.I * x) - sympy.exp(-sympy.I * x)) / (2 * sympy.I), 1)(v[0]))
-_law("cos", _unary_free(), "(e^{ix} + e^{-ix})/2", "jvp = -sin(x)·dx",
-     definition=lambda v, a, e: _ufunc(
-         lambda x: (sympy.exp(sympy.I * x) + sympy.exp(-sympy.I * x)) / 2, 1)(v[0]))
-_law("detach", [_Case((s,), _free(), kind="convention") for s in _UNARY_SHAPES],
-     "the identity x",
-     "non-differentiable by declaration (stop-gradient): jvp = 0 and vjp = 0, which is "
-     "not the derivative of the identity forward",
-     definition=lambda v, a, e: _arr(v[0]),
-     conv_jvp=lambda v, d, a, e: _arr(np.zeros(v[0].shape, dtype=object) * 0),
-     conv_vjp=lambda v, g, a, e: [_arr(np.zeros(v[0].shape, dtype=object) * 0)])
+_law(
+    "log",
+    [_Case((s,), _pat("pos")) for s in _UNARY_SHAPES],
+    "the real inverse of exp: exp(y) = x with y real, for x > 0 (the op's precondition)",
+    "jvp = dx/x for x > 0",
+    characterize=_log_char,
+)
+_law(
+    "tanh",
+    _unary_free(),
+    "(e^x - e^-x)/(e^x + e^-x)",
+    "jvp = (1 - tanh²x)·dx",
+    definition=lambda v, a, e: _vtanh_def(v[0]),
+)
+_law(
+    "sin",
+    _unary_free(),
+    "(e^{ix} - e^{-ix})/(2i)",
+    "jvp = cos(x)·dx",
+    definition=lambda v, a, e: _ufunc(
+        lambda x: (sympy.exp(sympy.I * x) - sympy.exp(-sympy.I * x)) / (2 * sympy.I), 1
+    )(v[0]),
+)
+_law(
+    "cos",
+    _unary_free(),
+    "(e^{ix} + e^{-ix})/2",
+    "jvp = -sin(x)·dx",
+    definition=lambda v, a, e: _ufunc(
+        lambda x: (sympy.exp(sympy.I * x) + sympy.exp(-sympy.I * x)) / 2, 1
+    )(v[0]),
+)
+_law(
+    "detach",
+    [_Case((s,), _free(), kind="convention") for s in _UNARY_SHAPES],
+    "the identity x",
+    "non-differentiable by declaration (stop-gradient): jvp = 0 and vjp = 0, which is "
+    "not the derivative of the identity forward",
+    definition=lambda v, a, e: _arr(v[0]),
+    conv_jvp=lambda v, d, a, e: _arr(np.zeros(v[0].shape, dtype=object) * 0),
+    conv_vjp=lambda v, g, a, e: [_arr(np.zeros(v[0].shape, dtype=object) * 0)],
+)
 
 
 def _const_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
@@ -528,44 +622,70 @@ def _const_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
     return out.reshape(a["shape"])
 
 
-_law("const",
-     [_Case((), _free(), {"shape": (), "values": (Fraction(1, 3),)}),
-      _Case((), _free(), {"shape": (3,), "values": (Fraction(1, 2), Fraction(-3), Fraction(0))}),
-      _Case((), _free(), {"shape": (2, 2), "values": tuple(Fraction(k, 7) for k in range(4))}),
-      _Case((), _free(), {"shape": (0,), "values": ()})],
-     "the exact rational values, cast into the domain, in row-major order",
-     "no arguments: jvp = 0 (the derivative of a constant) and the VJP is the empty list",
-     definition=_const_def)
+_law(
+    "const",
+    [
+        _Case((), _free(), {"shape": (), "values": (Fraction(1, 3),)}),
+        _Case((), _free(), {"shape": (3,), "values": (Fraction(1, 2), Fraction(-3), Fraction(0))}),
+        _Case((), _free(), {"shape": (2, 2), "values": tuple(Fraction(k, 7) for k in range(4))}),
+        _Case((), _free(), {"shape": (0,), "values": ()}),
+    ],
+    "the exact rational values, cast into the domain, in row-major order",
+    "no arguments: jvp = 0 (the derivative of a constant) and the VJP is the empty list",
+    definition=_const_def,
+)
 
 # --------------------------------------------------------------------------- reductions
 
-_law("sum", _unary_free(((), (3,), (2, 3), (2, 2, 2), (0,))),
-     "Σ of all elements (0 for an empty tensor)", "jvp = Σ dx (linear)",
-     definition=lambda v, a, e: _arr(sympy.Add(*v[0].reshape(-1))))
-_law("reduce_sum",
-     [_Case(((2, 3),), _free(), {"axis": 0}), _Case(((2, 3),), _free(), {"axis": 1}),
-      _Case(((2, 3, 2),), _free(), {"axis": 1}), _Case(((3,),), _free(), {"axis": 0}),
-      _Case(((2, 0),), _free(), {"axis": 1})],
-     "NumPy sum over the axis", "jvp = reduce_sum(dx) (linear)",
-     definition=lambda v, a, e: _arr(v[0].sum(axis=a["axis"])) if v[0].size
-     else _arr(np.zeros(v[0].shape[:a["axis"]] + v[0].shape[a["axis"] + 1:], dtype=object) * 0))
+_law(
+    "sum",
+    _unary_free(((), (3,), (2, 3), (2, 2, 2), (0,))),
+    "Σ of all elements (0 for an empty tensor)",
+    "jvp = Σ dx (linear)",
+    definition=lambda v, a, e: _arr(sympy.Add(*v[0].reshape(-1))),
+)
+_law(
+    "reduce_sum",
+    [
+        _Case(((2, 3),), _free(), {"axis": 0}),
+        _Case(((2, 3),), _free(), {"axis": 1}),
+        _Case(((2, 3, 2),), _free(), {"axis": 1}),
+        _Case(((3,),), _free(), {"axis": 0}),
+        _Case(((2, 0),), _free(), {"axis": 1}),
+    ],
+    "NumPy sum over the axis",
+    "jvp = reduce_sum(dx) (linear)",
+    definition=lambda v, a, e: (
+        _arr(v[0].sum(axis=a["axis"]))
+        if v[0].size
+        else _arr(np.zeros(v[0].shape[: a["axis"]] + v[0].shape[a["axis"] + 1 :], dtype=object) * 0)
+    ),
+)
 
 
 def _np_matmul(v: list[Arr], a: Any, e: Any) -> Arr:
     A, B = v
     if A.shape[-1] == 0:
-        shape = np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + (A.shape[-2], B.shape[-1])
+        shape = (*np.broadcast_shapes(A.shape[:-2], B.shape[:-2]), A.shape[-2], B.shape[-1])
         return _arr(np.full(shape, sympy.Integer(0), dtype=object))
     return _arr(np.matmul(A, B))
 
 
-_law("matmul",
-     [_Case(((2, 3), (3, 2)), _free()), _Case(((3, 3), (3, 1)), _free()),
-      _Case(((1, 1), (1, 1)), _free()), _Case(((2, 2, 3), (2, 3, 2)), _free()),
-      _Case(((1, 2, 2), (3, 2, 2)), _free()), _Case(((2, 2, 3), (3, 2)), _free()),
-      _Case(((2, 0), (0, 2)), _free())],
-     "NumPy matmul (batch prefixes broadcast)", "jvp = dA@B + A@dB",
-     definition=_np_matmul)
+_law(
+    "matmul",
+    [
+        _Case(((2, 3), (3, 2)), _free()),
+        _Case(((3, 3), (3, 1)), _free()),
+        _Case(((1, 1), (1, 1)), _free()),
+        _Case(((2, 2, 3), (2, 3, 2)), _free()),
+        _Case(((1, 2, 2), (3, 2, 2)), _free()),
+        _Case(((2, 2, 3), (3, 2)), _free()),
+        _Case(((2, 0), (0, 2)), _free()),
+    ],
+    "NumPy matmul (batch prefixes broadcast)",
+    "jvp = dA@B + A@dB",
+    definition=_np_matmul,
+)
 
 
 def _linear_def(v: list[Arr], a: Any, e: Any) -> Arr:
@@ -573,41 +693,81 @@ def _linear_def(v: list[Arr], a: Any, e: Any) -> Arr:
     return _arr(np.matmul(x, w.T) + b)
 
 
-_law("linear",
-     [_Case(((3,), (2, 3), (2,)), _free()), _Case(((4, 3), (2, 3), (2,)), _free()),
-      _Case(((1,), (1, 1), (1,)), _free()), _Case(((2, 2), (3, 2), (3,)), _free())],
-     "x @ wᵀ + b (NumPy)", "jvp = dx@wᵀ + x@dwᵀ + db", definition=_linear_def)
+_law(
+    "linear",
+    [
+        _Case(((3,), (2, 3), (2,)), _free()),
+        _Case(((4, 3), (2, 3), (2,)), _free()),
+        _Case(((1,), (1, 1), (1,)), _free()),
+        _Case(((2, 2), (3, 2), (3,)), _free()),
+    ],
+    "x @ wᵀ + b (NumPy)",
+    "jvp = dx@wᵀ + x@dwᵀ + db",
+    definition=_linear_def,
+)
 
 # --------------------------------------------------------------------------- structure
 
-_law("reshape",
-     [_Case(((2, 3),), _free(), {"shape": (3, 2)}), _Case(((6,),), _free(), {"shape": (2, 1, 3)}),
-      _Case(((),), _free(), {"shape": (1, 1)}), _Case(((2, 2),), _free(), {"shape": (4,)})],
-     "NumPy reshape (row-major)", "jvp = reshape(dx) (linear)",
-     definition=lambda v, a, e: _arr(v[0].reshape(a["shape"])))
-_law("swap_adjacent",
-     [_Case(((2, 3),), _free(), {"axis": 0}), _Case(((2, 3, 2),), _free(), {"axis": 1}),
-      _Case(((2, 3, 2),), _free(), {"axis": 0})],
-     "NumPy swapaxes(axis, axis + 1)", "jvp = swap(dx) (linear)",
-     definition=lambda v, a, e: _arr(np.swapaxes(v[0], a["axis"], a["axis"] + 1)))
-_law("broadcast_to",
-     [_Case(((),), _free(), {"shape": (2, 3)}), _Case(((3,),), _free(), {"shape": (2, 3)}),
-      _Case(((2, 1),), _free(), {"shape": (2, 3)}), _Case(((2, 3),), _free(), {"shape": (2, 3)}),
-      _Case(((1, 3),), _free(), {"shape": (2, 2, 3)})],
-     "NumPy broadcast_to", "jvp = broadcast_to(dx) (linear)",
-     definition=lambda v, a, e: _arr(np.broadcast_to(v[0], a["shape"]).copy()))
-_law("concat",
-     [_Case(((2,),), _free()), _Case(((2,), (3,)), _free()),
-      _Case(((1, 2), (2, 2), (1, 2)), _free()), _Case(((0, 2), (2, 2)), _free())],
-     "NumPy concatenate on axis 0", "jvp = concat(dx_i) (linear)",
-     definition=lambda v, a, e: _arr(np.concatenate(v, axis=0)))
-_law("slice",
-     [_Case(((4,),), _free(), {"start": 1, "stop": 3}),
-      _Case(((3, 2),), _free(), {"start": 0, "stop": 3}),
-      _Case(((3, 2),), _free(), {"start": 2, "stop": 2}),
-      _Case(((4, 2),), _free(), {"start": 3, "stop": 4})],
-     "x[start:stop] on the leading axis", "jvp = dx[start:stop] (linear)",
-     definition=lambda v, a, e: _arr(v[0][a["start"]:a["stop"]]))
+_law(
+    "reshape",
+    [
+        _Case(((2, 3),), _free(), {"shape": (3, 2)}),
+        _Case(((6,),), _free(), {"shape": (2, 1, 3)}),
+        _Case(((),), _free(), {"shape": (1, 1)}),
+        _Case(((2, 2),), _free(), {"shape": (4,)}),
+    ],
+    "NumPy reshape (row-major)",
+    "jvp = reshape(dx) (linear)",
+    definition=lambda v, a, e: _arr(v[0].reshape(a["shape"])),
+)
+_law(
+    "swap_adjacent",
+    [
+        _Case(((2, 3),), _free(), {"axis": 0}),
+        _Case(((2, 3, 2),), _free(), {"axis": 1}),
+        _Case(((2, 3, 2),), _free(), {"axis": 0}),
+    ],
+    "NumPy swapaxes(axis, axis + 1)",
+    "jvp = swap(dx) (linear)",
+    definition=lambda v, a, e: _arr(np.swapaxes(v[0], a["axis"], a["axis"] + 1)),
+)
+_law(
+    "broadcast_to",
+    [
+        _Case(((),), _free(), {"shape": (2, 3)}),
+        _Case(((3,),), _free(), {"shape": (2, 3)}),
+        _Case(((2, 1),), _free(), {"shape": (2, 3)}),
+        _Case(((2, 3),), _free(), {"shape": (2, 3)}),
+        _Case(((1, 3),), _free(), {"shape": (2, 2, 3)}),
+    ],
+    "NumPy broadcast_to",
+    "jvp = broadcast_to(dx) (linear)",
+    definition=lambda v, a, e: _arr(np.broadcast_to(v[0], a["shape"]).copy()),
+)
+_law(
+    "concat",
+    [
+        _Case(((2,),), _free()),
+        _Case(((2,), (3,)), _free()),
+        _Case(((1, 2), (2, 2), (1, 2)), _free()),
+        _Case(((0, 2), (2, 2)), _free()),
+    ],
+    "NumPy concatenate on axis 0",
+    "jvp = concat(dx_i) (linear)",
+    definition=lambda v, a, e: _arr(np.concatenate(v, axis=0)),
+)
+_law(
+    "slice",
+    [
+        _Case(((4,),), _free(), {"start": 1, "stop": 3}),
+        _Case(((3, 2),), _free(), {"start": 0, "stop": 3}),
+        _Case(((3, 2),), _free(), {"start": 2, "stop": 2}),
+        _Case(((4, 2),), _free(), {"start": 3, "stop": 4}),
+    ],
+    "x[start:stop] on the leading axis",
+    "jvp = dx[start:stop] (linear)",
+    definition=lambda v, a, e: _arr(v[0][a["start"] : a["stop"]]),
+)
 
 
 def _select_def(v: list[Arr], a: Mapping[str, Any], e: tuple[int, ...]) -> Arr:
@@ -615,19 +775,34 @@ def _select_def(v: list[Arr], a: Mapping[str, Any], e: tuple[int, ...]) -> Arr:
     return _arr(v[0][i])
 
 
-_law("select",
-     [_Case(((3,),), _free(), {"index": 1}), _Case(((3, 2),), _free(), {"index": 2}),
-      _Case(((2, 2, 2),), _free(), {"index": 0}),
-      _Case(((3, 2),), _free(), {"env_slot": 0}, env=(1,))],
-     "x[i] on the leading axis, i = index or env[env_slot]", "jvp = dx[i] (linear)",
-     definition=_select_def)
-_law("index_select",
-     [_Case(((3,),), _free(), {"indices": (2, 0, 2)}), _Case(((3, 2),), _free(), {"indices": (1,)}),
-      _Case(((3, 2),), _free(), {"indices": (0, 0, 1, 2)}),
-      _Case(((2, 2),), _free(), {"indices": ()})],
-     "NumPy x[indices] (rows, repeats allowed)", "jvp = dx[indices] (linear)",
-     definition=lambda v, a, e: _arr(v[0][list(a["indices"])]) if a["indices"]
-     else _arr(np.zeros((0, *v[0].shape[1:]), dtype=object)))
+_law(
+    "select",
+    [
+        _Case(((3,),), _free(), {"index": 1}),
+        _Case(((3, 2),), _free(), {"index": 2}),
+        _Case(((2, 2, 2),), _free(), {"index": 0}),
+        _Case(((3, 2),), _free(), {"env_slot": 0}, env=(1,)),
+    ],
+    "x[i] on the leading axis, i = index or env[env_slot]",
+    "jvp = dx[i] (linear)",
+    definition=_select_def,
+)
+_law(
+    "index_select",
+    [
+        _Case(((3,),), _free(), {"indices": (2, 0, 2)}),
+        _Case(((3, 2),), _free(), {"indices": (1,)}),
+        _Case(((3, 2),), _free(), {"indices": (0, 0, 1, 2)}),
+        _Case(((2, 2),), _free(), {"indices": ()}),
+    ],
+    "NumPy x[indices] (rows, repeats allowed)",
+    "jvp = dx[indices] (linear)",
+    definition=lambda v, a, e: (
+        _arr(v[0][list(a["indices"])])
+        if a["indices"]
+        else _arr(np.zeros((0, *v[0].shape[1:]), dtype=object))
+    ),
+)
 
 
 def _scatter_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
@@ -638,58 +813,101 @@ def _scatter_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
     return _arr(out)
 
 
-_law("scatter_add",
-     [_Case(((3,),), _free(), {"indices": (1, 0, 1), "size": 2}),
-      _Case(((2, 2),), _free(), {"indices": (0, 0), "size": 3}),
-      _Case(((0,),), _free(), {"indices": (), "size": 2})],
-     "out[j] = Σ_{k: indices[k] = j} x[k], zero rows elsewhere",
-     "jvp = scatter_add(dx) (linear)", definition=_scatter_def)
+_law(
+    "scatter_add",
+    [
+        _Case(((3,),), _free(), {"indices": (1, 0, 1), "size": 2}),
+        _Case(((2, 2),), _free(), {"indices": (0, 0), "size": 3}),
+        _Case(((0,),), _free(), {"indices": (), "size": 2}),
+    ],
+    "out[j] = Σ_{k: indices[k] = j} x[k], zero rows elsewhere",
+    "jvp = scatter_add(dx) (linear)",
+    definition=_scatter_def,
+)
 
 # --------------------------------------------------------------------------- softmax family
 
 _ROW_CASES = (
-    ((3,), ("inc",)), ((3,), ("dec",)), ((3,), ("mid",)), ((3,), ("tie",)),
-    ((1,), ("inc",)), ((2, 3), ("inc", "mid")), ((2, 1, 2), ("dec", "tie")),
+    ((3,), ("inc",)),
+    ((3,), ("dec",)),
+    ((3,), ("mid",)),
+    ((3,), ("tie",)),
+    ((1,), ("inc",)),
+    ((2, 3), ("inc", "mid")),
+    ((2, 1, 2), ("dec", "tie")),
 )
-_law("softmax", [_Case((s,), _rows(*o)) for s, o in _ROW_CASES],
-     "exp(x_j)/Σ_k exp(x_k) along the last axis (no max-shift)",
-     "jvp_j = y_j·(dx_j - Σ_k y_k·dx_k); at ties of the row maximum (where the max-shift's "
-     "argmax is not locally constant) the JVP is compared with the derivative of the "
-     "independent definition, softmax being smooth",
-     definition=lambda v, a, e: _rowwise(v[0], _softmax_def), conv_jvp="definition")
-_law("log_softmax", [_Case((s,), _rows(*o)) for s, o in _ROW_CASES],
-     "x_j - log Σ_k exp(x_k) along the last axis (no max-shift)",
-     "jvp_j = dx_j - Σ_k p_k·dx_k with p = softmax(x); at ties compared with the derivative "
-     "of the independent definition",
-     definition=lambda v, a, e: _rowwise(v[0], _log_softmax_def), conv_jvp="definition")
+_law(
+    "softmax",
+    [_Case((s,), _rows(*o)) for s, o in _ROW_CASES],
+    "exp(x_j)/Σ_k exp(x_k) along the last axis (no max-shift)",
+    "jvp_j = y_j·(dx_j - Σ_k y_k·dx_k); at ties of the row maximum (where the max-shift's "
+    "argmax is not locally constant) the JVP is compared with the derivative of the "
+    "independent definition, softmax being smooth",
+    definition=lambda v, a, e: _rowwise(v[0], _softmax_def),
+    conv_jvp="definition",
+)
+_law(
+    "log_softmax",
+    [_Case((s,), _rows(*o)) for s, o in _ROW_CASES],
+    "x_j - log Σ_k exp(x_k) along the last axis (no max-shift)",
+    "jvp_j = dx_j - Σ_k p_k·dx_k with p = softmax(x); at ties compared with the derivative "
+    "of the independent definition",
+    definition=lambda v, a, e: _rowwise(v[0], _log_softmax_def),
+    conv_jvp="definition",
+)
 
 # --------------------------------------------------------------------------- composites
 
-_law("inv", [_Case((s,), _free({"nonzero": True})) for s in _SMALL_SHAPES]
-     + [_Case(((2,),), _pat("neg"))],
-     "1/x (x != 0)", "jvp = -dx/x²", definition=lambda v, a, e: _arr(1 / v[0]))
-_law("mean", _unary_free(((), (3,), (2, 3), (2, 1, 2))), "Σ x / size(x)",
-     "jvp = mean(dx) (linear)",
-     definition=lambda v, a, e: _arr(sympy.Add(*v[0].reshape(-1)) / v[0].size))
-_law("reduce_mean",
-     [_Case(((2, 3),), _free(), {"axis": 0}), _Case(((2, 3),), _free(), {"axis": 1}),
-      _Case(((2, 2, 2),), _free(), {"axis": 2}), _Case(((3,),), _free(), {"axis": 0})],
-     "NumPy sum over the axis divided by the axis length", "jvp = reduce_mean(dx) (linear)",
-     definition=lambda v, a, e: _arr(v[0].sum(axis=a["axis"]) / v[0].shape[a["axis"]]))
-_law("transpose", [_Case((s,), _free()) for s in ((2, 3), (2, 2, 3), (1, 3))],
-     "NumPy swapaxes(-1, -2)", "jvp = transpose(dx) (linear)",
-     definition=lambda v, a, e: _arr(np.swapaxes(v[0], -1, -2)))
-_law("sigmoid", _unary_free(_SMALL_SHAPES), "1/(1 + exp(-x))",
-     "jvp = σ(x)(1 - σ(x))·dx", definition=lambda v, a, e: _ufunc(
-         lambda x: 1 / (1 + sympy.exp(-x)), 1)(v[0]))
-_law("softplus",
-     _kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
-     "log(1 + exp(x)) (the spec computes max(x, 0) + log(1 + exp(-|x|)))",
-     "jvp = σ(x)·dx everywhere; at x = 0 the composed subgradient (maximum's tie 1/2 "
-     "plus abs'(0) = 0) gives σ(0) = 1/2, the true derivative, compared with the derivative "
-     "of the independent definition",
-     definition=lambda v, a, e: _ufunc(lambda x: sympy.log(1 + sympy.exp(x)), 1)(v[0]),
-     conv_jvp="definition")
+_law(
+    "inv",
+    [_Case((s,), _free({"nonzero": True})) for s in _SMALL_SHAPES] + [_Case(((2,),), _pat("neg"))],
+    "1/x (x != 0)",
+    "jvp = -dx/x²",
+    definition=lambda v, a, e: _arr(1 / v[0]),
+)
+_law(
+    "mean",
+    _unary_free(((), (3,), (2, 3), (2, 1, 2))),
+    "Σ x / size(x)",
+    "jvp = mean(dx) (linear)",
+    definition=lambda v, a, e: _arr(sympy.Add(*v[0].reshape(-1)) / v[0].size),
+)
+_law(
+    "reduce_mean",
+    [
+        _Case(((2, 3),), _free(), {"axis": 0}),
+        _Case(((2, 3),), _free(), {"axis": 1}),
+        _Case(((2, 2, 2),), _free(), {"axis": 2}),
+        _Case(((3,),), _free(), {"axis": 0}),
+    ],
+    "NumPy sum over the axis divided by the axis length",
+    "jvp = reduce_mean(dx) (linear)",
+    definition=lambda v, a, e: _arr(v[0].sum(axis=a["axis"]) / v[0].shape[a["axis"]]),
+)
+_law(
+    "transpose",
+    [_Case((s,), _free()) for s in ((2, 3), (2, 2, 3), (1, 3))],
+    "NumPy swapaxes(-1, -2)",
+    "jvp = transpose(dx) (linear)",
+    definition=lambda v, a, e: _arr(np.swapaxes(v[0], -1, -2)),
+)
+_law(
+    "sigmoid",
+    _unary_free(_SMALL_SHAPES),
+    "1/(1 + exp(-x))",
+    "jvp = σ(x)(1 - σ(x))·dx",
+    definition=lambda v, a, e: _ufunc(lambda x: 1 / (1 + sympy.exp(-x)), 1)(v[0]),
+)
+_law(
+    "softplus",
+    _kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
+    "log(1 + exp(x)) (the spec computes max(x, 0) + log(1 + exp(-|x|)))",
+    "jvp = σ(x)·dx everywhere; at x = 0 the composed subgradient (maximum's tie 1/2 "
+    "plus abs'(0) = 0) gives σ(0) = 1/2, the true derivative, compared with the derivative "
+    "of the independent definition",
+    definition=lambda v, a, e: _ufunc(lambda x: sympy.log(1 + sympy.exp(x)), 1)(v[0]),
+    conv_jvp="definition",
+)
 
 
 def _gelu_c() -> sympy.Rational:
@@ -700,14 +918,23 @@ def _gelu_c() -> sympy.Rational:
 
 
 _GELU_K = sympy.Rational(44715, 10**6)
-_law("gelu", _unary_free(_SMALL_SHAPES),
-     "x/2·(1 + tanh(c·(x + k·x³))) with c = the binary64 nearest sqrt(2/π) "
-     "(0.7978845608028654, as an exact rational) and k = 0.044715",
-     "jvp = d/dx of the tanh form (smooth)",
-     definition=lambda v, a, e: _ufunc(
-         lambda x: x / 2 * (1 + sympy.tanh(_gelu_c() * (x + _GELU_K * x**3))), 1)(v[0]))
-_law("silu", _unary_free(_SMALL_SHAPES), "x/(1 + exp(-x))", "jvp = (σ(x) + x·σ'(x))·dx",
-     definition=lambda v, a, e: _ufunc(lambda x: x / (1 + sympy.exp(-x)), 1)(v[0]))
+_law(
+    "gelu",
+    _unary_free(_SMALL_SHAPES),
+    "x/2·(1 + tanh(c·(x + k·x³))) with c = the binary64 nearest sqrt(2/π) "
+    "(0.7978845608028654, as an exact rational) and k = 0.044715",
+    "jvp = d/dx of the tanh form (smooth)",
+    definition=lambda v, a, e: _ufunc(
+        lambda x: x / 2 * (1 + sympy.tanh(_gelu_c() * (x + _GELU_K * x**3))), 1
+    )(v[0]),
+)
+_law(
+    "silu",
+    _unary_free(_SMALL_SHAPES),
+    "x/(1 + exp(-x))",
+    "jvp = (σ(x) + x·σ'(x))·dx",
+    definition=lambda v, a, e: _ufunc(lambda x: x / (1 + sympy.exp(-x)), 1)(v[0]),
+)
 
 _EPS = Fraction(1, 2**24)
 
@@ -725,17 +952,26 @@ def _safe_log_conv(v: list[Arr], d: list[Arr], a: Any, e: Any) -> Arr:
     return _ufunc(f, 2)(v[0], d[0])
 
 
-_law("safe_log",
-     _kinked_unary([("above", _EPS), ("below", _EPS)], [("at", _EPS)],
-                   [("above", _EPS), ("below", _EPS), ("at", _EPS)], shapes=((), (3,))),
-     "log(max(x, 2⁻²⁴)) with max as (a + b + |a - b|)/2",
-     "jvp = dx/x for x > 2⁻²⁴, 0 for x < 2⁻²⁴; at x = 2⁻²⁴ maximum's tie gives "
-     "dx/(2·2⁻²⁴)",
-     definition=lambda v, a, e: _vlog(_vmax(v[0], _rat(_EPS))), conv_jvp=_safe_log_conv)
-_law("mse_loss", [_Case((s, s), _free()) for s in ((), (3,), (2, 2))],
-     "Σ (y - t)² / size(y)", "jvp = (2/N)·Σ (y - t)(dy - dt)",
-     definition=lambda v, a, e: _arr(sympy.Add(*_arr((v[0] - v[1]) ** 2).reshape(-1))
-                                     / v[0].size))
+_law(
+    "safe_log",
+    _kinked_unary(
+        [("above", _EPS), ("below", _EPS)],
+        [("at", _EPS)],
+        [("above", _EPS), ("below", _EPS), ("at", _EPS)],
+        shapes=((), (3,)),
+    ),
+    "log(max(x, 2⁻²⁴)) with max as (a + b + |a - b|)/2",
+    "jvp = dx/x for x > 2⁻²⁴, 0 for x < 2⁻²⁴; at x = 2⁻²⁴ maximum's tie gives dx/(2·2⁻²⁴)",
+    definition=lambda v, a, e: _vlog(_vmax(v[0], _rat(_EPS))),
+    conv_jvp=_safe_log_conv,
+)
+_law(
+    "mse_loss",
+    [_Case((s, s), _free()) for s in ((), (3,), (2, 2))],
+    "Σ (y - t)² / size(y)",
+    "jvp = (2/N)·Σ (y - t)(dy - dt)",
+    definition=lambda v, a, e: _arr(sympy.Add(*_arr((v[0] - v[1]) ** 2).reshape(-1)) / v[0].size),
+)
 
 
 def _ce_def(v: list[Arr], a: Any, e: Any) -> Arr:
@@ -745,13 +981,16 @@ def _ce_def(v: list[Arr], a: Any, e: Any) -> Arr:
     return _arr(total / x.shape[0] if x.ndim == 2 else total)
 
 
-_law("cross_entropy",
-     [_Case(((3,), (3,)), _rows(o)) for o in ("inc", "dec", "mid", "tie")]
-     + [_Case(((2, 3), (2, 3)), _rows("inc", "mid")), _Case(((1, 2), (1, 2)), _rows("tie"))],
-     "-Σ_j t_j·(x_j - log Σ_k exp x_k), divided by B for (B, C) logits",
-     "jvp = -Σ (dt·log_softmax(x) + t·(dx - Σ p·dx)) (/B); at ties of the row maximum "
-     "compared with the derivative of the independent definition",
-     definition=_ce_def, conv_jvp="definition")
+_law(
+    "cross_entropy",
+    [_Case(((3,), (3,)), _rows(o)) for o in ("inc", "dec", "mid", "tie")]
+    + [_Case(((2, 3), (2, 3)), _rows("inc", "mid")), _Case(((1, 2), (1, 2)), _rows("tie"))],
+    "-Σ_j t_j·(x_j - log Σ_k exp x_k), divided by B for (B, C) logits",
+    "jvp = -Σ (dt·log_softmax(x) + t·(dx - Σ p·dx)) (/B); at ties of the row maximum "
+    "compared with the derivative of the independent definition",
+    definition=_ce_def,
+    conv_jvp="definition",
+)
 
 
 # --------------------------------------------------------------------------- the checks
@@ -812,8 +1051,11 @@ def _check_adjoint(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
     g = symbols("g", out_shape)
     jv = op.jvp(S, pt.values, dxs, attrs, case.env)
     vj = op.vjp(S, pt.values, g, attrs, case.env)
-    if jv.shape != out_shape or len(vj) != len(case.shapes) or any(
-            v.shape != s for v, s in zip(vj, case.shapes, strict=True)):
+    if (
+        jv.shape != out_shape
+        or len(vj) != len(case.shapes)
+        or any(v.shape != s for v, s in zip(vj, case.shapes, strict=True))
+    ):
         tally.flag(False, f"jvp/vjp shapes {jv.shape}/{[v.shape for v in vj]}")
         return
     lhs = dot(S, jv, g)
@@ -822,10 +1064,12 @@ def _check_adjoint(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
 
 
 def _directional(F: Tensor, coords: list[Tensor], dxs: list[Tensor]) -> list[Any]:
-    m = {x: x + _T * d for X, D in zip(coords, dxs, strict=True)
-         for x, d in zip(X.data, D.data, strict=True)}
-    return [sympy.diff(sympy.sympify(f).subs(m, simultaneous=True), _T).subs(_T, 0)
-            for f in F.data]
+    m = {
+        x: x + _T * d
+        for X, D in zip(coords, dxs, strict=True)
+        for x, d in zip(X.data, D.data, strict=True)
+    }
+    return [sympy.diff(sympy.sympify(f).subs(m, simultaneous=True), _T).subs(_T, 0) for f in F.data]
 
 
 def _check_derivative(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
@@ -835,13 +1079,19 @@ def _check_derivative(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
     kind = _case_kind(case, pt)
     jv = op.jvp(S, pt.values, dxs, attrs, case.env)
     if kind == "smooth" and pt.direct:
-        shifted = [Tensor(X.shape, tuple(x + _T * d for x, d in zip(X.data, D.data,
-                                                                     strict=True)))
-                   for X, D in zip(pt.coords, dxs, strict=True)]
+        shifted = [
+            Tensor(X.shape, tuple(x + _T * d for x, d in zip(X.data, D.data, strict=True)))
+            for X, D in zip(pt.coords, dxs, strict=True)
+        ]
         F = op.forward(S, shifted, attrs, case.env)
         want = [sympy.diff(f, _T).subs(_T, 0) for f in F.data]
-        tally.same(jv, np.array(want, dtype=object).reshape(jv.shape) if want else
-                   np.empty(jv.shape, dtype=object), "jvp - d/dt forward(x + t dx)")
+        tally.same(
+            jv,
+            np.array(want, dtype=object).reshape(jv.shape)
+            if want
+            else np.empty(jv.shape, dtype=object),
+            "jvp - d/dt forward(x + t dx)",
+        )
         return
     if kind == "smooth":
         assert pt.psi is not None
@@ -850,8 +1100,11 @@ def _check_derivative(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
                 tally.zero(sympy.sympify(v).subs(pt.psi, simultaneous=True) - x, "φ(ψ(X)) - X")
         F = _subs(op.forward(S, pt.values, attrs, case.env), pt.psi)
         want = _directional(F, pt.coords, dxs)
-        tally.same(_subs(jv, pt.psi), np.array(want, dtype=object).reshape(jv.shape),
-                   "jvp - d/dt forward(x + t dx) [region]")
+        tally.same(
+            _subs(jv, pt.psi),
+            np.array(want, dtype=object).reshape(jv.shape),
+            "jvp - d/dt forward(x + t dx) [region]",
+        )
         return
     vals = [as_array(v) for v in pt.values]
     dvals = [as_array(d) for d in dxs]
@@ -862,16 +1115,20 @@ def _check_derivative(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
         assert law.definition is not None
         shifted_vals = [_arr(v + _T * d) for v, d in zip(vals, dvals, strict=True)]
         E = law.definition(shifted_vals, attrs, case.env)
-        want = _arr(np.array([sympy.diff(sympy.sympify(e), _T).subs(_T, 0)
-                              for e in E.reshape(-1)], dtype=object).reshape(E.shape))
+        want = _arr(
+            np.array(
+                [sympy.diff(sympy.sympify(e), _T).subs(_T, 0) for e in E.reshape(-1)], dtype=object
+            ).reshape(E.shape)
+        )
     else:
         want = law.conv_jvp(vals, dvals, attrs, case.env)
     tally.same(jv, want, "jvp - stated convention")
     if law.conv_vjp is not None:
         g = symbols("g", jv.shape)
         vj = op.vjp(S, pt.values, g, attrs, case.env)
-        for i, (v, w) in enumerate(zip(vj, law.conv_vjp(vals, as_array(g), attrs, case.env),
-                                       strict=True)):
+        for i, (v, w) in enumerate(
+            zip(vj, law.conv_vjp(vals, as_array(g), attrs, case.env), strict=True)
+        ):
             tally.same(v, w, f"vjp[{i}] - stated convention")
 
 
@@ -884,8 +1141,11 @@ def _check_forward(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
         tally.flag(False, f"forward shape {out.shape}, shape rule {want_shape}")
         return
     if law.definition is not None:
-        tally.same(out, law.definition([as_array(v) for v in pt.values], attrs, case.env),
-                   "forward - definition")
+        tally.same(
+            out,
+            law.definition([as_array(v) for v in pt.values], attrs, case.env),
+            "forward - definition",
+        )
     if law.characterize is not None:
         for k, e in enumerate(law.characterize(pt.values, pt.coords, out, attrs)):
             if isinstance(e, bool):
@@ -894,8 +1154,7 @@ def _check_forward(op: Any, law: OpLaw, case: _Case, tally: _Tally) -> None:
                 tally.zero(e, f"characterisation[{k}]")
 
 
-_CHECKS = {"adjoint": _check_adjoint, "derivative": _check_derivative,
-           "forward": _check_forward}
+_CHECKS = {"adjoint": _check_adjoint, "derivative": _check_derivative, "forward": _check_forward}
 
 
 def check_obligation(op_name: str, obligation: str, ctx: CheckContext) -> CheckResult:
@@ -909,7 +1168,7 @@ def check_obligation(op_name: str, obligation: str, ctx: CheckContext) -> CheckR
     op = OPS[op_name]
     cases = [c for c in law.cases if obligation != "forward" or c.forward]
     if ctx.quick:
-        cases = cases[:law.quick_cases]
+        cases = cases[: law.quick_cases]
     numeric = obligation in law.numeric
     rows: list[dict[str, Any]] = []
     total = collections.Counter[str]()
@@ -924,16 +1183,24 @@ def check_obligation(op_name: str, obligation: str, ctx: CheckContext) -> CheckR
         failed += not ok
         identities += tally.n
         total.update(tally.methods)
-        row: dict[str, Any] = {"case": case.label(), "ok": ok, "identities": tally.n,
-                               "methods": dict(sorted(tally.methods.items()))}
+        row: dict[str, Any] = {
+            "case": case.label(),
+            "ok": ok,
+            "identities": tally.n,
+            "methods": dict(sorted(tally.methods.items())),
+        }
         if obligation == "derivative":
             row["kind"] = _case_kind(case, case.region(case.shapes))
         if not ok:
             row["failures"] = tally.failures[:3]
         rows.append(row)
         ctx.report(f"op.{op_name}.{obligation}", i + 1, len(cases))
-    counts = {"cases": len(cases), "cases_passed": len(cases) - failed, "cases_failed": failed,
-              "identities": identities}
+    counts = {
+        "cases": len(cases),
+        "cases_passed": len(cases) - failed,
+        "cases_failed": failed,
+        "identities": identities,
+    }
     counts.update({f"decided_by_{k}": v for k, v in sorted(total.items())})
     details = {"cases": rows, "numeric_fallback_allowed": numeric}
     return CheckResult(failed == 0 and len(cases) > 0, counts, details)
@@ -942,16 +1209,22 @@ def check_obligation(op_name: str, obligation: str, ctx: CheckContext) -> CheckR
 # --------------------------------------------------------------------------- registration
 
 _STATEMENTS = {
-    "adjoint": ("The spec JVP and VJP of {op} are adjoint on every representative case "
-                "(each region of a piecewise op, and its kinks): ⟨jvp(x, dx), δ⟩ = "
-                "Σ_i ⟨dx_i, vjp(x, δ)_i⟩ as a sympy identity in symbolic x, dx and δ.",
-                "⟨J_x·dx, δ⟩ = Σ_i ⟨dx_i, (J_xᵀ·δ)_i⟩"),
-    "derivative": ("On each smooth region the spec JVP of {op} is the directional derivative "
-                   "of its spec forward, d/dt forward(x + t·dx) at t = 0 (sympy diff); on "
-                   "kinks and ties it equals the stated convention. Stated derivative: {deriv}.",
-                   "jvp(x, dx) = d/dt|₀ forward(x + t·dx)  (smooth regions)"),
-    "forward": ("The spec forward of {op} over SYMBOLIC equals the independent definition: "
-                "{defn}.", "forward(x) = {defn}"),
+    "adjoint": (
+        "The spec JVP and VJP of {op} are adjoint on every representative case "
+        "(each region of a piecewise op, and its kinks): ⟨jvp(x, dx), δ⟩ = "
+        "Σ_i ⟨dx_i, vjp(x, δ)_i⟩ as a sympy identity in symbolic x, dx and δ.",
+        "⟨J_x·dx, δ⟩ = Σ_i ⟨dx_i, (J_xᵀ·δ)_i⟩",
+    ),
+    "derivative": (
+        "On each smooth region the spec JVP of {op} is the directional derivative "
+        "of its spec forward, d/dt forward(x + t·dx) at t = 0 (sympy diff); on "
+        "kinks and ties it equals the stated convention. Stated derivative: {deriv}.",
+        "jvp(x, dx) = d/dt|₀ forward(x + t·dx)  (smooth regions)",
+    ),
+    "forward": (
+        "The spec forward of {op} over SYMBOLIC equals the independent definition: {defn}.",
+        "forward(x) = {defn}",
+    ),
 }
 
 
@@ -970,22 +1243,29 @@ def register_all() -> None:
             words, formula = _STATEMENTS[ob]
             if law is None:
                 words = f"MISSING: no law is written for op {name!r}. " + words
-            fmt = {"op": name, "deriv": law.derivative_text if law else "?",
-                   "defn": law.definition_text if law else "?"}
+            fmt = {
+                "op": name,
+                "deriv": law.derivative_text if law else "?",
+                "defn": law.definition_text if law else "?",
+            }
             evidence = ("symbolic identity",)
             if law is not None and ob in law.numeric:
-                words += (" Identities sympy cannot decide are checked at exact rational "
-                          "points with 60-digit evaluation (numeric fallback).")
-            register(Theorem(
-                name=f"op.{name}.{ob}",
-                statement=words.format(**fmt),
-                formula=formula.format(**fmt),
-                scope=_scope(law, name, ob),
-                evidence=evidence,
-                check=_OpCheck(name, ob),
-                status="checked" if law is not None else "missing",
-                sources=("spec", "proofs"),
-            ))
+                words += (
+                    " Identities sympy cannot decide are checked at exact rational "
+                    "points with 60-digit evaluation (numeric fallback)."
+                )
+            register(
+                Theorem(
+                    name=f"op.{name}.{ob}",
+                    statement=words.format(**fmt),
+                    formula=formula.format(**fmt),
+                    scope=_scope(law, name, ob),
+                    evidence=evidence,
+                    check=_OpCheck(name, ob),
+                    status="checked" if law is not None else "missing",
+                    sources=("spec", "proofs"),
+                )
+            )
 
 
 @dataclass(frozen=True)

@@ -74,12 +74,18 @@ class Scope:
 
     def summary(self) -> str:
         ops = ", ".join(self.ops) if len(self.ops) <= 8 else f"{len(self.ops)} ops"
-        return f"ops: {ops}; domains: {', '.join(self.domains)}; shapes: {self.shapes}; " \
+        return (
+            f"ops: {ops}; domains: {', '.join(self.domains)}; shapes: {self.shapes}; "
             f"graphs: {self.graphs}"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"ops": list(self.ops), "domains": list(self.domains), "shapes": self.shapes,
-                "graphs": self.graphs}
+        return {
+            "ops": list(self.ops),
+            "domains": list(self.domains),
+            "shapes": self.shapes,
+            "graphs": self.graphs,
+        }
 
 
 @dataclass
@@ -93,8 +99,11 @@ class CheckResult:
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"result": "pass" if self.passed else "fail", "counts": dict(self.counts),
-                "details": self.details}
+        return {
+            "result": "pass" if self.passed else "fail",
+            "counts": dict(self.counts),
+            "details": self.details,
+        }
 
 
 @dataclass
@@ -134,11 +143,11 @@ class Theorem:
     def __post_init__(self) -> None:
         bad = [e for e in self.evidence if e not in EVIDENCE_KINDS]
         if bad or not self.evidence:
-            raise ProofError(f"{self.name}: evidence must be drawn from {EVIDENCE_KINDS} "
-                             f"(got {self.evidence})")
+            raise ProofError(
+                f"{self.name}: evidence must be drawn from {EVIDENCE_KINDS} (got {self.evidence})"
+            )
         if self.status not in STATUSES:
-            raise ProofError(f"{self.name}: status must be one of {STATUSES} "
-                             f"(got {self.status!r})")
+            raise ProofError(f"{self.name}: status must be one of {STATUSES} (got {self.status!r})")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -216,8 +225,9 @@ def run_check(th: Theorem, ctx: CheckContext) -> CheckResult:
     except Exception as e:  # a crashing check is a failed obligation, reported with its cause
         tb = traceback.extract_tb(e.__traceback__)
         where = [f"{f.filename.rsplit('/', 2)[-2:]!s}:{f.lineno}" for f in tb[-3:]]
-        res = CheckResult(False, {"errors": 1},
-                          {"error": f"{type(e).__name__}: {e}", "where": where})
+        res = CheckResult(
+            False, {"errors": 1}, {"error": f"{type(e).__name__}: {e}", "where": where}
+        )
     res.seconds = time.perf_counter() - t0
     return res
 

@@ -37,13 +37,18 @@ def _run_named(job: tuple[str, bool]) -> tuple[str, CheckResult]:
     return name, run_check(get(name), CheckContext(quick=quick, jobs=1))
 
 
-def run_theorems(ths: Sequence[Theorem], *, quick: bool, jobs: int = 1,
-                 on_result: Callable[[Theorem, CheckResult], None] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None,
-                 ) -> list[tuple[Theorem, CheckResult]]:
+def run_theorems(
+    ths: Sequence[Theorem],
+    *,
+    quick: bool,
+    jobs: int = 1,
+    on_result: Callable[[Theorem, CheckResult], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[tuple[Theorem, CheckResult]]:
     """Run the checks of `ths` (see the module invariants)."""
-    ctx = CheckContext(quick=quick, jobs=jobs, selected=frozenset(t.name for t in ths),
-                       progress=progress)
+    ctx = CheckContext(
+        quick=quick, jobs=jobs, selected=frozenset(t.name for t in ths), progress=progress
+    )
     results: dict[str, CheckResult] = {}
 
     def done(th: Theorem, r: CheckResult) -> None:

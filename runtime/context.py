@@ -56,11 +56,13 @@ class KernelContext:
 
     # ------------------------------------------------------------------ construction
     def arr(self, x: Any) -> Any:
-        """Make sure x is an array (NumPy turns 0-d results into scalars)."""
+        """Make sure x is an array of the dtype (NumPy turns 0-d results into scalars)."""
         if isinstance(x, np.ndarray):
             return x
-        out = np.empty((), dtype=self.dt) if self.exact else None
-        if out is not None:
+        if self.exact:
+            if isinstance(x, (list, tuple)):
+                return np.array(x, dtype=object)
+            out = np.empty((), dtype=object)
             out[()] = x
             return out
         return np.asarray(x, dtype=self.dt)

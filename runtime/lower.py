@@ -104,5 +104,5 @@ class _Run:
         return self.tape.backward_dense_from(seeds)
 
 
-def compile(g: Graph, *, dtype: str = "float32", kernels: str = "fast") -> Compiled:  # noqa: A001
+def compile(g: Graph, *, dtype: str = "float32", kernels: str = "fast") -> Compiled:
     return Compiled(g, dtype=dtype, kernels=kernels)

@@ -138,7 +138,7 @@ def test_special_values_convert_by_bit_pattern(dtype: str) -> None:
 
 
 def test_negative_zero_and_subnormal_by_hand() -> None:
-    t = to_spec(np.array([-0.0, 5e-324, -2.0**-1074 * 3], dtype=np.float64), "float64")
+    t = to_spec(np.array([-0.0, 5e-324, -(2.0**-1074) * 3], dtype=np.float64), "float64")
     z, tiny, neg = t.data
     assert FLOAT64.to_bits(z) == 1 << 63
     assert FLOAT64.to_rational(tiny) == Fraction(1, 2**1074)

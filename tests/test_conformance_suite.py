@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from conformance.link import check_link
-from conformance.suite import Property, default_properties, run_property
+from conformance.suite import Property, default_properties, replay, run_property
 from runtime.kernels import KERNELS, Kernel
+from spec.graph import format_graph
 from spec.serialize import graph_from_dict, tensor_from_dict
 from spec.tensor import TensorPack
 
@@ -37,10 +38,12 @@ def test_default_properties_cover_every_dtype_and_profile() -> None:
 
 @pytest.mark.parametrize("prop", PROPS, ids=lambda p: f"{p.name}-{p.dtype}-{p.kernels}")
 def test_property_holds(prop: Property) -> None:
-    row = run_property(prop, max_examples=25)
+    row = run_property(prop, max_examples=25, per_op=1)
     assert row.failed == 0, f"{row.failure and row.failure['message']}\n" + (
-        row.failure["graph_text"] if row.failure else "")
-    assert row.cases == row.passed >= 10  # Hypothesis really ran cases
+        row.failure["graph_text"] if row.failure else ""
+    )
+    assert row.cases == row.passed >= 25  # Hypothesis really ran cases
+    assert row.ops_covered == len(prop.ops)  # and every op of the table was exercised
 
 
 def _planted_mul_bug(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,8 +54,9 @@ def _planted_mul_bug(monkeypatch: pytest.MonkeyPatch) -> None:
         ga, gb = real.vjp(ctx, saved, g, attrs, env)
         return [ga * ctx.const(2), gb]
 
-    monkeypatch.setitem(KERNELS, "mul", Kernel("mul", real.forward, vjp, real.jvp, real.saves,
-                                               real.check))
+    monkeypatch.setitem(
+        KERNELS, "mul", Kernel("mul", real.forward, vjp, real.jvp, real.saves, real.check)
+    )
 
 
 def test_planted_kernel_bug_is_caught_with_a_reproducer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,38 +68,58 @@ def test_planted_kernel_bug_is_caught_with_a_reproducer(monkeypatch: pytest.Monk
     assert "cotangent" in f["message"]
     assert "mul(" in f["graph_text"] and f["graph_text"].startswith("graph(")
     repro = json.loads(json.dumps(f["repro"]))  # plain JSON
+    assert (repro["property"], repro["dtype"]) == ("link", "exact")
     g = graph_from_dict(repro["graph"])
     assert any(n.op == "mul" for n in g.nodes)
+    assert format_graph(g) == f["graph_text"]
     xs = [tensor_from_dict(d)[1] for d in repro["inputs"]]
-    seed_ts = [tensor_from_dict(d)[1] for d in repro["seed"]]
-    seed = TensorPack(tuple(t.shape for t in seed_ts), tuple(seed_ts))
-    assert not check_link(g, xs, seed, repro["env"], dtype="exact").ok  # reproduces...
+    seed = TensorPack.of([tensor_from_dict(d)[1] for d in repro["seed"]])
+    # the reproducer reproduces (directly and through `replay`) ...
+    assert not check_link(g, xs, seed, repro["env"], dtype="exact").ok
+    assert not replay(repro).ok
     monkeypatch.undo()
-    assert KERNELS["mul"].vjp is not None
-    assert check_link(g, xs, seed, repro["env"], dtype="exact").ok  # ...and only with the bug
+    # ... and only with the planted bug
+    assert check_link(g, xs, seed, repro["env"], dtype="exact").ok
+    assert replay(repro).ok
 
 
 def test_cli_writes_reports(tmp_path: Path) -> None:
     prefix = tmp_path / "report"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "conformance", "--max-examples", "5", "--dtype", "float32",
-         "--report", str(prefix)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "conformance",
+            "--max-examples",
+            "5",
+            "--dtype",
+            "float32",
+            "--report",
+            str(prefix),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    n = len(default_properties(["float32"], ["fast", "ordered"]))
+    props = default_properties(["float32"], ["fast", "ordered"])
     data = json.loads((tmp_path / "report.json").read_text())
-    assert len(data["rows"]) == n == 3
-    assert {(r["property"], r["dtype"], r["kernels"]) for r in data["rows"]} == {
-        ("link", "float32", "ordered"),
-        ("link_special_values", "float32", "ordered"),
-        ("node_bounds", "float32", "fast"),
-    }
-    assert all(r["failed"] == 0 and r["cases"] == 5 for r in data["rows"])
+    assert len(data["rows"]) == len(props) == 3
+    assert [(r["property"], r["dtype"], r["kernels"]) for r in data["rows"]] == [
+        (p.name, p.dtype, p.kernels) for p in props
+    ]
+    assert {p.name for p in props} == {"link", "link_special_values", "node_bounds"}
     assert data["meta"]["max_examples"] == 5
+    for r in data["rows"]:
+        assert r["failed"] == 0 and r["failure"] is None
+        assert r["cases"] == r["passed"] >= 5
     md = (tmp_path / "report.md").read_text()
-    table_rows = [line for line in md.splitlines()
-                  if line.startswith("| ") and "float32" in line]
-    assert len(table_rows) == n
+    table_rows = [
+        line for line in md.splitlines() if line.startswith("| ") and "| float32 |" in line
+    ]
+    assert len(table_rows) == len(props)
+    assert "FAILED" not in md
     assert "link_special_values" in proc.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 from functools import cache
 
 import numpy as np
@@ -31,8 +32,9 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise bit equality with all NaNs equal."""
-    return (_bits(a) == _bits(b)) | (np.isnan(a.astype(np.float64)) & np.isnan(b.astype(
-        np.float64)))
+    return (_bits(a) == _bits(b)) | (
+        np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64))
+    )
 
 
 # --------------------------------------------------------------------------- exhaustive 16-bit
@@ -97,8 +99,7 @@ def _check_against_spec(fn: str, dtype: str, values: list[float]) -> None:
         if D.is_nan(want):
             assert math.isnan(float(np.array(g, dtype=UINT[x.itemsize]).view(x.dtype)))
         else:
-            assert g == D.to_bits(want), (fn, dtype, float(v).hex(), hex(g),
-                                          hex(D.to_bits(want)))
+            assert g == D.to_bits(want), (fn, dtype, float(v).hex(), hex(g), hex(D.to_bits(want)))
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS)
@@ -133,12 +134,16 @@ def test_zero_d_input_needing_the_mpfr_fallback() -> None:
 
 
 def _mask(y: float | np.ndarray, D: IEEEDomain, W: type = np.float64) -> bool:
+    """unsafe_mask for one wide value y and the correct rounding of y (by spec) as c."""
     ya = np.asarray(y, dtype=W).reshape(1)
-    # the candidate: the exact wide value rounded once by spec
-    c = np.array([float(D.from_float(float(ya[0])))], dtype=np.float64)
+    v = ya[0]
+    if np.isfinite(v):
+        n, d = v.as_integer_ratio()  # exact, also for long double
+        c = D.from_rational(Fraction(n, d))
+    else:
+        c = D.from_float(float(v))
     dt = {BINARY32: "float32", BFLOAT16: "bfloat16", FLOAT16: "float16", FLOAT64: "float64"}[D]
-    cand = from_spec(Tensor((1,), (D.from_float(float(c[0])),)), dt)
-    return bool(unsafe_mask(ya, cand, D)[0])
+    return bool(unsafe_mask(ya, from_spec(Tensor((1,), (c,)), dt), D)[0])
 
 
 def test_unsafe_mask_binary32_midpoints() -> None:
@@ -214,8 +219,22 @@ def test_sweep_small_ranges_have_no_disagreements() -> None:
 
 def test_sweep_cli_writes_json(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "sweep.json"
-    rc = sweep.main(["--fn", "exp", "--fn", "sin", "--start", "0x3f800000",
-                     "--stop", "0x3f801000", "--chunk", "1000", "--json", str(out)])
+    rc = sweep.main(
+        [
+            "--fn",
+            "exp",
+            "--fn",
+            "sin",
+            "--start",
+            "0x3f800000",
+            "--stop",
+            "0x3f801000",
+            "--chunk",
+            "1000",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     d = json.loads(out.read_text())
     assert set(d["functions"]) == {"exp", "sin"}
@@ -242,8 +261,12 @@ def test_sweep_detects_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
     s = res["tanh"]
     assert s.disagreements == 1
     assert s.examples[0]["x_bits"] == "0x3f800123"
-    assert sweep.main(["--fn", "tanh", "--start", "0x3f800120", "--stop", "0x3f800130",
-                       "--json", "/dev/null"]) == 1
+    assert (
+        sweep.main(
+            ["--fn", "tanh", "--start", "0x3f800120", "--stop", "0x3f800130", "--json", "/dev/null"]
+        )
+        == 1
+    )
 
 
 def test_sweep_mpfr_reference_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,8 +92,13 @@ def _same(D: Domain, dtype: str, got: Any, want: Tensor, what: str) -> None:
 CHECKED: set[str] = set()
 
 
-def check_op(name: str, *signatures: Sequence[Shape], env: tuple[int, ...] = (),
-             elems: str = "any", **attrs: Any) -> Callable[..., None]:
+def check_op(
+    name: str,
+    *signatures: Sequence[Shape],
+    env: tuple[int, ...] = (),
+    elems: str = "any",
+    **attrs: Any,
+) -> Callable[..., None]:
     """A test comparing the `ordered` kernel of `name` with the spec rule, bit for bit, in
     every IEEE dtype (and exactly in "exact" for algebraic ops): forward, the VJP per
     argument and the JVP, on the argument shapes of one of `signatures`."""
@@ -118,8 +123,9 @@ def check_op(name: str, *signatures: Sequence[Shape], env: tuple[int, ...] = (),
         if op.precondition is not None:
             want_pre = _outcome(lambda: op.precondition(D, xs, norm))  # type: ignore[misc]
             got_pre = _outcome(lambda: kern.check(ctx, xs_np, norm))  # type: ignore[misc]
-            assert got_pre[0] == want_pre[0], f"precondition: runtime {got_pre[0]}, spec " \
-                                              f"{want_pre[0]}"
+            assert got_pre[0] == want_pre[0], (
+                f"precondition: runtime {got_pre[0]}, spec {want_pre[0]}"
+            )
             if want_pre[0] != "ok":
                 return
 
@@ -140,8 +146,9 @@ def check_op(name: str, *signatures: Sequence[Shape], env: tuple[int, ...] = (),
                 _same(D, dtype, ctx.arr(a), b, f"vjp argument {i}")
 
         want_t = _outcome(lambda: op.jvp(D, xs, dxs, norm, env))
-        got_t = _outcome(lambda: kern.jvp(ctx, saved, [from_spec(d, dtype) for d in dxs],
-                                          norm, env))
+        got_t = _outcome(
+            lambda: kern.jvp(ctx, saved, [from_spec(d, dtype) for d in dxs], norm, env)
+        )
         assert got_t[0] == want_t[0], f"jvp: runtime {got_t[0]}, spec {want_t[0]}"
         if want_t[0] == "ok":
             _same(D, dtype, ctx.arr(got_t[1]), want_t[1], "jvp")
@@ -174,8 +181,14 @@ test_detach = check_op("detach", *UN)
 test_const = check_op("const", [], shape=(2, 2), values=(Fraction(1, 3), -2, 0, Fraction(7, 5)))
 test_sum = check_op("sum", [(2, 3)], [()], [(0,)], [(2, 1, 3)], [(12,)])
 test_reduce_sum = check_op("reduce_sum", [(2, 3)], [(2, 3, 2)], [(2, 0)], axis=1)
-test_matmul = check_op("matmul", [(2, 3), (3, 2)], [(2, 2, 3), (3, 1)], [(1, 2, 3), (2, 3, 2)],
-                       [(2, 0), (0, 3)], [(3, 1), (1, 2)])
+test_matmul = check_op(
+    "matmul",
+    [(2, 3), (3, 2)],
+    [(2, 2, 3), (3, 1)],
+    [(1, 2, 3), (2, 3, 2)],
+    [(2, 0), (0, 3)],
+    [(3, 1), (1, 2)],
+)
 test_linear = check_op("linear", [(2, 3), (2, 3), (2,)], [(3,), (1, 3), (1,)])
 test_reshape = check_op("reshape", [(2, 3)], [(6,)], [(1, 6)], shape=(3, 2))
 test_swap_adjacent = check_op("swap_adjacent", [(2, 3)], [(2, 3, 1)], axis=0)
@@ -276,14 +289,23 @@ def _kloop(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 @given(data=st.data(), m=st.integers(1, 3), k=st.integers(1, 20), n=st.integers(1, 3))
 def test_kloop_matmul_is_a_left_fold(data: st.DataObject, m: int, k: int, n: int) -> None:
-    A = np.array(data.draw(st.lists(_f32_values(), min_size=m * k, max_size=m * k)),
-                 dtype=F32).reshape(m, k)
-    B = np.array(data.draw(st.lists(_f32_values(), min_size=k * n, max_size=k * n)),
-                 dtype=F32).reshape(k, n)
+    A = np.array(
+        data.draw(st.lists(_f32_values(), min_size=m * k, max_size=m * k)), dtype=F32
+    ).reshape(m, k)
+    B = np.array(
+        data.draw(st.lists(_f32_values(), min_size=k * n, max_size=k * n)), dtype=F32
+    ).reshape(k, n)
     D = BINARY32
     want = [
-        float(fold_add(D, [D.mul(D.from_float(float(A[i, p])), D.from_float(float(B[p, j])))
-                           for p in range(k)]))
+        float(
+            fold_add(
+                D,
+                [
+                    D.mul(D.from_float(float(A[i, p])), D.from_float(float(B[p, j])))
+                    for p in range(k)
+                ],
+            )
+        )
         for i in range(m)
         for j in range(n)
     ]
@@ -369,10 +391,16 @@ def test_ordered_unbroadcast_is_spec_unbroadcast(dtype: str, data: st.DataObject
 
 
 @pytest.mark.parametrize("dtype", DT_ALL)
-@given(data=st.data(), m=st.integers(0, 3), k=st.integers(0, 6), n=st.integers(0, 3),
-       batch=st.sampled_from([(), (2,), (1,)]))
-def test_ordered_matmul_is_the_spec_fold(dtype: str, data: st.DataObject, m: int, k: int,
-                                         n: int, batch: Shape) -> None:
+@given(
+    data=st.data(),
+    m=st.integers(0, 3),
+    k=st.integers(0, 6),
+    n=st.integers(0, 3),
+    batch=st.sampled_from([(), (2,), (1,)]),
+)
+def test_ordered_matmul_is_the_spec_fold(
+    dtype: str, data: st.DataObject, m: int, k: int, n: int, batch: Shape
+) -> None:
     D = DTYPE_DOMAIN[dtype]
     a = data.draw(_tensor((*batch, m, k), D))
     b = data.draw(_tensor((*batch, k, n), D))

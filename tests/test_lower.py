@@ -64,8 +64,7 @@ def test_lowered_tape_layout_and_values(dtype: str, data: st.DataObject) -> None
 @pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=25)
 @given(data=st.data())
-def test_lowered_backward_is_dense_over_every_earlier_id(dtype: str,
-                                                        data: st.DataObject) -> None:
+def test_lowered_backward_is_dense_over_every_earlier_id(dtype: str, data: st.DataObject) -> None:
     D = DTYPE_DOMAIN[dtype]
     g, xs, seed = data.draw(cases(dtype))
     tape = lower(g, [from_spec(x, dtype) for x in xs], dtype=dtype, kernels="ordered")
@@ -83,8 +82,10 @@ def test_lowered_backward_is_dense_over_every_earlier_id(dtype: str,
                 assert _same(D, dtype, grad, Tensor.zeros(D, g.shapes[j]))  # +0 elsewhere
 
 
-@pytest.mark.parametrize(("dtype", "kernels"), [("exact", "ordered"), ("float32", "ordered"),
-                                                ("float32", "fast"), ("float16", "fast")])
+@pytest.mark.parametrize(
+    ("dtype", "kernels"),
+    [("exact", "ordered"), ("float32", "ordered"), ("float32", "fast"), ("float16", "fast")],
+)
 @settings(max_examples=25)
 @given(data=st.data())
 def test_compile_matches_lower(dtype: str, kernels: str, data: st.DataObject) -> None:
@@ -198,8 +199,9 @@ def test_log_of_positive_inputs_and_safe_log_of_zero_lower_fine() -> None:
     x = b.input((2,))
     b.node("safe_log", x)
     t = lower(b.build(), [np.array([0.0, -1.0], np.float32)], kernels="ordered")
-    want = float(DTYPE_DOMAIN["float32"].log(DTYPE_DOMAIN["float32"].from_rational(
-        Fraction(1, 2**24))))
+    want = float(
+        DTYPE_DOMAIN["float32"].log(DTYPE_DOMAIN["float32"].from_rational(Fraction(1, 2**24)))
+    )
     assert [float(v) for v in t.nodes[-1].value] == [want, want]
 
 

@@ -131,8 +131,9 @@ def test_log_of_positive_values_is_accepted() -> None:
     assert bits(t.value(y))[0] == 0  # log(1) = +0
 
 
-@pytest.mark.parametrize(("rg_a", "rg_b"), [(False, False), (False, True), (True, False),
-                                            (True, True)])
+@pytest.mark.parametrize(
+    ("rg_a", "rg_b"), [(False, False), (False, True), (True, False), (True, True)]
+)
 def test_requires_grad_is_the_or_of_the_inputs(rg_a: bool, rg_b: bool) -> None:
     t = Tape()
     a = t.leaf(f32(1), requires_grad=rg_a)
@@ -159,8 +160,13 @@ def test_backward_dense_skips_unreached_and_frozen_nodes() -> None:
     # 3: frozen op node (its backward must never run)
     t.add_node("frozen", f32(0), False, (w,), const_backward((w, f32(7)), log=calls, tag="fz"))
     # 4: the output, emits to x, to the frozen leaf, and to the frozen node
-    out = t.add_node("out", f32(0), True, (x, w, 3),
-                     const_backward((x, f32(3)), (w, f32(5)), (3, f32(9)), log=calls, tag="out"))
+    out = t.add_node(
+        "out",
+        f32(0),
+        True,
+        (x, w, 3),
+        const_backward((x, f32(3)), (w, f32(5)), (3, f32(9)), log=calls, tag="out"),
+    )
     grads = t.backward_dense(out, f32(1))
     assert [c[0] for c in calls] == ["out"]
     assert len(grads) == 5
@@ -200,8 +206,9 @@ def test_later_contributions_are_existing_plus_new_in_emission_order() -> None:
     grads = t.backward_dense(n3, f32(1))
     assert bits(grads[x]) == bits(f32(1.0))
     # the same three contributions in the order (tiny, tiny, 1) give 1 + 2**-23
-    want_other = BINARY32.add(BINARY32.add(BINARY32.from_float(2.0**-24),
-                                           BINARY32.from_float(2.0**-24)), BINARY32.one())
+    want_other = BINARY32.add(
+        BINARY32.add(BINARY32.from_float(2.0**-24), BINARY32.from_float(2.0**-24)), BINARY32.one()
+    )
     assert float(want_other) == 1 + 2**-23
 
 
@@ -216,8 +223,13 @@ def test_order_within_one_node_and_existing_on_the_left() -> None:
 
     x = t.leaf(np.array([Fraction(0)], dtype=object))
     n1 = t.add_node("n1", s(""), True, (x,), const_backward((x, s("d"))))
-    n2 = t.add_node("n2", s(""), True, (x, n1),
-                    const_backward((x, s("a")), (n1, s("")), (x, s("b")), (x, s("c"))))
+    n2 = t.add_node(
+        "n2",
+        s(""),
+        True,
+        (x, n1),
+        const_backward((x, s("a")), (n1, s("")), (x, s("b")), (x, s("c"))),
+    )
     grads = t.backward_dense(n2, s(""))
     assert grads[x][0] == "abcd"
 

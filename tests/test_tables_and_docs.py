@@ -1,0 +1,75 @@
+"""The op table drives every layer: docs, bounds and inlining must cover it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conformance.bounds import BOUNDS, check_bounds
+from conformance.graphs import DEFAULT_FLOAT_OPS, graphs, inputs_for
+from spec.doc import op_table_markdown
+from spec.domains import BINARY32
+from spec.graph import GraphBuilder, eval_graph
+from spec.inline import inline
+from spec.ops import OPS
+from spec.tensor import Tensor
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ops_md_is_generated_from_the_table() -> None:
+    assert (ROOT / "docs" / "OPS.md").read_text() == op_table_markdown()
+
+
+def test_readme_names_every_op() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [name for name in OPS if name not in readme]
+    assert missing == []
+
+
+def test_every_primitive_op_states_a_fast_bound() -> None:
+    missing = [n for n, op in OPS.items() if op.kind == "primitive" and n not in BOUNDS]
+    assert missing == []
+
+
+@st.composite
+def _graph_and_inputs(draw):  # type: ignore[no-untyped-def]
+    g = draw(graphs(DEFAULT_FLOAT_OPS, max_nodes=5, domain_kind="float"))
+    return g, draw(inputs_for(g, BINARY32, specials=True))
+
+
+@given(_graph_and_inputs())
+def test_inline_keeps_values_bit_for_bit(case) -> None:  # type: ignore[no-untyped-def]
+    g, xs = case
+    gi, vmap = inline(g)
+    assert all(OPS[n.op].kind == "primitive" for n in gi.nodes)
+    want = eval_graph(BINARY32, g, xs).tensors
+    got = eval_graph(BINARY32, gi, xs, check=False).tensors
+    for i, t in enumerate(want):
+        assert got[vmap[i]].same(BINARY32, t)
+
+
+def test_bound_check_catches_a_wrong_result(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A fast kernel that is off by more than its bound is reported."""
+    import dataclasses
+
+    import runtime.kernels as K
+
+    b = GraphBuilder()
+    x = b.input((3,))
+    b.node("exp", x)
+    g = b.build()
+    xs = [Tensor((3,), tuple(BINARY32.from_float(v) for v in (0.5, 1.0, 2.0)))]
+    assert check_bounds(g, xs, dtype="float32", kernels="fast").ok
+    orig = K.KERNELS["exp"]
+
+    def bad_forward(ctx, xs_, attrs, env):  # type: ignore[no-untyped-def]
+        y, saved = orig.forward(ctx, xs_, attrs, env)
+        return y * ctx.const(1 + 2**-18), saved  # about 32 ulp off
+
+    monkeypatch.setitem(K.KERNELS, "exp", dataclasses.replace(orig, forward=bad_forward))
+    rep = check_bounds(g, xs, dtype="float32", kernels="fast")
+    assert not rep.ok
+    assert "exp" in (rep.first_violation or "")
