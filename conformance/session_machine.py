@@ -8,7 +8,8 @@ The machine drives three sessions with one program (the *lanes*):
 - ``eager`` and ``graph``: float32 with the ``ordered`` kernels, eager and typed-graph mode.
   They must agree bit for bit (values, flags, gradients, parameters); the typed-graph lane's
   gradients are also compared numerically with spec `backprop_all_ctx` over binary32 when
-  every value is finite.
+  every value is finite. A backward without hook also runs `check_link` on both
+  typed-graph lanes, and after every step the newest value's gradients are checked too.
 
 Calls that must fail (wrong shapes, stale handles after `reset_tape`, foreign handles from a
 second session, leaves after ops in typed-graph mode, `tanh` over exact rationals, bad
@@ -121,8 +122,13 @@ class ParamModel:
 
     __slots__ = ("leaves", "refs", "requires_grad", "shape", "value")
 
-    def __init__(self, refs: dict[str, Any], shape: tuple[int, ...], value: list[Fraction],
-                 requires_grad: bool) -> None:
+    def __init__(
+        self,
+        refs: dict[str, Any],
+        shape: tuple[int, ...],
+        value: list[Fraction],
+        requires_grad: bool,
+    ) -> None:
         self.refs = refs
         self.shape = shape
         self.value = value
@@ -152,7 +158,6 @@ class SessionMachine(RuleBasedStateMachine):
         self.has_ops = dict.fromkeys(LANES, False)
         self.tape_len = dict.fromkeys(LANES, 0)
         self.env_read = False
-        self.last_grads: dict[str, list[Any]] = {}
         self.foreign: dict[str, tuple[Session, TensorRef, Any, Any]] = {}
         for lane in LANES:
             f = Session(mode=MODE[lane], dtype=DTYPE[lane], kernels="ordered")
@@ -168,12 +173,22 @@ class SessionMachine(RuleBasedStateMachine):
             graph = (rec.graph.inputs, len(rec.graph.nodes), tuple(rec.env))
         env = tuple(s.get_nat(n[lane]) for n in self.nats if lane in n)
         params = tuple(_key(p.refs[lane].get()) for p in self.params)
-        return (len(s.tape), tuple(_key(n.value) for n in s.tape.nodes),
-                tuple(n.requires_grad for n in s.tape.nodes), graph, env, params,
-                s.rng.seed, s.rng.counter, s.generation, s.owner)
+        return (
+            len(s.tape),
+            tuple(_key(n.value) for n in s.tape.nodes),
+            tuple(n.requires_grad for n in s.tape.nodes),
+            graph,
+            env,
+            params,
+            s.rng.seed,
+            s.rng.counter,
+            s.generation,
+            s.owner,
+        )
 
-    def _expect_error(self, lane: str, exc: type[Exception], call: Callable[[], Any],
-                      *needles: str) -> None:
+    def _expect_error(
+        self, lane: str, exc: type[Exception], call: Callable[[], Any], *needles: str
+    ) -> None:
         """`call` raises `exc` whose message contains every needle; nothing changed."""
         before = self._snapshot(lane)
         try:
@@ -187,8 +202,9 @@ class SessionMachine(RuleBasedStateMachine):
         after = self._snapshot(lane)
         assert after == before, f"{lane}: a failed call changed the session"
 
-    def _pick(self, data: Any, pred: Callable[[Val], bool] = lambda v: True,
-              label: str = "value") -> Val | None:
+    def _pick(
+        self, data: Any, pred: Callable[[Val], bool] = lambda v: True, label: str = "value"
+    ) -> Val | None:
         cands = [v for v in self.values if pred(v)]
         if not cands:
             return None
@@ -208,15 +224,24 @@ class SessionMachine(RuleBasedStateMachine):
             if lane == "eager" and self.has_ops["graph"]:
                 continue  # keep the two float32 lanes on one program
             if MODE[lane] == "typed_graph" and self.has_ops[lane]:
-                self._expect_error(lane, GraphError, lambda lane=lane: make(lane),
-                                   "cannot add a new leaf after graph nodes have been created")
+                self._expect_error(
+                    lane,
+                    GraphError,
+                    lambda lane=lane: make(lane),
+                    "cannot add a new leaf after graph nodes have been created",
+                )
                 continue
             made[lane] = make(lane)
             self.tape_len[lane] += 1 if isinstance(made[lane], TensorRef) else 0
         return made
 
-    def _op(self, vals: list[Val], call: Callable[[str, list[TensorRef]], TensorRef],
-            nodes: int = 1, exact_error: type[Exception] | None = None) -> Val | None:
+    def _op(
+        self,
+        vals: list[Val],
+        call: Callable[[str, list[TensorRef]], TensorRef],
+        nodes: int = 1,
+        exact_error: type[Exception] | None = None,
+    ) -> Val | None:
         """Apply an op in every lane that holds its arguments; it appends `nodes` nodes."""
         refs: dict[str, TensorRef] = {}
         shape: tuple[int, ...] | None = None
@@ -249,6 +274,9 @@ class SessionMachine(RuleBasedStateMachine):
             self.new_input(data)
         self.new_param(data)
         self.use_param(data)
+        if data.draw(st.booleans(), label="alias"):  # two snapshots of one parameter
+            self.set_param(data)
+            self.use_param(data)
         self.new_nat(data)
 
     @rule(data=st.data())
@@ -256,8 +284,9 @@ class SessionMachine(RuleBasedStateMachine):
         shape = data.draw(st.sampled_from(SHAPES), label="shape")
         vals = self._draw_values(data, shape, "values")
         rg = data.draw(st.booleans(), label="requires_grad")
-        refs = self._new_leaf(lambda lane: self.s[lane].input(_arr(lane, vals, shape),
-                                                              requires_grad=rg))
+        refs = self._new_leaf(
+            lambda lane: self.s[lane].input(_arr(lane, vals, shape), requires_grad=rg)
+        )
         for lane, r in refs.items():
             assert r.shape == shape
             assert self.s[lane].tape.nodes[r.id].requires_grad is rg
@@ -270,8 +299,11 @@ class SessionMachine(RuleBasedStateMachine):
         shape = data.draw(st.sampled_from(SHAPES), label="shape")
         vals = self._draw_values(data, shape, "values")
         rg = data.draw(st.sampled_from([True, True, True, False]), label="requires_grad")
-        refs = {lane: self.s[lane].param(_arr(lane, vals, shape), requires_grad=rg)
-                for lane in LANES}
+        # one name for every parameter: aliasing must come from storage, never from names
+        refs = {
+            lane: self.s[lane].param(_arr(lane, vals, shape), name="w", requires_grad=rg)
+            for lane in LANES
+        }
         self.params.append(ParamModel(refs, shape, vals, rg))
 
     @rule(data=st.data())
@@ -298,11 +330,17 @@ class SessionMachine(RuleBasedStateMachine):
             bad_shape = (*p.shape, 1)
             vals = [Fraction(0)] * _size(bad_shape)
             for lane in LANES:
-                self._expect_error(lane, ShapeError,
-                                   lambda lane=lane: p.refs[lane].set(_arr(lane, vals,
-                                                                           bad_shape)))
-            self._expect_error("graph", ShapeError, lambda: p.refs["graph"].set(
-                np.zeros(p.shape, dtype=np.float64)), "dtype")
+                self._expect_error(
+                    lane,
+                    ShapeError,
+                    lambda lane=lane: p.refs[lane].set(_arr(lane, vals, bad_shape)),
+                )
+            self._expect_error(
+                "graph",
+                ShapeError,
+                lambda: p.refs["graph"].set(np.zeros(p.shape, dtype=np.float64)),
+                "dtype",
+            )
             return
         vals = self._draw_values(data, p.shape, "values")
         for lane in LANES:
@@ -326,6 +364,24 @@ class SessionMachine(RuleBasedStateMachine):
             return
         i = data.draw(st.integers(0, len(self.nats) - 1), label="nat")
         n = data.draw(st.integers(0, 1), label="n")
+        typed_locked = any(
+            self.s[lane].mode == "typed_graph" and self.s[lane]._graph_has_nodes
+            for lane in self.nats[i]
+        )
+        if typed_locked:
+            # Typed graphs refuse a NatRef change once nodes exist; nothing may change.
+            for lane, r in self.nats[i].items():
+                if self.s[lane].mode != "typed_graph":
+                    continue
+                old = self.s[lane].get_nat(r)
+                try:
+                    self.s[lane].set_nat(r, n)
+                except GraphError:
+                    pass
+                else:
+                    raise AssertionError("set_nat after graph nodes was accepted")
+                assert self.s[lane].get_nat(r) == old
+            return
         for lane, r in self.nats[i].items():
             self.s[lane].set_nat(r, n)
             assert self.s[lane].get_nat(r) == n
@@ -355,8 +411,9 @@ class SessionMachine(RuleBasedStateMachine):
             return
         attrs: dict[str, Any] = {}
         if op == "scale":
-            attrs["c"] = data.draw(st.sampled_from([Fraction(1, 2), Fraction(-2), Fraction(3)]),
-                                   label="c")
+            attrs["c"] = data.draw(
+                st.sampled_from([Fraction(1, 2), Fraction(-2), Fraction(3)]), label="c"
+            )
         if op == "reshape":
             targets = [s for s in RESHAPES if _size(s) == _size(x.shape)]
             attrs["shape"] = data.draw(st.sampled_from(targets), label="shape")
@@ -367,17 +424,24 @@ class SessionMachine(RuleBasedStateMachine):
                 assert not self.s[lane].tape.nodes[r.id].requires_grad
             return
         # tanh is not exact over the rationals (tanh(0) = 0 is): DomainError, nothing changes
-        inexact = op == "tanh" and "exact" in x.refs and any(
-            _exact(self.s["exact"].get_value(x.refs["exact"])))
-        self._op([x], lambda lane, a: self.s[lane].op(op, *a, **attrs),
-                 exact_error=DomainError if inexact else None)
+        inexact = (
+            op == "tanh"
+            and "exact" in x.refs
+            and any(_exact(self.s["exact"].get_value(x.refs["exact"])))
+        )
+        self._op(
+            [x],
+            lambda lane, a: self.s[lane].op(op, *a, **attrs),
+            exact_error=DomainError if inexact else None,
+        )
 
     @rule(data=st.data())
     @precondition(lambda self: bool(self.values))
     def binary(self, data: Any) -> None:
         op = data.draw(st.sampled_from(BINARY), label="op")
-        a = self._pick(data, (lambda v: _size(v.shape) >= 1) if op == "mse_loss"
-                       else (lambda v: True), "a")
+        a = self._pick(
+            data, (lambda v: _size(v.shape) >= 1) if op == "mse_loss" else (lambda v: True), "a"
+        )
         if a is None:
             return
 
@@ -390,8 +454,12 @@ class SessionMachine(RuleBasedStateMachine):
         if bad and data.draw(st.integers(0, 3), label="invalid") == 0:
             b = data.draw(st.sampled_from(bad), label="b")
             for lane in self._lanes_of(a, b):
-                self._expect_error(lane, ShapeError, lambda lane=lane: self.s[lane].op(
-                    op, a.refs[lane], b.refs[lane]), op)
+                self._expect_error(
+                    lane,
+                    ShapeError,
+                    lambda lane=lane: self.s[lane].op(op, a.refs[lane], b.refs[lane]),
+                    op,
+                )
             return
         b = self._pick(data, fits, "b")
         if b is None:
@@ -408,13 +476,17 @@ class SessionMachine(RuleBasedStateMachine):
         a = self._pick(data, lambda v: len(v.shape) == 2, "a")
         if a is None:
             return
-        bad = [v for v in self.values
-               if (len(v.shape) != 2 or v.shape[0] != a.shape[1]) and self._lanes_of(a, v)]
+        bad = [
+            v
+            for v in self.values
+            if (len(v.shape) != 2 or v.shape[0] != a.shape[1]) and self._lanes_of(a, v)
+        ]
         if bad and data.draw(st.integers(0, 3), label="invalid") == 0:
             b = data.draw(st.sampled_from(bad), label="b")
             for lane in self._lanes_of(a, b):
-                self._expect_error(lane, ShapeError, lambda lane=lane: a.refs[lane]
-                                   @ b.refs[lane], "matmul")
+                self._expect_error(
+                    lane, ShapeError, lambda lane=lane: a.refs[lane] @ b.refs[lane], "matmul"
+                )
             return
         b = self._pick(data, lambda v: len(v.shape) == 2 and v.shape[0] == a.shape[1], "b")
         if b is not None:
@@ -428,19 +500,21 @@ class SessionMachine(RuleBasedStateMachine):
         if x is None:
             return
         c = data.draw(st.sampled_from([2, 0.5, -1, Fraction(3, 4)]), label="c")
-        form = data.draw(st.sampled_from(["x*c", "c+x", "x-c", "c-x", "x@c", "x/0"]),
-                         label="form")
+        form = data.draw(st.sampled_from(["x*c", "c+x", "x-c", "c-x", "x@c", "x/0"]), label="form")
         if form == "x@c":  # the const is made, then matmul's shape rule fails: rolled back
             for lane in self._lanes_of(x):
                 self._expect_error(lane, ShapeError, lambda r=x.refs[lane]: r @ c, "matmul")
             return
         if form == "x/0":  # exact division by zero fails in the kernel, after the const
             if "exact" in x.refs:
-                self._expect_error("exact", DomainError, lambda: x.refs["exact"] / 0,
-                                   "division by zero")
+                self._expect_error(
+                    "exact", DomainError, lambda: x.refs["exact"] / 0, "division by zero"
+                )
             return
         fns: dict[str, Callable[[TensorRef], TensorRef]] = {
-            "x*c": lambda r: r * c, "c+x": lambda r: c + r, "x-c": lambda r: r - c,
+            "x*c": lambda r: r * c,
+            "c+x": lambda r: c + r,
+            "x-c": lambda r: r - c,
             "c-x": lambda r: c - r,
         }
         # the scalar becomes a frozen const (a leaf before ops, a const node after): 2 nodes
@@ -476,8 +550,9 @@ class SessionMachine(RuleBasedStateMachine):
         x = self._pick(data)
         if x is None:
             return
-        p = data.draw(st.sampled_from([Fraction(0), Fraction(1, 4), Fraction(1, 2),
-                                       Fraction(1)]), label="p")
+        p = data.draw(
+            st.sampled_from([Fraction(0), Fraction(1, 4), Fraction(1, 2), Fraction(1)]), label="p"
+        )
         train = data.draw(st.booleans(), label="train")
         if not train or p == 0:
             for lane in self._lanes_of(x):
@@ -489,8 +564,7 @@ class SessionMachine(RuleBasedStateMachine):
             out = self._op([x], lambda lane, r: self.s[lane].dropout(None, r[0], p))
             assert out is not None
             if "exact" in out.refs:
-                assert _exact(self.s["exact"].get_value(out.refs["exact"])) == \
-                    [0] * _size(x.shape)
+                assert _exact(self.s["exact"].get_value(out.refs["exact"])) == [0] * _size(x.shape)
             return
         counters = {lane: self.s[lane].rng.counter for lane in self._lanes_of(x)}
         # bernoulli mask (const), mul, const 1 - p, div
@@ -500,8 +574,11 @@ class SessionMachine(RuleBasedStateMachine):
             assert self.s[lane].rng.counter == counters[lane] + 1
         if "exact" in out.refs:
             s = self.s["exact"]
-            for y, v in zip(_exact(s.get_value(out.refs["exact"])),
-                            _exact(s.get_value(x.refs["exact"])), strict=True):
+            for y, v in zip(
+                _exact(s.get_value(out.refs["exact"])),
+                _exact(s.get_value(x.refs["exact"])),
+                strict=True,
+            ):
                 assert y == 0 or y == v / (1 - p)
 
     # ------------------------------------------------------------------ reverse mode
@@ -512,19 +589,30 @@ class SessionMachine(RuleBasedStateMachine):
         if out is None:
             return
         vals = self._draw_values(data, out.shape, "seed")
-        hook = data.draw(st.sampled_from(["none", "none", "double", "bad_shape", "bad_dtype"]),
-                         label="hook")
+        hook = data.draw(
+            st.sampled_from(["none", "none", "double", "bad_shape", "bad_dtype"]), label="hook"
+        )
         grads: dict[str, list[Any]] = {}
         for lane, r in out.refs.items():
             s = self.s[lane]
             seed = _arr(lane, vals, out.shape)
             if hook in ("bad_shape", "bad_dtype"):
                 bad = _bad_hook(hook, r.id)
-                want = ("(1,)" if out.shape == () else f"{(*out.shape, 1)}") \
-                    if hook == "bad_shape" else ""
-                self._expect_error(lane, HookError, lambda s=s, r=r, seed=seed, bad=bad:
-                                   s.backward_dense_all_with_hook(r, seed, bad),
-                                   f"node {r.id}", str(out.shape), want)
+                want = (
+                    ("(1,)" if out.shape == () else f"{(*out.shape, 1)}")
+                    if hook == "bad_shape"
+                    else ""
+                )
+                self._expect_error(
+                    lane,
+                    HookError,
+                    lambda s=s, r=r, seed=seed, bad=bad: s.backward_dense_all_with_hook(
+                        r, seed, bad
+                    ),
+                    f"node {r.id}",
+                    str(out.shape),
+                    want,
+                )
                 continue
             g = s.backward_dense_all(r, seed)
             assert len(g) == len(s.tape)
@@ -533,21 +621,23 @@ class SessionMachine(RuleBasedStateMachine):
                 assert (np.shape(gi), np.asarray(gi).dtype) == (v.shape, v.dtype), i
             if hook == "double":
                 doubled = s.backward_dense_all_with_hook(
-                    r, seed, lambda i, gg, out_id=r.id: gg * 2 if i == out_id else gg)
+                    r, seed, lambda i, gg, out_id=r.id: gg * 2 if i == out_id else gg
+                )
                 if lane == "exact":
-                    assert [_exact(d) for d in doubled] == [[2 * q for q in _exact(gi)]
-                                                            for gi in g]
+                    assert [_exact(d) for d in doubled] == [[2 * q for q in _exact(gi)] for gi in g]
                 grads[lane + "_double"] = doubled
             grads[lane] = g
-            self.last_grads[lane] = g
         if "exact" in grads:
             self._check_exact(out.refs["exact"].id, vals, grads["exact"])
         if "eager" in grads and "graph" in grads:
             assert [_key(a) for a in grads["eager"]] == [_key(b) for b in grads["graph"]]
             if hook == "double":
-                assert [_key(a) for a in grads["eager_double"]] == \
-                    [_key(b) for b in grads["graph_double"]]
+                assert [_key(a) for a in grads["eager_double"]] == [
+                    _key(b) for b in grads["graph_double"]
+                ]
             self._check_float(out.refs["graph"].id, vals, grads["graph"])
+        if hook == "none":
+            self._check_link()
 
     def _check_exact(self, out: int, vals: list[Fraction], grads: list[Any]) -> None:
         s = self.s["exact"]
@@ -580,37 +670,54 @@ class SessionMachine(RuleBasedStateMachine):
             if i != out and not s.tape.nodes[i].requires_grad:
                 continue
             got = np.asarray(grads[i], dtype=np.float64).reshape(-1)
-            exp = np.array([float(B32.to_rational(v)) if not B32.is_nan(v) else np.nan
-                            for v in want[i].data])
+            exp = np.array(
+                [float(B32.to_rational(v)) if not B32.is_nan(v) else np.nan for v in want[i].data]
+            )
             assert np.array_equal(got, exp, equal_nan=True), (i, got, exp)
 
     @rule(data=st.data())
-    @precondition(lambda self: bool(self.last_grads))
+    @precondition(lambda self: bool(self.values))
     def sgd_step(self, data: Any) -> None:
-        lanes = [lane for lane in LANES
-                 if lane in self.last_grads and len(self.last_grads[lane]) == len(self.s[lane].tape)]
-        if not lanes:
+        """A valid or a malformed sgd_step_all, with the gradients of a backward or with
+        arbitrary gradients (one per tape id: every aliased snapshot gets a nonzero one)."""
+        out = self._pick(data, label="out")
+        if out is None:
             return
-        lr = data.draw(st.sampled_from([Fraction(1, 2), Fraction(1, 4), Fraction(1)]),
-                       label="lr")
-        kind = data.draw(st.sampled_from(["valid", "valid", "length", "shape", "dtype"]),
-                         label="kind")
-        for lane in lanes:
-            s, grads = self.s[lane], self.last_grads[lane]
+        vals = self._draw_values(data, out.shape, "seed")
+        lr = data.draw(st.sampled_from([Fraction(1, 2), Fraction(1, 4), Fraction(1)]), label="lr")
+        kind = data.draw(
+            st.sampled_from(["valid", "valid", "length", "shape", "dtype"]), label="kind"
+        )
+        arbitrary = data.draw(st.booleans(), label="arbitrary_gradients")
+        shorter = data.draw(st.booleans(), label="shorter")
+        pick = data.draw(st.integers(0, 2**16), label="leaf")
+        for lane, r in out.refs.items():
+            s = self.s[lane]
+            if arbitrary:
+                grads = [
+                    _arr(lane, _pattern(pick + 5 * i, _size(n.value.shape)), n.value.shape)
+                    for i, n in enumerate(s.tape.nodes)
+                ]
+            else:
+                grads = s.backward_dense_all(r, _arr(lane, vals, out.shape))
             leaves = [i for p in self.params for i in p.leaves.get(lane, [])]
             if kind == "length" or (kind != "valid" and not leaves):
-                bad = grads[:-1] if data.draw(st.booleans(), label="shorter") else \
-                    [*grads, grads[-1]]
-                self._expect_error(lane, ShapeError, lambda s=s, b=bad: s.sgd_step_all(lr, b),
-                                   "gradients")
+                bad = grads[:-1] if shorter else [*grads, grads[-1]]
+                self._expect_error(
+                    lane, ShapeError, lambda s=s, b=bad: s.sgd_step_all(lr, b), "gradients"
+                )
             elif kind in ("shape", "dtype"):
-                leaf = data.draw(st.sampled_from(leaves), label="leaf")
+                leaf = leaves[pick % len(leaves)]
                 bad = list(grads)
                 g = np.asarray(grads[leaf])
-                bad[leaf] = (np.expand_dims(g, 0) if kind == "shape" else
-                             g.astype(np.float64 if lane != "exact" else np.float32))
-                self._expect_error(lane, ShapeError, lambda s=s, b=bad: s.sgd_step_all(lr, b),
-                                   f"node {leaf}")
+                bad[leaf] = (
+                    np.expand_dims(g, 0)
+                    if kind == "shape"
+                    else g.astype(np.float64 if lane != "exact" else np.float32)
+                )
+                self._expect_error(
+                    lane, ShapeError, lambda s=s, b=bad: s.sgd_step_all(lr, b), f"node {leaf}"
+                )
             else:
                 before = {id(p): p.refs[lane].get() for p in self.params}
                 s.sgd_step_all(lr, grads)
@@ -619,28 +726,57 @@ class SessionMachine(RuleBasedStateMachine):
                     if not ids or not p.requires_grad:
                         assert _key(p.refs[lane].get()) == _key(before[id(p)])
                     elif lane == "exact":
-                        total = [sum(c) for c in zip(*(_exact(grads[i]) for i in ids),
-                                                     strict=True)]
+                        # every snapshot's gradient, summed; the *current* value updated once
+                        total = [sum(c) for c in zip(*(_exact(grads[i]) for i in ids), strict=True)]
                         p.value = [v - lr * t for v, t in zip(p.value, total, strict=True)]
 
     # ------------------------------------------------------------------ reset and handles
     @rule()
-    @precondition(lambda self: len(self.values) >= 4)
+    @precondition(lambda self: len(self.values) >= 3)
     def reset(self) -> None:
-        gens = {lane: self.s[lane].generation for lane in LANES}
         for lane in LANES:
-            self.s[lane].reset_tape()
-            assert self.s[lane].generation == gens[lane] + 1
-            assert len(self.s[lane].tape) == 0
+            s = self.s[lane]
+            before = (
+                s.generation,
+                s.owner,
+                s.rng.seed,
+                s.rng.counter,
+                [_key(p.refs[lane].get()) for p in self.params],
+            )
+            s.reset_tape()
+            # the recording goes; owner, RNG counter and parameters survive
+            assert (
+                s.generation - 1,
+                s.owner,
+                s.rng.seed,
+                s.rng.counter,
+                [_key(p.refs[lane].get()) for p in self.params],
+            ) == before
+            assert len(s.tape) == 0
         self.stale = (self.stale + self.values)[-MAX_STALE:]
         self.stale_nats = (self.stale_nats + self.nats)[-MAX_STALE:]
         self.values, self.nats, self.nat_values = [], [], []
         self.has_ops = dict.fromkeys(LANES, False)
         self.tape_len = dict.fromkeys(LANES, 0)
         self.env_read = False
-        self.last_grads = {}
         for p in self.params:
             p.leaves = {}
+        # the handles just invalidated are refused at once
+        v = self.stale[-1]
+        for lane, r in v.refs.items():
+            self._expect_error(
+                lane,
+                StaleHandleError,
+                lambda s=self.s[lane], r=r: s.relu(r),
+                f"stale TensorRef %{r.id} from generation {r.generation}",
+            )
+        for lane, n in (self.stale_nats[-1] if self.stale_nats else {}).items():
+            self._expect_error(
+                lane,
+                StaleHandleError,
+                lambda s=self.s[lane], n=n: s.get_nat(n),
+                f"stale NatRef slot {n.slot}",
+            )
 
     @rule(data=st.data())
     @precondition(lambda self: bool(self.stale))
@@ -654,31 +790,38 @@ class SessionMachine(RuleBasedStateMachine):
             if r.generation == s.generation:
                 continue
             other = next((w.refs[lane] for w in self.values if lane in w.refs), None)
-            needles = ("stale", f"from generation {r.generation}",
-                       f"current generation is {s.generation}", "reset_tape")
-            self._expect_error(lane, StaleHandleError, _handle_call(s, call, r, other),
-                               *needles)
+            needles = (
+                "stale",
+                f"from generation {r.generation}",
+                f"current generation is {s.generation}",
+                "reset_tape",
+            )
+            self._expect_error(lane, StaleHandleError, _handle_call(s, call, r, other), *needles)
         if self.stale_nats:
             nat = data.draw(st.sampled_from(self.stale_nats), label="stale_nat")
             for lane, r in nat.items():
                 s = self.s[lane]
-                x = next((w.refs[lane] for w in self.values
-                          if lane in w.refs and len(w.shape) >= 1), None)
-                self._expect_error(lane, StaleHandleError, lambda s=s, r=r: s.get_nat(r),
-                                   "stale NatRef")
-                self._expect_error(lane, StaleHandleError, lambda s=s, r=r: s.set_nat(r, 0),
-                                   "stale NatRef")
+                x = next(
+                    (w.refs[lane] for w in self.values if lane in w.refs and len(w.shape) >= 1),
+                    None,
+                )
+                self._expect_error(
+                    lane, StaleHandleError, lambda s=s, r=r: s.get_nat(r), "stale NatRef"
+                )
+                self._expect_error(
+                    lane, StaleHandleError, lambda s=s, r=r: s.set_nat(r, 0), "stale NatRef"
+                )
                 if x is not None:
-                    self._expect_error(lane, StaleHandleError,
-                                       lambda s=s, r=r, x=x: s.select(x, index=r), "stale")
+                    self._expect_error(
+                        lane, StaleHandleError, lambda s=s, r=r, x=x: s.select(x, index=r), "stale"
+                    )
 
     @rule(data=st.data())
     def use_foreign(self, data: Any) -> None:
-        call = data.draw(st.sampled_from((*STALE_CALLS, "nat", "param", "select")),
-                         label="call")
+        call = data.draw(st.sampled_from((*STALE_CALLS, "nat", "param", "select")), label="call")
         for lane in LANES:
             s = self.s[lane]
-            f, fx, fnat, fparam = self.foreign[lane]
+            _, fx, fnat, fparam = self.foreign[lane]
             other = next((w.refs[lane] for w in self.values if lane in w.refs), None)
             fb = self._snapshot_foreign(lane)
             if call == "nat":
@@ -698,8 +841,7 @@ class SessionMachine(RuleBasedStateMachine):
         f, _, fnat, fparam = self.foreign[lane]
         return (len(f.tape), f.get_nat(fnat), _key(fparam.get()), f.rng.counter)
 
-    @rule()
-    def check_link(self) -> None:
+    def _check_link(self) -> None:
         for lane in ("exact", "graph"):
             rep = self.s[lane].check_link(seed=len(self.s[lane].tape))
             assert rep.ok, f"{lane}: {rep.text}"
@@ -713,8 +855,10 @@ class SessionMachine(RuleBasedStateMachine):
             return
         out = self.values[-1]
         vals = [Fraction((i % 3) - 1, 2) or Fraction(1) for i in range(_size(out.shape))]
-        grads = {lane: self.s[lane].backward_dense_all(r, _arr(lane, vals, out.shape))
-                 for lane, r in out.refs.items()}
+        grads = {
+            lane: self.s[lane].backward_dense_all(r, _arr(lane, vals, out.shape))
+            for lane, r in out.refs.items()
+        }
         if "exact" in grads:
             self._check_exact(out.refs["exact"].id, vals, grads["exact"])
         if "eager" in grads and "graph" in grads:
@@ -732,14 +876,20 @@ class SessionMachine(RuleBasedStateMachine):
                 assert (len(g.nodes) > 0) == self.has_ops[lane], lane
                 assert s.graph().env == [s.get_nat(n[lane]) for n in self.nats if lane in n]
         e, g = self.s["eager"], self.s["graph"]
-        assert [(_key(a.value), a.requires_grad) for a in e.tape.nodes] == \
-            [(_key(b.value), b.requires_grad) for b in g.tape.nodes]
+        assert [(_key(a.value), a.requires_grad) for a in e.tape.nodes] == [
+            (_key(b.value), b.requires_grad) for b in g.tape.nodes
+        ]
         for p in self.params:
             assert _exact(p.refs["exact"].get()) == p.value
             assert _key(p.refs["eager"].get()) == _key(p.refs["graph"].get())
         for v in self.values:
             for lane, r in v.refs.items():
                 assert r.shape == v.shape and r.generation == self.s[lane].generation
+
+
+def _pattern(seed: int, n: int) -> list[Fraction]:
+    """n small nonzero dyadic rationals determined by seed."""
+    return [Fraction((seed + 3 * k) % 7 - 3, 4) or Fraction(1, 2) for k in range(n)]
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -764,8 +914,9 @@ def _bad_hook(kind: str, at: int) -> Callable[[int, Any], Any]:
     return hook
 
 
-def _handle_call(s: Session, call: str, bad: TensorRef, other: TensorRef | None
-                 ) -> Callable[[], Any]:
+def _handle_call(
+    s: Session, call: str, bad: TensorRef, other: TensorRef | None
+) -> Callable[[], Any]:
     """A call on `s` whose one bad handle is `bad` (`other` is valid, when there is one)."""
     if call == "relu":
         return lambda: s.relu(bad)
@@ -782,8 +933,9 @@ def _handle_call(s: Session, call: str, bad: TensorRef, other: TensorRef | None
     return lambda: s.add(bad, bad)
 
 
-def run_session_machine(max_examples: int, seed: int | None = None, *,
-                        step_count: int = 20, shrink: bool = True) -> Row:
+def run_session_machine(
+    max_examples: int, seed: int | None = None, *, step_count: int = 20, shrink: bool = True
+) -> Row:
     """Run the machine for `max_examples` runs (derandomised unless `seed` is given) and
     return a report row; never raises on a failing run. A failure's dict holds the message
     and the steps Hypothesis printed for the (shrunk) failing run."""
@@ -796,11 +948,16 @@ def run_session_machine(max_examples: int, seed: int | None = None, *,
                 stats["completed"] += 1
 
     Machine.__name__ = Machine.__qualname__ = "SessionMachine"
-    conf = settings(max_examples=max_examples, database=None, deadline=None,
-                    derandomize=seed is None, stateful_step_count=step_count,
-                    print_blob=False, suppress_health_check=list(HealthCheck),
-                    phases=(Phase.explicit, Phase.generate, *([Phase.shrink] if shrink
-                                                                       else [])))
+    conf = settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        derandomize=seed is None,
+        stateful_step_count=step_count,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, *([Phase.shrink] if shrink else [])),
+    )
     test = get_state_machine_test(Machine, settings=conf)
     if seed is not None:
         test = hyp_seed(seed)(test)
@@ -819,13 +976,11 @@ def run_session_machine(max_examples: int, seed: int | None = None, *,
         # Hypothesis attaches the failing steps to the exception as notes.
         notes = [n for e in dict.fromkeys((exc, first)) for n in getattr(e, "__notes__", [])]
         row.failed = 1
-        row.failure = {"message": f"{type(first).__name__}: {first}",
-                       "steps": "\n".join([*printed, *notes])}
+        row.failure = {
+            "message": f"{type(first).__name__}: {first}",
+            "steps": "\n".join([*printed, *notes]),
+        }
     row.seconds = time.perf_counter() - t0
     row.passed = stats["completed"]
     row.cases = row.passed + row.failed  # runs Hypothesis aborted (overruns) are not cases
     return row
-
-
-SessionMachine.TestCase.settings = settings(max_examples=20, stateful_step_count=12,
-                                            deadline=None)

@@ -1,7 +1,8 @@
-"""The command line: `python -m proofs list|check|verify|readme`.
+"""The command line: `python -m proofs list|show|check|verify|readme`.
 
 Invariants:
-- `list [NAME ...]` prints every (or every selected) theorem: name, evidence, status, scope.
+- `list [NAME ...]` prints every (or every selected) theorem: name, evidence, status, scope;
+  `show NAME ...` prints the selected theorems in full.
 - `check [NAME ...] [--quick] [--certificate PATH] [--against PATH] [--jobs N]` re-runs
   the checks (names may be dotted prefixes such as `op.relu`), shows a progress bar on
   stderr (tqdm; disabled when stderr is not a TTY or with `--no-progress`), prints a result
@@ -40,7 +41,7 @@ def summarize_counts(r: CheckResult) -> str:
     if "identities" in c:
         return f"{c.get('cases_passed', 0)}/{c.get('cases', 0)} cases, {c['identities']} ids"
     if "cases" in c:
-        return f"{c.get('passed', 0)}/{c['cases']} cases"
+        return f"{c.get('cases_passed', c.get('passed', 0))}/{c['cases']} cases"
     return ", ".join(f"{k}={v}" for k, v in c.items())
 
 
@@ -84,9 +85,12 @@ class _Progress:
         )
         self.sub: Any = None
 
-    def result(self, th: Theorem, r: CheckResult) -> None:
+    def start(self, th: Theorem) -> None:
         if self.enabled:
             self.bar.set_postfix_str(_short(th.name, 40))
+
+    def result(self, th: Theorem, r: CheckResult) -> None:
+        if self.enabled:
             self.bar.update(1)
 
     def inner(self, desc: str, done: int, total: int) -> None:
@@ -117,7 +121,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         results = run_theorems(
-            ths, quick=args.quick, jobs=args.jobs, on_result=bar.result, progress=bar.inner
+            ths,
+            quick=args.quick,
+            jobs=args.jobs,
+            on_result=bar.result,
+            on_start=bar.start,
+            progress=bar.inner,
         )
     finally:
         bar.close()
@@ -170,9 +179,18 @@ def _failure_text(r: CheckResult) -> str:
     for c in d.get("cases", []):
         if not c.get("ok", True):
             lines.append(f"  case {c['case']}: {'; '.join(c.get('failures', []))[:500]}")
+    if d.get("known_failures"):
+        lines.append("  known failures (reported bugs): " + ", ".join(d["known_failures"]))
+    if d.get("unexplained_failures"):
+        lines.append("  UNEXPLAINED failures: " + ", ".join(d["unexplained_failures"]))
+    for name, row in d.get("ops", {}).items():
+        for f in row.get("failures", [])[:1]:
+            lines.append(f"  {name}: {f[:300]}")
     for k, v in d.items():
-        if k.endswith("_failures"):
+        if k.endswith("_failures") and isinstance(v, list):
             for f in v[:2]:
+                if not isinstance(f, dict):
+                    continue
                 lines.append(
                     f"  {k[:-9]}: {f['mismatch']}\n"
                     + "\n".join("    " + s for s in f["graph"].splitlines())
@@ -195,6 +213,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     for line in cmp.lines():
         sys.stdout.write(f"  {line}\n")
     return 0 if cmp.clean else 1
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    for t in select(args.names):
+        sys.stdout.write(
+            f"{t.name}\n  status:     {t.status}\n  evidence:   {' + '.join(t.evidence)}\n"
+            f"  statement:  {t.statement}\n  formula:    {t.formula}\n"
+            f"  scope:      {t.scope.summary()}\n  sources:    {', '.join(t.sources)}\n"
+        )
+        if t.references:
+            sys.stdout.write(f"  references: {', '.join(t.references)}\n")
+    return 0
 
 
 def readme_table() -> str:
@@ -221,6 +251,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
     pl.add_argument("--long", action="store_true", help="do not shorten the scope column")
     pl.set_defaults(fn=_cmd_list)
+    ps = sub.add_parser("show", help="print theorems in full (statement, formula, scope)")
+    ps.add_argument("names", nargs="+", help="names or dotted prefixes")
+    ps.set_defaults(fn=_cmd_show)
     pc = sub.add_parser("check", help="re-run checks and write a certificate")
     pc.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
     pc.add_argument("--quick", action="store_true", help="small bounds for CI")

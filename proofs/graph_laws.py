@@ -251,7 +251,8 @@ def sweep(ctx: CheckContext, parts: Iterable[str]) -> dict[str, dict[str, Any]]:
     part the aggregate counts over every graph of every tier of the mode's grammar."""
     mode = "quick" if ctx.quick else "full"
     cache: dict[str, dict[str, Any]] = ctx.cache.setdefault(("graph_sweep", mode), {})
-    wanted = frozenset(parts) | (frozenset(_selected_parts(ctx.selected)) - set(cache))
+    # compute, in one pass, every part that this run's selected theorems will ask for
+    wanted = frozenset(parts) | frozenset(_selected_parts(ctx.selected))
     todo = frozenset(p for p in wanted if p not in cache)
     if todo:
         tiers = GRAMMARS[mode]
@@ -382,7 +383,7 @@ def register_all() -> None:
     ops = sorted({o.op for t in GRAMMARS["full"] for o in t.ops})
     graphs = (
         f"every graph of the grammar (full: {grammar_summary('full')}; quick: "
-        f"{grammar_summary('quick')})"
+        f"{grammar_summary('quick')}); environment d = () (the grammar has no env ops)"
     )
     defs = [
         (

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +139,8 @@ class Theorem:
     status: str = "checked"
     sources: tuple[str, ...] = ("spec", "proofs")
     references: tuple[str, ...] = ()
+    isolated: bool = False
+    """True when the check uses no shared run state, so it may run in a worker process."""
 
     def __post_init__(self) -> None:
         bad = [e for e in self.evidence if e not in EVIDENCE_KINDS]
@@ -178,10 +180,11 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import float_laws, graph_laws, op_laws
+    from . import float_laws, graph_laws, kernel_laws, op_laws
 
     op_laws.register_all()
     graph_laws.register_all()
+    kernel_laws.register_all()
     float_laws.register_all()
 
 
@@ -224,13 +227,9 @@ def run_check(th: Theorem, ctx: CheckContext) -> CheckResult:
         res = th.check(ctx)
     except Exception as e:  # a crashing check is a failed obligation, reported with its cause
         tb = traceback.extract_tb(e.__traceback__)
-        where = [f"{f.filename.rsplit('/', 2)[-2:]!s}:{f.lineno}" for f in tb[-3:]]
+        where = ["/".join(f.filename.rsplit("/", 2)[-2:]) + f":{f.lineno}" for f in tb[-3:]]
         res = CheckResult(
             False, {"errors": 1}, {"error": f"{type(e).__name__}: {e}", "where": where}
         )
     res.seconds = time.perf_counter() - t0
     return res
-
-
-def _names(ths: Sequence[Theorem]) -> list[str]:
-    return [t.name for t in ths]

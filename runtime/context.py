@@ -15,10 +15,18 @@ Invariants:
 - Constants are built in the operand's dtype (`const`), never as float64 scalars.
 - "exact" runs the same code on object arrays of Fractions; transcendental functions and
   division by zero raise `DomainError`.
+- Floating-point state: IEEE overflow, invalid and division by zero are values here, never
+  errors or warnings. The entry points (`Tape.op`, `lower`, the reverse passes and forward
+  tangents) run kernels under `fp_quiet()`; kernels and the methods below do not set it
+  again (an `np.errstate` costs about 2 µs, more than a small op). Called outside those
+  entry points they compute the same values but NumPy may warn.
+- Speed: on the NumPy backend the IEEE paths call NumPy directly (the array-api-compat
+  wrappers add a Python call per operation); the results are the same arrays.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from fractions import Fraction
 from typing import Any
 
@@ -29,16 +37,56 @@ from spec.errors import DomainError, TorchLeanError
 from .backend import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec
 from .crmath import cr_apply
 
-__all__ = ["PROFILES", "KernelContext"]
+__all__ = ["PROFILES", "KernelContext", "fp_quiet"]
 
 PROFILES = ("fast", "ordered")
+
+# `np.errstate(all="ignore")` builds a new error-state object on every entry. NumPy >= 2
+# keeps that state in a context variable; `fp_quiet` sets the variable to a cached "ignore
+# all" state derived from the current one (so buffer size and the error callback are kept,
+# exactly as errstate would), which costs a fraction of a microsecond.
+try:
+    from numpy._core import _ufunc_config
+
+    _FP_VAR: Any = getattr(_ufunc_config, "_extobj_contextvar", None)  # NumPy >= 2
+except ImportError:  # pragma: no cover - NumPy 1.x: plain errstate
+    _FP_VAR = None
+_FP_IGNORE: dict[Any, Any] = {}
+
+
+class _Quiet:
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        assert _FP_VAR is not None
+        cur = _FP_VAR.get()
+        ign = _FP_IGNORE.get(cur)
+        if ign is None:
+            with np.errstate(all="ignore"):
+                ign = _FP_VAR.get()
+            if len(_FP_IGNORE) > 64:
+                _FP_IGNORE.clear()
+            _FP_IGNORE[cur] = ign
+        self._token = _FP_VAR.set(ign)
+
+    def __exit__(self, *exc: object) -> None:
+        assert _FP_VAR is not None
+        _FP_VAR.reset(self._token)
+
+
+def fp_quiet() -> AbstractContextManager[Any]:
+    """`np.errstate(all="ignore")`, cheaper: IEEE exceptions give their IEEE values."""
+    if _FP_VAR is None:  # pragma: no cover
+        return np.errstate(all="ignore")
+    return _Quiet()
 
 
 class KernelContext:
     """Everything a kernel needs to know about where and how it computes."""
 
-    def __init__(self, dtype: str = "float32", profile: str = "fast",
-                 backend: Backend = NUMPY) -> None:
+    def __init__(
+        self, dtype: str = "float32", profile: str = "fast", backend: Backend = NUMPY
+    ) -> None:
         if profile not in PROFILES:
             raise TorchLeanError(f"unknown kernel profile {profile!r}; choose one of {PROFILES}")
         self.backend = backend
@@ -49,7 +97,9 @@ class KernelContext:
         self.ordered = profile == "ordered"
         self.exact = dtype in OBJECT_DTYPES  # object arrays: Fractions or sympy expressions
         self.domain = DTYPE_DOMAIN[dtype]
-        self._consts: dict[Fraction, Any] = {}
+        self._consts: dict[Any, Any] = {}
+        # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
+        self._np = backend.is_numpy and not self.exact
 
     def __repr__(self) -> str:
         return f"KernelContext({self.dtype!r}, {self.profile!r}, backend={self.backend.name!r})"
@@ -69,23 +119,34 @@ class KernelContext:
 
     def const(self, q: Fraction | int) -> Any:
         """The exact rational q rounded once into the dtype, as a 0-d array."""
-        q = Fraction(q)
-        c = self._consts.get(q)
+        # Python's numeric hash and equality agree across int, float and Fraction, so the
+        # value given finds the entry stored under its exact rational without converting.
+        try:
+            c = self._consts.get(q)
+        except TypeError:
+            c = None
         if c is None:
-            from spec.tensor import Tensor
+            q = Fraction(q)
+            c = self._consts.get(q)
+            if c is None:
+                from spec.tensor import Tensor
 
-            c = from_spec(Tensor((), (self.domain.from_rational(q),)), self.dtype)
-            self._consts[q] = c
+                c = from_spec(Tensor((), (self.domain.from_rational(q),)), self.dtype)
+                self._consts[q] = c
         return c
 
     def zeros(self, shape: tuple[int, ...]) -> Any:
         if self.exact:
             return np.full(shape, self.domain.zero(), dtype=object)
+        if self._np:
+            return np.zeros(shape, dtype=self.dt)
         return self.xp.zeros(shape, dtype=self.dt)
 
     def isnan(self, x: Any) -> Any:
         if self.exact:
             return np.zeros(np.shape(x), dtype=bool)
+        if self._np:
+            return np.isnan(x)
         return self.xp.isnan(x)
 
     def div(self, a: Any, b: Any) -> Any:
@@ -94,8 +155,10 @@ class KernelContext:
                 return self.arr(np.divide(a, b))
             except ZeroDivisionError:
                 raise DomainError("exact: division by zero") from None
-        with np.errstate(all="ignore"):
-            return self.arr(self.xp.divide(a, b))
+        if self._np:
+            y = np.divide(a, b)
+            return y if type(y) is np.ndarray else self.arr(y)
+        return self.arr(self.xp.divide(a, b))
 
     # ------------------------------------------------------------------ profile-dependent
     def fold0(self, x: Any) -> Any:
@@ -104,6 +167,8 @@ class KernelContext:
         if k == 0:
             return self.zeros(x.shape[1:])
         if not self.ordered:
+            if self._np:
+                return self.arr(np.sum(x, axis=0, dtype=self.dt))
             return self.arr(self.xp.sum(x, axis=0, dtype=self.dt))
         if self.backend.is_numpy:
             # add.accumulate is sequential by definition: out[i] = out[i-1] + x[i].
@@ -128,8 +193,9 @@ class KernelContext:
         if tuple(g.shape) == tuple(shape):
             return g
         off = g.ndim - len(shape)
-        red = list(range(off)) + [off + i for i, d in enumerate(shape)
-                                  if d == 1 and g.shape[off + i] != 1]
+        red = list(range(off)) + [
+            off + i for i, d in enumerate(shape) if d == 1 and g.shape[off + i] != 1
+        ]
         keep = [a for a in range(g.ndim) if a not in red]
         k = 1
         for a in red:
@@ -141,15 +207,26 @@ class KernelContext:
     def matmul(self, a: Any, b: Any) -> Any:
         """a (..., m, k) @ b (..., k, n) with equal batch prefixes."""
         if not self.ordered:
-            y = self.arr(self.xp.matmul(a, b))
+            y = self.arr(np.matmul(a, b) if self._np else self.xp.matmul(a, b))
             # ml_dtypes' bfloat16 matmul accumulates and returns float32: round once.
             return y if y.dtype == self.dt else y.astype(self.dt)
         k = a.shape[-1]
         if k == 0:
             return self.zeros((*a.shape[:-1], b.shape[-1]))
         acc = a[..., :, 0:1] * b[..., 0:1, :]
+        if self._np:
+            # The same k-loop, C = C + A[..., :, p] * B[..., p, :] (a product rounded, then
+            # a sum rounded: no FMA, same operand order), into preallocated buffers instead
+            # of two new arrays per step.
+            acc = np.array(acc, copy=True) if not acc.flags.writeable else acc
+            tmp = np.empty_like(acc)
+            mul, add = np.multiply, np.add
+            for p in range(1, k):
+                mul(a[..., :, p : p + 1], b[..., p : p + 1, :], out=tmp)
+                add(acc, tmp, out=acc)
+            return acc
         for p in range(1, k):
-            acc = acc + a[..., :, p:p + 1] * b[..., p:p + 1, :]
+            acc = acc + a[..., :, p : p + 1] * b[..., p : p + 1, :]
         return self.arr(acc)
 
     def unary(self, fn: str, x: Any) -> Any:
@@ -158,14 +235,14 @@ class KernelContext:
             return self._exact_map(fn, x)
         if self.ordered:
             return self.arr(cr_apply(fn, x, self.dtype))
-        with np.errstate(all="ignore"):
-            return self.arr(getattr(self.xp, fn)(x))
+        y = getattr(np if self._np else self.xp, fn)(x)
+        return y if type(y) is np.ndarray else self.arr(y)
 
     def sqrt(self, x: Any) -> Any:
         if self.exact:
             return self._exact_map("sqrt", x)
-        with np.errstate(invalid="ignore"):
-            return self.arr(self.xp.sqrt(x))
+        y = np.sqrt(x) if self._np else self.xp.sqrt(x)
+        return y if type(y) is np.ndarray else self.arr(y)
 
     def _exact_map(self, fn: str, x: Any) -> Any:
         f = getattr(self.domain, fn)

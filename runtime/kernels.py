@@ -71,36 +71,48 @@ def _bshape(a: Any, b: Any) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(a.shape, b.shape))
 
 
-def _binary(name: str, f: Any, vjp_s: Any, jvp_s: Any, saves: str) -> None:
-    """f(ctx, a, b) on broadcast operands; vjp_s(ctx, a, b, g) -> (ga, gb) per position."""
+def _binary(name: str, f: Any, vjp_s: Any, jvp_s: Any, saves: str, values: bool = True) -> None:
+    """f(ctx, a, b) on broadcast operands; vjp_s(ctx, a, b, g) -> (ga, gb) per position.
+    With `values=False` (add, sub) the rules never read the operands: only their shapes are
+    saved, and vjp_s/jvp_s receive None for them."""
 
     def forward(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
         a, b = xs
-        out = _bshape(a, b)
-        with np.errstate(all="ignore"):
-            y = ctx.arr(f(ctx, a, b))
-        if tuple(y.shape) != out:
-            y = ctx.xp.broadcast_to(y, out)
-        return y, (a, b)
+        y = f(ctx, a, b)
+        if type(y) is not np.ndarray:
+            y = ctx.arr(y)
+        if a.shape != b.shape or y.shape != a.shape:
+            out = _bshape(a, b)
+            if tuple(y.shape) != out:
+                y = ctx.xp.broadcast_to(y, out)
+        return y, ((a, b) if values else (a.shape, b.shape))
 
     def vjp(ctx: KernelContext, saved: Any, g: Any, attrs: Attrs, env: Env) -> list[Any]:
         a, b = saved
         xp = ctx.xp
-        A, B = xp.broadcast_to(a, g.shape), xp.broadcast_to(b, g.shape)
-        with np.errstate(all="ignore"):
-            ga, gb = vjp_s(ctx, A, B, g)
-        ga = xp.broadcast_to(ctx.arr(ga), g.shape)
-        gb = xp.broadcast_to(ctx.arr(gb), g.shape)
-        return [ctx.unbroadcast(ga, a.shape), ctx.unbroadcast(gb, b.shape)]
+        gs = g.shape
+        sa, sb = (a.shape, b.shape) if values else (a, b)
+        if values:
+            A = a if sa == gs else xp.broadcast_to(a, gs)
+            B = b if sb == gs else xp.broadcast_to(b, gs)
+        else:
+            A = B = None
+        ga, gb = vjp_s(ctx, A, B, g)
+        if type(ga) is not np.ndarray or ga.shape != gs:
+            ga = xp.broadcast_to(ctx.arr(ga), gs)
+        if type(gb) is not np.ndarray or gb.shape != gs:
+            gb = xp.broadcast_to(ctx.arr(gb), gs)
+        return [ctx.unbroadcast(ga, sa), ctx.unbroadcast(gb, sb)]
 
     def jvp(ctx: KernelContext, saved: Any, dxs: list[Any], attrs: Attrs, env: Env) -> Any:
         a, b = saved
-        out = _bshape(a, b)
+        sa, sb = (a.shape, b.shape) if values else (a, b)
+        out = tuple(np.broadcast_shapes(sa, sb))
         xp = ctx.xp
-        A, B = xp.broadcast_to(a, out), xp.broadcast_to(b, out)
+        A = xp.broadcast_to(a, out) if values else None
+        B = xp.broadcast_to(b, out) if values else None
         dA, dB = xp.broadcast_to(dxs[0], out), xp.broadcast_to(dxs[1], out)
-        with np.errstate(all="ignore"):
-            return xp.broadcast_to(ctx.arr(jvp_s(ctx, A, B, dA, dB)), out)
+        return xp.broadcast_to(ctx.arr(jvp_s(ctx, A, B, dA, dB)), out)
 
     _k(name, forward, vjp, jvp, saves)
 
@@ -109,12 +121,29 @@ def _zero_like(ctx: KernelContext, x: Any) -> Any:
     return ctx.zeros(tuple(x.shape))
 
 
-_binary("add", lambda c, a, b: a + b, lambda c, a, b, g: (g, g),
-        lambda c, a, b, da, db: da + db, "a, b (shapes only)")
-_binary("sub", lambda c, a, b: a - b, lambda c, a, b, g: (g, c.const(0) - g),
-        lambda c, a, b, da, db: da - db, "a, b (shapes only)")
-_binary("mul", lambda c, a, b: a * b, lambda c, a, b, g: (g * b, a * g),
-        lambda c, a, b, da, db: da * b + a * db, "a, b")
+_binary(
+    "add",
+    lambda c, a, b: a + b,
+    lambda c, a, b, g: (g, g),
+    lambda c, a, b, da, db: da + db,
+    "shapes of a, b",
+    values=False,
+)
+_binary(
+    "sub",
+    lambda c, a, b: a - b,
+    lambda c, a, b, g: (g, c.const(0) - g),
+    lambda c, a, b, da, db: da - db,
+    "shapes of a, b",
+    values=False,
+)
+_binary(
+    "mul",
+    lambda c, a, b: a * b,
+    lambda c, a, b, g: (g * b, a * g),
+    lambda c, a, b, da, db: da * b + a * db,
+    "a, b",
+)
 
 
 def _div_vjp(c: KernelContext, a: Any, b: Any, g: Any) -> tuple[Any, Any]:
@@ -122,8 +151,13 @@ def _div_vjp(c: KernelContext, a: Any, b: Any, g: Any) -> tuple[Any, Any]:
     return c.div(g, b), -(g * q)
 
 
-_binary("div", lambda c, a, b: c.div(a, b), _div_vjp,
-        lambda c, a, b, da, db: c.div(da, b) - db * c.div(c.div(a, b), b), "a, b")
+_binary(
+    "div",
+    lambda c, a, b: c.div(a, b),
+    _div_vjp,
+    lambda c, a, b, da, db: c.div(da, b) - db * c.div(c.div(a, b), b),
+    "a, b",
+)
 
 
 def _pick(c: KernelContext, a: Any, b: Any, larger: bool) -> Any:
@@ -150,44 +184,79 @@ def _tangent(c: KernelContext, a: Any, b: Any, da: Any, db: Any, larger: bool) -
     a_wins = (b < a) if larger else (a < b)
     b_wins = (a < b) if larger else (b < a)
     z = c.zeros(tuple(da.shape))
-    return xp.where(a_wins, da, xp.where(b_wins, db,
-                                         xp.where(a == b, (da + db) * c.const(Fraction(1, 2)), z)))
+    return xp.where(
+        a_wins, da, xp.where(b_wins, db, xp.where(a == b, (da + db) * c.const(Fraction(1, 2)), z))
+    )
 
 
 for _n, _l in (("maximum", True), ("minimum", False)):
-    _binary(_n, lambda c, a, b, L=_l: _pick(c, a, b, L),
-            lambda c, a, b, g, L=_l: _split(c, a, b, g, L),
-            lambda c, a, b, da, db, L=_l: _tangent(c, a, b, da, db, L), "a, b")
+    _binary(
+        _n,
+        lambda c, a, b, L=_l: _pick(c, a, b, L),
+        lambda c, a, b, g, L=_l: _split(c, a, b, g, L),
+        lambda c, a, b, da, db, L=_l: _tangent(c, a, b, da, db, L),
+        "a, b",
+    )
 
 
-def _unary(name: str, f: Any, push: Any, saves: str, check: Any = None) -> None:
+def _unary(name: str, f: Any, push: Any, saves: str, check: Any = None, keep: str = "xy") -> None:
     """Elementwise unary: y = f(ctx, x, attrs); push(ctx, x, y, t, attrs) maps a tangent
-    or cotangent through the diagonal derivative (same sequence for JVP and VJP)."""
+    or cotangent through the diagonal derivative (same sequence for JVP and VJP). `keep`
+    names what the derivative reads ("x", "y", both or neither); only that is saved, and
+    push receives None for the rest."""
+    kx, ky = "x" in keep, "y" in keep
 
     def forward(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
         x = xs[0]
-        with np.errstate(all="ignore"):
-            y = ctx.arr(f(ctx, x, attrs))
-        return y, (x, y)
+        y = f(ctx, x, attrs)
+        if type(y) is not np.ndarray:
+            y = ctx.arr(y)
+        return y, (x if kx else None, y if ky else None)
 
     def run(ctx: KernelContext, saved: Any, t: Any, attrs: Attrs) -> Any:
         x, y = saved
-        with np.errstate(all="ignore"):
-            return ctx.arr(push(ctx, x, y, t, attrs))
+        r = push(ctx, x, y, t, attrs)
+        return r if type(r) is np.ndarray else ctx.arr(r)
 
-    _k(name, forward, lambda ctx, s, g, a, env: [run(ctx, s, g, a)],
-       lambda ctx, s, dxs, a, env: run(ctx, s, dxs[0], a), saves, check)
+    _k(
+        name,
+        forward,
+        lambda ctx, s, g, a, env: [run(ctx, s, g, a)],
+        lambda ctx, s, dxs, a, env: run(ctx, s, dxs[0], a),
+        saves,
+        check,
+    )
 
 
 def _where(c: KernelContext, cond: Any, t: Any, shape: Any) -> Any:
     return c.xp.where(cond, t, c.zeros(tuple(shape)))
 
 
-_unary("neg", lambda c, x, a: -x, lambda c, x, y, t, a: -t, "nothing")
-_unary("scale", lambda c, x, a: c.const(a["c"]) * x, lambda c, x, y, t, a: c.const(a["c"]) * t,
-       "nothing")
-_unary("relu", lambda c, x, a: c.xp.where(c.isnan(x), x, _where(c, c.const(0) < x, x, x.shape)),
-       lambda c, x, y, t, a: _where(c, c.const(0) < x, t, x.shape), "x")
+_unary("neg", lambda c, x, a: -x, lambda c, x, y, t, a: -t, "nothing", keep="")
+_unary(
+    "scale",
+    lambda c, x, a: c.const(a["c"]) * x,
+    lambda c, x, y, t, a: c.const(a["c"]) * t,
+    "nothing",
+    keep="",
+)
+
+
+def _relu(c: KernelContext, x: Any, a: Attrs) -> Any:
+    if c._np:
+        # One pass: x <= 0 is false exactly for x > 0 and NaN, which keep x; every other
+        # x (including -0) becomes +0, as in the generic form below.
+        return np.where(x <= c.const(0), c.const(0), x)
+    return c.xp.where(c.isnan(x), x, _where(c, c.const(0) < x, x, x.shape))
+
+
+def _relu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    if c._np:
+        return np.where(c.const(0) < x, t, c.const(0))  # same values, no zeros array
+    return _where(c, c.const(0) < x, t, x.shape)
+
+
+_unary("relu", _relu, _relu_push, "x", keep="x")
 
 
 def _abs_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
@@ -195,7 +264,7 @@ def _abs_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return c.xp.where(zero < x, t, _where(c, x < zero, -t, x.shape))
 
 
-_unary("abs", lambda c, x, a: c.xp.abs(x) if not c.exact else np.abs(x), _abs_push, "x")
+_unary("abs", lambda c, x, a: c.xp.abs(x) if not c.exact else np.abs(x), _abs_push, "x", keep="x")
 
 
 def _clamp(c: KernelContext, x: Any, a: Attrs) -> Any:
@@ -204,9 +273,13 @@ def _clamp(c: KernelContext, x: Any, a: Attrs) -> Any:
     return xp.where(c.isnan(x), x, xp.where(x < lo, lo, xp.where(hi < x, hi, x)))
 
 
-_unary("clamp", _clamp,
-       lambda c, x, y, t, a: _where(c, (c.const(a["lo"]) < x) & (x < c.const(a["hi"])), t,
-                                    x.shape), "x")
+_unary(
+    "clamp",
+    _clamp,
+    lambda c, x, y, t, a: _where(c, (c.const(a["lo"]) < x) & (x < c.const(a["hi"])), t, x.shape),
+    "x",
+    keep="x",
+)
 
 
 def _sqrt_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
@@ -218,7 +291,7 @@ def _sqrt_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
 
 
 _unary("sqrt", lambda c, x, a: c.sqrt(x), _sqrt_push, "x, y")
-_unary("exp", lambda c, x, a: c.unary("exp", x), lambda c, x, y, t, a: t * y, "y")
+_unary("exp", lambda c, x, a: c.unary("exp", x), lambda c, x, y, t, a: t * y, "y", keep="y")
 
 
 def _log_check(ctx: KernelContext, xs: list[Any], attrs: Attrs) -> None:
@@ -227,28 +300,61 @@ def _log_check(ctx: KernelContext, xs: list[Any], attrs: Attrs) -> None:
         bad = ctx.isnan(x) | ~(ctx.const(0) < x)
     if bool(np.any(bad)):
         i = int(np.flatnonzero(np.asarray(bad).reshape(-1))[0])
-        raise DomainError(f"log: input 0 element {i} is {np.asarray(x).reshape(-1)[i]}; log "
-                          "refuses inputs <= 0 or NaN (use safe_log)")
+        raise DomainError(
+            f"log: input 0 element {i} is {np.asarray(x).reshape(-1)[i]}; log "
+            "refuses inputs <= 0 or NaN (use safe_log)"
+        )
 
 
-_unary("log", lambda c, x, a: c.unary("log", x), lambda c, x, y, t, a: c.div(t, x), "x",
-       check=_log_check)
-_unary("tanh", lambda c, x, a: c.unary("tanh", x),
-       lambda c, x, y, t, a: t * (c.const(1) - y * y), "y")
-_unary("sigmoid", lambda c, x, a: c.div(c.const(1), c.const(1) + c.unary("exp", -x)),
-       lambda c, x, y, t, a: t * (y * (c.const(1) - y)), "y")
-_unary("sin", lambda c, x, a: c.unary("sin", x), lambda c, x, y, t, a: t * c.unary("cos", x),
-       "x")
-_unary("cos", lambda c, x, a: c.unary("cos", x), lambda c, x, y, t, a: -(t * c.unary("sin", x)),
-       "x")
+_unary(
+    "log",
+    lambda c, x, a: c.unary("log", x),
+    lambda c, x, y, t, a: c.div(t, x),
+    "x",
+    check=_log_check,
+    keep="x",
+)
+_unary(
+    "tanh",
+    lambda c, x, a: c.unary("tanh", x),
+    lambda c, x, y, t, a: t * (c.const(1) - y * y),
+    "y",
+    keep="y",
+)
+_unary(
+    "sigmoid",
+    lambda c, x, a: c.div(c.const(1), c.const(1) + c.unary("exp", -x)),
+    lambda c, x, y, t, a: t * (y * (c.const(1) - y)),
+    "y",
+    keep="y",
+)
+_unary(
+    "sin",
+    lambda c, x, a: c.unary("sin", x),
+    lambda c, x, y, t, a: t * c.unary("cos", x),
+    "x",
+    keep="x",
+)
+_unary(
+    "cos",
+    lambda c, x, a: c.unary("cos", x),
+    lambda c, x, y, t, a: -(t * c.unary("sin", x)),
+    "x",
+    keep="x",
+)
 
 
 def _shape_saved(ctx: KernelContext, xs: list[Any], f: Any) -> tuple[Any, Any]:
     return ctx.arr(f(xs)), tuple(tuple(x.shape) for x in xs)
 
 
-_k("detach", lambda c, xs, a, e: (xs[0], tuple(xs[0].shape)),
-   lambda c, s, g, a, e: [c.zeros(s)], lambda c, s, dxs, a, e: c.zeros(s), "input shape")
+_k(
+    "detach",
+    lambda c, xs, a, e: (xs[0], tuple(xs[0].shape)),
+    lambda c, s, g, a, e: [c.zeros(s)],
+    lambda c, s, dxs, a, e: c.zeros(s),
+    "input shape",
+)
 
 
 def _const_forward(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
@@ -261,18 +367,25 @@ def _const_forward(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[A
     return from_spec(t, c.dtype), a["shape"]
 
 
-_k("const", _const_forward, lambda c, s, g, a, e: [], lambda c, s, dxs, a, e: c.zeros(s),
-   "shape")
+_k("const", _const_forward, lambda c, s, g, a, e: [], lambda c, s, dxs, a, e: c.zeros(s), "shape")
 
 
 # --------------------------------------------------------------------------- reductions
 
-_k("sum", lambda c, xs, a, e: (c.sum_all(xs[0]), tuple(xs[0].shape)),
-   lambda c, s, g, a, e: [c.xp.broadcast_to(g, s)],
-   lambda c, s, dxs, a, e: c.sum_all(dxs[0]), "input shape")
-_k("reduce_sum", lambda c, xs, a, e: (c.sum_axis(xs[0], a["axis"]), tuple(xs[0].shape)),
-   lambda c, s, g, a, e: [c.xp.broadcast_to(c.xp.expand_dims(g, axis=a["axis"]), s)],
-   lambda c, s, dxs, a, e: c.sum_axis(dxs[0], a["axis"]), "input shape")
+_k(
+    "sum",
+    lambda c, xs, a, e: (c.sum_all(xs[0]), tuple(xs[0].shape)),
+    lambda c, s, g, a, e: [c.xp.broadcast_to(g, s)],
+    lambda c, s, dxs, a, e: c.sum_all(dxs[0]),
+    "input shape",
+)
+_k(
+    "reduce_sum",
+    lambda c, xs, a, e: (c.sum_axis(xs[0], a["axis"]), tuple(xs[0].shape)),
+    lambda c, s, g, a, e: [c.xp.broadcast_to(c.xp.expand_dims(g, axis=a["axis"]), s)],
+    lambda c, s, dxs, a, e: c.sum_axis(dxs[0], a["axis"]),
+    "input shape",
+)
 
 
 def _swap_last(c: KernelContext, x: Any) -> Any:
@@ -283,8 +396,10 @@ def _swap_last(c: KernelContext, x: Any) -> Any:
 def _mm_operands(c: KernelContext, a: Any, b: Any) -> tuple[Any, Any]:
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     xp = c.xp
-    return (xp.broadcast_to(a, (*batch, *a.shape[-2:])),
-            xp.broadcast_to(b, (*batch, *b.shape[-2:])))
+    return (
+        xp.broadcast_to(a, (*batch, *a.shape[-2:])),
+        xp.broadcast_to(b, (*batch, *b.shape[-2:])),
+    )
 
 
 def _matmul_fwd(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
@@ -319,7 +434,11 @@ def _lin(c: KernelContext, x: Any, w: Any) -> Any:
 
 def _linear_fwd(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
     x, w, b = xs
-    y = _lin(c, x, w) + b
+    y = _lin(c, x, w)
+    if c._np and y.flags.writeable and y.shape[-1:] == b.shape:
+        np.add(y, b, out=y)  # y + b, into the matmul's fresh result (no new array)
+    else:
+        y = y + b
     return c.arr(c.xp.reshape(y, (*x.shape[:-1], w.shape[0]))), (x, w)
 
 
@@ -343,9 +462,13 @@ _k("linear", _linear_fwd, _linear_vjp, _linear_jvp, "x, w")
 
 # --------------------------------------------------------------------------- structure
 
-_k("reshape", lambda c, xs, a, e: (c.xp.reshape(xs[0], a["shape"]), tuple(xs[0].shape)),
-   lambda c, s, g, a, e: [c.xp.reshape(g, s)],
-   lambda c, s, dxs, a, e: c.xp.reshape(dxs[0], a["shape"]), "input shape")
+_k(
+    "reshape",
+    lambda c, xs, a, e: (c.xp.reshape(xs[0], a["shape"]), tuple(xs[0].shape)),
+    lambda c, s, g, a, e: [c.xp.reshape(g, s)],
+    lambda c, s, dxs, a, e: c.xp.reshape(dxs[0], a["shape"]),
+    "input shape",
+)
 
 
 def _swap(c: KernelContext, x: Any, k: int) -> Any:
@@ -354,37 +477,52 @@ def _swap(c: KernelContext, x: Any, k: int) -> Any:
     return c.xp.permute_dims(x, tuple(perm))
 
 
-_k("swap_adjacent", lambda c, xs, a, e: (_swap(c, xs[0], a["axis"]), None),
-   lambda c, s, g, a, e: [_swap(c, g, a["axis"])],
-   lambda c, s, dxs, a, e: _swap(c, dxs[0], a["axis"]), "nothing")
-_k("broadcast_to", lambda c, xs, a, e: (c.xp.broadcast_to(xs[0], a["shape"]),
-                                        tuple(xs[0].shape)),
-   lambda c, s, g, a, e: [c.unbroadcast(g, s)],
-   lambda c, s, dxs, a, e: c.xp.broadcast_to(dxs[0], a["shape"]), "input shape")
+_k(
+    "swap_adjacent",
+    lambda c, xs, a, e: (_swap(c, xs[0], a["axis"]), None),
+    lambda c, s, g, a, e: [_swap(c, g, a["axis"])],
+    lambda c, s, dxs, a, e: _swap(c, dxs[0], a["axis"]),
+    "nothing",
+)
+_k(
+    "broadcast_to",
+    lambda c, xs, a, e: (c.xp.broadcast_to(xs[0], a["shape"]), tuple(xs[0].shape)),
+    lambda c, s, g, a, e: [c.unbroadcast(g, s)],
+    lambda c, s, dxs, a, e: c.xp.broadcast_to(dxs[0], a["shape"]),
+    "input shape",
+)
 
 
 def _concat_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
     out, start = [], 0
     for shape in s:
-        out.append(g[start:start + shape[0]])
+        out.append(g[start : start + shape[0]])
         start += shape[0]
     return out
 
 
-_k("concat", lambda c, xs, a, e: (c.xp.concat(list(xs), axis=0),
-                                  tuple(tuple(x.shape) for x in xs)),
-   _concat_vjp, lambda c, s, dxs, a, e: c.xp.concat(list(dxs), axis=0), "input shapes")
+_k(
+    "concat",
+    lambda c, xs, a, e: (c.xp.concat(list(xs), axis=0), tuple(tuple(x.shape) for x in xs)),
+    _concat_vjp,
+    lambda c, s, dxs, a, e: c.xp.concat(list(dxs), axis=0),
+    "input shapes",
+)
 
 
 def _pad_rows(c: KernelContext, g: Any, shape: tuple[int, ...], start: int) -> Any:
     z = c.zeros(shape)
-    parts = [z[:start], g, z[start + g.shape[0]:]]
+    parts = [z[:start], g, z[start + g.shape[0] :]]
     return c.xp.concat(parts, axis=0)
 
 
-_k("slice", lambda c, xs, a, e: (xs[0][a["start"]:a["stop"]], tuple(xs[0].shape)),
-   lambda c, s, g, a, e: [_pad_rows(c, g, s, a["start"])],
-   lambda c, s, dxs, a, e: dxs[0][a["start"]:a["stop"]], "input shape")
+_k(
+    "slice",
+    lambda c, xs, a, e: (xs[0][a["start"] : a["stop"]], tuple(xs[0].shape)),
+    lambda c, s, g, a, e: [_pad_rows(c, g, s, a["start"])],
+    lambda c, s, dxs, a, e: dxs[0][a["start"] : a["stop"]],
+    "input shape",
+)
 
 
 def _sel_index(a: Attrs, env: Env, dim: int) -> int:
@@ -396,8 +534,9 @@ def _sel_index(a: Attrs, env: Env, dim: int) -> int:
     else:
         i = a["index"]
     if not 0 <= i < dim:
-        raise ShapeError(f"select: input 0: index out of range (expected 0 <= index < {dim}, "
-                         f"got {i})")
+        raise ShapeError(
+            f"select: input 0: index out of range (expected 0 <= index < {dim}, got {i})"
+        )
     return i
 
 
@@ -412,8 +551,13 @@ def _select_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]
     return [_pad_rows(c, c.xp.reshape(g, (1, *shape[1:])), shape, i)]
 
 
-_k("select", _select_fwd, _select_vjp,
-   lambda c, s, dxs, a, e: c.arr(dxs[0][s[1]]), "input shape, index")
+_k(
+    "select",
+    _select_fwd,
+    _select_vjp,
+    lambda c, s, dxs, a, e: c.arr(dxs[0][s[1]]),
+    "input shape, index",
+)
 
 
 def _scatter(c: KernelContext, t: Any, indices: Sequence[int], n: int) -> Any:
@@ -431,12 +575,20 @@ def _take(c: KernelContext, x: Any, indices: Sequence[int]) -> Any:
     return c.xp.take(x, c.xp.asarray(list(indices), dtype=c.xp.int64), axis=0)
 
 
-_k("index_select", lambda c, xs, a, e: (_take(c, xs[0], a["indices"]), xs[0].shape[0]),
-   lambda c, s, g, a, e: [_scatter(c, g, a["indices"], s)],
-   lambda c, s, dxs, a, e: _take(c, dxs[0], a["indices"]), "leading dim")
-_k("scatter_add", lambda c, xs, a, e: (_scatter(c, xs[0], a["indices"], a["size"]), None),
-   lambda c, s, g, a, e: [_take(c, g, a["indices"])],
-   lambda c, s, dxs, a, e: _scatter(c, dxs[0], a["indices"], a["size"]), "nothing")
+_k(
+    "index_select",
+    lambda c, xs, a, e: (_take(c, xs[0], a["indices"]), xs[0].shape[0]),
+    lambda c, s, g, a, e: [_scatter(c, g, a["indices"], s)],
+    lambda c, s, dxs, a, e: _take(c, dxs[0], a["indices"]),
+    "leading dim",
+)
+_k(
+    "scatter_add",
+    lambda c, xs, a, e: (_scatter(c, xs[0], a["indices"], a["size"]), None),
+    lambda c, s, g, a, e: [_take(c, g, a["indices"])],
+    lambda c, s, dxs, a, e: _scatter(c, dxs[0], a["indices"], a["size"]),
+    "nothing",
+)
 
 
 # --------------------------------------------------------------------------- softmax family
@@ -468,9 +620,13 @@ def _lastsum(c: KernelContext, x: Any) -> Any:
     return c.xp.expand_dims(c.sum_axis(x, -1), axis=-1)
 
 
-_k("softmax", _softmax_fwd,
-   lambda c, y, g, a, e: [y * (g - _lastsum(c, g * y))],
-   lambda c, y, dxs, a, e: y * (dxs[0] - _lastsum(c, y * dxs[0])), "y")
+_k(
+    "softmax",
+    _softmax_fwd,
+    lambda c, y, g, a, e: [y * (g - _lastsum(c, g * y))],
+    lambda c, y, dxs, a, e: y * (dxs[0] - _lastsum(c, y * dxs[0])),
+    "y",
+)
 
 
 def _log_softmax_fwd(c: KernelContext, xs: list[Any], a: Attrs, env: Env) -> tuple[Any, Any]:
@@ -479,9 +635,13 @@ def _log_softmax_fwd(c: KernelContext, xs: list[Any], a: Attrs, env: Env) -> tup
     return c.arr(y), c.div(e, s)
 
 
-_k("log_softmax", _log_softmax_fwd,
-   lambda c, p, g, a, e: [g - p * _lastsum(c, g)],
-   lambda c, p, dxs, a, e: dxs[0] - _lastsum(c, p * dxs[0]), "softmax p")
+_k(
+    "log_softmax",
+    _log_softmax_fwd,
+    lambda c, p, g, a, e: [g - p * _lastsum(c, g)],
+    lambda c, p, dxs, a, e: dxs[0] - _lastsum(c, p * dxs[0]),
+    "softmax p",
+)
 
 
 # --------------------------------------------------------------------------- composites
@@ -508,8 +668,9 @@ def _composite_kernel(op: OpDef) -> Kernel:
         g = body_of(xs, attrs)
         vals, saves = list(xs), []
         for node in g.nodes:
-            y, s = KERNELS[node.op].forward(ctx, [vals[a] for a in node.args],
-                                            dict(node.attrs), env)
+            y, s = KERNELS[node.op].forward(
+                ctx, [vals[a] for a in node.args], dict(node.attrs), env
+            )
             vals.append(ctx.arr(y))
             saves.append(s)
         return vals[-1], (g, saves)
@@ -521,19 +682,24 @@ def _composite_kernel(op: OpDef) -> Kernel:
         for k in range(len(g.nodes) - 1, -1, -1):
             node, idx = g.nodes[k], n_in + k
             seed = ct[idx] if ct[idx] is not None else ctx.zeros(g.shapes[idx])
-            per_arg = [ctx.arr(c) for c in
-                       KERNELS[node.op].vjp(ctx, saves[k], seed, dict(node.attrs), env)]
+            per_arg = [
+                ctx.arr(c) for c in KERNELS[node.op].vjp(ctx, saves[k], seed, dict(node.attrs), env)
+            ]
             for j, c in fold_fanin(node.args, per_arg).items():
                 ct[j] = ctx.arr(ctx.zeros(g.shapes[j]) + c) if ct[j] is None else ct[j] + c
-        return [ctx.zeros(g.shapes[j]) if ct[j] is None else ctx.arr(ct[j])
-                for j in range(n_in)]
+        return [ctx.zeros(g.shapes[j]) if ct[j] is None else ctx.arr(ct[j]) for j in range(n_in)]
 
     def jvp(ctx: KernelContext, saved: Any, dxs: list[Any], attrs: Attrs, env: Env) -> Any:
         g, saves = saved
         tans = list(dxs)
         for k, node in enumerate(g.nodes):
-            tans.append(ctx.arr(KERNELS[node.op].jvp(ctx, saves[k], [tans[a] for a in node.args],
-                                                     dict(node.attrs), env)))
+            tans.append(
+                ctx.arr(
+                    KERNELS[node.op].jvp(
+                        ctx, saves[k], [tans[a] for a in node.args], dict(node.attrs), env
+                    )
+                )
+            )
         return tans[-1]
 
     return Kernel(op.name, forward, vjp, jvp, "the body's saved values")

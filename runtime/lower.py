@@ -16,27 +16,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from spec.errors import ShapeError
 from spec.graph import Graph
 from spec.validate import validate_graph
 
-from .context import KernelContext
+from .context import KernelContext, fp_quiet
 from .kernels import fold_fanin, kernel_for
 from .tape import Tape
 
 __all__ = ["Compiled", "compile", "lower"]
 
 
-def _dense_backward(ctx: KernelContext, kern: Any, saved: Any, args: tuple[int, ...],
-                    attrs: dict[str, Any], env: Sequence[int],
-                    shapes: Sequence[tuple[int, ...]]) -> Any:
+def _dense_backward(
+    ctx: KernelContext,
+    kern: Any,
+    saved: Any,
+    args: tuple[int, ...],
+    attrs: dict[str, Any],
+    env: Sequence[int],
+    shapes: Sequence[tuple[int, ...]],
+) -> Any:
     def backward(g: Any) -> list[tuple[int, Any]]:
         per_arg = [ctx.arr(c) for c in kern.vjp(ctx, saved, g, attrs, env)]
         contrib = fold_fanin(args, per_arg)
-        return [(j, ctx.arr(contrib[j]) if j in contrib else ctx.zeros(s))
-                for j, s in enumerate(shapes)]
+        return [
+            (j, ctx.arr(contrib[j]) if j in contrib else ctx.zeros(s)) for j, s in enumerate(shapes)
+        ]
 
     return backward
 
@@ -53,8 +58,15 @@ def _check_inputs(g: Graph, inputs: Sequence[Any], ctx: KernelContext) -> list[A
     return xs
 
 
-def lower(g: Graph, inputs: Sequence[Any], env: Sequence[int] = (), *, dtype: str = "float32",
-          kernels: str = "fast", ctx: KernelContext | None = None) -> Tape:
+def lower(
+    g: Graph,
+    inputs: Sequence[Any],
+    env: Sequence[int] = (),
+    *,
+    dtype: str = "float32",
+    kernels: str = "fast",
+    ctx: KernelContext | None = None,
+) -> Tape:
     """The tape of g on `inputs` (TorchLean's compile_aux_data)."""
     ctx = ctx or KernelContext(dtype, kernels)
     # A Graph is validated when built, but its fields can be reassigned: re-check here.
@@ -68,9 +80,9 @@ def lower(g: Graph, inputs: Sequence[Any], env: Sequence[int] = (), *, dtype: st
         kern = kernel_for(node.op)
         args = [tape.nodes[a].value for a in node.args]
         attrs = dict(node.attrs)
-        if kern.check is not None:
-            kern.check(ctx, args, attrs)
-        with np.errstate(all="ignore"):
+        with fp_quiet():
+            if kern.check is not None:
+                kern.check(ctx, args, attrs)
             y, saved = kern.forward(ctx, args, attrs, env)
         bw = _dense_backward(ctx, kern, saved, node.args, attrs, env, shapes[:idx])
         tape.add_node(node.op, ctx.arr(y), True, node.args, bw)

@@ -114,6 +114,8 @@ class Param:
         if tuple(new.shape) != tuple(old.shape):
             raise ShapeError(f"Param.set({self.name!r}): shape {tuple(new.shape)} is not "
                              f"{tuple(old.shape)}")
+        if self.dtype == "exact":
+            _check_exact_elems(new, f"Param.set({self.name!r})")
         assert self.value_cell is not None and self.host_current is not None
         self.value_cell.value = _frozen_copy(new)
         self.host_current.value = True
@@ -122,6 +124,15 @@ class Param:
         """The same storage under another name (an alias)."""
         return Param(name, self.value_cell, self.device_cell, self.host_current,
                      self.requires_grad, self.dtype, self.owner)
+
+
+def _check_exact_elems(a: Any, what: str) -> None:
+    """An exact-dtype array must hold exact rationals: a float (or None) in an object array
+    would pass the dtype check and silently turn exact arithmetic inexact."""
+    for v in np.asarray(a).reshape(-1):
+        if not isinstance(v, (Fraction, int)) or isinstance(v, bool):
+            raise ShapeError(f"{what}: exact dtype holds exact rationals only, got "
+                             f"{type(v).__name__} {v!r}")
 
 
 def _is_scalar(x: Any) -> bool:
@@ -308,7 +319,8 @@ class Session:
 
     def _check(self, x: Any, what: str = "argument") -> int:
         if isinstance(x, NatRef):
-            raise StaleHandleError(f"{what}: a NatRef was given where a TensorRef is expected")
+            self._check_nat(x, what)  # a stale or foreign NatRef is reported as such first
+            raise TorchLeanError(f"{what}: a NatRef was given where a TensorRef is expected")
         if not isinstance(x, TensorRef):
             raise TorchLeanError(f"{what}: expected a TensorRef, got {type(x).__name__}")
         if x.owner != self.owner:
@@ -404,9 +416,15 @@ class Session:
         return self._env[self._check_nat(r, "get_nat")]
 
     def set_nat(self, r: NatRef, n: int) -> None:
+        """Replace a NatRef's value. Eager: later ops read the new value. Typed graph: only
+        before the first op node, since the recorded graph reads the environment when it is
+        evaluated and earlier nodes were computed with the old value."""
         slot = self._check_nat(r, "set_nat")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise TorchLeanError(f"set_nat: expected a non-negative int, got {n!r}")
+        if self.mode == "typed_graph" and self._graph_has_nodes:
+            raise GraphError("set_nat: cannot change a NatRef after graph nodes have been "
+                             "created (reset_tape first)")
         self._env[slot] = n
 
     def get_value(self, x: TensorRef) -> Any:
@@ -494,6 +512,8 @@ class Session:
         s = np.asarray(seed) if isinstance(seed, np.ndarray) else self.backend.asarray(
             seed, self.dtype)
         self.tape._check_grad(out, s, "seed")
+        if self.ctx.exact:
+            _check_exact_elems(s, "seed")
         return s
 
     def backward_dense_all(self, out: TensorRef, seed: Any,
@@ -567,6 +587,7 @@ class Session:
         return self.tape.forward_tangents({xi: self._seed(xi, dx)})[oi]
 
     def jvp_scalar_leaf(self, loss: TensorRef, x: TensorRef, dx: Any) -> Any:
+        self._typed_only("jvp_scalar_leaf")
         if loss.shape != ():
             raise ShapeError(f"jvp_scalar_leaf: loss has shape {loss.shape}, expected ()")
         return self.jvp_leaf(loss, x, dx)
@@ -576,11 +597,16 @@ class Session:
         """p ← p − g·lr for every parameter used on this tape; the gradients of leaves that
         alias one storage are summed (leaf order) and the *current* storage updated once.
         Everything is validated before anything is mutated."""
+        if not self.grad_enabled:
+            raise TorchLeanError("sgd_step_all: this is an inference session "
+                                 "(grad_enabled=False); it has no trainable leaves")
         if len(grads) != len(self.tape):
             raise ShapeError(f"sgd_step_all: {len(grads)} gradients for a tape of "
                              f"{len(self.tape)} nodes")
         for leaf in self._leaf_param:
             self.tape._check_grad(leaf, np.asarray(grads[leaf]), "sgd_step_all")
+            if self.ctx.exact:
+                _check_exact_elems(grads[leaf], f"sgd_step_all: gradient for node {leaf}")
         lr_c = self.ctx.const(Fraction(lr))
         updates = []
         for first, leaves in group_leaves(self._leaf_param):

@@ -9,12 +9,19 @@ Invariants:
   into a dense list in emission order: the first contribution into an empty slot is stored
   as is, later ones as `existing + new`.
 - Gradients are returned, never stored on nodes.
+
+Speed (the eager Session runs every op through `Tape.op`): the validation of an identical
+(op, input shapes, attributes) is memoised (`_validated`), the forward runs under one
+`fp_quiet()` (the kernels do not set the floating-point state again), and the reverse sweep
+checks each contribution with a cheap shape/dtype test, falling back to the full check
+(and its error message) only when that test fails. None of this changes a value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -22,13 +29,56 @@ import numpy as np
 from spec.errors import GraphError, HookError, ShapeError
 from spec.validate import check_node
 
-from .context import KernelContext
-from .kernels import fold_fanin, kernel_for
+from .context import KernelContext, fp_quiet
+from .kernels import KERNELS, fold_fanin, kernel_for
 
 __all__ = ["Backward", "Tape", "TapeNode"]
 
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
 Backward = Callable[[Any], Sequence[tuple[int, Any]]]
 Hook = Callable[[int, Any], Any]
+
+
+_ATOMS = (int, bool, str, Fraction, type(None))
+_VALIDATED: dict[Any, tuple[dict[str, Any], tuple[int, ...]]] = {}
+_VALIDATED_MAX = 4096
+
+
+def _freeze(v: Any) -> Any:
+    """A hashable key that is equal only for attribute values that normalise alike: the
+    exact type goes into the key (1, 1.0, True and Fraction(1) stay apart; floats by their
+    hex form, so -0.0 and NaN are keys too). Anything else raises TypeError: not cached."""
+    t = type(v)
+    if t in _ATOMS:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())
+    if t is tuple or t is list:
+        return (t, tuple(_freeze(x) for x in v))
+    raise TypeError(t)
+
+
+def _validated(name: str, attrs: dict[str, Any], shapes: tuple[tuple[int, ...], ...]) -> Any:
+    """`check_node(name, 0..n-1, attrs, shapes)`, memoised on (op, shapes, attributes): the
+    result depends on nothing else. Failures are not cached (they raise every time). Returns
+    (a fresh copy of the normalised attributes, the output shape)."""
+    try:
+        key: Any = (name, shapes, tuple([(k, _freeze(v)) for k, v in attrs.items()]))
+        hit = _VALIDATED.get(key)
+    except TypeError:
+        key, hit = None, None
+    if hit is None:
+        norm, out = check_node(name, list(range(len(shapes))), attrs, shapes)
+        if key is not None:
+            if len(_VALIDATED) >= _VALIDATED_MAX:
+                _VALIDATED.clear()
+            _VALIDATED[key] = (dict(norm), tuple(out))
+        return norm, out
+    return dict(hit[0]), hit[1]
 
 
 @dataclass(slots=True)
@@ -54,8 +104,14 @@ class Tape:
     def value(self, i: int) -> Any:
         return self.nodes[self._check_id(i, "value")].value
 
-    def add_node(self, name: str, value: Any, requires_grad: bool, parents: Sequence[int],
-                 backward: Backward | None) -> int:
+    def add_node(
+        self,
+        name: str,
+        value: Any,
+        requires_grad: bool,
+        parents: Sequence[int],
+        backward: Backward | None,
+    ) -> int:
         for p in parents:
             self._check_id(p, f"add_node({name!r}) parent")
         self.nodes.append(TapeNode(name, value, requires_grad, tuple(parents), backward))
@@ -66,31 +122,53 @@ class Tape:
 
     def op(self, name: str, args: Sequence[int], env: Sequence[int] = (), **attrs: Any) -> int:
         """Append one op node: validate, compute, then append (nothing on failure)."""
+        nodes = self.nodes
+        n = len(nodes)
         for k, a in enumerate(args):
-            self._check_id(a, f"{name}: input {k}")
+            if type(a) is not int or not 0 <= a < n:
+                self._check_id(a, f"{name}: input {k}")
         ctx = self.ctx
-        shapes = [tuple(self.nodes[a].value.shape) for a in args]
-        norm, _ = check_node(name, list(range(len(args))), attrs, shapes)
-        kern = kernel_for(name)
-        xs = [self.nodes[a].value for a in args]
-        if kern.check is not None:
-            kern.check(ctx, xs, norm)
-        with np.errstate(all="ignore"):
+        xs = [nodes[a].value for a in args]
+        norm, _ = _validated(name, attrs, tuple([tuple(x.shape) for x in xs]))
+        kern = KERNELS.get(name) or kernel_for(name)
+        with fp_quiet():
+            if kern.check is not None:
+                kern.check(ctx, xs, norm)
             y, saved = kern.forward(ctx, xs, norm, env)
-        y = ctx.arr(y)
-        rg = any(self.nodes[a].requires_grad for a in args)
+        if type(y) is not np.ndarray:
+            y = ctx.arr(y)
         arg_ids = tuple(args)
+        rg = False
+        for a in arg_ids:
+            if nodes[a].requires_grad:
+                rg = True
+                break
+        vjp = kern.vjp
+        arr = ctx.arr
+        single = len(arg_ids) == 1
+        distinct = single or len(set(arg_ids)) == len(arg_ids)
 
         def backward(g: Any) -> list[tuple[int, Any]]:
-            per_arg = [ctx.arr(c) for c in kern.vjp(ctx, saved, g, norm, env)]
-            return [(j, ctx.arr(c)) for j, c in sorted(fold_fanin(arg_ids, per_arg).items())]
+            per_arg = vjp(ctx, saved, g, norm, env)
+            if distinct and len(per_arg) == len(arg_ids):
+                # no fan-in: one cotangent per distinct id, emitted in increasing id order
+                if single:
+                    c = per_arg[0]
+                    return [(arg_ids[0], c if type(c) is np.ndarray else arr(c))]
+                pairs = [
+                    (j, c if type(c) is np.ndarray else arr(c))
+                    for j, c in zip(arg_ids, per_arg, strict=True)
+                ]
+                pairs.sort(key=_first)
+                return pairs
+            folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
+            return [(j, arr(c)) for j, c in sorted(folded.items())]
 
         def jvp(tangents: list[Any]) -> Any:
             return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))
 
-        i = self.add_node(name, y, rg, arg_ids, backward if rg else None)
-        self.nodes[i].jvp = jvp
-        return i
+        nodes.append(TapeNode(name, y, rg, arg_ids, backward if rg else None, jvp))
+        return n
 
     # ------------------------------------------------------------------ reverse passes
     def _check_id(self, i: Any, what: str) -> int:
@@ -107,15 +185,20 @@ class Tape:
                 f"; expected shape {tuple(v.shape)} dtype {v.dtype}"
             )
 
-    def _sweep(self, grads: list[Any], start: int, run_all: bool,
-               hook: Hook | None = None) -> list[Any]:
-        with np.errstate(all="ignore"):  # IEEE overflow/invalid are values here, not errors
+    def _sweep(
+        self, grads: list[Any], start: int, run_all: bool, hook: Hook | None = None
+    ) -> list[Any]:
+        with fp_quiet():  # IEEE overflow/invalid are values here, not errors
             return self._sweep_inner(grads, start, run_all, hook)
 
-    def _sweep_inner(self, grads: list[Any], start: int, run_all: bool,
-                     hook: Hook | None) -> list[Any]:
+    def _sweep_inner(
+        self, grads: list[Any], start: int, run_all: bool, hook: Hook | None
+    ) -> list[Any]:
+        nodes = self.nodes
+        arr = self.ctx.arr
+        ndarray = np.ndarray
         for i in range(start, -1, -1):
-            node = self.nodes[i]
+            node = nodes[i]
             if hook is not None and grads[i] is not None and (node.requires_grad or i == start):
                 grads[i] = self._apply_hook(hook, i, grads[i])
             if not node.requires_grad or node.backward is None:
@@ -125,13 +208,27 @@ class Tape:
                 if not run_all:
                     continue
                 g = self.ctx.zeros(tuple(node.value.shape))
-            for pid, contrib in node.backward(self.ctx.arr(g)):
+            elif type(g) is not ndarray:
+                g = arr(g)
+            for pid, contrib in node.backward(g):
                 if pid >= i or pid < 0:
                     raise GraphError(f"node {i} ({node.name}) emitted a gradient for id {pid}")
-                if not self.nodes[pid].requires_grad:
+                target = nodes[pid]
+                if not target.requires_grad:
                     continue
-                self._check_grad(pid, contrib, f"node {i} ({node.name}) backward")
-                grads[pid] = contrib if grads[pid] is None else self.ctx.arr(grads[pid] + contrib)
+                v = target.value
+                if (
+                    type(contrib) is not ndarray
+                    or contrib.shape != v.shape
+                    or contrib.dtype != v.dtype
+                ):
+                    self._check_grad(pid, contrib, f"node {i} ({node.name}) backward")
+                old = grads[pid]
+                if old is None:
+                    grads[pid] = contrib
+                else:
+                    new = old + contrib
+                    grads[pid] = new if type(new) is ndarray else arr(new)
         return grads
 
     def _apply_hook(self, hook: Hook, i: int, g: Any) -> Any:
@@ -157,14 +254,19 @@ class Tape:
     def backward_dense_all(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any]:
         """`backward_dense`, then unreached slots become zeros: one gradient per id."""
         grads = self.backward_dense(out, seed, hook)
-        return [self.ctx.zeros(tuple(n.value.shape)) if g is None else g
-                for g, n in zip(grads, self.nodes, strict=True)]
+        zeros = self.ctx.zeros
+        return [
+            zeros(tuple(n.value.shape)) if g is None else g
+            for g, n in zip(grads, self.nodes, strict=True)
+        ]
 
     def backward_dense_from(self, grads0: Sequence[Any]) -> list[Any]:
         """Run every non-frozen node in reverse id order from a full list of cotangents."""
         if len(grads0) != len(self.nodes):
-            raise ShapeError(f"backward_dense_from: {len(grads0)} cotangents for a tape of "
-                             f"{len(self.nodes)} nodes")
+            raise ShapeError(
+                f"backward_dense_from: {len(grads0)} cotangents for a tape of "
+                f"{len(self.nodes)} nodes"
+            )
         for i, g in enumerate(grads0):
             self._check_grad(i, g, "backward_dense_from seed")
         return self._sweep(list(grads0), len(self.nodes) - 1, run_all=True)
@@ -173,7 +275,7 @@ class Tape:
         """Forward mode over the recorded nodes: the tangent of every id given tangents of
         leaves (missing leaves and frozen nodes contribute zero)."""
         tans: list[Any] = []
-        with np.errstate(all="ignore"):
+        with fp_quiet():
             for i, node in enumerate(self.nodes):
                 zero = self.ctx.zeros(tuple(node.value.shape))
                 if not node.parents:

@@ -15,6 +15,7 @@ from proofs.cli import main, readme_table
 from proofs.decide import decide_zero, rational_points
 from proofs.enumeration import GRAMMARS, count_tier, enumerate_tier
 from proofs.graph_laws import check_graph
+from proofs.kernel_laws import KNOWN_FAILURES
 from proofs.op_laws import LAWS, OBLIGATIONS
 from proofs.registry import (
     EVIDENCE_KINDS,
@@ -51,9 +52,7 @@ SUBSET = [
     "op.const",
     "op.select",
     "op.mse_loss",
-    "link",
-    "graph",
-    "tape",
+    *GRAPH_THEOREMS,
     "float",
 ]
 
@@ -75,12 +74,12 @@ def test_every_op_has_its_three_obligations() -> None:
 def test_theorems_are_well_formed() -> None:
     ths = theorems()
     assert len({t.name for t in ths}) == len(ths)
-    assert len(ths) == 3 * len(OPS) + len(GRAPH_THEOREMS) + 1
+    assert len(ths) == 3 * len(OPS) + len(GRAPH_THEOREMS) + 2
     for t in ths:
         assert t.statement and t.formula and t.evidence
         assert all(e in EVIDENCE_KINDS for e in t.evidence)
         assert t.name.count(".") >= 1 and t.name == t.name.strip()
-    for name in (*GRAPH_THEOREMS, "float.ordered_bitwise"):
+    for name in (*GRAPH_THEOREMS, "float.ordered_bitwise", "link.kernels_eq_spec_rules"):
         assert get(name).name == name
     assert "written proof" in get(GRAPH_THEOREMS[0]).evidence
     assert get(GRAPH_THEOREMS[0]).status == "proved"
@@ -91,7 +90,8 @@ def test_select_by_prefix_and_unknown_names() -> None:
     assert relu == ["op.relu.adjoint", "op.relu.derivative", "op.relu.forward"]
     assert [t.name for t in select(["op.relu.forward"])] == ["op.relu.forward"]
     assert {t.name for t in select(["link"])} == {
-        n for n in GRAPH_THEOREMS if n.startswith("link.")
+        *(n for n in GRAPH_THEOREMS if n.startswith("link.")),
+        "link.kernels_eq_spec_rules",
     }
     with pytest.raises(ProofError):
         select(["op.no_such_op"])
@@ -164,22 +164,41 @@ def test_wrong_kernel_vjp_fails_the_link_check(monkeypatch: pytest.MonkeyPatch) 
         assert res["values"][0]
 
 
+def test_kernels_eq_spec_rules_fails_only_on_reported_bugs() -> None:
+    """Every runtime kernel equals its spec rule on every law case, except the runtime bugs
+    listed in KNOWN_FAILURES (reported to the runtime's owners); once they are fixed the
+    theorem passes and lists them as now passing."""
+    r = run_check(get("link.kernels_eq_spec_rules"), CheckContext())
+    assert r.counts["ops"] == len(OPS)
+    failing = set(r.details["failing_ops"])
+    assert failing <= set(KNOWN_FAILURES), f"unexplained kernel failures: {failing}"
+    assert r.passed == (not failing)
+    assert get("link.kernels_eq_spec_rules").status == (
+        "known-failing" if KNOWN_FAILURES else "checked"
+    )
+    for name in failing:  # the failure is the reported one: a 0-d input only
+        assert all("(())" in f for f in r.details["ops"][name]["failures"])
+
+
 # --------------------------------------------------------------------------- quick runs
 
 
 @pytest.fixture(scope="module")
 def quick_certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, str]:
-    """Two quick runs of the representative subset through the CLI."""
+    """Two consecutive quick runs of the representative subset (through the CLI) that saw
+    the same sources. Other work may edit spec/, runtime/ or conformance/ while the tests
+    run; a run is then repeated, since a certificate is reproducible only for fixed
+    sources."""
     d = tmp_path_factory.mktemp("certs")
-    paths = [d / "c1.json", d / "c2.json"]
-    outs = []
-    for p in paths:
-        rc = main(
-            ["check", *SUBSET, "--quick", "--jobs", "2", "--no-progress", "--certificate", str(p)]
-        )
-        outs.append(rc)
-    assert outs == [0, 0]
-    return certificate.load(paths[0]), certificate.load(paths[1]), str(paths[0])
+    certs: list[dict] = []
+    for attempt in range(3):
+        path = d / f"c{attempt}.json"
+        argv = ["check", *SUBSET, "--quick", "--jobs", "2", "--no-progress"]
+        assert main([*argv, "--certificate", str(path)]) == 0
+        certs.append(certificate.load(path))
+        if len(certs) >= 2 and certs[-1]["sources"] == certs[-2]["sources"]:
+            return certs[-2], certs[-1], str(d / f"c{attempt - 1}.json")
+    pytest.fail("the sources changed between every pair of runs")
 
 
 def test_quick_subset_passes(quick_certs: tuple[dict, dict, str]) -> None:

@@ -27,8 +27,8 @@ from spec.errors import (
     StaleHandleError,
     TorchLeanError,
 )
-from spec.graph import backprop_all_ctx, eval_graph, jvp_ctx
-from spec.tensor import Tensor, TensorPack
+from spec.graph import eval_graph, jvp_ctx
+from spec.tensor import Tensor
 
 F = Fraction
 F32 = np.float32
@@ -51,8 +51,7 @@ def ex(x: Any) -> np.ndarray:
 
 def fr(a: Any) -> list[Fraction]:
     """Exact values of an array's elements (IEEE elements are finite here)."""
-    return [v if isinstance(v, Fraction) else Fraction(float(v))
-            for v in np.asarray(a).reshape(-1)]
+    return [v if isinstance(v, Fraction) else Fraction(float(v)) for v in np.asarray(a).reshape(-1)]
 
 
 def bits(a: np.ndarray) -> bytes:
@@ -230,15 +229,33 @@ def _algebraic_program(s: Session, nat: bool = True) -> list[Any]:
     c = s.input([[1, 2], [F(1, 2), -1], [2, 0]])
     r = s.input_nat(1) if nat else 1
     outs = [
-        s.add(a, b), s.sub(a, b), s.mul(a, b), s.div(a, s.clamp(b, lo=F(1, 4), hi=3)),
-        s.neg(a), s.scale(a, c=F(3, 2)), s.relu(a), s.abs(a), s.maximum(a, b),
-        s.minimum(a, b), s.sum(a), s.reduce_sum(a, axis=0), s.matmul(a, c),
-        s.linear(b, s.transpose(c), s.select(c, index=0)), s.reshape(a, shape=(3, 2)),
-        s.swap_adjacent(a, axis=0), s.broadcast_to(s.reshape(b, shape=(1, 3)), shape=(2, 3)),
-        s.concat(a, a), s.slice(a, start=1, stop=2), s.select(a, index=r),
-        s.index_select(a, indices=[1, 1, 0]), s.scatter_add(a, indices=[1, 1], size=3),
-        s.mean(a), s.reduce_mean(a, axis=1), s.mse_loss(a, s.broadcast_to(b, shape=(2, 3))),
-        s.inv(s.clamp(a, lo=F(1, 2), hi=2)), s.detach(a),
+        s.add(a, b),
+        s.sub(a, b),
+        s.mul(a, b),
+        s.div(a, s.clamp(b, lo=F(1, 4), hi=3)),
+        s.neg(a),
+        s.scale(a, c=F(3, 2)),
+        s.relu(a),
+        s.abs(a),
+        s.maximum(a, b),
+        s.minimum(a, b),
+        s.sum(a),
+        s.reduce_sum(a, axis=0),
+        s.matmul(a, c),
+        s.linear(b, s.transpose(c), s.select(c, index=0)),
+        s.reshape(a, shape=(3, 2)),
+        s.swap_adjacent(a, axis=0),
+        s.broadcast_to(s.reshape(b, shape=(1, 3)), shape=(2, 3)),
+        s.concat(a, a),
+        s.slice(a, start=1, stop=2),
+        s.select(a, index=r),
+        s.index_select(a, indices=[1, 1, 0]),
+        s.scatter_add(a, indices=[1, 1], size=3),
+        s.mean(a),
+        s.reduce_mean(a, axis=1),
+        s.mse_loss(a, s.broadcast_to(b, shape=(2, 3))),
+        s.inv(s.clamp(a, lo=F(1, 2), hi=2)),
+        s.detach(a),
     ]
     outs.append(s.const([[1, 2, 3], [4, 5, 6]]))
     outs.append(s.add(outs[-1], a) * 2)
@@ -249,9 +266,20 @@ def _float_program(s: Session) -> list[Any]:
     a = s.input([[1.0, -2.0, 0.5], [3.0, 0.25, -1.5]], requires_grad=True)
     t = s.input([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     return [
-        s.tanh(a), s.exp(a), s.log(s.abs(a)), s.sqrt(s.abs(a)), s.sin(a), s.cos(a),
-        s.sigmoid(a), s.softplus(a), s.gelu(a), s.silu(a), s.safe_log(a), s.softmax(a),
-        s.log_softmax(a), s.cross_entropy(a, t),
+        s.tanh(a),
+        s.exp(a),
+        s.log(s.abs(a)),
+        s.sqrt(s.abs(a)),
+        s.sin(a),
+        s.cos(a),
+        s.sigmoid(a),
+        s.softplus(a),
+        s.gelu(a),
+        s.silu(a),
+        s.safe_log(a),
+        s.softmax(a),
+        s.log_softmax(a),
+        s.cross_entropy(a, t),
     ]
 
 
@@ -322,10 +350,20 @@ def test_python_operators(mode: str) -> None:
     m = s.input([[1, 2], [3, 4]])
     v = s.input([[1], [1]])
     cases = [
-        (x + y, [5, 10]), (x - y, [-3, -6]), (x * y, [4, 16]), (x / y, [F(1, 4), F(1, 4)]),
-        (-x, [-1, -2]), (x + 1, [2, 3]), (1 + x, [2, 3]), (x - F(1, 2), [F(1, 2), F(3, 2)]),
-        (3 - x, [2, 1]), (2 * x, [2, 4]), (x * 0.5, [F(1, 2), 1]), (1 / y, [F(1, 4), F(1, 8)]),
-        (y / 2, [2, 4]), (m @ v, [3, 7]),
+        (x + y, [5, 10]),
+        (x - y, [-3, -6]),
+        (x * y, [4, 16]),
+        (x / y, [F(1, 4), F(1, 4)]),
+        (-x, [-1, -2]),
+        (x + 1, [2, 3]),
+        (1 + x, [2, 3]),
+        (x - F(1, 2), [F(1, 2), F(3, 2)]),
+        (3 - x, [2, 1]),
+        (2 * x, [2, 4]),
+        (x * 0.5, [F(1, 2), 1]),
+        (1 / y, [F(1, 4), F(1, 8)]),
+        (y / 2, [2, 4]),
+        (m @ v, [3, 7]),
     ]
     for ref, want in cases:
         assert fr(s.get_value(ref)) == [F(w) for w in want]
@@ -494,7 +532,8 @@ def test_inference_session(mode: str) -> None:
     assert fr(s.get_value(y)) == [3, 8] and fr(s.get_value(loss)) == [11]
     grads = s.backward_scalar_dense_all(loss)
     assert [fr(g) for g in grads] == [[0, 0], [0, 0], [0, 0], [1]]
-    s.sgd_step_all(1, grads)
+    with pytest.raises(TorchLeanError, match="inference session"):
+        s.sgd_step_all(1, grads)
     assert fr(p.get()) == [1, 2]
 
 
@@ -534,13 +573,13 @@ def test_bad_hooks_raise_hook_error(mode: str) -> None:
     z = s.sum(y)
     n = tape_len(s)
     with pytest.raises(HookError) as ei:
-        s.backward_dense_all_with_hook(z, f32(1.0),
-                                       lambda i, g: g.reshape(-1) if i == y.id else g)
+        s.backward_dense_all_with_hook(z, f32(1.0), lambda i, g: g.reshape(-1) if i == y.id else g)
     msg = str(ei.value)
     assert f"node {y.id}" in msg and "(1, 3)" in msg and "(3,)" in msg
     with pytest.raises(HookError) as ei:
-        s.backward_dense_all_with_hook(z, f32(1.0),
-                                       lambda i, g: g.astype(np.float64) if i == x.id else g)
+        s.backward_dense_all_with_hook(
+            z, f32(1.0), lambda i, g: g.astype(np.float64) if i == x.id else g
+        )
     msg = str(ei.value)
     assert f"node {x.id}" in msg and "float32" in msg and "float64" in msg and "(1, 3)" in msg
     with pytest.raises(HookError, match=f"node {z.id}"):
@@ -698,8 +737,7 @@ def test_rng_split_uniform_mask() -> None:
     assert fr(s.get_value(u)) == [srng.sample_unit(key, i) for i in range(6)]
     m = s.bernoulli_mask((8,), F(1, 4), rng=left)
     key = srng.key_of(left.seed, 0)
-    assert fr(s.get_value(m)) == [1 if srng.sample_unit(key, i) >= F(1, 4) else 0
-                                  for i in range(8)]
+    assert fr(s.get_value(m)) == [1 if srng.sample_unit(key, i) >= F(1, 4) else 0 for i in range(8)]
     assert left.counter == 1 and s.rng.counter == 1
 
 
@@ -855,3 +893,55 @@ def test_sgd_step_all(mode: str) -> None:
     # ids: x 0, a 1, f 2; only a's entry moves w: [-1/2, 0] - [3, 3] / 2
     s.sgd_step_all(0.5, [ex([1, 1]), ex([3, 3]), ex([2, 2]), *grads[3:]])
     assert fr(w.get()) == [-2, F(-3, 2)] and fr(frozen.get()) == [5, 5]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exact_dtype_refuses_inexact_elements(mode: str) -> None:
+    # A float (or None) inside an object array passes a dtype check; it must not get in.
+    s = Session(mode=mode, dtype="exact")
+    p = s.param([1, 2])
+    x = s.use(p)
+    loss = s.sum(s.mul(x, x))
+    grads = s.backward_scalar_dense_all(loss)
+    inexact = np.array([0.5, 1.0], dtype=object)
+    for bad in (inexact, np.array([None, None], dtype=object)):
+        with pytest.raises(ShapeError, match="exact rationals only"):
+            s.sgd_step_all(1, [bad, *grads[1:]])
+        with pytest.raises(ShapeError, match="exact rationals only"):
+            p.set(bad)
+        with pytest.raises(ShapeError, match="exact rationals only"):
+            s.backward_dense_all(x, bad)
+        if mode == "typed_graph":
+            with pytest.raises(ShapeError, match="exact rationals only"):
+                s.jvp_leaf(loss, x, bad)
+    assert fr(p.get()) == [1, 2] and all(isinstance(v, Fraction) for v in p.get())
+    s.sgd_step_all(1, [np.array([1, F(1, 2)], dtype=object), *grads[1:]])  # ints are exact
+    assert fr(p.get()) == [0, F(3, 2)] and all(isinstance(v, Fraction) for v in p.get())
+
+
+def test_set_nat_is_refused_after_graph_nodes_in_typed_mode() -> None:
+    s = Session(mode="typed_graph", dtype="exact")
+    x = s.input([[1, 2], [3, 4]], requires_grad=True)
+    r = s.input_nat(0)
+    s.set_nat(r, 1)  # allowed: no node yet
+    y = s.select(x, index=r)
+    with pytest.raises(GraphError, match="reset_tape"):
+        s.set_nat(r, 0)
+    assert s.get_nat(r) == 1
+    assert fr(s.get_value(y)) == [3, 4]
+    assert s.check_link().ok
+    e = Session(mode="eager", dtype="exact")
+    xe = e.input([[1, 2], [3, 4]])
+    re = e.input_nat(0)
+    ye = e.select(xe, index=re)
+    e.set_nat(re, 1)  # eager: later ops read the new value
+    assert fr(e.get_value(ye)) == [1, 2]
+    assert fr(e.get_value(e.select(xe, index=re))) == [3, 4]
+
+
+def test_natref_given_as_tensor_is_a_usage_error_not_a_stale_one() -> None:
+    s = Session(dtype="exact")
+    r = s.input_nat(0)
+    with pytest.raises(TorchLeanError, match="NatRef was given") as ei:
+        s.relu(r)
+    assert not isinstance(ei.value, StaleHandleError)

@@ -245,7 +245,9 @@ def _run_op(mode: str, name: str, flags: tuple[bool, ...]) -> tuple[Session, lis
     s = Session(mode=mode, dtype="float32", kernels="ordered")
     refs = [s.input(f32(v), requires_grad=f) for v, f in zip(args, flags, strict=True)]
     n = len(s.tape)
-    out = s.op(name, *refs, **attrs)
+    # every op is a session method of the table's name (const: `s.const` makes leaves)
+    method = s.op if name == "const" else getattr(s, name)
+    out = method(*refs, **attrs) if name != "const" else method(name, **attrs)
     assert len(s.tape) == n + 1, f"{name}: exactly one node must be appended"
     assert out.id == n
     return s, refs, out
@@ -262,7 +264,7 @@ def _bits(a: np.ndarray) -> bytes:
 
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_requires_grad_matrix(name: str) -> None:
-    args, attrs = OP_CASES[name]
+    args, _ = OP_CASES[name]
     for mode in MODES:
         ref_s, _, ref_out = _run_op(mode, name, tuple(True for _ in args))
         seed = _seed(ref_out.shape)
@@ -310,14 +312,31 @@ def _state(s: Session, nats: list[Any]) -> tuple[Any, ...]:
     if s.mode == "typed_graph":
         rec = s.graph()
         graph = (rec.graph.inputs, len(rec.graph.nodes), tuple(rec.env))
-    values = tuple(_bits(n.value) if n.value.dtype != object else tuple(n.value.reshape(-1))
-                   for n in s.tape.nodes)
-    return (len(s.tape), graph, tuple(s.get_nat(r) for r in nats), values, s.rng.counter,
-            s.generation)
+    values = tuple(
+        _bits(n.value) if n.value.dtype != object else tuple(n.value.reshape(-1))
+        for n in s.tape.nodes
+    )
+    return (
+        len(s.tape),
+        graph,
+        tuple(s.get_nat(r) for r in nats),
+        values,
+        s.rng.counter,
+        s.generation,
+    )
 
 
-def _stale_calls(s: Session, x: Any, sc: Any, r: Any, bad: Any, bad_scalar: Any,
-                 bad_nat: Any, grads: list[Any], stale: bool) -> list[tuple[str, Any]]:
+def _stale_calls(
+    s: Session,
+    x: Any,
+    sc: Any,
+    r: Any,
+    bad: Any,
+    bad_scalar: Any,
+    bad_nat: Any,
+    grads: list[Any],
+    stale: bool,
+) -> list[tuple[str, Any]]:
     one = f32(1.0)
     calls = [
         ("relu", lambda: s.relu(bad)),
@@ -330,8 +349,7 @@ def _stale_calls(s: Session, x: Any, sc: Any, r: Any, bad: Any, bad_scalar: Any,
         ("detach", lambda: s.detach(bad)),
         ("backward", lambda: s.backward_dense_all(bad_scalar, one)),
         ("backward_scalar", lambda: s.backward_scalar_dense_all(bad_scalar)),
-        ("backward_hook", lambda: s.backward_dense_all_with_hook(bad_scalar, one,
-                                                                  lambda i, g: g)),
+        ("backward_hook", lambda: s.backward_dense_all_with_hook(bad_scalar, one, lambda i, g: g)),
         ("grad", lambda: s.grad(grads, bad)),
         ("vjp-x", lambda: s.vjp(sc, one, bad)),
         ("vjp-out", lambda: s.vjp(bad_scalar, one, x)),
