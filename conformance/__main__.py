@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         help="report path prefix (writes PREFIX.json and PREFIX.md)",
     )
     p.add_argument(
+        "--session-examples",
+        type=int,
+        default=30,
+        help="runs of the Session state machine (0 to skip; default 30)",
+    )
+    p.add_argument(
         "--replay",
         default=None,
         metavar="FILE",
@@ -67,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     kernels = ["fast", "ordered"] if a.kernels == "all" else [a.kernels]
     props = default_properties(dtypes, kernels)
     rows = []
-    bar = _progress_bar(sum(a.max_examples + a.per_op * len(p_.ops) for p_ in props))
+    total = sum(a.max_examples + a.per_op * len(p_.ops) for p_ in props) + a.session_examples
+    bar = _progress_bar(total)
     try:
         for prop in props:
             bar.set_description(f"{prop.name}/{prop.dtype}/{prop.kernels}")
@@ -76,15 +83,21 @@ def main(argv: list[str] | None = None) -> int:
                     prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
                 )
             )
+        if a.session_examples > 0:
+            from .session_machine import run_session_machine
+
+            bar.set_description("session_state_machine")
+            rows.append(run_session_machine(a.session_examples, a.seed))
+            bar.update(a.session_examples)
     finally:
         bar.close()
     print(
-        f"{'property':<22}{'dtype':<10}{'kernels':<9}{'cases':>6}{'passed':>8}{'failed':>8}"
+        f"{'property':<22}{'dtype':<15}{'kernels':<9}{'cases':>6}{'passed':>8}{'failed':>8}"
         f"{'ops':>5}{'max ulp':>10}{'bound ratio':>13}"
     )
     for r in rows:
         print(
-            f"{r.property:<22}{r.dtype:<10}{r.kernels:<9}{r.cases:>6}{r.passed:>8}"
+            f"{r.property:<22}{r.dtype:<15}{r.kernels:<9}{r.cases:>6}{r.passed:>8}"
             f"{r.failed:>8}{r.ops_covered:>5}{r.max_ulp:>10.3g}{r.worst_bound_ratio:>13.3g}"
         )
     failed = [r for r in rows if r.failed]
