@@ -41,14 +41,7 @@ from .registry import CheckContext, CheckResult, Scope, Theorem, register
 __all__ = ["KNOWN_FAILURES", "check_kernels", "register_all"]
 
 S = SYMBOLIC
-KNOWN_FAILURES: dict[str, str] = {
-    "sigmoid": (
-        "runtime/kernels.py sigmoid kernel on a 0-d input with an object dtype ('exact', "
-        "'symbolic'): `-x` of a 0-d object array is a bare scalar, and "
-        "KernelContext._exact_map (runtime/context.py) reads its .shape -> AttributeError"
-    ),
-    "silu": "contains sigmoid (see sigmoid)",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _same(got: Tensor, want: Tensor) -> str | None:

@@ -245,6 +245,7 @@ class KernelContext:
         return y if type(y) is np.ndarray else self.arr(y)
 
     def _exact_map(self, fn: str, x: Any) -> Any:
+        x = self.arr(x)  # arithmetic on 0-d object arrays returns bare scalars
         f = getattr(self.domain, fn)
         out = np.empty(x.shape, dtype=object)
         for idx, v in np.ndenumerate(x):
