@@ -73,3 +73,12 @@ def test_bound_check_catches_a_wrong_result(monkeypatch) -> None:  # type: ignor
     rep = check_bounds(g, xs, dtype="float32", kernels="fast")
     assert not rep.ok
     assert "exp" in (rep.first_violation or "")
+
+
+def test_proofs_readme_table_is_generated_from_the_registry() -> None:
+    from proofs.cli import readme_table
+
+    text = (ROOT / "proofs" / "README.md").read_text()
+    begin = text.index("\n", text.index("<!-- theorem-table:begin")) + 1
+    end = text.index("<!-- theorem-table:end")
+    assert text[begin:end].strip() == readme_table().strip()
