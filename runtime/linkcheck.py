@@ -28,8 +28,9 @@ def _fmt(D: Any, t: Tensor) -> str:
 def first_mismatch(D: Any, what: str, got: Sequence[Tensor], want: Sequence[Tensor]) -> str | None:
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         if not a.same(D, b):
-            return (f"{what} of value %{i}: runtime {_fmt(D, a)} vs spec {_fmt(D, b)} "
-                    f"(shape {b.shape})")
+            return (
+                f"{what} of value %{i}: runtime {_fmt(D, a)} vs spec {_fmt(D, b)} (shape {b.shape})"
+            )
     return None
 
 
@@ -52,8 +53,14 @@ def random_seed_pack(g: Graph, dtype: str, seed: int) -> TensorPack:
     return TensorPack.of(out)
 
 
-def link_check(g: Graph, xs: Sequence[Tensor], env: Sequence[int], dtype: str,
-               seed: int = 0, pack: TensorPack | None = None) -> tuple[bool, str]:
+def link_check(
+    g: Graph,
+    xs: Sequence[Tensor],
+    env: Sequence[int],
+    dtype: str,
+    seed: int = 0,
+    pack: TensorPack | None = None,
+) -> tuple[bool, str]:
     D = DTYPE_DOMAIN[dtype]
     pack = pack if pack is not None else random_seed_pack(g, dtype, seed)
     want_vals = eval_graph(D, g, xs, env).tensors

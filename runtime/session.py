@@ -112,8 +112,9 @@ class Param:
         if new.dtype != old.dtype:
             raise ShapeError(f"Param.set({self.name!r}): dtype {new.dtype} is not {old.dtype}")
         if tuple(new.shape) != tuple(old.shape):
-            raise ShapeError(f"Param.set({self.name!r}): shape {tuple(new.shape)} is not "
-                             f"{tuple(old.shape)}")
+            raise ShapeError(
+                f"Param.set({self.name!r}): shape {tuple(new.shape)} is not {tuple(old.shape)}"
+            )
         if self.dtype == "exact":
             _check_exact_elems(new, f"Param.set({self.name!r})")
         assert self.value_cell is not None and self.host_current is not None
@@ -122,8 +123,15 @@ class Param:
 
     def renamed(self, name: str) -> Param:
         """The same storage under another name (an alias)."""
-        return Param(name, self.value_cell, self.device_cell, self.host_current,
-                     self.requires_grad, self.dtype, self.owner)
+        return Param(
+            name,
+            self.value_cell,
+            self.device_cell,
+            self.host_current,
+            self.requires_grad,
+            self.dtype,
+            self.owner,
+        )
 
 
 def _check_exact_elems(a: Any, what: str) -> None:
@@ -131,8 +139,9 @@ def _check_exact_elems(a: Any, what: str) -> None:
     would pass the dtype check and silently turn exact arithmetic inexact."""
     for v in np.asarray(a).reshape(-1):
         if not isinstance(v, (Fraction, int)) or isinstance(v, bool):
-            raise ShapeError(f"{what}: exact dtype holds exact rationals only, got "
-                             f"{type(v).__name__} {v!r}")
+            raise ShapeError(
+                f"{what}: exact dtype holds exact rationals only, got {type(v).__name__} {v!r}"
+            )
 
 
 def _is_scalar(x: Any) -> bool:
@@ -274,16 +283,25 @@ class LinkCheck:
 class Session:
     """TorchLean's session. See the module docstring for its invariants."""
 
-    def __init__(self, mode: str = "eager", device: str = "cpu", dtype: str = "float32",
-                 kernels: str = "fast", grad_enabled: bool = True,
-                 requires_grad_by_default: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self,
+        mode: str = "eager",
+        device: str = "cpu",
+        dtype: str = "float32",
+        kernels: str = "fast",
+        grad_enabled: bool = True,
+        requires_grad_by_default: bool = True,
+        seed: int = 0,
+    ) -> None:
         if mode not in ("eager", "typed_graph"):
             raise TorchLeanError(f"Session: mode must be 'eager' or 'typed_graph', got {mode!r}")
         if device != "cpu":
             if mode == "typed_graph":
                 raise TorchLeanError("Session: typed_graph mode is CPU-only (device='cpu')")
-            raise TorchLeanError(f"Session: device {device!r} is not available in this build "
-                                 "(only 'cpu'; the CUDA backend is not implemented yet)")
+            raise TorchLeanError(
+                f"Session: device {device!r} is not available in this build "
+                "(only 'cpu'; the CUDA backend is not implemented yet)"
+            )
         if dtype not in DTYPES or dtype == "symbolic":
             raise TorchLeanError(f"Session: unknown dtype {dtype!r}")
         self.mode = mode
@@ -309,13 +327,16 @@ class Session:
         self._graph_has_nodes = False
 
     def __repr__(self) -> str:
-        return (f"Session(mode={self.mode!r}, dtype={self.dtype!r}, kernels={self.kernels!r}, "
-                f"owner={self.owner}, generation={self.generation}, tape={len(self.tape)})")
+        return (
+            f"Session(mode={self.mode!r}, dtype={self.dtype!r}, kernels={self.kernels!r}, "
+            f"owner={self.owner}, generation={self.generation}, tape={len(self.tape)})"
+        )
 
     # ------------------------------------------------------------------ handles
     def _ref(self, i: int) -> TensorRef:
-        return TensorRef(i, tuple(self.tape.nodes[i].value.shape), self.owner, self.generation,
-                         self._self_ref)
+        return TensorRef(
+            i, tuple(self.tape.nodes[i].value.shape), self.owner, self.generation, self._self_ref
+        )
 
     def _check(self, x: Any, what: str = "argument") -> int:
         if isinstance(x, NatRef):
@@ -324,26 +345,32 @@ class Session:
         if not isinstance(x, TensorRef):
             raise TorchLeanError(f"{what}: expected a TensorRef, got {type(x).__name__}")
         if x.owner != self.owner:
-            raise StaleHandleError(f"{what}: foreign TensorRef %{x.id} from session "
-                                   f"#{x.owner}; this is session #{self.owner}")
+            raise StaleHandleError(
+                f"{what}: foreign TensorRef %{x.id} from session "
+                f"#{x.owner}; this is session #{self.owner}"
+            )
         if x.generation != self.generation:
             raise StaleHandleError(
                 f"{what}: stale TensorRef %{x.id} from generation {x.generation}; current "
                 f"generation is {self.generation} (reset_tape invalidates every TensorRef and "
-                "NatRef)")
+                "NatRef)"
+            )
         return x.id
 
     def _check_nat(self, r: Any, what: str = "argument") -> int:
         if not isinstance(r, NatRef):
             raise TorchLeanError(f"{what}: expected a NatRef, got {type(r).__name__}")
         if r.owner != self.owner:
-            raise StaleHandleError(f"{what}: foreign NatRef slot {r.slot} from session "
-                                   f"#{r.owner}; this is session #{self.owner}")
+            raise StaleHandleError(
+                f"{what}: foreign NatRef slot {r.slot} from session "
+                f"#{r.owner}; this is session #{self.owner}"
+            )
         if r.generation != self.generation:
             raise StaleHandleError(
                 f"{what}: stale NatRef slot {r.slot} from generation {r.generation}; current "
                 f"generation is {self.generation} (reset_tape invalidates every TensorRef and "
-                "NatRef)")
+                "NatRef)"
+            )
         return r.slot
 
     def _array(self, value: Any) -> Any:
@@ -351,8 +378,10 @@ class Session:
 
     def _no_leaf_after_ops(self, what: str) -> None:
         if self.mode == "typed_graph" and self._graph_has_nodes:
-            raise GraphError(f"{what}: cannot add a new leaf after graph nodes have been "
-                             "created (reset_tape first)")
+            raise GraphError(
+                f"{what}: cannot add a new leaf after graph nodes have been "
+                "created (reset_tape first)"
+            )
 
     # ------------------------------------------------------------------ leaves
     def _leaf(self, value: Any, requires_grad: bool, name: str) -> TensorRef:
@@ -362,13 +391,19 @@ class Session:
             self._builder.input(tuple(value.shape))
         return self._ref(i)
 
-    def param(self, init: Any, name: str | None = None,
-              requires_grad: bool | None = None) -> Param:
+    def param(self, init: Any, name: str | None = None, requires_grad: bool | None = None) -> Param:
         """A mutable parameter (not on the tape)."""
         value = self._array(init)
         rg = self.requires_grad_by_default if requires_grad is None else bool(requires_grad)
-        p = Param(name or f"p{len(self._params)}", Cell(value), Cell(None), Cell(True), rg,
-                  self.dtype, self.owner)
+        p = Param(
+            name or f"p{len(self._params)}",
+            Cell(value),
+            Cell(None),
+            Cell(True),
+            rg,
+            self.dtype,
+            self.owner,
+        )
         self._params.append(p)
         return p
 
@@ -377,8 +412,10 @@ class Session:
         if not isinstance(p, Param):
             raise TorchLeanError(f"use: expected a Param, got {type(p).__name__}")
         if p.owner != self.owner:
-            raise StaleHandleError(f"use: foreign parameter {p.name!r} from session "
-                                   f"#{p.owner}; this is session #{self.owner}")
+            raise StaleHandleError(
+                f"use: foreign parameter {p.name!r} from session "
+                f"#{p.owner}; this is session #{self.owner}"
+            )
         r = self._leaf(p.get(), p.requires_grad, f"use({p.name})")
         self._leaf_param[r.id] = p
         return r
@@ -398,8 +435,10 @@ class Session:
         t = to_spec(arr, self.dtype)
         D = DTYPE_DOMAIN[self.dtype]
         try:
-            values = [v if isinstance(v, Fraction) else D.to_rational(v)  # type: ignore[attr-defined]
-                      for v in t.data]
+            values = [
+                v if isinstance(v, Fraction) else D.to_rational(v)  # type: ignore[attr-defined]
+                for v in t.data
+            ]
         except DomainError as e:
             raise DomainError(f"const: a typed graph const must be finite ({e})") from None
         attrs = {"shape": tuple(arr.shape), "values": values}
@@ -423,8 +462,10 @@ class Session:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise TorchLeanError(f"set_nat: expected a non-negative int, got {n!r}")
         if self.mode == "typed_graph" and self._graph_has_nodes:
-            raise GraphError("set_nat: cannot change a NatRef after graph nodes have been "
-                             "created (reset_tape first)")
+            raise GraphError(
+                "set_nat: cannot change a NatRef after graph nodes have been "
+                "created (reset_tape first)"
+            )
         self._env[slot] = n
 
     def get_value(self, x: TensorRef) -> Any:
@@ -480,8 +521,13 @@ class Session:
 
     def _mark(self) -> tuple[int, int, int, int, bool]:
         b = self._builder
-        return (len(self.tape.nodes), len(b._inputs) if b else 0, len(b._nodes) if b else 0,
-                len(b._shapes) if b else 0, self._graph_has_nodes)
+        return (
+            len(self.tape.nodes),
+            len(b._inputs) if b else 0,
+            len(b._nodes) if b else 0,
+            len(b._shapes) if b else 0,
+            self._graph_has_nodes,
+        )
 
     def _rollback(self, mark: tuple[int, int, int, int, bool]) -> None:
         n, n_in, n_nodes, n_shapes, has_nodes = mark
@@ -509,15 +555,19 @@ class Session:
 
     # ------------------------------------------------------------------ reverse mode
     def _seed(self, out: int, seed: Any) -> Any:
-        s = np.asarray(seed) if isinstance(seed, np.ndarray) else self.backend.asarray(
-            seed, self.dtype)
+        s = (
+            np.asarray(seed)
+            if isinstance(seed, np.ndarray)
+            else self.backend.asarray(seed, self.dtype)
+        )
         self.tape._check_grad(out, s, "seed")
         if self.ctx.exact:
             _check_exact_elems(s, "seed")
         return s
 
-    def backward_dense_all(self, out: TensorRef, seed: Any,
-                           hook: Callable[[int, Any], Any] | None = None) -> list[Any]:
+    def backward_dense_all(
+        self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
+    ) -> list[Any]:
         i = self._check(out, "backward_dense_all")
         return self.tape.backward_dense_all(i, self._seed(i, seed), self._wrap_hook(hook))
 
@@ -539,12 +589,14 @@ class Session:
     def backward_scalar_dense_all(self, loss: TensorRef) -> list[Any]:
         i = self._check(loss, "backward_scalar_dense_all")
         if loss.shape != ():
-            raise ShapeError(f"backward_scalar_dense_all: loss %{i} has shape {loss.shape}, "
-                             "expected a scalar ()")
+            raise ShapeError(
+                f"backward_scalar_dense_all: loss %{i} has shape {loss.shape}, expected a scalar ()"
+            )
         return self.tape.backward_dense_all(i, self.ctx.const(1))
 
-    def backward_dense_all_with_hook(self, out: TensorRef, seed: Any,
-                                     hook: Callable[[int, Any], Any]) -> list[Any]:
+    def backward_dense_all_with_hook(
+        self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any]
+    ) -> list[Any]:
         return self.backward_dense_all(out, seed, hook)
 
     def grad(self, grads: Sequence[Any], x: TensorRef) -> Any:
@@ -560,8 +612,9 @@ class Session:
     # ------------------------------------------------------------------ forward mode
     def _typed_only(self, what: str) -> None:
         if self.mode != "typed_graph":
-            raise TorchLeanError(f"{what}: forward mode needs a typed_graph session "
-                                 "(this one is eager)")
+            raise TorchLeanError(
+                f"{what}: forward mode needs a typed_graph session (this one is eager)"
+            )
 
     def _num_leaves(self) -> int:
         return 0 if self._builder is None else len(self._builder._inputs)
@@ -598,11 +651,14 @@ class Session:
         alias one storage are summed (leaf order) and the *current* storage updated once.
         Everything is validated before anything is mutated."""
         if not self.grad_enabled:
-            raise TorchLeanError("sgd_step_all: this is an inference session "
-                                 "(grad_enabled=False); it has no trainable leaves")
+            raise TorchLeanError(
+                "sgd_step_all: this is an inference session "
+                "(grad_enabled=False); it has no trainable leaves"
+            )
         if len(grads) != len(self.tape):
-            raise ShapeError(f"sgd_step_all: {len(grads)} gradients for a tape of "
-                             f"{len(self.tape)} nodes")
+            raise ShapeError(
+                f"sgd_step_all: {len(grads)} gradients for a tape of {len(self.tape)} nodes"
+            )
         for leaf in self._leaf_param:
             self.tape._check_grad(leaf, np.asarray(grads[leaf]), "sgd_step_all")
             if self.ctx.exact:
@@ -618,8 +674,10 @@ class Session:
                 g = self.ctx.arr(g + np.asarray(grads[leaf]))
             cur = p.get()
             if tuple(cur.shape) != tuple(g.shape):
-                raise ShapeError(f"sgd_step_all: parameter {p.name!r} now has shape "
-                                 f"{tuple(cur.shape)}, gradient has {tuple(g.shape)}")
+                raise ShapeError(
+                    f"sgd_step_all: parameter {p.name!r} now has shape "
+                    f"{tuple(cur.shape)}, gradient has {tuple(g.shape)}"
+                )
             with np.errstate(all="ignore"):
                 updates.append((p, self.ctx.arr(cur - g * lr_c)))
         for p, v in updates:
@@ -647,18 +705,21 @@ class Session:
         t = Tensor(tuple(shape), tuple(srng.uniform(D, key, i) for i in range(n)))
         return self.const(from_spec(t, self.dtype))
 
-    def bernoulli_mask(self, shape: Sequence[int], p: float | Fraction,
-                       rng: Rng | None = None) -> TensorRef:
+    def bernoulli_mask(
+        self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None
+    ) -> TensorRef:
         """1 where kept (u >= p), 0 where dropped, as a frozen constant."""
         key = self._key(rng)
         n = int(np.prod(shape)) if len(shape) else 1
         D = DTYPE_DOMAIN[self.dtype]
-        t = Tensor(tuple(shape), tuple(D.one() if srng.mask(key, i, p) else D.zero()
-                                       for i in range(n)))
+        t = Tensor(
+            tuple(shape), tuple(D.one() if srng.mask(key, i, p) else D.zero() for i in range(n))
+        )
         return self.const(from_spec(t, self.dtype))
 
-    def dropout(self, rng: Rng | None, x: TensorRef, p: float | Fraction,
-                train: bool = True) -> TensorRef:
+    def dropout(
+        self, rng: Rng | None, x: TensorRef, p: float | Fraction, train: bool = True
+    ) -> TensorRef:
         """p outside [0, 1] raises; not training or p = 0: x itself; p = 1: x scaled by 0;
         else div(mul(x, mask), 1 − p) with one RNG advance."""
         self._check(x, "dropout")
