@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .domains import Domain
@@ -46,9 +47,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Node:
+    """One node: op name, argument ids, attributes (stored read-only)."""
+
     op: str
     args: tuple[int, ...]
     attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+
+    __hash__ = None  # type: ignore[assignment]  # attributes are a mapping
 
 
 class Graph:
@@ -56,12 +65,19 @@ class Graph:
 
     __slots__ = ("inputs", "nodes", "shapes")
 
+    inputs: tuple[Shape, ...]
+    nodes: tuple[Node, ...]
+    shapes: tuple[Shape, ...]
+
     def __init__(self, inputs: Sequence[Sequence[int]], nodes: Sequence[Node] = ()) -> None:
-        self.inputs: tuple[Shape, ...] = tuple(
-            as_shape(s, f"graph input {i}") for i, s in enumerate(inputs)
-        )
-        self.nodes: tuple[Node, ...] = tuple(nodes)
-        self.shapes: tuple[Shape, ...] = tuple(validate_graph(self.inputs, self.nodes))
+        ins = tuple(as_shape(s, f"graph input {i}") for i, s in enumerate(inputs))
+        ns = tuple(nodes)
+        object.__setattr__(self, "inputs", ins)
+        object.__setattr__(self, "nodes", ns)
+        object.__setattr__(self, "shapes", tuple(validate_graph(ins, ns)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Graph is immutable (cannot set {name!r}); build a new one")
 
     @property
     def num_inputs(self) -> int:

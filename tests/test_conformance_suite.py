@@ -93,6 +93,10 @@ def test_cli_writes_reports(tmp_path: Path) -> None:
             "conformance",
             "--max-examples",
             "5",
+            "--per-op",
+            "1",
+            "--session-examples",
+            "2",
             "--dtype",
             "float32",
             "--report",
@@ -107,15 +111,17 @@ def test_cli_writes_reports(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     props = default_properties(["float32"], ["fast", "ordered"])
     data = json.loads((tmp_path / "report.json").read_text())
-    assert len(data["rows"]) == len(props) == 3
+    assert len(data["rows"]) == len(props) + 1 == 4
     assert [(r["property"], r["dtype"], r["kernels"]) for r in data["rows"]] == [
-        (p.name, p.dtype, p.kernels) for p in props
+        *((p.name, p.dtype, p.kernels) for p in props),
+        ("session_state_machine", "exact+float32", "ordered"),
     ]
     assert {p.name for p in props} == {"link", "link_special_values", "node_bounds"}
     assert data["meta"]["max_examples"] == 5
     for r in data["rows"]:
         assert r["failed"] == 0 and r["failure"] is None
-        assert r["cases"] == r["passed"] >= 5
+        assert r["cases"] == r["passed"] >= 2
+    assert all(r["ops_covered"] == len(p.ops) for r, p in zip(data["rows"], props, strict=False))
     md = (tmp_path / "report.md").read_text()
     table_rows = [
         line for line in md.splitlines() if line.startswith("| ") and "| float32 |" in line

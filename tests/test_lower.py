@@ -156,7 +156,9 @@ def test_lower_rejects_wrong_input_counts_and_shapes() -> None:
 )
 def test_lower_validates_the_graph(nodes: tuple[Node, ...]) -> None:
     g = _g_add()
-    g.nodes = nodes  # a Graph's fields can be reassigned after validation
+    with pytest.raises(AttributeError):
+        g.nodes = nodes  # a Graph is immutable ...
+    object.__setattr__(g, "nodes", nodes)  # ... but lower() re-validates even a forced one
     x, y = np.ones((2, 3), np.float32), np.ones(3, np.float32)
     with pytest.raises((GraphError, ShapeError)):
         lower(g, [x, y])
