@@ -1,1 +1,2 @@
-"""Benchmarks: `python -m benchmarks` measures the runtime and reports ratios (see README)."""
+"""Benchmarks: `python -m benchmarks` measures the runtime against its peers and writes
+docs/BENCHMARKS.md (see `benchmarks.cli`)."""

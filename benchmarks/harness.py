@@ -129,9 +129,7 @@ class Timing:
         return {k: statistics.median(v) for k, v in self.times.items()}
 
 
-def interleaved(
-    contenders: Mapping[str, Callable[[], Any]], rounds: int, inner: int = 1
-) -> Timing:
+def interleaved(contenders: Mapping[str, Callable[[], Any]], rounds: int, inner: int = 1) -> Timing:
     """Time each contender `rounds` times, interleaved (rotated order each round); each
     sample is the mean over `inner` back-to-back calls (for calls near timer resolution)."""
     names = list(contenders)

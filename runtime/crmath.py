@@ -49,8 +49,9 @@ def unsafe_mask(y: Any, c: Any, D: IEEEDomain) -> Any:
         ac = np.abs(c.astype(W))
         mant, e = np.frexp(ac)
         up = _quantum(e, D, W)
-        down = np.where((mant == 0.5) & (e - 1 >= D.emin + D.precision - 1),
-                        _quantum(e - 1, D, W), up)
+        down = np.where(
+            (mant == 0.5) & (e - 1 >= D.emin + D.precision - 1), _quantum(e - 1, D, W), up
+        )
         max_finite = np.ldexp(W(1), D.emax) - np.ldexp(W(1), D.emax - D.precision)
         threshold = max_finite + np.ldexp(W(1), D.emax - D.precision - 1)
         lo = ac - down / 2
@@ -74,8 +75,10 @@ def cr_apply(fn: str, x: Any, dtype: str) -> Any:
     W = np.longdouble if dtype == "float64" else np.float64
     with np.errstate(all="ignore"):
         y = np.asarray(ufunc(np.asarray(x).astype(W)))
-        c = y.astype(np.float64).astype(np_dtype(dtype)) if dtype == "float64" else (
-            round_f64(y, dtype)
+        c = (
+            y.astype(np.float64).astype(np_dtype(dtype))
+            if dtype == "float64"
+            else (round_f64(y, dtype))
         )
     bad = unsafe_mask(y, c, D)
     if bad.any():

@@ -45,15 +45,30 @@ class Kernel:
     jvp: Callable[[KernelContext, Any, list[Any], Attrs, Env], Any]
     saves: str
     check: Callable[[KernelContext, list[Any], Attrs], None] | None = None
+    # Optional: vjp_some(ctx, saved, g, attrs, env, needs) computes only the cotangents of
+    # the arguments with needs[i] True (None for the others); each one it computes is the
+    # same array, bit for bit, as vjp's. The tape uses it when some argument is frozen
+    # (PyTorch's needs_input_grad), e.g. to skip the input gradient of a first layer.
+    vjp_some: (
+        Callable[[KernelContext, Any, Any, Attrs, Env, tuple[bool, ...]], list[Any]] | None
+    ) = None
 
 
 KERNELS: dict[str, Kernel] = {}
 
 
-def _k(name: str, forward: Any, vjp: Any, jvp: Any, saves: str, check: Any = None) -> None:
+def _k(
+    name: str,
+    forward: Any,
+    vjp: Any,
+    jvp: Any,
+    saves: str,
+    check: Any = None,
+    vjp_some: Any = None,
+) -> None:
     if name not in OPS:
         raise GraphError(f"kernel for {name!r}, which is not in the spec op table")
-    KERNELS[name] = Kernel(name, forward, vjp, jvp, saves, check)
+    KERNELS[name] = Kernel(name, forward, vjp, jvp, saves, check, vjp_some)
 
 
 def fold_fanin(args: Sequence[int], per_arg: Sequence[Any]) -> dict[int, Any]:
@@ -229,6 +244,9 @@ def _unary(name: str, f: Any, push: Any, saves: str, check: Any = None, keep: st
 
 
 def _where(c: KernelContext, cond: Any, t: Any, shape: Any) -> Any:
+    """where(cond, t, zeros(shape))."""
+    if tuple(shape) == np.shape(t) and c.maskable(cond, t):
+        return c.select_or_zero(cond, t)
     return c.xp.where(cond, t, c.zeros(tuple(shape)))
 
 
@@ -244,15 +262,15 @@ _unary(
 
 def _relu(c: KernelContext, x: Any, a: Attrs) -> Any:
     if c._np:
-        # One pass: x <= 0 is false exactly for x > 0 and NaN, which keep x; every other
-        # x (including -0) becomes +0, as in the generic form below.
-        return np.where(x <= c.const(0), c.const(0), x)
+        drop = x <= c.const(0)
+        if c.maskable(drop, x):
+            # x <= 0 is false exactly for x > 0 and NaN, which keep x; every other x
+            # (including -0) becomes +0, as in the generic form below.
+            return c.select_or_zero(drop, x, keep=False)
     return c.xp.where(c.isnan(x), x, _where(c, c.const(0) < x, x, x.shape))
 
 
 def _relu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
-    if c._np:
-        return np.where(c.const(0) < x, t, c.const(0))  # same values, no zeros array
     return _where(c, c.const(0) < x, t, x.shape)
 
 
@@ -358,13 +376,27 @@ _k(
 
 
 def _const_forward(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
-    from spec.tensor import Tensor
+    """Each exact value rounded once into the dtype (MPFR), remembered per context for
+    small constants (composite bodies such as mse_loss's 1/N run one per call); every call
+    returns a fresh copy."""
+    try:
+        key: Any = (a["shape"], tuple(a["values"]))
+        hit = c._const_arrays.get(key)
+    except TypeError:
+        key, hit = None, None
+    if hit is None:
+        from spec.tensor import Tensor
 
-    from .backend import from_spec
+        from .backend import from_spec
 
-    D = c.domain
-    t = Tensor(a["shape"], tuple(D.from_rational(q) for q in a["values"]))
-    return from_spec(t, c.dtype), a["shape"]
+        D = c.domain
+        t = Tensor(a["shape"], tuple(D.from_rational(q) for q in a["values"]))
+        hit = from_spec(t, c.dtype)
+        if key is not None and len(a["values"]) <= 1024:
+            if len(c._const_arrays) >= 256:
+                c._const_arrays.clear()
+            c._const_arrays[key] = hit
+    return np.array(hit, copy=True), a["shape"]
 
 
 _k("const", _const_forward, lambda c, s, g, a, e: [], lambda c, s, dxs, a, e: c.zeros(s), "shape")
@@ -407,11 +439,17 @@ def _matmul_fwd(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any,
     return c.matmul(A, B), (xs[0], xs[1])
 
 
-def _matmul_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
+def _matmul_vjp_some(
+    c: KernelContext, s: Any, g: Any, a: Attrs, e: Env, needs: tuple[bool, ...]
+) -> list[Any]:
     A, B = _mm_operands(c, *s)
-    gA = c.matmul(g, _swap_last(c, B))
-    gB = c.matmul(_swap_last(c, A), g)
-    return [c.unbroadcast(gA, s[0].shape), c.unbroadcast(gB, s[1].shape)]
+    gA = c.unbroadcast(c.matmul(g, _swap_last(c, B)), s[0].shape) if needs[0] else None
+    gB = c.unbroadcast(c.matmul(_swap_last(c, A), g), s[1].shape) if needs[1] else None
+    return [gA, gB]
+
+
+def _matmul_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
+    return _matmul_vjp_some(c, s, g, a, e, (True, True))
 
 
 def _matmul_jvp(c: KernelContext, s: Any, dxs: list[Any], a: Attrs, e: Env) -> Any:
@@ -420,7 +458,7 @@ def _matmul_jvp(c: KernelContext, s: Any, dxs: list[Any], a: Attrs, e: Env) -> A
     return c.matmul(dA, B) + c.matmul(A, dB)
 
 
-_k("matmul", _matmul_fwd, _matmul_vjp, _matmul_jvp, "a, b")
+_k("matmul", _matmul_fwd, _matmul_vjp, _matmul_jvp, "a, b", vjp_some=_matmul_vjp_some)
 
 
 def _rows2(c: KernelContext, x: Any) -> Any:
@@ -442,12 +480,18 @@ def _linear_fwd(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any,
     return c.arr(c.xp.reshape(y, (*x.shape[:-1], w.shape[0]))), (x, w)
 
 
-def _linear_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
+def _linear_vjp_some(
+    c: KernelContext, s: Any, g: Any, a: Attrs, e: Env, needs: tuple[bool, ...]
+) -> list[Any]:
     x, w = s
     g2 = _rows2(c, g)
-    gx = c.xp.reshape(c.matmul(g2, w), x.shape)
-    gw = c.matmul(c.xp.permute_dims(g2, (1, 0)), _rows2(c, x))
-    return [gx, gw, c.fold0(g2)]
+    gx = c.xp.reshape(c.matmul(g2, w), x.shape) if needs[0] else None
+    gw = c.matmul(c.xp.permute_dims(g2, (1, 0)), _rows2(c, x)) if needs[1] else None
+    return [gx, gw, c.fold0(g2) if needs[2] else None]
+
+
+def _linear_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
+    return _linear_vjp_some(c, s, g, a, e, (True, True, True))
 
 
 def _linear_jvp(c: KernelContext, s: Any, dxs: list[Any], a: Attrs, e: Env) -> Any:
@@ -457,7 +501,7 @@ def _linear_jvp(c: KernelContext, s: Any, dxs: list[Any], a: Attrs, e: Env) -> A
     return c.arr(c.xp.reshape(y, (*x.shape[:-1], w.shape[0])))
 
 
-_k("linear", _linear_fwd, _linear_vjp, _linear_jvp, "x, w")
+_k("linear", _linear_fwd, _linear_vjp, _linear_jvp, "x, w", vjp_some=_linear_vjp_some)
 
 
 # --------------------------------------------------------------------------- structure

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,11 +35,10 @@ from spec.errors import DomainError, GraphError, ShapeError, StaleHandleError, T
 from spec.graph import Graph, GraphBuilder
 from spec.ops import OPS
 from spec.tensor import Tensor
-from spec.validate import check_node
 
 from .backend import DTYPE_DOMAIN, DTYPES, OBJECT_DTYPES, from_spec, get_backend, to_spec
 from .context import KernelContext
-from .tape import Tape
+from .tape import Tape, _validated
 
 __all__ = [
     "Cell",
@@ -479,16 +478,19 @@ class Session:
 
     def _record(self, op: str, args: Sequence[int], attrs: dict[str, Any]) -> TensorRef:
         """Validate, run on the tape, and (typed graph) record: all or nothing."""
-        shapes = [tuple(self.tape.nodes[a].value.shape) for a in args]
-        norm, _ = check_node(op, list(range(len(args))), attrs, shapes)
         env = tuple(self._env)
+        if self._builder is None and op != "detach":
+            # eager: Tape.op validates (memoised) before it appends anything
+            return self._ref(self.tape.op(op, args, env, **attrs))
+        shapes = tuple([tuple(self.tape.nodes[a].value.shape) for a in args])
+        norm, _ = _validated(op, attrs, shapes)
         if op == "detach":
             (a,) = args
             i = self.tape.add_node("detach", self.tape.nodes[a].value, False, (a,), None)
         else:
             i = self.tape.op(op, list(args), env, **norm)
         if self._builder is not None:
-            self._builder.node(op, *args, **norm)
+            self._builder.node(op, *args, **norm)  # cannot fail: same checks as above
             self._graph_has_nodes = True
         return self._ref(i)
 
@@ -498,9 +500,11 @@ class Session:
             raise GraphError(f"unknown op {name!r}")
         # Every handle is validated before anything is created (Python scalars become
         # consts only afterwards) ...
+        ids: list[int] = []
         for k, a in enumerate(args):
             if not _is_scalar(a):
-                self._check(a, f"{name}: input {k}")
+                ids.append(self._check(a, f"{name}: input {k}"))
+        plain = len(ids) == len(args)
         for key, v in list(attrs.items()):
             if isinstance(v, NatRef):
                 slot = self._check_nat(v, f"{name}: attribute {key}")
@@ -509,6 +513,8 @@ class Session:
                     attrs["env_slot"] = slot
                 else:
                     attrs[key] = self._env[slot]
+        if plain:  # no scalar to turn into a const: _record is all or nothing by itself
+            return self._record(name, ids, attrs)
         # ... and a failure after a scalar became a const (a shape error, exact division by
         # zero) drops that const again: a failed call leaves the recording unchanged.
         mark = self._mark()
@@ -543,10 +549,9 @@ class Session:
         `detach` op (identity forward, zero JVP and VJP), frozen on the tape as well."""
         return self.op("detach", x)
 
-    def __getattr__(self, name: str) -> Callable[..., TensorRef]:
-        if name in OPS and name not in ("const", "detach"):
-            return lambda *args, **attrs: self.op(name, *args, **attrs)
-        raise AttributeError(f"Session has no attribute {name!r}")
+    if TYPE_CHECKING:  # the op methods are attached below, one per op of the table
+
+        def __getattr__(self, name: str) -> Callable[..., TensorRef]: ...
 
     def reset_tape(self) -> None:
         """Drop the recording; bump the generation (parameters and RNG survive)."""
@@ -755,3 +760,21 @@ class Session:
         rec = self.graph()
         ok, text = link_check(rec.graph, rec.inputs, rec.env, self.dtype, seed)
         return LinkCheck(ok, text, "exact" if self.dtype in OBJECT_DTYPES else "ordered")
+
+
+def _op_method(name: str) -> Callable[..., TensorRef]:
+    def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+        return self.op(name, *args, **attrs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The `{name}` op of the table: {OPS[name].doc}"
+    return method
+
+
+# Every op of the table is a Session method with the table's name (const and detach have
+# their own methods above).
+for _name in OPS:
+    if _name not in ("const", "detach"):
+        if hasattr(Session, _name):
+            raise TorchLeanError(f"op {_name!r} clashes with a Session attribute")
+        setattr(Session, _name, _op_method(_name))

@@ -138,17 +138,24 @@ class Tape:
         if type(y) is not np.ndarray:
             y = ctx.arr(y)
         arg_ids = tuple(args)
-        rg = False
-        for a in arg_ids:
-            if nodes[a].requires_grad:
-                rg = True
-                break
+        needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
+        rg = any(needs)
         vjp = kern.vjp
         arr = ctx.arr
         single = len(arg_ids) == 1
         distinct = single or len(set(arg_ids)) == len(arg_ids)
+        some = kern.vjp_some if rg and not all(needs) else None
 
         def backward(g: Any) -> list[tuple[int, Any]]:
+            if some is not None:
+                # Only the cotangents of arguments that require grad: the sweep drops the
+                # others unread, so skipping them changes no value.
+                per = some(ctx, saved, g, norm, env, needs)
+                folded = fold_fanin(
+                    [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+                    [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+                )
+                return [(j, arr(c)) for j, c in sorted(folded.items())]
             per_arg = vjp(ctx, saved, g, norm, env)
             if distinct and len(per_arg) == len(arg_ids):
                 # no fan-in: one cotangent per distinct id, emitted in increasing id order
