@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.backend import DTYPE_DOMAIN, from_spec, to_spec
+from runtime.linkcheck import first_mismatch
 from runtime.lower import lower
 from spec.errors import TorchLeanError
 from spec.graph import Graph, backprop_all_ctx, eval_graph
@@ -31,19 +32,6 @@ class LinkReport:
 
     def __str__(self) -> str:
         return "ok" if self.ok else f"MISMATCH: {self.first_mismatch}"
-
-
-def _fmt(D: Any, t: Tensor) -> str:
-    return "[" + ", ".join(D.encode(v) if D.name != "rational" else str(v) for v in t.data) + "]"
-
-
-def _compare(D: Any, what: str, got: Sequence[Tensor], want: Sequence[Tensor]) -> str | None:
-    for i, (a, b) in enumerate(zip(got, want, strict=True)):
-        if not a.same(D, b):
-            return (
-                f"{what} of value %{i}: runtime {_fmt(D, a)} vs spec {_fmt(D, b)} (shape {b.shape})"
-            )
-    return None
 
 
 def check_link(
@@ -73,9 +61,9 @@ def check_link(
         ok = spec_err == run_err
         return LinkReport(ok, 0, None if ok else f"spec raised {spec_err}, runtime {run_err}")
     got_vals = [to_spec(n.value, dtype) for n in tape.nodes]
-    mism = _compare(D, "value", got_vals, want_vals)
+    mism = first_mismatch(D, "value", got_vals, want_vals)
     if mism is None:
-        mism = _compare(D, "cotangent", [to_spec(a, dtype) for a in got], want)
+        mism = first_mismatch(D, "cotangent", [to_spec(a, dtype) for a in got], want)
     return LinkReport(mism is None, 2 * len(want), mism)
 
 
@@ -104,7 +92,7 @@ def check_dense_all_vs_from(
     b = tape.backward_dense_from(
         one_hot_seeds(tape.ctx.zeros, [tuple(n.value.shape) for n in tape.nodes], out, s)
     )
-    mism = _compare(
+    mism = first_mismatch(
         D, "dense_all vs from", [to_spec(x, dtype) for x in a], [to_spec(x, dtype) for x in b]
     )
     return LinkReport(mism is None, len(a), mism)
