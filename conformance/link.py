@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.backend import DTYPE_DOMAIN, from_spec, to_spec
-from runtime.linkcheck import first_mismatch
+from runtime.linkcheck import compare_sides, first_mismatch, runtime_side, spec_side
 from runtime.lower import lower
 from spec.errors import TorchLeanError
-from spec.graph import Graph, backprop_all_ctx, eval_graph
+from spec.graph import Graph
 from spec.tensor import Tensor, TensorPack
 
 __all__ = ["LinkReport", "check_dense_all_vs_from", "check_link", "one_hot_seeds"]
@@ -44,27 +44,21 @@ def check_link(
     kernels: str = "ordered",
 ) -> LinkReport:
     """Values and all cotangents of runtime vs spec in the dtype's domain."""
-    D = DTYPE_DOMAIN[dtype]
     try:
-        want_vals = eval_graph(D, g, xs, env).tensors
-        want = backprop_all_ctx(D, g, xs, seed, env).tensors
+        want = spec_side(g, xs, env, seed, dtype)
         spec_err: str | None = None
     except TorchLeanError as e:
         spec_err = f"{type(e).__name__}"
     try:
-        tape = lower(g, [from_spec(x, dtype) for x in xs], env, dtype=dtype, kernels=kernels)
-        got = tape.backward_dense_from([from_spec(t, dtype) for t in seed.tensors])
+        got = runtime_side(g, xs, env, seed, dtype, kernels)
         run_err: str | None = None
     except TorchLeanError as e:
         run_err = f"{type(e).__name__}"
     if spec_err or run_err:
         ok = spec_err == run_err
         return LinkReport(ok, 0, None if ok else f"spec raised {spec_err}, runtime {run_err}")
-    got_vals = [to_spec(n.value, dtype) for n in tape.nodes]
-    mism = first_mismatch(D, "value", got_vals, want_vals)
-    if mism is None:
-        mism = first_mismatch(D, "cotangent", [to_spec(a, dtype) for a in got], want)
-    return LinkReport(mism is None, 2 * len(want), mism)
+    mism = compare_sides(dtype, got, want)
+    return LinkReport(mism is None, 2 * len(want[1]), mism)
 
 
 def one_hot_seeds(ctx_zeros: Any, shapes: Sequence[tuple[int, ...]], out: int, seed: Any) -> list:

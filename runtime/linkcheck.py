@@ -18,7 +18,14 @@ from spec.tensor import Tensor, TensorPack
 from .backend import DTYPE_DOMAIN, from_spec, to_spec
 from .lower import lower
 
-__all__ = ["first_mismatch", "link_check", "random_seed_pack"]
+__all__ = [
+    "compare_sides",
+    "first_mismatch",
+    "link_check",
+    "random_seed_pack",
+    "runtime_side",
+    "spec_side",
+]
 
 
 def _fmt(D: Any, t: Tensor) -> str:
@@ -53,6 +60,40 @@ def random_seed_pack(g: Graph, dtype: str, seed: int) -> TensorPack:
     return TensorPack.of(out)
 
 
+Sides = tuple[list[Tensor], list[Tensor]]
+
+
+def spec_side(
+    g: Graph, xs: Sequence[Tensor], env: Sequence[int], pack: TensorPack, dtype: str
+) -> Sides:
+    """Spec values (`eval_graph`) and cotangents (`backprop_all_ctx`) in the dtype's domain."""
+    D = DTYPE_DOMAIN[dtype]
+    vals = list(eval_graph(D, g, xs, env).tensors)
+    return vals, list(backprop_all_ctx(D, g, xs, pack, env).tensors)
+
+
+def runtime_side(
+    g: Graph,
+    xs: Sequence[Tensor],
+    env: Sequence[int],
+    pack: TensorPack,
+    dtype: str,
+    kernels: str = "ordered",
+) -> Sides:
+    """Runtime values of `lower(g)` and its `backward_dense_from(pack)`, as spec tensors."""
+    tape = lower(g, [from_spec(x, dtype) for x in xs], env, dtype=dtype, kernels=kernels)
+    got = tape.backward_dense_from([from_spec(t, dtype) for t in pack.tensors])
+    return [to_spec(n.value, dtype) for n in tape.nodes], [to_spec(a, dtype) for a in got]
+
+
+def compare_sides(dtype: str, got: Sides, want: Sides) -> str | None:
+    """The first mismatching value, else the first mismatching cotangent, else None."""
+    D = DTYPE_DOMAIN[dtype]
+    return first_mismatch(D, "value", got[0], want[0]) or first_mismatch(
+        D, "cotangent", got[1], want[1]
+    )
+
+
 def link_check(
     g: Graph,
     xs: Sequence[Tensor],
@@ -61,15 +102,9 @@ def link_check(
     seed: int = 0,
     pack: TensorPack | None = None,
 ) -> tuple[bool, str]:
-    D = DTYPE_DOMAIN[dtype]
     pack = pack if pack is not None else random_seed_pack(g, dtype, seed)
-    want_vals = eval_graph(D, g, xs, env).tensors
-    want = backprop_all_ctx(D, g, xs, pack, env).tensors
-    tape = lower(g, [from_spec(x, dtype) for x in xs], env, dtype=dtype, kernels="ordered")
-    got = tape.backward_dense_from([from_spec(t, dtype) for t in pack.tensors])
-    mism = first_mismatch(D, "value", [to_spec(n.value, dtype) for n in tape.nodes], want_vals)
+    want = spec_side(g, xs, env, pack, dtype)
+    mism = compare_sides(dtype, runtime_side(g, xs, env, pack, dtype), want)
     if mism is None:
-        mism = first_mismatch(D, "cotangent", [to_spec(a, dtype) for a in got], want)
-    if mism is None:
-        return True, f"link holds on {len(want)} values ({dtype}, ordered kernels)"
+        return True, f"link holds on {len(want[1])} values ({dtype}, ordered kernels)"
     return False, mism

@@ -90,17 +90,18 @@ def lower(
 
 
 class Compiled:
-    """A graph validated once and bound to a kernel context; call it on new inputs.
-
-    `run = compiled(inputs, env)` gives `run.values` (one array per value) and
-    `run.backward(seeds)`, equal to `backward_dense_from(lower(g, inputs, env), seeds)`,
-    which TorchLean's baked closures cannot offer without re-lowering.
+    """A graph bound to a kernel context (its constants cached across calls); call it on
+    new inputs. `run = compiled(inputs, env)` gives `run.values` (one array per value) and
+    `run.backward(seeds)`, equal to `backward_dense_from(lower(g, inputs, env), seeds)`.
+    Each call lowers the graph afresh (validating it again), so one artifact
+    serves any number of input sets, where TorchLean's closures are baked per input.
     """
 
     def __init__(self, g: Graph, *, dtype: str = "float32", kernels: str = "fast") -> None:
+        for n in g.nodes:
+            kernel_for(n.op)  # fail at construction for an op without a kernel
         self.graph = g
         self.ctx = KernelContext(dtype, kernels)
-        self.kernels = [kernel_for(n.op) for n in g.nodes]
 
     def __call__(self, inputs: Sequence[Any], env: Sequence[int] = ()) -> _Run:
         return _Run(self, lower(self.graph, inputs, env, ctx=self.ctx))
