@@ -32,7 +32,8 @@ from typing import Any
 
 import gmpy2
 
-from runtime.backend import DTYPE_DOMAIN, from_spec, to_spec
+from runtime.backend import DTYPE_DOMAIN, NUMPY, Backend
+from runtime.context import KernelContext
 from runtime.lower import lower
 from spec.domains import IEEEDomain
 from spec.errors import TorchLeanError
@@ -323,20 +324,30 @@ def _ratio(err: Fraction, bound: Fraction) -> float:
 
 
 def check_bounds(
-    g: Graph, xs: Sequence[Tensor], env: Sequence[int] = (), *, dtype: str, kernels: str = "fast"
+    g: Graph,
+    xs: Sequence[Tensor],
+    env: Sequence[int] = (),
+    *,
+    dtype: str,
+    kernels: str = "fast",
+    backend: Backend = NUMPY,
 ) -> BoundReport:
-    """Run g (inlined) on the runtime; check every primitive node against its bound."""
+    """Run g (inlined) on the runtime (on `backend`); check every primitive node against
+    its bound, given the runtime's own inputs to that node."""
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
     f = _fmt(D)
     K = 0.5 if kernels == "ordered" else 0.0
     gi, _ = inline(g)
+    if backend.guard is not None:
+        backend.guard("bounds")  # e.g. CuPy with TF32 enabled: refuse, never "skip"
     try:
-        tape = lower(gi, [from_spec(x, dtype) for x in xs], env, dtype=dtype, kernels=kernels)
+        ctx = KernelContext(dtype, kernels, backend)
+        tape = lower(gi, [backend.from_spec(x, dtype) for x in xs], env, ctx=ctx)
     except TorchLeanError as e:
         return BoundReport(True, 0, details={"skipped": type(e).__name__})
     rep = BoundReport(True)
-    vals = [to_spec(n.value, dtype) for n in tape.nodes]
+    vals = [backend.to_spec(n.value, dtype) for n in tape.nodes]
     for k, node in enumerate(gi.nodes):
         idx = gi.num_inputs + k
         args = [vals[a].map(HP._round) for a in node.args]  # exact: keeps -0, inf, NaN

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.backend import DTYPE_DOMAIN, from_spec, to_spec
+from runtime.backend import DTYPE_DOMAIN, NUMPY, Backend, from_spec, to_spec
 from runtime.linkcheck import compare_sides, first_mismatch, runtime_side, spec_side
 from runtime.lower import lower
 from spec.errors import TorchLeanError
@@ -42,15 +42,16 @@ def check_link(
     *,
     dtype: str,
     kernels: str = "ordered",
+    backend: Backend = NUMPY,
 ) -> LinkReport:
-    """Values and all cotangents of runtime vs spec in the dtype's domain."""
+    """Values and all cotangents of runtime (on `backend`) vs spec in the dtype's domain."""
     try:
         want = spec_side(g, xs, env, seed, dtype)
         spec_err: str | None = None
     except TorchLeanError as e:
         spec_err = f"{type(e).__name__}"
     try:
-        got = runtime_side(g, xs, env, seed, dtype, kernels)
+        got = runtime_side(g, xs, env, seed, dtype, kernels, backend)
         run_err: str | None = None
     except TorchLeanError as e:
         run_err = f"{type(e).__name__}"

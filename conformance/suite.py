@@ -23,7 +23,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
-from runtime.backend import DTYPE_DOMAIN
+from runtime.backend import DTYPE_DOMAIN, NUMPY, Backend, get_backend
+from runtime.linkcheck import compare_sides, runtime_side
+from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
 from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
@@ -76,6 +78,7 @@ class Property:
     check: Callable[[Case], Outcome]
     description: str = ""
     ops: tuple[str, ...] = ()
+    backend: str = "numpy"
 
 
 @dataclass
@@ -83,6 +86,7 @@ class Row:
     property: str
     dtype: str
     kernels: str
+    backend: str = "numpy"
     cases: int = 0
     passed: int = 0
     failed: int = 0
@@ -121,10 +125,47 @@ def _cases(
     return strategy
 
 
-def _link(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
+def _link(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
     def check(c: Case) -> Outcome:
-        r = check_link(c.graph, c.inputs, c.seed, c.env, dtype=dtype, kernels=kernels)
+        r = check_link(
+            c.graph, c.inputs, c.seed, c.env, dtype=dtype, kernels=kernels, backend=backend
+        )
         return Outcome(r.ok, r.first_mismatch)
+
+    return check
+
+
+def _differential(
+    dtype: str, kernels: str, backend: Backend, against: Backend
+) -> Callable[[Case], Outcome]:
+    """The same case on two backends. `ordered`: values and cotangents bit-equal, node by
+    node (the message names the first diverging node). `fast`: both backends' nodes within
+    their per-node bounds (the first node out of bounds is named, with its backend)."""
+
+    def check(c: Case) -> Outcome:
+        if kernels == "fast":
+            worst, ulp = 0.0, 0.0
+            for b in (backend, against):
+                r = check_bounds(c.graph, c.inputs, c.env, dtype=dtype, kernels="fast", backend=b)
+                if not r.ok:
+                    return Outcome(False, f"{b.name}: {r.first_violation}", r.max_ulp)
+                worst, ulp = max(worst, r.worst_ratio), max(ulp, r.max_ulp)
+            return Outcome(True, None, ulp, worst)
+        sides = []
+        for b in (backend, against):
+            try:
+                sides.append(runtime_side(c.graph, c.inputs, c.env, c.seed, dtype, kernels, b))
+            except TorchLeanError as e:
+                sides.append(type(e).__name__)  # type: ignore[arg-type]
+        a, b_ = sides
+        if isinstance(a, str) or isinstance(b_, str):
+            ok = a == b_
+            msg = None if ok else f"{backend.name} gave {a!r:.60}, {against.name} {b_!r:.60}"
+            return Outcome(ok, msg)
+        mism = compare_sides(dtype, a, b_)
+        if mism is not None:
+            mism = mism.replace("runtime", backend.name).replace("spec", against.name)
+        return Outcome(mism is None, mism)
 
     return check
 
@@ -135,17 +176,47 @@ def _dense_all(c: Case) -> Outcome:
     return Outcome(r.ok, r.first_mismatch)
 
 
-def _bounds(dtype: str, kernels: str) -> Callable[[Case], Outcome]:
+def _bounds(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
     def check(c: Case) -> Outcome:
-        r = check_bounds(c.graph, c.inputs, c.env, dtype=dtype, kernels=kernels)
+        r = check_bounds(c.graph, c.inputs, c.env, dtype=dtype, kernels=kernels, backend=backend)
         return Outcome(r.ok, r.first_violation, r.max_ulp, r.worst_ratio)
 
     return check
 
 
-def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Property]:
+def default_properties(
+    dtypes: Sequence[str],
+    kernels: Sequence[str],
+    backend: str = "numpy",
+    against: str | None = None,
+) -> list[Property]:
+    """The suite's properties. On a backend other than NumPy, the IEEE properties run on
+    that backend (the exact dtype is NumPy-only and is refused); with `against`, every case
+    of a `differential` property also runs on the reference backend and is compared."""
+    B = get_backend(backend)
+    A = get_backend(against) if against else None
+    for dt in dtypes:
+        if dt not in B.dtypes:
+            raise TorchLeanError(
+                f"backend {backend!r} does not support dtype {dt!r} (it has {list(B.dtypes)})"
+            )
     props: list[Property] = []
     for dt in dtypes:
+        if A is not None and dt != "exact":
+            for k in kernels:
+                props.append(
+                    Property(
+                        f"differential_{A.name}",
+                        dt,
+                        k,
+                        _cases(dt, specials=k == "ordered"),
+                        _differential(dt, k, B, A),
+                        f"{B.name} vs {A.name}: "
+                        + ("bit-equal per node" if k == "ordered" else "both within node bounds"),
+                        _ops_for(dt),
+                        backend,
+                    )
+                )
         if dt == "exact":
             ops = _ops_for("exact")
             props.append(
@@ -180,9 +251,10 @@ def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Pr
                     dt,
                     "ordered",
                     _cases(dt),
-                    _link(dt, "ordered"),
+                    _link(dt, "ordered", B),
                     "bit equality of values and cotangents with spec",
                     ops,
+                    backend,
                 )
             )
             props.append(
@@ -191,9 +263,10 @@ def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Pr
                     dt,
                     "ordered",
                     _cases(dt, specials=True),
-                    _link(dt, "ordered"),
+                    _link(dt, "ordered", B),
                     "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
                     ops,
+                    backend,
                 )
             )
         if "fast" in kernels:
@@ -203,9 +276,10 @@ def default_properties(dtypes: Sequence[str], kernels: Sequence[str]) -> list[Pr
                     dt,
                     "fast",
                     _cases(dt),
-                    _bounds(dt, "fast"),
+                    _bounds(dt, "fast", B),
                     "every primitive node within its stated error bound",
                     ops,
+                    backend,
                 )
             )
     return props
@@ -223,6 +297,7 @@ def _repro(case: Case, prop: Property) -> dict[str, Any]:
         "property": prop.name,
         "dtype": prop.dtype,
         "kernels": prop.kernels,
+        "backend": prop.backend,
         "graph": graph_to_dict(case.graph),
         "inputs": [tensor_to_dict(D, x) for x in case.inputs],
         "seed": [tensor_to_dict(D, t) for t in case.seed.tensors],
@@ -240,7 +315,7 @@ def run_property(
     """Run one property: `max_examples` cases over all its ops, then `per_op` cases
     focused on each op in turn (so every op is exercised). Never raises on a failing case;
     stops at the first failing run and reports its shrunk case."""
-    row = Row(prop.name, prop.dtype, prop.kernels)
+    row = Row(prop.name, prop.dtype, prop.kernels, prop.backend)
     t0 = time.perf_counter()
     runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
     if per_op:
@@ -310,10 +385,13 @@ def _run_one(
 def replay(repro: dict[str, Any]) -> Outcome:
     """Re-run the check of a JSON reproducer (as written in a failure report)."""
     kernels = ["ordered" if repro["kernels"] == "exact" else repro["kernels"]]
+    name = repro["property"]
+    against = name.removeprefix("differential_") if name.startswith("differential_") else None
+    backend = repro.get("backend", "numpy")
     props = [
         p
-        for p in default_properties([repro["dtype"]], kernels)
-        if p.name == repro["property"] and p.kernels == repro["kernels"]
+        for p in default_properties([repro["dtype"]], kernels, backend, against)
+        if p.name == name and p.kernels == repro["kernels"]
     ]
     if not props:
         raise ValueError(

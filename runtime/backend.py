@@ -4,6 +4,13 @@ Invariants:
 - A `Backend` names its array namespace (array-api-compat), its device and its
   capabilities; kernels only talk to `backend.xp` (plus NumPy-only fast paths that are
   guarded by `backend.is_numpy` and tested to give identical bits).
+- Three kinds of backend: NumPy (every dtype, exact and symbolic included), CuPy
+  (`runtime.cuda`, device "cuda") and any array-API namespace plugged in by import path
+  (`get_backend("module:attr")`, e.g. `array_api_strict`). A backend moves arrays to and
+  from the host (`to_host`, `from_host`; NumPy arrays on the host), so spec tensors,
+  constants and checks go through the host and never through a silent cast. A backend may
+  supply its own `ordered` fold and matmul (CuPy does, as device kernels); without them the
+  generic ones (one array operation per reduction step) are used.
 - Runtime dtypes are "float64", "float32", "bfloat16" (ml_dtypes), "float16" and "exact";
   "exact" runs the same kernels on NumPy object arrays of `fractions.Fraction`,
   and "symbolic" on object arrays of sympy expressions (used by `proofs/`).
@@ -43,6 +50,7 @@ __all__ = [
     "Backend",
     "from_spec",
     "get_backend",
+    "namespace_backend",
     "np_dtype",
     "round_f64",
     "to_spec",
@@ -79,9 +87,21 @@ def np_dtype(dtype: str) -> Any:
     return _NP_DTYPES[_check_dtype(dtype)]
 
 
+def _np_identity(a: Any) -> Any:
+    return a
+
+
 @dataclass(frozen=True)
 class Backend:
-    """An array backend: namespace, device and capabilities."""
+    """An array backend: namespace, device, capabilities and host transfers.
+
+    `array_type` is the class of the backend's arrays; `dtype_map` maps runtime dtype names
+    to the namespace's dtype objects; `to_host_fn` / `from_host_fn` move arrays to and from
+    NumPy; `ordered_fold(x)` (sum over axis 0, left fold) and `ordered_matmul(a, b)` (the
+    k-loop) are optional device implementations of the `ordered` profile's reductions,
+    each bit-identical to the generic ones in `runtime.context`; `fast_unary(fn, x)`
+    (optional) is the vendor transcendental; `guard(profile)` (optional) raises when the
+    backend cannot honour a profile right now (e.g. TF32 enabled)."""
 
     name: str
     xp: Any
@@ -89,16 +109,61 @@ class Backend:
     dtypes: tuple[str, ...]
     is_numpy: bool = False
     capabilities: frozenset[str] = field(default_factory=frozenset)
+    array_type: Any = np.ndarray
+    dtype_map: Any = None
+    to_host_fn: Any = np.asarray
+    from_host_fn: Any = _np_identity
+    ordered_fold: Any = None
+    ordered_matmul: Any = None
+    guard: Any = None
+    info: Any = None
 
     def dtype(self, dtype: str) -> Any:
         if _check_dtype(dtype) not in self.dtypes:
-            raise TorchLeanError(f"backend {self.name!r} does not support dtype {dtype!r}")
-        return _NP_DTYPES[dtype]
+            raise TorchLeanError(
+                f"backend {self.name!r} does not support dtype {dtype!r} "
+                f"(it supports {list(self.dtypes)})"
+            )
+        return (self.dtype_map or _NP_DTYPES)[dtype]
+
+    def to_host(self, a: Any) -> Any:
+        """A NumPy copy (or view) of a backend array; NumPy arrays pass through."""
+        if isinstance(a, np.ndarray):
+            return a
+        return self.to_host_fn(a)
+
+    def from_host(self, a: Any) -> Any:
+        """A NumPy array as a backend array of the same dtype (bits preserved)."""
+        return self.from_host_fn(np.asarray(a))
+
+    def from_spec(self, t: Tensor, dtype: str) -> Any:
+        """A spec tensor as a backend array (lossless)."""
+        return self.from_host(from_spec(t, dtype))
+
+    def to_spec(self, a: Any, dtype: str) -> Tensor:
+        """A backend array as a spec tensor (lossless)."""
+        return to_spec(self.to_host(a), dtype)
 
     def asarray(self, value: Any, dtype: str) -> Any:
         """`value` as an array of `dtype`; numbers are converted with one rounding (exact
         values go through the spec domain), arrays of another dtype are refused."""
         dt = self.dtype(dtype)
+        if not self.is_numpy:
+            if isinstance(value, self.array_type):
+                if value.dtype != dt:
+                    raise TorchLeanError(
+                        f"array of dtype {value.dtype} given where {dtype} is expected "
+                        "(convert explicitly; no silent casts)"
+                    )
+                return value
+            if isinstance(value, np.ndarray):
+                if value.dtype != np_dtype(dtype):
+                    raise TorchLeanError(
+                        f"array of dtype {value.dtype} given where {dtype} is expected "
+                        "(convert explicitly; no silent casts)"
+                    )
+                return self.from_host(value)
+            return self.from_host(NUMPY.asarray(value, dtype))
         if isinstance(value, np.ndarray):
             if value.dtype != dt:
                 raise TorchLeanError(
@@ -153,13 +218,66 @@ NUMPY = Backend(
 )
 
 
+def _to_host_generic(a: Any) -> Any:
+    try:
+        return np.from_dlpack(a)
+    except (TypeError, AttributeError, RuntimeError, BufferError):
+        return np.asarray(a)
+
+
+def namespace_backend(name: str, xp: Any) -> Backend:
+    """A backend over an array-API namespace `xp` (host device): the dtypes it has among
+    float64, float32 and float16; arrays cross to NumPy by DLPack."""
+    xp = array_api_compat.array_namespace(xp.asarray(0.0)) if hasattr(xp, "asarray") else xp
+    probe = xp.asarray(0.0)
+    dmap: dict[str, Any] = {}
+    for dt in ("float64", "float32", "float16"):
+        if hasattr(xp, dt):
+            dmap[dt] = getattr(xp, dt)
+
+    def from_host(a: Any) -> Any:
+        return xp.asarray(a, dtype=dmap.get(str(a.dtype)) if a.dtype.kind == "f" else None)
+
+    return Backend(
+        name=name,
+        xp=xp,
+        device="cpu",
+        dtypes=tuple(dmap),
+        array_type=type(probe),
+        dtype_map=dmap,
+        to_host_fn=_to_host_generic,
+        from_host_fn=from_host,
+    )
+
+
 def get_backend(name: str = "numpy") -> Backend:
+    """ "numpy" (or "cpu"); "cupy" (or "cuda"): the CUDA backend, which raises a clear
+    error without a usable GPU; "module" or "module:attr": an array-API namespace."""
     if name in ("numpy", "cpu"):
         return NUMPY
-    raise TorchLeanError(
-        f"backend {name!r} is not available (this build provides 'numpy'; CuPy arrives "
-        "with the CUDA backend)"
-    )
+    if name in ("cupy", "cuda"):
+        from .cuda import cupy_backend
+
+        return cupy_backend()
+    import importlib
+
+    modname, _, attr = name.partition(":")
+    try:
+        mod: Any = importlib.import_module(modname)
+    except ImportError as e:
+        raise TorchLeanError(
+            f"backend {name!r} is not available: cannot import {modname!r} ({e}); "
+            "built-in backends are 'numpy' and 'cupy'"
+        ) from None
+    if attr:
+        try:
+            for part in attr.split("."):
+                mod = getattr(mod, part)
+        except AttributeError:
+            raise TorchLeanError(f"backend {name!r}: {modname!r} has no {attr!r}") from None
+    if not hasattr(mod, "asarray"):
+        raise TorchLeanError(f"backend {name!r} is not an array namespace (no asarray)")
+    return namespace_backend(name, mod)
 
 
 def to_spec(arr: Any, dtype: str) -> Tensor:

@@ -22,6 +22,11 @@ Invariants:
   entry points they compute the same values but NumPy may warn.
 - Speed: on the NumPy backend the IEEE paths call NumPy directly (the array-api-compat
   wrappers add a Python call per operation); the results are the same arrays.
+- Other backends (CuPy, array-API namespaces): arrays are the backend's (`atype`);
+  constants are rounded on the host (MPFR) and moved over once per context; the `ordered`
+  fold and matmul use the backend's device kernels when it has them, else the generic
+  loops below; `ordered` transcendentals are computed on the host by `runtime.crmath`
+  (correct rounding needs MPFR for the hard cases) and moved back.
 """
 
 from __future__ import annotations
@@ -98,6 +103,9 @@ class KernelContext:
         self.ordered = profile == "ordered"
         self.exact = dtype in OBJECT_DTYPES  # object arrays: Fractions or sympy expressions
         self.domain = DTYPE_DOMAIN[dtype]
+        self.atype = backend.array_type
+        if backend.guard is not None:
+            backend.guard(profile)
         self._consts: dict[Any, Any] = {}
         self._const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
@@ -109,6 +117,10 @@ class KernelContext:
     # ------------------------------------------------------------------ construction
     def arr(self, x: Any) -> Any:
         """Make sure x is an array of the dtype (NumPy turns 0-d results into scalars)."""
+        if type(x) is self.atype:
+            return x
+        if not self.backend.is_numpy:
+            return self.xp.asarray(x, dtype=self.dt)
         if isinstance(x, np.ndarray):
             return x
         if self.exact:
@@ -134,6 +146,8 @@ class KernelContext:
                 from spec.tensor import Tensor
 
                 c = from_spec(Tensor((), (self.domain.from_rational(q),)), self.dtype)
+                if not self.backend.is_numpy:
+                    c = self.backend.from_host(c)
                 self._consts[q] = c
         return c
 
@@ -175,7 +189,7 @@ class KernelContext:
                 np.subtract(k, 1, out=k)  # cond -> 0, else all ones
             np.bitwise_and(k, v.view(it), out=k)
             return k.view(self.dt)
-        z = self.zeros(tuple(np.broadcast_shapes(np.shape(cond), np.shape(v))))
+        z = self.zeros(tuple(np.broadcast_shapes(tuple(cond.shape), tuple(v.shape))))
         return self.xp.where(cond, v, z) if keep else self.xp.where(cond, z, v)
 
     def isnan(self, x: Any) -> Any:
@@ -209,9 +223,11 @@ class KernelContext:
         if self.backend.is_numpy:
             # add.accumulate is sequential by definition: out[i] = out[i-1] + x[i].
             return self.arr(np.add.accumulate(x, axis=0, dtype=self.dt)[-1])
-        acc = x[0]
+        if self.backend.ordered_fold is not None:
+            return self.backend.ordered_fold(x)
+        acc = x[0, ...]
         for i in range(1, k):
-            acc = acc + x[i]
+            acc = acc + x[i, ...]
         return self.arr(acc)
 
     def sum_axis(self, x: Any, axis: int) -> Any:
@@ -249,6 +265,8 @@ class KernelContext:
         k = a.shape[-1]
         if k == 0:
             return self.zeros((*a.shape[:-1], b.shape[-1]))
+        if self.backend.ordered_matmul is not None:
+            return self.backend.ordered_matmul(a, b)
         acc = a[..., :, 0:1] * b[..., 0:1, :]
         if self._np:
             # The same k-loop, C = C + A[..., :, p] * B[..., p, :] (a product rounded, then
@@ -270,15 +288,18 @@ class KernelContext:
         if self.exact:
             return self._exact_map(fn, x)
         if self.ordered:
+            if not self.backend.is_numpy:
+                h = cr_apply(fn, self.backend.to_host(x), self.dtype)
+                return self.backend.from_host(np.asarray(h))
             return self.arr(cr_apply(fn, x, self.dtype))
         y = getattr(np if self._np else self.xp, fn)(x)
-        return y if type(y) is np.ndarray else self.arr(y)
+        return y if type(y) is self.atype else self.arr(y)
 
     def sqrt(self, x: Any) -> Any:
         if self.exact:
             return self._exact_map("sqrt", x)
         y = np.sqrt(x) if self._np else self.xp.sqrt(x)
-        return y if type(y) is np.ndarray else self.arr(y)
+        return y if type(y) is self.atype else self.arr(y)
 
     def _exact_map(self, fn: str, x: Any) -> Any:
         x = self.arr(x)  # arithmetic on 0-d object arrays returns bare scalars

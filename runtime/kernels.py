@@ -94,7 +94,7 @@ def _binary(name: str, f: Any, vjp_s: Any, jvp_s: Any, saves: str, values: bool 
     def forward(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
         a, b = xs
         y = f(ctx, a, b)
-        if type(y) is not np.ndarray:
+        if type(y) is not ctx.atype:
             y = ctx.arr(y)
         if a.shape != b.shape or y.shape != a.shape:
             out = _bshape(a, b)
@@ -113,9 +113,9 @@ def _binary(name: str, f: Any, vjp_s: Any, jvp_s: Any, saves: str, values: bool 
         else:
             A = B = None
         ga, gb = vjp_s(ctx, A, B, g)
-        if type(ga) is not np.ndarray or ga.shape != gs:
+        if type(ga) is not ctx.atype or ga.shape != gs:
             ga = xp.broadcast_to(ctx.arr(ga), gs)
-        if type(gb) is not np.ndarray or gb.shape != gs:
+        if type(gb) is not ctx.atype or gb.shape != gs:
             gb = xp.broadcast_to(ctx.arr(gb), gs)
         return [ctx.unbroadcast(ga, sa), ctx.unbroadcast(gb, sb)]
 
@@ -224,14 +224,14 @@ def _unary(name: str, f: Any, push: Any, saves: str, check: Any = None, keep: st
     def forward(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
         x = xs[0]
         y = f(ctx, x, attrs)
-        if type(y) is not np.ndarray:
+        if type(y) is not ctx.atype:
             y = ctx.arr(y)
         return y, (x if kx else None, y if ky else None)
 
     def run(ctx: KernelContext, saved: Any, t: Any, attrs: Attrs) -> Any:
         x, y = saved
         r = push(ctx, x, y, t, attrs)
-        return r if type(r) is np.ndarray else ctx.arr(r)
+        return r if type(r) is ctx.atype else ctx.arr(r)
 
     _k(
         name,
@@ -245,7 +245,7 @@ def _unary(name: str, f: Any, push: Any, saves: str, check: Any = None, keep: st
 
 def _where(c: KernelContext, cond: Any, t: Any, shape: Any) -> Any:
     """where(cond, t, zeros(shape))."""
-    if tuple(shape) == np.shape(t) and c.maskable(cond, t):
+    if c.maskable(cond, t) and tuple(shape) == tuple(t.shape):
         return c.select_or_zero(cond, t)
     return c.xp.where(cond, t, c.zeros(tuple(shape)))
 
@@ -316,10 +316,11 @@ def _log_check(ctx: KernelContext, xs: list[Any], attrs: Attrs) -> None:
     x = xs[0]
     with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN comparisons as invalid
         bad = ctx.isnan(x) | ~(ctx.const(0) < x)
-    if bool(np.any(bad)):
-        i = int(np.flatnonzero(np.asarray(bad).reshape(-1))[0])
+    if bool(ctx.xp.any(bad)):
+        to_host = ctx.backend.to_host
+        i = int(np.flatnonzero(to_host(bad).reshape(-1))[0])
         raise DomainError(
-            f"log: input 0 element {i} is {np.asarray(x).reshape(-1)[i]}; log "
+            f"log: input 0 element {i} is {to_host(x).reshape(-1)[i]}; log "
             "refuses inputs <= 0 or NaN (use safe_log)"
         )
 
@@ -392,11 +393,15 @@ def _const_forward(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[A
         D = c.domain
         t = Tensor(a["shape"], tuple(D.from_rational(q) for q in a["values"]))
         hit = from_spec(t, c.dtype)
+        if not c.backend.is_numpy:
+            hit = c.backend.from_host(hit)
         if key is not None and len(a["values"]) <= 1024:
             if len(c._const_arrays) >= 256:
                 c._const_arrays.clear()
             c._const_arrays[key] = hit
-    return np.array(hit, copy=True), a["shape"]
+    if c.backend.is_numpy:
+        return np.array(hit, copy=True), a["shape"]
+    return c.xp.asarray(hit, copy=True), a["shape"]
 
 
 _k("const", _const_forward, lambda c, s, g, a, e: [], lambda c, s, dxs, a, e: c.zeros(s), "shape")
@@ -540,7 +545,7 @@ _k(
 def _concat_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
     out, start = [], 0
     for shape in s:
-        out.append(g[start : start + shape[0]])
+        out.append(g[start : start + shape[0], ...])
         start += shape[0]
     return out
 
@@ -556,15 +561,15 @@ _k(
 
 def _pad_rows(c: KernelContext, g: Any, shape: tuple[int, ...], start: int) -> Any:
     z = c.zeros(shape)
-    parts = [z[:start], g, z[start + g.shape[0] :]]
+    parts = [z[:start, ...], g, z[start + g.shape[0] :, ...]]
     return c.xp.concat(parts, axis=0)
 
 
 _k(
     "slice",
-    lambda c, xs, a, e: (xs[0][a["start"] : a["stop"]], tuple(xs[0].shape)),
+    lambda c, xs, a, e: (xs[0][a["start"] : a["stop"], ...], tuple(xs[0].shape)),
     lambda c, s, g, a, e: [_pad_rows(c, g, s, a["start"])],
-    lambda c, s, dxs, a, e: dxs[0][a["start"] : a["stop"]],
+    lambda c, s, dxs, a, e: dxs[0][a["start"] : a["stop"], ...],
     "input shape",
 )
 
@@ -587,7 +592,7 @@ def _sel_index(a: Attrs, env: Env, dim: int) -> int:
 def _select_fwd(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
     x = xs[0]
     i = _sel_index(a, e, x.shape[0])
-    return c.arr(x[i]), (tuple(x.shape), i)
+    return c.arr(x[i, ...]), (tuple(x.shape), i)
 
 
 def _select_vjp(c: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
@@ -599,7 +604,7 @@ _k(
     "select",
     _select_fwd,
     _select_vjp,
-    lambda c, s, dxs, a, e: c.arr(dxs[0][s[1]]),
+    lambda c, s, dxs, a, e: c.arr(dxs[0][s[1], ...]),
     "input shape, index",
 )
 
@@ -608,7 +613,7 @@ def _scatter(c: KernelContext, t: Any, indices: Sequence[int], n: int) -> Any:
     """out[j] = left fold over k with indices[k] == j of t[k] (first stored as is)."""
     rows: list[Any] = [None] * n
     for k, j in enumerate(indices):
-        rows[j] = t[k] if rows[j] is None else rows[j] + t[k]
+        rows[j] = t[k, ...] if rows[j] is None else rows[j] + t[k, ...]
     z = c.zeros(tuple(t.shape[1:]))
     if n == 0:
         return c.zeros((0, *t.shape[1:]))

@@ -15,7 +15,8 @@ from spec import rng as srng
 from spec.graph import Graph, backprop_all_ctx, eval_graph
 from spec.tensor import Tensor, TensorPack
 
-from .backend import DTYPE_DOMAIN, from_spec, to_spec
+from .backend import DTYPE_DOMAIN, NUMPY, Backend
+from .context import KernelContext
 from .lower import lower
 
 __all__ = [
@@ -79,11 +80,17 @@ def runtime_side(
     pack: TensorPack,
     dtype: str,
     kernels: str = "ordered",
+    backend: Backend = NUMPY,
 ) -> Sides:
-    """Runtime values of `lower(g)` and its `backward_dense_from(pack)`, as spec tensors."""
-    tape = lower(g, [from_spec(x, dtype) for x in xs], env, dtype=dtype, kernels=kernels)
-    got = tape.backward_dense_from([from_spec(t, dtype) for t in pack.tensors])
-    return [to_spec(n.value, dtype) for n in tape.nodes], [to_spec(a, dtype) for a in got]
+    """Runtime values of `lower(g)` and its `backward_dense_from(pack)` on `backend`, as
+    spec tensors."""
+    ctx = KernelContext(dtype, kernels, backend)
+    tape = lower(g, [backend.from_spec(x, dtype) for x in xs], env, ctx=ctx)
+    got = tape.backward_dense_from([backend.from_spec(t, dtype) for t in pack.tensors])
+    return (
+        [backend.to_spec(n.value, dtype) for n in tape.nodes],
+        [backend.to_spec(a, dtype) for a in got],
+    )
 
 
 def compare_sides(dtype: str, got: Sides, want: Sides) -> str | None:

@@ -69,6 +69,7 @@ def lower(
 ) -> Tape:
     """The tape of g on `inputs` (TorchLean's compile_aux_data)."""
     ctx = ctx or KernelContext(dtype, kernels)
+    dtype = ctx.dtype
     # A Graph is validated when built, but its fields can be reassigned: re-check here.
     shapes = validate_graph(g.inputs, g.nodes)
     xs = _check_inputs(g, inputs, ctx)

@@ -15,6 +15,13 @@ Invariants:
 - Gradients are returned as a dense list indexed by tape id, never stored on tensors. After
   a backward, frozen nodes get zero gradients unless the frozen node is the output itself.
 - Parameters alias only when they share the same storage cells (never by value or name).
+- Devices: `device="cuda"` runs the eager session on the CuPy backend (`runtime.cuda`);
+  there is no silent CPU fallback. Tape values and returned gradients are device arrays;
+  `get_value` and `Param.get` return host (NumPy) arrays. A parameter keeps a host value
+  and a device mirror with TorchLeans's invariant: at least one copy is current; a device
+  update (`sgd_step_all`) marks the host stale; every public read synchronises.
+- Random tensors come from `runtime.rng` (vectorised SplitMix64, the same bits as
+  `spec.rng` on every backend).
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ from spec.graph import Graph, GraphBuilder
 from spec.ops import OPS
 from spec.tensor import Tensor
 
-from .backend import DTYPE_DOMAIN, DTYPES, OBJECT_DTYPES, from_spec, get_backend, to_spec
+from .backend import DTYPE_DOMAIN, DTYPES, NUMPY, OBJECT_DTYPES, from_spec, get_backend, to_spec
 from .context import KernelContext
+from .rng import keep_mask, uniform01
 from .tape import Tape, _validated
 
 __all__ = [
@@ -100,9 +108,34 @@ class Param:
         return tuple(self.get().shape)
 
     def get(self) -> Any:
+        """The current host value (downloads the device mirror if the host is stale)."""
         if self.value_cell is None:
             raise TorchLeanError(f"parameter {self.name!r} has no storage")
+        assert self.host_current is not None and self.device_cell is not None
+        if not self.host_current.value:
+            backend, dev = self.device_cell.value
+            self.value_cell.value = _frozen_copy(backend.to_host(dev))
+            self.host_current.value = True
         return self.value_cell.value
+
+    def device_value(self, backend: Any) -> Any:
+        """The current value on `backend`'s device (uploads the host value when the mirror
+        is missing, stale or on another backend)."""
+        if backend.is_numpy:
+            return self.get()
+        assert self.device_cell is not None and self.host_current is not None
+        mirror = self.device_cell.value
+        if mirror is None or mirror[0] is not backend:
+            host = self.get()
+            mirror = (backend, backend.from_host(host))
+            self.device_cell.value = mirror
+        return mirror[1]
+
+    def set_device(self, backend: Any, value: Any) -> None:
+        """A device update: the mirror becomes the current copy and the host is stale."""
+        assert self.device_cell is not None and self.host_current is not None
+        self.device_cell.value = (backend, value)
+        self.host_current.value = False
 
     def set(self, value: Any) -> None:
         """Replace the value (same shape and dtype; no silent casts)."""
@@ -117,8 +150,10 @@ class Param:
         if self.dtype == "exact":
             _check_exact_elems(new, f"Param.set({self.name!r})")
         assert self.value_cell is not None and self.host_current is not None
+        assert self.device_cell is not None
         self.value_cell.value = _frozen_copy(new)
         self.host_current.value = True
+        self.device_cell.value = None  # the mirror is stale: uploaded again on next use
 
     def renamed(self, name: str) -> Param:
         """The same storage under another name (an alias)."""
@@ -294,20 +329,21 @@ class Session:
     ) -> None:
         if mode not in ("eager", "typed_graph"):
             raise TorchLeanError(f"Session: mode must be 'eager' or 'typed_graph', got {mode!r}")
-        if device != "cpu":
-            if mode == "typed_graph":
-                raise TorchLeanError("Session: typed_graph mode is CPU-only (device='cpu')")
-            raise TorchLeanError(
-                f"Session: device {device!r} is not available in this build "
-                "(only 'cpu'; the CUDA backend is not implemented yet)"
-            )
+        if device not in ("cpu", "cuda"):
+            raise TorchLeanError(f"Session: device must be 'cpu' or 'cuda', got {device!r}")
+        if device == "cuda" and mode == "typed_graph":
+            raise TorchLeanError("Session: typed_graph mode is CPU-only (device='cpu')")
         if dtype not in DTYPES or dtype == "symbolic":
             raise TorchLeanError(f"Session: unknown dtype {dtype!r}")
+        if device == "cuda" and dtype in OBJECT_DTYPES:
+            raise TorchLeanError(
+                f"Session: device 'cuda' needs a native float dtype, got {dtype!r}"
+            )
         self.mode = mode
         self.device = device
         self.dtype = dtype
         self.kernels = kernels
-        self.backend = get_backend("numpy")
+        self.backend = get_backend("cupy" if device == "cuda" else "numpy")
         self.ctx = KernelContext(dtype, kernels, self.backend)
         self.grad_enabled = grad_enabled
         self.requires_grad_by_default = requires_grad_by_default
@@ -373,7 +409,20 @@ class Session:
         return r.slot
 
     def _array(self, value: Any) -> Any:
-        return _frozen_copy(self.backend.asarray(value, self.dtype))
+        a = self.backend.asarray(value, self.dtype)
+        if not self.backend.is_numpy:
+            return self.ctx.xp.asarray(a, copy=True)
+        return _frozen_copy(a)
+
+    def _host_array(self, value: Any) -> Any:
+        """A host (NumPy) array of the dtype: what parameters store."""
+        if isinstance(value, self.backend.array_type) and not self.backend.is_numpy:
+            value = self.backend.to_host(value)
+        return _frozen_copy(NUMPY.asarray(value, self.dtype))
+
+    def to_host(self, a: Any) -> Any:
+        """A NumPy array of a value or gradient this session returned."""
+        return self.backend.to_host(a)
 
     def _no_leaf_after_ops(self, what: str) -> None:
         if self.mode == "typed_graph" and self._graph_has_nodes:
@@ -392,7 +441,7 @@ class Session:
 
     def param(self, init: Any, name: str | None = None, requires_grad: bool | None = None) -> Param:
         """A mutable parameter (not on the tape)."""
-        value = self._array(init)
+        value = self._host_array(init)
         rg = self.requires_grad_by_default if requires_grad is None else bool(requires_grad)
         p = Param(
             name or f"p{len(self._params)}",
@@ -415,7 +464,7 @@ class Session:
                 f"use: foreign parameter {p.name!r} from session "
                 f"#{p.owner}; this is session #{self.owner}"
             )
-        r = self._leaf(p.get(), p.requires_grad, f"use({p.name})")
+        r = self._leaf(p.device_value(self.backend), p.requires_grad, f"use({p.name})")
         self._leaf_param[r.id] = p
         return r
 
@@ -468,7 +517,10 @@ class Session:
         self._env[slot] = n
 
     def get_value(self, x: TensorRef) -> Any:
-        return np.array(self.tape.nodes[self._check(x, "get_value")].value, copy=True)
+        v = self.tape.nodes[self._check(x, "get_value")].value
+        if not self.backend.is_numpy:
+            return self.backend.to_host(v)
+        return np.array(v, copy=True)
 
     # ------------------------------------------------------------------ ops
     def _coerce(self, x: Any, what: str) -> int:
@@ -560,15 +612,22 @@ class Session:
 
     # ------------------------------------------------------------------ reverse mode
     def _seed(self, out: int, seed: Any) -> Any:
-        s = (
-            np.asarray(seed)
-            if isinstance(seed, np.ndarray)
-            else self.backend.asarray(seed, self.dtype)
-        )
+        s = self._grad_array(seed)
         self.tape._check_grad(out, s, "seed")
         if self.ctx.exact:
             _check_exact_elems(s, "seed")
         return s
+
+    def _grad_array(self, g: Any) -> Any:
+        """A gradient or seed as a backend array (host arrays are moved to the device;
+        no casts: a wrong dtype is reported by the tape's check)."""
+        if isinstance(g, self.backend.array_type):
+            return g
+        if isinstance(g, np.generic):  # a NumPy scalar keeps its dtype (no casts)
+            g = np.asarray(g)
+        if isinstance(g, np.ndarray):
+            return g if self.backend.is_numpy else self.backend.from_host(g)
+        return self.backend.asarray(g, self.dtype)
 
     def backward_dense_all(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
@@ -664,8 +723,9 @@ class Session:
             raise ShapeError(
                 f"sgd_step_all: {len(grads)} gradients for a tape of {len(self.tape)} nodes"
             )
+        garr = {leaf: self._grad_array(grads[leaf]) for leaf in self._leaf_param}
         for leaf in self._leaf_param:
-            self.tape._check_grad(leaf, np.asarray(grads[leaf]), "sgd_step_all")
+            self.tape._check_grad(leaf, garr[leaf], "sgd_step_all")
             if self.ctx.exact:
                 _check_exact_elems(grads[leaf], f"sgd_step_all: gradient for node {leaf}")
         lr_c = self.ctx.const(Fraction(lr))
@@ -674,10 +734,10 @@ class Session:
             p = self._leaf_param[first]
             if not p.requires_grad or not self.grad_enabled:
                 continue
-            g = np.asarray(grads[leaves[0]])
+            g = garr[leaves[0]]
             for leaf in leaves[1:]:
-                g = self.ctx.arr(g + np.asarray(grads[leaf]))
-            cur = p.get()
+                g = self.ctx.arr(g + garr[leaf])
+            cur = p.device_value(self.backend)
             if tuple(cur.shape) != tuple(g.shape):
                 raise ShapeError(
                     f"sgd_step_all: parameter {p.name!r} now has shape "
@@ -686,7 +746,10 @@ class Session:
             with np.errstate(all="ignore"):
                 updates.append((p, self.ctx.arr(cur - g * lr_c)))
         for p, v in updates:
-            p.set(v)
+            if self.backend.is_numpy:
+                p.set(v)
+            else:
+                p.set_device(self.backend, v)
 
     # ------------------------------------------------------------------ randomness
     def init_rng(self, seed: int) -> Rng:
@@ -704,23 +767,34 @@ class Session:
         return (rng or self.rng).next_key()
 
     def rand_uniform(self, shape: Sequence[int], rng: Rng | None = None) -> TensorRef:
+        """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance."""
         D = DTYPE_DOMAIN[self.dtype]
         key = self._key(rng)
         n = int(np.prod(shape)) if len(shape) else 1
-        t = Tensor(tuple(shape), tuple(srng.uniform(D, key, i) for i in range(n)))
-        return self.const(from_spec(t, self.dtype))
+        if self.dtype in OBJECT_DTYPES:
+            t = Tensor(tuple(shape), tuple(srng.uniform(D, key, i) for i in range(n)))
+            return self.const(from_spec(t, self.dtype))
+        u = uniform01(self.backend, key, n, self.dtype)
+        return self.const(self.ctx.xp.reshape(u, tuple(shape)))
 
     def bernoulli_mask(
         self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None
     ) -> TensorRef:
         """1 where kept (u >= p), 0 where dropped, as a frozen constant."""
+        q = Fraction(p)
+        if not 0 <= q <= 1:
+            raise DomainError(f"bernoulli_mask: p must be in [0, 1], got {p!r}")
         key = self._key(rng)
         n = int(np.prod(shape)) if len(shape) else 1
-        D = DTYPE_DOMAIN[self.dtype]
-        t = Tensor(
-            tuple(shape), tuple(D.one() if srng.mask(key, i, p) else D.zero() for i in range(n))
-        )
-        return self.const(from_spec(t, self.dtype))
+        if self.dtype in OBJECT_DTYPES:
+            D = DTYPE_DOMAIN[self.dtype]
+            t = Tensor(
+                tuple(shape), tuple(D.one() if srng.mask(key, i, q) else D.zero() for i in range(n))
+            )
+            return self.const(from_spec(t, self.dtype))
+        xp = self.ctx.xp
+        keep = xp.reshape(keep_mask(self.backend, key, n, q), tuple(shape))
+        return self.const(xp.where(keep, self.ctx.const(1), self.ctx.const(0)))
 
     def dropout(
         self, rng: Rng | None, x: TensorRef, p: float | Fraction, train: bool = True

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from spec.errors import GraphError, HookError, ShapeError
 from spec.validate import check_node
 
@@ -135,13 +133,14 @@ class Tape:
             if kern.check is not None:
                 kern.check(ctx, xs, norm)
             y, saved = kern.forward(ctx, xs, norm, env)
-        if type(y) is not np.ndarray:
+        if type(y) is not ctx.atype:
             y = ctx.arr(y)
         arg_ids = tuple(args)
         needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
         rg = any(needs)
         vjp = kern.vjp
         arr = ctx.arr
+        atype = ctx.atype
         single = len(arg_ids) == 1
         distinct = single or len(set(arg_ids)) == len(arg_ids)
         some = kern.vjp_some if rg and not all(needs) else None
@@ -161,9 +160,9 @@ class Tape:
                 # no fan-in: one cotangent per distinct id, emitted in increasing id order
                 if single:
                     c = per_arg[0]
-                    return [(arg_ids[0], c if type(c) is np.ndarray else arr(c))]
+                    return [(arg_ids[0], c if type(c) is atype else arr(c))]
                 pairs = [
-                    (j, c if type(c) is np.ndarray else arr(c))
+                    (j, c if type(c) is atype else arr(c))
                     for j, c in zip(arg_ids, per_arg, strict=True)
                 ]
                 pairs.sort(key=_first)
@@ -203,7 +202,7 @@ class Tape:
     ) -> list[Any]:
         nodes = self.nodes
         arr = self.ctx.arr
-        ndarray = np.ndarray
+        ndarray = self.ctx.atype
         for i in range(start, -1, -1):
             node = nodes[i]
             if hook is not None and grads[i] is not None and (node.requires_grad or i == start):

@@ -105,8 +105,18 @@ def test_get_backend() -> None:
     assert get_backend() is NUMPY
     assert get_backend("numpy") is NUMPY
     assert NUMPY.is_numpy and NUMPY.device == "cpu"
-    with pytest.raises(TorchLeanError, match="'cupy' is not available"):
-        get_backend("cupy")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        # No silent CPU fallback: asking for CUDA without CuPy is a clear error.
+        with pytest.raises(TorchLeanError, match="device 'cuda' needs CuPy"):
+            get_backend("cupy")
+    with pytest.raises(TorchLeanError, match="cannot import 'no_such_array_lib'"):
+        get_backend("no_such_array_lib:xp")
+    with pytest.raises(TorchLeanError, match="not an array namespace"):
+        get_backend("json")
+    with pytest.raises(TorchLeanError, match="has no 'nothing'"):
+        get_backend("numpy:nothing")
 
 
 # --------------------------------------------------------------------------- to_spec / from_spec
