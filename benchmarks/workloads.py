@@ -64,13 +64,13 @@ def mlp_init(sizes: tuple[int, ...], batch: int, dtype: str, seed: int = 0) -> M
 # --------------------------------------------------------------------------- ours
 
 
-def our_chain(n: int, dtype: str = "float32", mode: str = "eager") -> Step:
+def our_chain(n: int, dtype: str = "float32", mode: str = "eager", device: str = "cpu") -> Step:
     """n ops alternating neg and tanh on a (4,) tensor, then sum, then the gradient of
     every tape value (`backward_scalar_dense_all`), through the Session API."""
     from runtime import Session
 
     x0 = chain_input(dtype)
-    s = Session(mode=mode, dtype=dtype)
+    s = Session(mode=mode, dtype=dtype, device=device)
 
     def run() -> Any:
         s.reset_tape()
@@ -101,12 +101,14 @@ def tape_chain(n: int, dtype: str = "float32") -> Step:
     return run
 
 
-def our_mlp(init: MlpInit, mode: str = "eager", kernels: str = "fast") -> tuple[Step, Any]:
+def our_mlp(
+    init: MlpInit, mode: str = "eager", kernels: str = "fast", device: str = "cpu"
+) -> tuple[Step, Any]:
     """One SGD step of the MLP through the Session: param/use, linear/relu/mse_loss,
     backward_scalar_dense_all, sgd_step_all. Returns (step, session)."""
     from runtime import Session
 
-    s = Session(mode=mode, dtype=init.dtype, kernels=kernels)
+    s = Session(mode=mode, dtype=init.dtype, kernels=kernels, device=device)
     params = [(s.param(w), s.param(b)) for w, b in init.params]
     n = len(params)
 

@@ -6,9 +6,16 @@ import argparse
 import json
 import platform
 import sys
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 from .suite import IEEE_DTYPES, default_properties, replay, run_property, write_reports
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:  # run from a source tree on PYTHONPATH
+        return "not installed"
 
 
 def _progress_bar(total: int):  # type: ignore[no-untyped-def]
@@ -142,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         "per_op": a.per_op,
         "seed": a.seed,
         "python": platform.python_version(),
-        "numpy": version("numpy"),
-        "torchlean": version("torchlean"),
+        "numpy": _version("numpy"),
+        "torchlean": _version("torchlean"),
     }
     jpath, mpath = write_reports(rows, a.report, meta)
     total = sum(r.cases for r in rows)

@@ -1,0 +1,150 @@
+"""`python -m benchmarks.gpu`: the CUDA backend against peers measured in the same run.
+
+Figures (each a median of interleaved rounds, every GPU call synchronised before the clock
+stops; ratios are paired per round):
+- the MLP 784-512-512-10 SGD step (float32, batch 256): torchlean on CUDA (`fast` and
+  `ordered`), torchlean on the CPU, and PyTorch on CUDA and on the CPU where installed;
+- the per-op eager overhead: a chain of 64 small ops with its backward, torchlean CUDA
+  against PyTorch CUDA.
+Writes a JSON file and prints a table. Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .harness import environment, interleaved, paired_ratio, table
+from .workloads import mlp_init, our_chain, our_mlp
+
+__all__ = ["main"]
+
+
+def _sync_cupy() -> Callable[[], None]:
+    import cupy
+
+    return cupy.cuda.Device().synchronize
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> Callable[[], Any]:
+    def run() -> Any:
+        out = fn()
+        sync()
+        return out
+
+    return run
+
+
+def _torch_cuda_mlp(init: Any) -> Callable[[], Any] | None:
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    ps = [torch.tensor(a, requires_grad=True, device=dev) for w, b in init.params for a in (w, b)]
+    x = torch.from_numpy(init.x).to(dev)
+    t = torch.from_numpy(init.t).to(dev)
+    n = len(init.params)
+
+    def run() -> Any:
+        h = x
+        for i in range(n):
+            h = F.linear(h, ps[2 * i], ps[2 * i + 1])
+            if i < n - 1:
+                h = torch.relu(h)
+        loss = F.mse_loss(h, t)
+        grads = torch.autograd.grad(loss, ps)
+        with torch.no_grad():
+            for p, g in zip(ps, grads, strict=True):
+                p.sub_(g, alpha=0.01)
+        torch.cuda.synchronize()
+        return loss
+
+    return run
+
+
+def _torch_cuda_chain(n: int) -> Callable[[], Any] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    x0 = torch.linspace(-1, 1, 4, device="cuda")
+
+    def run() -> Any:
+        x = x0.clone().requires_grad_(True)
+        h = x
+        for k in range(n):
+            h = torch.tanh(h) if k % 2 else -h
+        (g,) = torch.autograd.grad(h.sum(), x)
+        torch.cuda.synchronize()
+        return g
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--out", default="gpu-benchmarks.json")
+    a = p.parse_args(argv)
+    from runtime.backend import get_backend
+
+    backend = get_backend("cupy")  # raises without a GPU: nothing to measure then
+    sync = _sync_cupy()
+    init = mlp_init((784, 512, 512, 10), 256, "float32")
+    mlp: dict[str, Callable[[], Any]] = {
+        "torchlean cuda fast": _timed(our_mlp(init, device="cuda")[0], sync),
+        "torchlean cuda ordered": _timed(our_mlp(init, kernels="ordered", device="cuda")[0], sync),
+        "torchlean cpu fast": our_mlp(init)[0],
+    }
+    tmlp = _torch_cuda_mlp(init)
+    if tmlp is not None:
+        mlp["pytorch cuda"] = tmlp
+    res: dict[str, Any] = {"env": environment(), "backend": backend.info}
+    print("timing the MLP step ...", file=sys.stderr)
+    t = interleaved(mlp, a.rounds)
+    res["mlp"] = {"median_s": t.medians()}
+    if tmlp is not None:
+        res["mlp"]["ratio_fast_vs_pytorch_cuda"] = paired_ratio(
+            t, "torchlean cuda fast", "pytorch cuda"
+        )
+    res["mlp"]["ratio_ordered_vs_fast"] = paired_ratio(
+        t, "torchlean cuda ordered", "torchlean cuda fast"
+    )
+    res["mlp"]["ratio_cuda_fast_vs_cpu_fast"] = paired_ratio(
+        t, "torchlean cuda fast", "torchlean cpu fast"
+    )
+    chain: dict[str, Callable[[], Any]] = {
+        "torchlean cuda": _timed(our_chain(64, device="cuda"), sync)
+    }
+    tch = _torch_cuda_chain(64)
+    if tch is not None:
+        chain["pytorch cuda"] = tch
+    print("timing the op chain ...", file=sys.stderr)
+    tc = interleaved(chain, a.rounds)
+    res["chain64"] = {"median_s": tc.medians()}
+    if tch is not None:
+        res["chain64"]["ratio_vs_pytorch_cuda"] = paired_ratio(tc, "torchlean cuda", "pytorch cuda")
+    rows = [["mlp step", k, f"{v * 1e3:.2f} ms"] for k, v in res["mlp"]["median_s"].items()]
+    rows += [["chain 64", k, f"{v * 1e3:.2f} ms"] for k, v in res["chain64"]["median_s"].items()]
+    print(table(["figure", "contender", "median"], rows))
+    for fig in ("mlp", "chain64"):
+        for k, v in res[fig].items():
+            if k.startswith("ratio"):
+                print(f"{fig} {k}: {v:.2f}")
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
