@@ -146,7 +146,7 @@ def test_guard_refuses_ordered_under_tf32(fake_cupy: Any, monkeypatch: Any) -> N
 
 def test_guard_refuses_ordered_when_probe_fails(fake_cupy: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr(rcuda, "_probe", lambda cp, dk: ["float32 subnormal add: bits [0]"])
-    with pytest.raises(TorchLeanError, match="not IEEE here.*subnormal add"):
+    with pytest.raises(TorchLeanError, match=r"not IEEE here.*subnormal add"):
         Session(device="cuda", kernels="ordered")
 
 
