@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 CUDA_DTYPES = ("float64", "float32", "float16")
-_MARK = "-DTORCHLEAN_IEEE_NO_FTZ=1"
+_MARK = "-DTORCHLEAN_IEEE_NO_FTZ=2"  # bump when the wrapper changes: new cache keys
 _OPTIONS = ("-fmad=false",)
 
 FOLD_SOURCE = r"""
@@ -125,30 +125,42 @@ def _import_cupy() -> Any:
     return cupy
 
 
+_NVRTC_ENTRIES = ("_compile_using_nvrtc_no_warning", "compile_using_nvrtc")
+
+
 def _install_ieee_compile(cupy: Any) -> str:
-    """Wrap CuPy's NVRTC compile so that kernels are built without -ftz=true."""
+    """Wrap CuPy's NVRTC compile so that kernels are built without -ftz=true.
+
+    `_compile_with_cache_cuda` appends -ftz=true and then calls an NVRTC entry by its module
+    name (`_compile_using_nvrtc_no_warning` in CuPy 14, `compile_using_nvrtc` before), so
+    both entries are wrapped to drop the flag; the cache step gets a marker define, so the
+    disk cache key differs from that of flushed binaries."""
     from cupy.cuda import compiler
 
     if getattr(compiler, "_torchlean_ieee", False):
         return "installed earlier in this process"
     cwc = getattr(compiler, "_compile_with_cache_cuda", None)
-    nvrtc = getattr(compiler, "compile_using_nvrtc", None)
-    if cwc is None or nvrtc is None:
-        return (
-            "not installed: cupy.cuda.compiler lacks _compile_with_cache_cuda/compile_using_nvrtc"
-        )
+    entries = [n for n in _NVRTC_ENTRIES if getattr(compiler, n, None) is not None]
+    if cwc is None or not entries:
+        return "not installed: cupy.cuda.compiler lacks _compile_with_cache_cuda or an NVRTC entry"
 
     def cwc_ieee(source: Any, options: Any = (), *args: Any, **kwargs: Any) -> Any:
         return cwc(source, (*tuple(options), _MARK), *args, **kwargs)
 
-    def nvrtc_ieee(source: Any, options: Any = (), *args: Any, **kwargs: Any) -> Any:
-        opts = tuple(o for o in tuple(options) if o not in ("-ftz=true", "--ftz=true"))
-        return nvrtc(source, (*opts, "-ftz=false"), *args, **kwargs)
+    def strip(fn: Any) -> Any:
+        def nvrtc_ieee(source: Any, options: Any = (), *args: Any, **kwargs: Any) -> Any:
+            opts = tuple(o for o in tuple(options) if o not in ("-ftz=true", "--ftz=true"))
+            if "-ftz=false" not in opts:  # entries may call each other: add it once
+                opts = (*opts, "-ftz=false")
+            return fn(source, opts, *args, **kwargs)
 
+        return nvrtc_ieee
+
+    for n in entries:
+        setattr(compiler, n, strip(getattr(compiler, n)))
     compiler._compile_with_cache_cuda = cwc_ieee
-    compiler.compile_using_nvrtc = nvrtc_ieee
     compiler._torchlean_ieee = True
-    return "installed"
+    return "installed (" + ", ".join(entries) + ")"
 
 
 class _DeviceKernels:

@@ -45,13 +45,13 @@ print("backend info", get_backend("cupy").info)
 PY
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-step "cuda unit tests" cuda-tests.txt 240 "$PY" -m pytest -q -rs -p no:cacheprovider -m cuda tests/test_cuda.py
-step "differential suite (cupy vs numpy)" conformance.txt 300 "$PY" -m conformance \
+step "cuda unit tests" cuda-tests.txt 240 "$PY" -m pytest -rfEs -p no:cacheprovider -m cuda tests/test_cuda.py
+step "differential suite (cupy vs numpy)" conformance.txt 270 "$PY" -m conformance \
     --backend cupy --against numpy --dtype float64,float32,float16 --kernels all \
-    --max-examples 30 --per-op 1 --report "$OUT/conformance-cupy"
+    --max-examples 20 --per-op 1 --report "$OUT/conformance-cupy"
 # bfloat16 must be refused with a clear message (exit status 2), never run on the host
 timeout 60 "$PY" -m conformance --backend cupy --dtype bfloat16 >"$OUT/bfloat16.txt" 2>&1
 echo "bfloat16 on cupy: rc=$? ($(tail -n 1 "$OUT/bfloat16.txt"))" | tee -a "$OUT/summary.txt"
-step "gpu benchmarks" bench.txt 180 "$PY" -m benchmarks.gpu --out "$OUT/gpu-benchmarks.json"
+step "gpu benchmarks" bench.txt 150 "$PY" -m benchmarks.gpu --rounds 10 --out "$OUT/gpu-benchmarks.json"
 echo "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)" | tee -a "$OUT/summary.txt"
 exit $status
