@@ -39,7 +39,7 @@ import numpy as np
 
 from spec.errors import DomainError, TorchLeanError
 
-from .backend import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec
+from .backend import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec, np_dtype
 from .crmath import cr_apply
 
 __all__ = ["PROFILES", "KernelContext", "fp_quiet"]
@@ -120,7 +120,11 @@ class KernelContext:
         if type(x) is self.atype:
             return x
         if not self.backend.is_numpy:
-            return self.xp.asarray(x, dtype=self.dt)
+            if isinstance(x, self.backend.array_type):
+                return x  # a subclass or view type of the backend's arrays
+            # host values go through the backend's upload (CuPy: by bit pattern, so -0
+            # survives); a Python number is rounded once on the host, as on NumPy
+            return self.backend.from_host(np.asarray(x, dtype=np_dtype(self.dtype)))
         if isinstance(x, np.ndarray):
             return x
         if self.exact:

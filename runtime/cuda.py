@@ -240,6 +240,13 @@ def _probe(cp: Any, dk: _DeviceKernels) -> list[str]:
         if got != want:
             bad.append(f"{what}: bits {got} (expected {want})")
 
+    for dtype in ("float64", "float32", "float16"):
+        dt = np_dtype(dtype)
+        negz = _bit_upload(cp)(np.array(-0.0, dtype=dt))
+        expect(f"{dtype} -0 upload", _bits(cp, negz.reshape(1)), [1 << (8 * dt.itemsize - 1)])
+        expect(
+            f"{dtype} -0 + -0", _bits(cp, (negz + negz).reshape(1)), [1 << (8 * dt.itemsize - 1)]
+        )
     for dtype, uint in (("float32", np.uint32), ("float16", np.uint16)):
         dt = np_dtype(dtype)
         tiny = cp.asarray(np.array([1], dtype=uint).view(dt))  # the smallest subnormal
@@ -277,6 +284,23 @@ def _probe(cp: Any, dk: _DeviceKernels) -> list[str]:
         [int(want.view(np.uint32)[0])],
     )
     return bad
+
+
+def _bit_upload(cp: Any) -> Any:
+    """Host -> device by bit pattern. `cupy.asarray` of a 0-d host array fills the device
+    buffer from the value, and a fill with 0 is a memset, which turns -0 into +0 (seen on
+    the first GPU runs); moving the integer bits keeps -0, NaN payloads and subnormals."""
+
+    def upload(a: Any) -> Any:
+        a = np.asarray(a)
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
+        if a.dtype.kind != "f":
+            return cp.asarray(a)
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+        return cp.asarray(a.view(u)).view(a.dtype)
+
+    return upload
 
 
 _BACKEND: list[Backend] = []  # the process's CuPy backend (immutable once made)
@@ -328,7 +352,7 @@ def cupy_backend() -> Backend:
         array_type=cp.ndarray,
         dtype_map={d: np_dtype(d) for d in CUDA_DTYPES},
         to_host_fn=cp.asnumpy,
-        from_host_fn=cp.asarray,
+        from_host_fn=_bit_upload(cp),
         ordered_fold=dk.fold,
         ordered_matmul=dk.matmul,
         guard=guard,

@@ -57,8 +57,18 @@ class _Module:
 
 def _fake_cupy(devices: int = 1) -> types.ModuleType:
     cp: Any = types.ModuleType("cupy")
-    for f in ("asarray", "empty", "ones", "full", "zeros", "concatenate", "abs", "sqrt"):
+    for f in ("empty", "ones", "full", "zeros", "concatenate", "abs", "sqrt"):
         setattr(cp, f, getattr(np, f))
+
+    def asarray(a: Any, dtype: Any = None) -> Any:
+        # CuPy fills a device array from a 0-d host value, and a fill with 0 is a memset:
+        # -0 arrives as +0 (observed on an H200 with CuPy 14.2); the stand-in does the same
+        out = np.array(a, dtype=dtype, copy=True)
+        if out.ndim == 0 and out.dtype.kind == "f" and out == 0:
+            out = np.zeros((), dtype=out.dtype)
+        return out
+
+    cp.asarray = asarray
     cp.ascontiguousarray = np.ascontiguousarray
     cp.asnumpy = lambda a: np.array(a, copy=True)
     cp.ndarray = np.ndarray
@@ -169,3 +179,11 @@ def test_device_session_matches_cpu(fake_cupy: Any) -> None:
 
     for got, want in zip(run("cuda"), run("cpu"), strict=True):
         assert got.tobytes() == want.tobytes()
+
+
+def test_negative_zero_survives_upload(fake_cupy: Any) -> None:
+    s = Session(device="cuda", dtype="float32", kernels="ordered")
+    x = s.input(np.array(-0.0, dtype=np.float32))
+    y = s.add(x, x)
+    assert s.get_value(y).view(np.uint32) == 0x80000000
+    assert s.get_value(s.neg(s.const(0.0))).view(np.uint32) == 0x80000000
