@@ -1,0 +1,277 @@
+"""Optimizers and schedulers: hand-worked golden trajectories, validation, properties.
+
+Expected values are computed independently of the runtime: with the MPFR emulation of the
+format (`spec.domains.BINARY32` / `FLOAT64`), one domain call per scalar operation in the
+order written in each optimizer's docstring, or with exact Fractions.
+
+The model of the golden cases is Linear(1, 1) with mse on the sample x = [1], t = [0]:
+y = w*1 + b = fl(w + b), loss = y*y, and the gradient of both w and b is d + d with
+d = y (the mse body's mul(d, d) gives d to each argument, folded d + d; x = 1).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.nn import Linear, Sequential
+from runtime.optim import (
+    SGD,
+    AdaGrad,
+    Adadelta,
+    Adam,
+    AdamW,
+    RMSProp,
+    constant,
+    exponential,
+    step,
+    warmup_cosine,
+)
+from runtime.trainer import Trainer
+from spec.domains import BINARY32, FLOAT64
+from spec.errors import TorchLeanError
+
+D32 = BINARY32
+SAMPLE = ([1.0], [0.0])
+
+
+def f32bits(a: Any) -> int:
+    return int(np.asarray(a, dtype=np.float32).reshape(()).view(np.uint32))
+
+
+def run_linear(opt: Any, w: float, b: float, steps: int, dtype: str = "float32", **kw: Any):
+    m = Sequential(Linear(1, 1))
+    tr = Trainer(m, optimizer=opt, dtype=dtype, kernels="ordered")
+    run = tr.open_typed(dtype, initial_state=[np.array([[w]]).astype(dtype), np.array([b]).astype(dtype)], **kw)
+    traj = []
+    for _ in range(steps):
+        run.step(SAMPLE)
+        st_ = run.state()
+        traj.append((st_[0].reshape(()), st_[1].reshape(())))
+    return run, traj
+
+
+def test_adam_three_steps_binary32_bit_for_bit() -> None:
+    D = D32
+    lr, b1, b2, eps = (D.from_float(v) for v in (0.1, 0.9, 0.999, 1e-8))
+    one, zero = D.one(), D.zero()
+    w, b = D.from_float(0.5), D.from_float(0.25)
+    mw = vw = mb = vb = zero
+    b1p = b2p = one
+    expected = []
+    for _ in range(3):
+        y = D.add(w, b)
+        g = D.add(y, y)
+        b1p, b2p = D.mul(b1p, b1), D.mul(b2p, b2)
+        c1 = D.div(one, D.sub(one, b1p))
+        c2 = D.div(one, D.sub(one, b2p))
+
+        def upd(p: Any, m: Any, v: Any, g: Any = g, c1: Any = c1, c2: Any = c2) -> tuple:
+            m = D.add(D.mul(m, b1), D.mul(g, D.sub(one, b1)))
+            v = D.add(D.mul(v, b2), D.mul(D.mul(g, g), D.sub(one, b2)))
+            mh, vh = D.mul(m, c1), D.mul(v, c2)
+            vh0 = vh if D.gt(vh, zero) else zero
+            eta = D.div(lr, D.add(D.sqrt(vh0), eps))
+            return D.sub(p, D.mul(eta, mh)), m, v
+
+        w, mw, vw = upd(w, mw, vw)
+        b, mb, vb = upd(b, mb, vb)
+        expected.append((D.to_bits(w), D.to_bits(b)))
+    _, traj = run_linear(Adam(0.1), 0.5, 0.25, 3)
+    got = [(f32bits(a), f32bits(c)) for a, c in traj]
+    assert got == expected
+    # and the trajectory really moves (not a fixed point)
+    assert len(set(expected)) == 3
+
+
+def test_adamw_decays_first() -> None:
+    D = D32
+    lr, b1, b2, eps, wd = (D.from_float(v) for v in (0.1, 0.9, 0.999, 1e-8, 0.01))
+    one = D.one()
+    w, b = D.from_float(0.5), D.from_float(0.25)
+    y = D.add(w, b)
+    g = D.add(y, y)
+    c1 = D.div(one, D.sub(one, b1))
+    c2 = D.div(one, D.sub(one, b2))
+    out = []
+    for p in (w, b):
+        p = D.sub(p, D.mul(p, D.mul(lr, wd)))
+        m = D.mul(g, D.sub(one, b1))
+        v = D.mul(D.mul(g, g), D.sub(one, b2))
+        eta = D.div(lr, D.add(D.sqrt(D.mul(v, c2)), eps))
+        out.append(D.to_bits(D.sub(p, D.mul(eta, D.mul(m, c1)))))
+    _, traj = run_linear(AdamW(0.1), 0.5, 0.25, 1)
+    assert [f32bits(traj[0][0]), f32bits(traj[0][1])] == out
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_two_steps_golden(momentum: float) -> None:
+    D = D32
+    lr, mu = D.from_float(0.1), D.from_float(momentum)
+    w, b = D.from_float(0.5), D.from_float(0.25)
+    bw = bb = D.zero()
+    exp = []
+    for _ in range(2):
+        y = D.add(w, b)
+        g = D.add(y, y)
+        if momentum == 0:
+            w, b = D.sub(w, D.mul(g, lr)), D.sub(b, D.mul(g, lr))
+        else:
+            bw = D.add(D.mul(bw, mu), g)
+            bb = D.add(D.mul(bb, mu), g)
+            w, b = D.sub(w, D.mul(bw, lr)), D.sub(b, D.mul(bb, lr))
+        exp.append((D.to_bits(w), D.to_bits(b)))
+    _, traj = run_linear(SGD(0.1, momentum), 0.5, 0.25, 2)
+    assert [(f32bits(a), f32bits(c)) for a, c in traj] == exp
+
+
+def test_adagrad_rmsprop_adadelta_one_step_golden() -> None:
+    D = D32
+    one = D.one()
+    w = D.from_float(0.5)
+    g = D.add(D.add(w, D.from_float(0.25)), D.add(w, D.from_float(0.25)))
+    # AdaGrad
+    lr, eps = D.from_float(0.1), D.from_float(1e-10)
+    s = D.mul(g, g)
+    ada = D.sub(w, D.div(D.mul(g, lr), D.add(D.sqrt(s), eps)))
+    # RMSProp
+    lr2, al, eps2 = D.from_float(0.01), D.from_float(0.99), D.from_float(1e-8)
+    v = D.add(D.mul(D.zero(), al), D.mul(D.mul(g, g), D.sub(one, al)))
+    rms = D.sub(w, D.div(D.mul(g, lr2), D.add(D.sqrt(v), eps2)))
+    # Adadelta
+    lr3, rho, eps3 = D.one(), D.from_float(0.9), D.from_float(1e-6)
+    v3 = D.add(D.mul(D.zero(), rho), D.mul(D.mul(g, g), D.sub(one, rho)))
+    d = D.mul(D.div(D.sqrt(D.add(D.zero(), eps3)), D.sqrt(D.add(v3, eps3))), g)
+    dela = D.sub(w, D.mul(d, lr3))
+    for opt, want in ((AdaGrad(0.1), ada), (RMSProp(0.01), rms), (Adadelta(), dela)):
+        _, traj = run_linear(opt, 0.5, 0.25, 1)
+        assert f32bits(traj[0][0]) == D.to_bits(want), opt
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    w=st.floats(-4, 4, width=32),
+    b=st.floats(-4, 4, width=32),
+    lr=st.floats(0, 1),
+)
+def test_momentum_zero_is_plain_sgd(w: float, b: float, lr: float) -> None:
+    _, t1 = run_linear(SGD(lr, 0.0), w, b, 2)
+    _, t2 = run_linear(SGD(lr), w, b, 2)
+    assert [(f32bits(a), f32bits(c)) for a, c in t1] == [(f32bits(a), f32bits(c)) for a, c in t2]
+
+
+def test_exact_sgd_is_exact() -> None:
+    m = Sequential(Linear(1, 1))
+    run = Trainer(m, optimizer=SGD(Fraction(1, 3))).open_typed(
+        "exact", initial_state=[[[Fraction(1, 2)]], [Fraction(1, 4)]]
+    )
+    run.step(([Fraction(1)], [Fraction(0)]))
+    w, b = run.state()
+    g = 2 * (Fraction(1, 2) + Fraction(1, 4))
+    assert w.reshape(()).item() == Fraction(1, 2) - g / 3
+    assert b.reshape(()).item() == Fraction(1, 4) - g / 3
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class Boom(Linear):
+    def init_state(self, seeds: Any) -> list[np.ndarray]:
+        raise AssertionError("model instantiated before validation")
+
+
+@pytest.mark.parametrize(
+    "opt, text",
+    [
+        (SGD(-0.1), "lr = -0.1"),
+        (SGD(float("nan")), "lr = nan"),
+        (SGD(float("inf")), "lr = inf"),
+        (SGD(1e39), "after conversion to binary32"),
+        (SGD(0.1, momentum=1.0), "momentum = 1.0"),
+        (Adam(beta2=0.99999999), "after conversion to binary32"),
+        (Adam(beta1=-0.1), "beta1"),
+        (Adam(eps=0.0), "eps = 0.0"),
+        (Adam(eps=1e-50), "after conversion to binary32"),
+        (AdaGrad(eps=-1.0), "eps"),
+        (RMSProp(alpha=1.0), "alpha"),
+        (Adadelta(rho=1.5), "rho"),
+        (AdamW(weight_decay=-1.0), "weight_decay"),
+    ],
+)
+def test_validation_before_instantiation(opt: Any, text: str) -> None:
+    tr = Trainer(Sequential(Boom(1, 1)), optimizer=opt, dtype="float32")
+    with pytest.raises(TorchLeanError, match=text.replace("(", r"\(").replace(".", r"\.")):
+        tr.open()
+
+
+def test_conversion_check_is_per_dtype() -> None:
+    # 0.99999999 is < 1 in binary64 but 1 in binary32
+    Trainer(Sequential(Linear(1, 1)), optimizer=Adam(beta2=0.99999999), dtype="float64").open()
+    with pytest.raises(TorchLeanError, match="binary16"):
+        Trainer(Sequential(Linear(1, 1)), optimizer=SGD(1e6), dtype="float16").open()
+
+
+def test_scheduler_validation() -> None:
+    tr = Trainer(Sequential(Boom(1, 1)), optimizer=SGD(0.1))
+    for sch, text in (
+        (step(0.1, 0, 0.5), "step_size"),
+        (exponential(-1.0, 0.5), "lr"),
+        (warmup_cosine(0.1, 5, 3), "total_steps"),
+        (warmup_cosine(0.1, 1, 3, min_lr=1.0), "min_lr"),
+        (constant(1e39), "after conversion to binary32"),
+    ):
+        with pytest.raises(TorchLeanError, match=text):
+            tr.open(sch)
+
+
+# --------------------------------------------------------------------------- schedulers
+
+
+def test_scheduler_golden_values() -> None:
+    assert [step(1.0, 2, 0.5)(t) for t in range(5)] == [1.0, 1.0, 0.5, 0.5, 0.25]
+    assert [exponential(2.0, 0.5)(t) for t in range(4)] == [2.0, 1.0, 0.5, 0.25]
+    assert [constant(0.3)(t) for t in (0, 7)] == [0.3, 0.3]
+    wc = warmup_cosine(1.0, 4, 8, min_lr=0.0)
+    assert [wc(t) for t in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert wc(4) == 1.0  # cos(0) = 1
+    # q = 1/2: cos(binary64 pi/2) correctly rounded is 6.123233995736766e-17
+    c = float(FLOAT64.cos(FLOAT64.from_float(math.pi / 2)))
+    assert c == 6.123233995736766e-17
+    assert wc(6) == 0.5 * (1.0 + c)
+    assert wc(8) == 0.0 and wc(100) == 0.0  # cos(pi) = -1 in binary64 rounding
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lr=st.floats(1e-6, 10),
+    frac=st.floats(0, 1),
+    warm=st.integers(0, 10),
+    extra=st.integers(1, 50),
+    t=st.integers(0, 100),
+)
+def test_warmup_cosine_stays_in_range(lr: float, frac: float, warm: int, extra: int, t: int):
+    min_lr = lr * frac
+    if warm == 0 or t >= warm:
+        v = warmup_cosine(lr, warm, warm + extra, min_lr)(t)
+        assert min_lr <= v <= lr or math.isclose(v, min_lr, rel_tol=1e-15)
+
+
+def test_scheduler_applied_each_step_from_completed_count() -> None:
+    """SGD with lr(t) = 0.5 * 0.5^t (binary64, rounded once into binary32)."""
+    D = D32
+    w, b = D.from_float(0.5), D.from_float(0.25)
+    exp = []
+    for t in range(3):
+        lr = D.from_float(0.5 * 0.5**t)
+        y = D.add(w, b)
+        g = D.add(y, y)
+        w, b = D.sub(w, D.mul(g, lr)), D.sub(b, D.mul(g, lr))
+        exp.append((D.to_bits(w), D.to_bits(b)))
+    _, traj = run_linear(SGD(0.1), 0.5, 0.25, 3, scheduler=exponential(0.5, 0.5))
+    assert [(f32bits(a), f32bits(c)) for a, c in traj] == exp
