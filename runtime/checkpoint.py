@@ -117,9 +117,7 @@ def decode_array(
         raise CheckpointError(f"{where}: expected an object, got {type(entry).__name__}")
     extra = set(entry) - {"shape", "values"}
     if extra or "shape" not in entry or "values" not in entry:
-        raise CheckpointError(
-            f"{where}: expected keys ['shape', 'values'], got {sorted(entry)}"
-        )
+        raise CheckpointError(f"{where}: expected keys ['shape', 'values'], got {sorted(entry)}")
     shape = entry["shape"]
     if not isinstance(shape, list) or not all(
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape

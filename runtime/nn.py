@@ -427,9 +427,7 @@ class BatchNorm1d(Layer):
         ctx = s.ctx
         m = s.get_value(mom)
         one_m = ctx.arr(ctx.const(1) - m)
-        batch_var = (
-            ctx.div(s.get_value(ss), ctx.const(n - 1)) if n > 1 else s.get_value(var)
-        )
+        batch_var = ctx.div(s.get_value(ss), ctx.const(n - 1)) if n > 1 else s.get_value(var)
         for slot, ref, batch in ((slots[2], rm, s.get_value(mean)), (slots[3], rv, batch_var)):
             r = s.get_value(ref)
             with np.errstate(all="ignore"):

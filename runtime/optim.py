@@ -180,8 +180,10 @@ class Optimizer:
         a = ctx.arr
         with fp_quiet():
             self.begin_step(ctx, c, st)
-            return [a(self.update(ctx, c, st, k, a(p), a(g), lr)) for k, (p, g) in
-                    enumerate(zip(params, grads, strict=True))]
+            return [
+                a(self.update(ctx, c, st, k, a(p), a(g), lr))
+                for k, (p, g) in enumerate(zip(params, grads, strict=True))
+            ]
 
 
 def _a(ctx: KernelContext, x: Any) -> Any:
@@ -441,9 +443,7 @@ def exponential(lr: float, gamma: float) -> Scheduler:
     return Scheduler("exponential", float(lr), gamma=float(gamma))
 
 
-def warmup_cosine(
-    lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0
-) -> Scheduler:
+def warmup_cosine(lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> Scheduler:
     """t < warmup: lr * ((t + 1) / warmup); else with
     q = min(1, (t - warmup) / max(1, total - warmup)):
     min_lr + ((lr - min_lr) * (0.5 * (1 + cos(pi * q)))), cos correctly rounded."""

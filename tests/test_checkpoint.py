@@ -78,22 +78,38 @@ def _write(p: Path, obj: Any) -> Path:
         (lambda o: {**o, "format": "torchlean_state_bits_v1"}, "format tag"),
         (lambda o: {**o, "state": o["state"][:1]}, "expected 2 tensors, got 1"),
         (lambda o: {**o, "state": [*o["state"], o["state"][1]]}, "expected 2 tensors, got 3"),
-        (lambda o: {**o, "state": [{"shape": [2, 1], "values": [0, 0]}, o["state"][1]]},
-         "shape \\(2, 1\\) is not the expected \\(1, 2\\)"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0]}, o["state"][1]]},
-         "expected 2 values"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, 2**32]}, o["state"][1]]},
-         "32-bit pattern"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, -1]}, o["state"][1]]},
-         "32-bit pattern"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, 1.5]}, o["state"][1]]},
-         "32-bit pattern"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, True]}, o["state"][1]]},
-         "32-bit pattern"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, 0x7FC00001]}, o["state"][1]]},
-         "non-canonical NaN"),
-        (lambda o: {**o, "state": [{"shape": [1, 2], "values": [0xFFC00000, 0]}, o["state"][1]]},
-         "non-canonical NaN"),
+        (
+            lambda o: {**o, "state": [{"shape": [2, 1], "values": [0, 0]}, o["state"][1]]},
+            "shape \\(2, 1\\) is not the expected \\(1, 2\\)",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0]}, o["state"][1]]},
+            "expected 2 values",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, 2**32]}, o["state"][1]]},
+            "32-bit pattern",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, -1]}, o["state"][1]]},
+            "32-bit pattern",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, 1.5]}, o["state"][1]]},
+            "32-bit pattern",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, True]}, o["state"][1]]},
+            "32-bit pattern",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0, 0x7FC00001]}, o["state"][1]]},
+            "non-canonical NaN",
+        ),
+        (
+            lambda o: {**o, "state": [{"shape": [1, 2], "values": [0xFFC00000, 0]}, o["state"][1]]},
+            "non-canonical NaN",
+        ),
         (lambda o: {**o, "extra": 1}, "unexpected keys"),
         (lambda o: [o], "expected a JSON object"),
     ],
@@ -110,7 +126,10 @@ def test_failed_load_leaves_session_unchanged(mutate: Any, text: str, tmp_path: 
         other.load(bad)
     assert str(bad) in str(e.value)
     assert bits(other.state()) == snap and other.steps() == steps
-    assert all(bits(a.values()) == bits(b.values()) for a, b in zip(opt.slots, other._opt.slots))
+    assert all(
+        bits(a.values()) == bits(b.values())
+        for a, b in zip(opt.slots, other._opt.slots, strict=True)
+    )
     other.load(tmp_path / "ok.json")  # the good file still loads
     assert bits(other.state()) == bits(run.state())
 
@@ -148,7 +167,7 @@ def test_safetensors_roundtrip_and_metadata(tmp_path: Path) -> None:
     # a model with other tying is refused
     untied = Sequential(Linear(2, 2), BatchNorm1d(2), Linear(2, 2))
     other = Trainer(untied, optimizer=Adam(0.1), dtype="float64").open()
-    with pytest.raises(CheckpointError, match="tying|expected"):
+    with pytest.raises(CheckpointError, match="tying"):
         other.load(tmp_path / "m.safetensors")
 
 

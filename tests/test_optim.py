@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from runtime.nn import Linear, Sequential
 from runtime.optim import (
     SGD,
-    AdaGrad,
     Adadelta,
+    AdaGrad,
     Adam,
     AdamW,
     RMSProp,
@@ -48,7 +48,9 @@ def f32bits(a: Any) -> int:
 def run_linear(opt: Any, w: float, b: float, steps: int, dtype: str = "float32", **kw: Any):
     m = Sequential(Linear(1, 1))
     tr = Trainer(m, optimizer=opt, dtype=dtype, kernels="ordered")
-    run = tr.open_typed(dtype, initial_state=[np.array([[w]]).astype(dtype), np.array([b]).astype(dtype)], **kw)
+    run = tr.open_typed(
+        dtype, initial_state=[np.array([[w]]).astype(dtype), np.array([b]).astype(dtype)], **kw
+    )
     traj = []
     for _ in range(steps):
         run.step(SAMPLE)
