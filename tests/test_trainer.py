@@ -372,3 +372,16 @@ def test_binary32_golden_loss_via_mpfr() -> None:
     want = D.mul(D.one(), D.mul(d, d))
     run = lin_run(float(np.float32(0.1)), float(np.float32(0.2)), dtype="float32")
     assert run.loss(([3.0], [1.0])).view(np.uint32) == D.to_bits(want)
+
+
+def test_plot_writes_png_with_matplotlib(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    p = tmp_path / "curve.png"
+    Trainer(Sequential(Linear(1, 1))).train([([1.0], [0.0])], steps=3, plot=p)
+    assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_runtime_exports() -> None:
+    import runtime
+
+    assert runtime.Trainer is Trainer and "TrainingSession" in runtime.__all__
