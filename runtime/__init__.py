@@ -2,8 +2,9 @@
 
 Public: backends and dtypes, the kernel context and kernel table, the tape, `lower` /
 `compile`, the `Session`, and the trainer (`Trainer`, `TrainingSession`, `Result`; layers in
-`runtime.nn`, optimizers and schedulers in `runtime.optim`, files in `runtime.checkpoint`). `runtime` imports `spec` (shapes, op table, domains, RNG) and
-never `proofs` or `conformance`.
+`runtime.nn`, optimizers and schedulers in `runtime.optim`, files in `runtime.checkpoint`).
+`runtime` imports `spec` (shapes, op table, domains, RNG) and never `proofs` or
+`conformance`.
 """
 
 from .backend import DTYPES, NUMPY, Backend, from_spec, get_backend, to_spec

@@ -38,10 +38,12 @@ __all__ = [
     "TRAINING_TAG",
     "canonical_nan_bits",
     "decode_array",
+    "decode_list",
     "encode_array",
     "load_state",
     "read_json",
     "save_state",
+    "state_from_json",
     "write_bytes_atomic",
 ]
 
@@ -158,7 +160,7 @@ def decode_array(
     return bits.view(np_dtype(dtype)).reshape(tuple(shape)).copy()
 
 
-def _decode_list(
+def decode_list(
     entries: Any, dtype: str, shapes: list[tuple[int, ...]], where: str
 ) -> list[np.ndarray]:
     if not isinstance(entries, list):
@@ -211,7 +213,13 @@ def load_state(
     """Read and fully validate a state file; returns the arrays, mutates nothing."""
     if _is_safetensors(path):
         return _load_safetensors(path, shapes, dtype, tying or [])
-    obj = read_json(path)
+    return state_from_json(path, read_json(path), shapes, dtype)
+
+
+def state_from_json(
+    path: str | os.PathLike[str], obj: Any, shapes: list[tuple[int, ...]], dtype: str
+) -> list[np.ndarray]:
+    """Validate and decode an already parsed JSON state file (named `path` in errors)."""
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     tag = obj.get("format")
@@ -221,7 +229,7 @@ def load_state(
     extra = set(obj) - {"format", "state"}
     if extra:
         raise CheckpointError(f"{path}: unexpected keys {sorted(extra)}")
-    return _decode_list(obj.get("state"), dtype, shapes, f"{path}: state")
+    return decode_list(obj.get("state"), dtype, shapes, f"{path}: state")
 
 
 def _save_safetensors(

@@ -538,6 +538,10 @@ class TrainingSession:
     def save(self, path: str | os.PathLike[str], full: bool = False) -> None:
         """A state file (JSON or .safetensors); `full=True`: a JSON training checkpoint
         with optimizer state, step count, scheduler position and RNG counter."""
+        if full and str(path).endswith(".safetensors"):
+            raise CheckpointError(
+                f"{path}: a full training checkpoint is a JSON file (not .safetensors)"
+            )
         if not full:
             ckpt.save_state(path, self._current(), self.dtype, self._tying)
             return
@@ -562,12 +566,14 @@ class TrainingSession:
         """Replace parameters and buffers from a state file (optimizer history and the step
         count are kept), or restore everything from a full training checkpoint. Everything
         is validated before anything changes."""
-        if not str(path).endswith(".safetensors"):
-            obj = ckpt.read_json(path)
+        if str(path).endswith(".safetensors"):
+            values = ckpt.load_state(path, self._shapes, self.dtype, self._tying)
+        else:
+            obj = ckpt.read_json(path)  # read once: validated and decoded from this text
             if isinstance(obj, dict) and obj.get("format") == ckpt.TRAINING_TAG:
                 self._load_full(path, obj)
                 return
-        values = ckpt.load_state(path, self._shapes, self.dtype, self._tying)
+            values = ckpt.state_from_json(path, obj, self._shapes, self.dtype)
         for p, v in zip(self._params, values, strict=True):
             p.set(v)
 
@@ -602,7 +608,7 @@ class TrainingSession:
             or rng["counter"] < 0
         ):
             raise bad(f"rng {rng!r}: expected seed {self._s.rng.seed} and a counter >= 0")
-        state = ckpt._decode_list(obj["state"], self.dtype, self._shapes, f"{path}: state")
+        state = ckpt.decode_list(obj["state"], self.dtype, self._shapes, f"{path}: state")
         names = self.optimizer.slot_names
         slots_in = obj["opt_slots"]
         tshapes = [self._shapes[i] for i in self._trainable]
@@ -610,7 +616,7 @@ class TrainingSession:
             raise bad(f"opt_slots: expected {len(tshapes)} entries")
         slots = []
         for i, (e, sh) in enumerate(zip(slots_in, tshapes, strict=True)):
-            vals = ckpt._decode_list(e, self.dtype, [sh] * len(names), f"{path}: opt_slots[{i}]")
+            vals = ckpt.decode_list(e, self.dtype, [sh] * len(names), f"{path}: opt_slots[{i}]")
             slots.append(dict(zip(names, vals, strict=True)))
         shared_in = obj["opt_shared"]
         if not isinstance(shared_in, dict) or set(shared_in) != set(self.optimizer.shared_names):
