@@ -234,3 +234,39 @@ def test_exact_state_files(tmp_path: Path) -> None:
         other.load(tmp_path / "bad.json")
     with pytest.raises(CheckpointError, match="IEEE"):
         run.save(tmp_path / "e.safetensors")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    kind=st.sampled_from(["s.json", "s.safetensors", "full.json"]),
+    cut=st.floats(0, 1),
+    flip=st.none() | st.tuples(st.floats(0, 1), st.integers(1, 255)),
+)
+def test_corrupted_files_raise_checkpoint_error_or_load(
+    kind: str, cut: float, flip: Any, tmp_path_factory: Any
+) -> None:
+    """Any truncation or byte flip either loads (the file is still valid) or raises a
+    CheckpointError that names the file and leaves the session exactly as it was."""
+    d = tmp_path_factory.mktemp("corrupt")
+    src = Trainer(Sequential(Linear(2, 1)), optimizer=Adam(0.1)).open()
+    src.step(([1.0, 2.0], [0.5]))
+    src.save(d / kind, full=kind == "full.json")
+    data = bytearray((d / kind).read_bytes())
+    if flip is not None:
+        pos = min(len(data) - 1, int(flip[0] * len(data)))
+        data[pos] ^= flip[1]
+    else:
+        data = data[: int(cut * len(data))]
+    bad = d / ("bad_" + kind)
+    bad.write_bytes(bytes(data))
+    run = session()
+    snap, opt = bits(run.state()), run._opt.copy()
+    try:
+        run.load(bad)
+    except CheckpointError as e:
+        assert bad.name in str(e)
+        assert bits(run.state()) == snap and run.steps() == 0
+        assert all(
+            bits(a.values()) == bits(b.values())
+            for a, b in zip(opt.slots, run._opt.slots, strict=True)
+        )

@@ -385,3 +385,40 @@ def test_runtime_exports() -> None:
     import runtime
 
     assert runtime.Trainer is Trainer and "TrainingSession" in runtime.__all__
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    x=st.lists(st.floats(-8, 8), min_size=2, max_size=2),
+    t=st.floats(-8, 8),
+    seed=st.integers(0, 1000),
+)
+def test_batch_of_one_sample_twice_equals_single_step(x: list[float], t: float, seed: int):
+    """(g + g) * fl(1/2) == g exactly (no overflow here), so the two updates are equal."""
+    model = Sequential(Linear(2, 3), Tanh(), Linear(3, 1))
+    a = Trainer(model, optimizer=Adam(0.01), dtype="float64", seed=seed).open()
+    b = Trainer(model, optimizer=Adam(0.01), dtype="float64", seed=seed).open()
+    a.step((x, [t]))
+    b.step([(x, [t]), (x, [t])], batch=True)
+    assert bits(a.state()) == bits(b.state())
+
+
+@settings(max_examples=5, deadline=None)
+@given(k=st.integers(0, 4), seed=st.integers(0, 100))
+def test_resume_at_any_step(k: int, seed: int, tmp_path_factory: Any) -> None:
+    d = tmp_path_factory.mktemp("resume")
+    model = Sequential(Linear(2, 3), Dropout(0.5), ReLU(), Linear(3, 1))
+    tr = Trainer(model, optimizer=AdamW(0.05), seed=seed)
+    data = [([1.0, -1.0], [0.5]), ([0.25, 2.0], [-1.0])]
+    a = tr.open()
+    for i in range(4):
+        a.step(data[i % 2])
+    b = tr.open()
+    for i in range(k):
+        b.step(data[i % 2])
+    b.save(d / "c.json", full=True)
+    c = tr.open()
+    c.load(d / "c.json")
+    for i in range(k, 4):
+        c.step(data[i % 2])
+    assert bits(c.state()) == bits(a.state()) and c.steps() == 4
