@@ -28,9 +28,10 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -140,12 +141,14 @@ def normal(
     return np.array(vals, dtype=np.float64).reshape(tuple(shape))
 
 
-INITIALISERS: dict[str, Callable[..., np.ndarray]] = {
-    "xavier_uniform": xavier_uniform,
-    "kaiming_uniform": kaiming_uniform,
-    "uniform": uniform,
-    "normal": normal,
-}
+INITIALISERS: Mapping[str, Callable[..., np.ndarray]] = MappingProxyType(
+    {
+        "xavier_uniform": xavier_uniform,
+        "kaiming_uniform": kaiming_uniform,
+        "uniform": uniform,
+        "normal": normal,
+    }
+)
 
 
 def init_values(
@@ -535,7 +538,6 @@ def cross_entropy(s: Session, y: TensorRef, t: TensorRef) -> TensorRef:
     return s.cross_entropy(y, t)
 
 
-LOSSES: dict[str, Callable[[Session, TensorRef, TensorRef], TensorRef]] = {
-    "mse": mse,
-    "cross_entropy": cross_entropy,
-}
+LOSSES: Mapping[str, Callable[[Session, TensorRef, TensorRef], TensorRef]] = MappingProxyType(
+    {"mse": mse, "cross_entropy": cross_entropy}
+)

@@ -46,9 +46,10 @@ import numpy as np
 
 from spec import rng as srng
 from spec.errors import CheckpointError, ShapeError, TorchLeanError
+from spec.tensor import Tensor
 
 from . import checkpoint as ckpt
-from .backend import DTYPES, get_backend, round_f64
+from .backend import DTYPE_DOMAIN, DTYPES, from_spec, get_backend, round_f64
 from .context import KernelContext, fp_quiet
 from .nn import LOSSES, Forward, Sequential
 from .optim import SGD, Optimizer, OptState, Scheduler, format_name, scalar
@@ -60,7 +61,13 @@ _NATIVE_FLOATS = ("float64", "float32", "bfloat16", "float16")
 
 
 def _from_f64(v: Any, dtype: str) -> np.ndarray:
-    """A binary64 array rounded once into `dtype` (exactly converted for "exact")."""
+    """Values rounded once into `dtype` (exactly converted for "exact"): binary64 numbers
+    from their binary64 value, Fractions (object arrays) from their exact value."""
+    obj = np.asarray(v)
+    if obj.dtype == object and dtype != "exact":
+        D = DTYPE_DOMAIN[dtype]
+        t = Tensor(tuple(obj.shape), tuple(D.from_rational(Fraction(x)) for x in obj.reshape(-1)))
+        return np.asarray(from_spec(t, dtype))
     a = np.asarray(v, dtype=np.float64)
     if dtype == "exact":
         out = np.empty(a.shape, dtype=object)

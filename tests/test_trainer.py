@@ -422,3 +422,12 @@ def test_resume_at_any_step(k: int, seed: int, tmp_path_factory: Any) -> None:
     for i in range(k, 4):
         c.step(data[i % 2])
     assert bits(c.state()) == bits(a.state()) and c.steps() == 4
+
+
+def test_typed_ieee_rounds_fraction_inputs_once() -> None:
+    # q = 1 + 2^-24 + 2^-60 lies just above the binary32 midpoint between 1 and 1 + 2^-23:
+    # once-rounded it is 1 + 2^-23; through binary64 it would be the midpoint, then 1.
+    q = 1 + Fraction(1, 2**24) + Fraction(1, 2**60)
+    run = lin_run(1.0, 0.0, dtype="float32")
+    y = run.predict([q])
+    assert int(y.view(np.uint32)[0]) == 0x3F800001
