@@ -161,7 +161,7 @@ class Optimizer:
     def init(self, ctx: KernelContext, shapes: list[tuple[int, ...]]) -> OptState:
         st = OptState([{n: ctx.zeros(sh) for n in self.slot_names} for sh in shapes], {})
         for n in self.shared_names:
-            st.shared[n] = ctx.const(1)
+            st.shared[n] = np.array(ctx.const(1), copy=True)
         return st
 
     def begin_step(self, ctx: KernelContext, c: dict[str, Any], st: OptState) -> None:
