@@ -23,7 +23,7 @@ from runtime.context import KernelContext
 from runtime.nn import GELU, BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sequential, Tanh
 from runtime.optim import SGD, Adam, AdamW, warmup_cosine
 from runtime.trainer import Trainer, pairwise_mean
-from spec.domains import BINARY32
+from spec.domains import BINARY32, FLOAT64
 from spec.errors import CheckpointError, TorchLeanError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +89,13 @@ def test_failed_step_changes_nothing() -> None:
     with pytest.raises(TorchLeanError):
         run.step([([1.0], [0.0]), ([1.0, 2.0], [0.0])], batch=True)  # 2nd sample bad shape
     assert bits(run.state()) == before and run.steps() == 0
+    # with dropout and batch norm: the first sample's RNG draw and buffer update are undone
+    model = Sequential(Linear(2, 2), Dropout(0.5), BatchNorm1d(2))
+    run = Trainer(model, optimizer=Adam(0.1)).open()
+    before = bits(run.state())
+    with pytest.raises(TorchLeanError):
+        run.step([([1.0, 2.0], [0.0, 1.0]), ([1.0], [0.0, 1.0])], batch=True)
+    assert bits(run.state()) == before and run._s.rng.counter == 0 and run.steps() == 0
 
 
 # --------------------------------------------------------------------------- losses
@@ -110,6 +117,18 @@ def test_pairwise_mean_where_naive_binary32_sum_overflows() -> None:
         assert np.isfinite(one) and np.isinf(np.float32(one) + np.float32(one))
     lazy = (sample for _ in range(5))
     assert run.loss(lazy, batch=True).tobytes() == np.asarray(one).tobytes()
+
+
+def test_pairwise_mean_of_equal_values_is_that_value() -> None:
+    # [7, 7, 7] merges (7, 7) -> 7, then 7 * fl(2/3) + 7 * fl(1/3) = 7.0000005 in binary32,
+    # outside the children's range [7, 7]: the merge is clamped back to 7
+    ctx = KernelContext("float32", "ordered")
+    D = BINARY32
+    x = D.from_float(7.0)
+    w1, w2 = D.from_rational(Fraction(2, 3)), D.from_rational(Fraction(1, 3))
+    assert not D.eq(D.add(D.mul(x, w1), D.mul(x, w2)), x)
+    seven = np.asarray(np.float32(7.0))
+    assert pairwise_mean(ctx, [seven] * 3).tobytes() == seven.tobytes()
 
 
 def test_pairwise_mean_weights_from_exact_ratios() -> None:
@@ -431,3 +450,15 @@ def test_typed_ieee_rounds_fraction_inputs_once() -> None:
     run = lin_run(1.0, 0.0, dtype="float32")
     y = run.predict([q])
     assert int(y.view(np.uint32)[0]) == 0x3F800001
+
+
+def test_batch_mean_multiplies_by_rounded_reciprocal() -> None:
+    # w = b = 0, x = 1: gradient of b (and w) per sample is 2*(0 - t) -> 2, 2, 1; sum 5.
+    # mean = fl(5 * fl(1/3)) = 1.6666666666666665, not fl(5/3) = 1.6666666666666667
+    D = FLOAT64
+    want = D.mul(D.from_rational(5), D.div(D.one(), D.from_rational(3)))
+    assert float(want) != 5 / 3
+    run = lin_run(0.0, 0.0, opt=SGD(1.0))
+    run.step([([1.0], [-1.0]), ([1.0], [-1.0]), ([1.0], [-0.5])], batch=True)
+    w, b = run.state()
+    assert b.tolist() == [-float(want)] and w.tolist() == [[-float(want)]]
