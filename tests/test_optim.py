@@ -61,7 +61,8 @@ def run_linear(opt: Any, w: float, b: float, steps: int, dtype: str = "float32",
 
 # (0.3, -0.7) is a case where eta = lr / den, p - eta * mh differs in the last bit from
 # p - (lr * mh) / den, so the golden test pins the written order
-@pytest.mark.parametrize("w0, b0", [(0.5, 0.25), (0.3, -0.7)])
+# (0.09, 0.97) separates v * c2 from v / (1 - beta2^t)
+@pytest.mark.parametrize("w0, b0", [(0.5, 0.25), (0.3, -0.7), (0.09, 0.97)])
 def test_adam_three_steps_binary32_bit_for_bit(w0: float, b0: float) -> None:
     D = D32
     lr, b1, b2, eps = (D.from_float(v) for v in (0.1, 0.9, 0.999, 1e-8))
@@ -95,11 +96,13 @@ def test_adam_three_steps_binary32_bit_for_bit(w0: float, b0: float) -> None:
     assert len(set(expected)) == 3
 
 
-def test_adamw_decays_first() -> None:
+# w0 = 0.891 separates p * (lr * wd) from (p * lr) * wd
+@pytest.mark.parametrize("w0", [0.5, 0.891])
+def test_adamw_decays_first(w0: float) -> None:
     D = D32
     lr, b1, b2, eps, wd = (D.from_float(v) for v in (0.1, 0.9, 0.999, 1e-8, 0.01))
     one = D.one()
-    w, b = D.from_float(0.5), D.from_float(0.25)
+    w, b = D.from_float(w0), D.from_float(0.25)
     y = D.add(w, b)
     g = D.add(y, y)
     c1 = D.div(one, D.sub(one, b1))
@@ -111,7 +114,7 @@ def test_adamw_decays_first() -> None:
         v = D.mul(D.mul(g, g), D.sub(one, b2))
         eta = D.div(lr, D.add(D.sqrt(D.mul(v, c2)), eps))
         out.append(D.to_bits(D.sub(p, D.mul(eta, D.mul(m, c1)))))
-    _, traj = run_linear(AdamW(0.1), 0.5, 0.25, 1)
+    _, traj = run_linear(AdamW(0.1), w0, 0.25, 1)
     assert [f32bits(traj[0][0]), f32bits(traj[0][1])] == out
 
 
@@ -136,11 +139,13 @@ def test_sgd_two_steps_golden(momentum: float) -> None:
     assert [(f32bits(a), f32bits(c)) for a, c in traj] == exp
 
 
-def test_adagrad_rmsprop_adadelta_one_step_golden() -> None:
+# b0 = 0.3 separates (g * lr) / den from (g / den) * lr
+@pytest.mark.parametrize("b0", [0.25, 0.3])
+def test_adagrad_rmsprop_adadelta_one_step_golden(b0: float) -> None:
     D = D32
     one = D.one()
     w = D.from_float(0.5)
-    g = D.add(D.add(w, D.from_float(0.25)), D.add(w, D.from_float(0.25)))
+    g = D.add(D.add(w, D.from_float(b0)), D.add(w, D.from_float(b0)))
     # AdaGrad
     lr, eps = D.from_float(0.1), D.from_float(1e-10)
     s = D.mul(g, g)
@@ -155,7 +160,7 @@ def test_adagrad_rmsprop_adadelta_one_step_golden() -> None:
     d = D.mul(D.div(D.sqrt(D.add(D.zero(), eps3)), D.sqrt(D.add(v3, eps3))), g)
     dela = D.sub(w, D.mul(d, lr3))
     for opt, want in ((AdaGrad(0.1), ada), (RMSProp(0.01), rms), (Adadelta(), dela)):
-        _, traj = run_linear(opt, 0.5, 0.25, 1)
+        _, traj = run_linear(opt, 0.5, b0, 1)
         assert f32bits(traj[0][0]) == D.to_bits(want), opt
 
 
