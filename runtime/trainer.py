@@ -304,9 +304,10 @@ class Trainer:
         report_loss: bool = True,
         plot: str | os.PathLike[str] | None = None,
     ) -> Result:
-        """open, `steps` calls of step (samples taken cyclically), finish. Progress bar on
-        stderr when it is a terminal; `log_every > 0` logs the loss to stderr; `plot` writes
-        a loss-curve PNG (needs matplotlib)."""
+        """open, `steps` calls of step (samples taken cyclically), finish. Progress output
+        goes to stderr only and only when stderr is a terminal: the tqdm bar and, with
+        `log_every > 0`, a loss line every `log_every` steps. `plot` writes a loss-curve PNG
+        (needs matplotlib)."""
         from tqdm import tqdm
 
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -321,18 +322,21 @@ class Trainer:
         run = self.open(scheduler)
         before = run.eval(data) if report_loss else None
         curve: list[float] = []
-        bar = tqdm(total=steps, file=sys.stderr, disable=not sys.stderr.isatty(), desc="train")
+        interactive = sys.stderr.isatty()
+        bar = tqdm(total=steps, file=sys.stderr, disable=not interactive, desc="train")
+        log = interactive and log_every > 0
         pos = 0
         try:
             for i in range(steps):
                 batch = [data[(pos + j) % len(data)] for j in range(samples_per_step)]
                 pos = (pos + samples_per_step) % len(data)
-                want = plot is not None or (log_every > 0 and (i + 1) % log_every == 0)
+                due = log and (i + 1) % log_every == 0
+                want = plot is not None or due
                 lv = run.step(batch, batch=True, loss=want)
                 if lv is not None:
                     curve.append(float(lv))
-                if log_every > 0 and (i + 1) % log_every == 0:
-                    print(f"step {i + 1}/{steps}: loss {float(lv):.6g}", file=sys.stderr)
+                if due:
+                    tqdm.write(f"step {i + 1}/{steps}: loss {float(lv):.6g}", file=sys.stderr)
                 bar.update(1)
         finally:
             bar.close()

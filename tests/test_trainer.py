@@ -216,12 +216,23 @@ def test_train_is_open_step_finish_cyclic() -> None:
     assert "4 updates" in res.summary()
 
 
-def test_progress_off_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    Trainer(Sequential(Linear(1, 1))).train([([1.0], [0.0])], steps=3)
-    assert capsys.readouterr().err == ""
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     Trainer(Sequential(Linear(1, 1))).train([([1.0], [0.0])], steps=3, log_every=1)
-    err = capsys.readouterr().err
-    assert len(re.findall(r"step \d/3: loss", err)) == 3
+    out = capsys.readouterr()
+    assert out.err == "" and out.out == ""
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    Trainer(Sequential(Linear(1, 1))).train([([1.0], [0.0])], steps=3, log_every=1)
+    assert len(re.findall(r"step \d/3: loss", tty.getvalue())) == 3
+    assert "train" in tty.getvalue()  # the tqdm bar
+    assert capsys.readouterr().out == ""
 
 
 def test_plot_needs_matplotlib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
