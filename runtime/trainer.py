@@ -79,6 +79,16 @@ def _from_f64(v: Any, dtype: str) -> np.ndarray:
     return np.asarray(round_f64(a, dtype))
 
 
+def _to_run(x: Any, dtype: str) -> np.ndarray:
+    """Boundary values into the run's dtype: an array of that dtype as is; "exact": every
+    number exactly (Fraction(v)); IEEE: one rounding (see `_from_f64`)."""
+    if isinstance(x, np.ndarray) and x.dtype == get_backend("numpy").dtype(dtype):
+        return x
+    if dtype == "exact":
+        return np.asarray(get_backend("numpy").asarray(x, "exact"))
+    return _from_f64(x, dtype)
+
+
 def _to_f64(a: Any) -> np.ndarray:
     """Run-dtype values as binary64 (exact for every IEEE dtype; rounded for Fractions)."""
     arr = np.asarray(a)
@@ -175,11 +185,7 @@ class _Evaluator:
         self.ctx = self.s.ctx
 
     def convert(self, x: Any, typed: bool) -> Any:
-        if isinstance(x, np.ndarray) and x.dtype == self.s.backend.dtype(self.dtype):
-            return x
-        if typed and self.dtype == "exact":
-            return self.s.backend.asarray(x, "exact")
-        return _from_f64(x, self.dtype)
+        return _to_run(x, self.dtype)
 
     def out(self, v: Any, typed: bool) -> Any:
         if typed:
@@ -408,7 +414,9 @@ class TrainingSession:
         t.optimizer.validate(ctx)  # before anything is instantiated
         if scheduler is not None:
             scheduler.validate(ctx)
-        self.trainer, self.model, self.dtype, self.typed = t, t.model, dtype, typed
+        # the configuration is copied: changing the Trainer later does not reach a session
+        self.model, self.dtype, self.typed = t.model, dtype, typed
+        self.objective, self.mode, self.kernels, self.seed = t.objective, t.mode, t.kernels, t.seed
         self.optimizer, self.scheduler = t.optimizer, scheduler
         self._specs = self.model.state_specs()
         self._shapes = [sp.shape for sp in self._specs]
@@ -440,7 +448,7 @@ class TrainingSession:
             raise ShapeError(f"{what}: expected {len(self._shapes)} tensors, got {len(values)}")
         out = []
         for i, (v, sh) in enumerate(zip(values, self._shapes, strict=True)):
-            a = get_backend("numpy").asarray(v, self.dtype)
+            a = _to_run(v, self.dtype)
             if tuple(a.shape) != sh:
                 raise ShapeError(f"{what}: tensor {i}: shape {tuple(a.shape)} is not {sh}")
             out.append(a)
@@ -468,7 +476,7 @@ class TrainingSession:
         tr = s.input(self._eval.convert(t, self.typed))
         f = Forward(s, True)
         y = self.model.run(f, refs, xr)
-        loss = LOSSES[self.trainer.objective](s, y, tr)
+        loss = LOSSES[self.objective](s, y, tr)
         grads = s.backward_scalar_dense_all(loss)
         out = []
         with fp_quiet():
@@ -652,15 +660,15 @@ class TrainingSession:
             "scalar": format_name(self.dtype),
             "losses": {"before": before, "after": after},
             "optimizer": repr(self.optimizer),
-            "mode": self.trainer.mode,
-            "kernels": self.trainer.kernels,
+            "mode": self.mode,
+            "kernels": self.kernels,
         }
         return Result(
             self.model,
-            self.trainer.objective,
+            self.objective,
             self.dtype,
-            self.trainer.mode,
-            self.trainer.kernels,
+            self.mode,
+            self.kernels,
             self.typed,
             self.state(),
             report,

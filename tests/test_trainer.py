@@ -473,3 +473,25 @@ def test_batch_mean_multiplies_by_rounded_reciprocal() -> None:
     run.step([([1.0], [-1.0]), ([1.0], [-1.0]), ([1.0], [-0.5])], batch=True)
     w, b = run.state()
     assert b.tolist() == [-float(want)] and w.tolist() == [[-float(want)]]
+
+
+def test_demo_module_entry_point() -> None:
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-m", "runtime.examples.mlp", "--steps", "3"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "loss before" in r.stdout and "loss after" in r.stdout and r.stderr == ""
+
+
+def test_session_does_not_follow_later_trainer_changes() -> None:
+    tr = Trainer(Sequential(Linear(1, 1)), "mse")
+    run = tr.open()
+    tr.objective = "cross_entropy"
+    assert run.loss(([1.0], [0.0])) >= 0.0  # still mse (cross-entropy of one class is 0)
+    assert run.objective == "mse"
