@@ -5,8 +5,9 @@ format (`spec.domains.BINARY32` / `FLOAT64`), one domain call per scalar operati
 order written in each optimizer's docstring, or with exact Fractions.
 
 The model of the golden cases is Linear(1, 1) with mse on the sample x = [1], t = [0]:
-y = w*1 + b = fl(w + b), loss = y*y, and the gradient of both w and b is d + d with
-d = y (the mse body's mul(d, d) gives d to each argument, folded d + d; x = 1).
+y = w*1 + b = fl(w + b), loss = y*y, and the gradient of both w and b is 0 + (d + d) with
+d = y (the mse body's mul(d, d) gives d to each argument, folded d + d; x = 1; the spec's
+reverse pass adds every contribution to a zero seed, which turns a -0 cotangent into +0).
 """
 
 from __future__ import annotations
@@ -59,26 +60,27 @@ def run_linear(opt: Any, w: float, b: float, steps: int, dtype: str = "float32",
     return run, traj
 
 
-# (0.3, -0.7) is a case where eta = lr / den, p - eta * mh differs in the last bit from
-# p - (lr * mh) / den, so the golden test pins the written order
-# (0.09, 0.97) separates v * c2 from v / (1 - beta2^t)
-@pytest.mark.parametrize("w0, b0", [(0.5, 0.25), (0.3, -0.7), (0.09, 0.97)])
-def test_adam_three_steps_binary32_bit_for_bit(w0: float, b0: float) -> None:
+def adam_reference(
+    w0: float, b0: float, lr_: float, steps: int, wd_: float | None = None
+) -> list[tuple[int, int]]:
+    """Adam / AdamW on the golden model, one BINARY32 (MPFR) call per operation."""
     D = D32
-    lr, b1, b2, eps = (D.from_float(v) for v in (0.1, 0.9, 0.999, 1e-8))
+    lr, b1, b2, eps = (D.from_float(v) for v in (lr_, 0.9, 0.999, 1e-8))
     one, zero = D.one(), D.zero()
     w, b = D.from_float(w0), D.from_float(b0)
     mw = vw = mb = vb = zero
     b1p = b2p = one
     expected = []
-    for _ in range(3):
+    for _ in range(steps):
         y = D.add(w, b)
-        g = D.add(y, y)
+        g = D.add(D.zero(), D.add(y, y))
         b1p, b2p = D.mul(b1p, b1), D.mul(b2p, b2)
         c1 = D.div(one, D.sub(one, b1p))
         c2 = D.div(one, D.sub(one, b2p))
 
         def upd(p: Any, m: Any, v: Any, g: Any = g, c1: Any = c1, c2: Any = c2) -> tuple:
+            if wd_ is not None:
+                p = D.sub(p, D.mul(p, D.mul(lr, D.from_float(wd_))))
             m = D.add(D.mul(m, b1), D.mul(g, D.sub(one, b1)))
             v = D.add(D.mul(v, b2), D.mul(D.mul(g, g), D.sub(one, b2)))
             mh, vh = D.mul(m, c1), D.mul(v, c2)
@@ -89,11 +91,36 @@ def test_adam_three_steps_binary32_bit_for_bit(w0: float, b0: float) -> None:
         w, mw, vw = upd(w, mw, vw)
         b, mb, vb = upd(b, mb, vb)
         expected.append((D.to_bits(w), D.to_bits(b)))
+    return expected
+
+
+# (0.3, -0.7) is a case where eta = lr / den, p - eta * mh differs in the last bit from
+# p - (lr * mh) / den, so the golden test pins the written order
+# (0.09, 0.97) separates v * c2 from v / (1 - beta2^t)
+@pytest.mark.parametrize("w0, b0", [(0.5, 0.25), (0.3, -0.7), (0.09, 0.97)])
+def test_adam_three_steps_binary32_bit_for_bit(w0: float, b0: float) -> None:
+    expected = adam_reference(w0, b0, 0.1, 3)
     _, traj = run_linear(Adam(0.1), w0, b0, 3)
     got = [(f32bits(a), f32bits(c)) for a, c in traj]
     assert got == expected
     # and the trajectory really moves (not a fixed point)
     assert len(set(expected)) == 3
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    w0=st.floats(-4, 4, width=32),
+    b0=st.floats(-4, 4, width=32),
+    lr=st.floats(0, 1),
+    steps=st.integers(1, 4),
+    wd=st.none() | st.floats(0, 0.5),
+)
+def test_adam_and_adamw_match_the_mpfr_reference(
+    w0: float, b0: float, lr: float, steps: int, wd: float | None
+) -> None:
+    opt = Adam(lr) if wd is None else AdamW(lr, weight_decay=wd)
+    _, traj = run_linear(opt, w0, b0, steps)
+    assert [(f32bits(a), f32bits(c)) for a, c in traj] == adam_reference(w0, b0, lr, steps, wd)
 
 
 # w0 = 0.891 separates p * (lr * wd) from (p * lr) * wd
@@ -104,7 +131,7 @@ def test_adamw_decays_first(w0: float) -> None:
     one = D.one()
     w, b = D.from_float(w0), D.from_float(0.25)
     y = D.add(w, b)
-    g = D.add(y, y)
+    g = D.add(D.zero(), D.add(y, y))
     c1 = D.div(one, D.sub(one, b1))
     c2 = D.div(one, D.sub(one, b2))
     out = []
@@ -127,7 +154,7 @@ def test_sgd_two_steps_golden(momentum: float) -> None:
     exp = []
     for _ in range(2):
         y = D.add(w, b)
-        g = D.add(y, y)
+        g = D.add(D.zero(), D.add(y, y))
         if momentum == 0:
             w, b = D.sub(w, D.mul(g, lr)), D.sub(b, D.mul(g, lr))
         else:
@@ -280,8 +307,64 @@ def test_scheduler_applied_each_step_from_completed_count() -> None:
     for t in range(3):
         lr = D.from_float(0.5 * 0.5**t)
         y = D.add(w, b)
-        g = D.add(y, y)
+        g = D.add(D.zero(), D.add(y, y))
         w, b = D.sub(w, D.mul(g, lr)), D.sub(b, D.mul(g, lr))
         exp.append((D.to_bits(w), D.to_bits(b)))
     _, traj = run_linear(SGD(0.1), 0.5, 0.25, 3, scheduler=exponential(0.5, 0.5))
     assert [(f32bits(a), f32bits(c)) for a, c in traj] == exp
+
+
+def _ref_update(name: str, p: Any, g: Any, s: dict[str, Any], lr: Any) -> Any:
+    """One update of the named optimizer in BINARY32 (MPFR), its default hyperparameters."""
+    D = D32
+    one, f = D.one(), D.from_float
+    if name == "momentum":
+        s["b"] = D.add(D.mul(s.get("b", D.zero()), f(0.9)), g)
+        return D.sub(p, D.mul(s["b"], lr))
+    if name == "adagrad":
+        s["s"] = D.add(s.get("s", D.zero()), D.mul(g, g))
+        return D.sub(p, D.div(D.mul(g, lr), D.add(D.sqrt(s["s"]), f(1e-10))))
+    if name == "rmsprop":
+        a = f(0.99)
+        s["v"] = D.add(D.mul(s.get("v", D.zero()), a), D.mul(D.mul(g, g), D.sub(one, a)))
+        return D.sub(p, D.div(D.mul(g, lr), D.add(D.sqrt(s["v"]), f(1e-8))))
+    rho, eps = f(0.9), f(1e-6)  # adadelta
+    u = s.get("u", D.zero())
+    s["v"] = D.add(D.mul(s.get("v", D.zero()), rho), D.mul(D.mul(g, g), D.sub(one, rho)))
+    d = D.mul(D.div(D.sqrt(D.add(u, eps)), D.sqrt(D.add(s["v"], eps))), g)
+    s["u"] = D.add(D.mul(u, rho), D.mul(D.mul(d, d), D.sub(one, rho)))
+    return D.sub(p, D.mul(d, lr))
+
+
+_OPTS = {
+    "momentum": lambda lr: SGD(lr, 0.9),
+    "adagrad": lambda lr: AdaGrad(lr),
+    "rmsprop": lambda lr: RMSProp(lr),
+    "adadelta": lambda lr: Adadelta(lr),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.sampled_from(sorted(_OPTS)),
+    w0=st.floats(-4, 4, width=32),
+    b0=st.floats(-4, 4, width=32),
+    lr=st.floats(0, 1),
+    steps=st.integers(1, 4),
+)
+def test_other_optimizers_match_the_mpfr_reference(
+    name: str, w0: float, b0: float, lr: float, steps: int
+) -> None:
+    D = D32
+    w, b = D.from_float(w0), D.from_float(b0)
+    sw: dict[str, Any] = {}
+    sb: dict[str, Any] = {}
+    want = []
+    for _ in range(steps):
+        y = D.add(w, b)
+        g = D.add(D.zero(), D.add(y, y))
+        w = _ref_update(name, w, g, sw, D.from_float(lr))
+        b = _ref_update(name, b, g, sb, D.from_float(lr))
+        want.append((D.to_bits(w), D.to_bits(b)))
+    _, traj = run_linear(_OPTS[name](lr), w0, b0, steps)
+    assert [(f32bits(a), f32bits(c)) for a, c in traj] == want
