@@ -161,6 +161,10 @@ class Result:
     def loss(self, sample: Any, batch: bool = False) -> Any:
         return self._eval().loss(self._state, sample, batch, self.typed)
 
+    def eval(self, data: Iterable[Any]) -> Any:
+        """The pairwise mean loss over `data` at the snapshot's state."""
+        return self.loss(data, batch=True)
+
     def save(self, path: str | os.PathLike[str]) -> None:
         ckpt.save_state(path, self._state, self.dtype, self.model.tying())
 
@@ -285,6 +289,10 @@ class Trainer:
                     f"{list(_NATIVE_FLOATS)}, got {self.dtype!r}"
                 )
             get_backend(self.device)  # raises while the CUDA backend does not exist
+            raise TorchLeanError(  # pragma: no cover - reached once a CUDA backend exists
+                f"Trainer.open: training on {self.device!r} is not implemented yet (the "
+                "optimizer and checkpoint code run on NumPy host arrays)"
+            )
         return TrainingSession(self, self.dtype, False, scheduler, None)
 
     def open_typed(

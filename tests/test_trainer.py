@@ -212,7 +212,7 @@ def test_train_is_open_step_finish_cyclic() -> None:
         run.step(batch, batch=True)
     assert bits(res.state()) == bits(run.state())
     assert res.report["updates"] == 4 and res.report["scalar"] == "binary32"
-    assert res.report["losses"]["after"] == run.eval(data)
+    assert res.report["losses"]["after"] == run.eval(data) == res.eval(data)
     assert "4 updates" in res.summary()
 
 
