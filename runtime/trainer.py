@@ -362,29 +362,26 @@ class Trainer:
 
 
 def _require_matplotlib() -> Any:
+    """matplotlib's `Figure` class (no pyplot, so no global backend state is touched)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         raise TorchLeanError(
             "loss-curve plot: matplotlib is not installed (pip install matplotlib, or "
             "pip install -e '.[bench]')"
         ) from None
-    return plt
+    return Figure
 
 
 def save_loss_curve(path: str | os.PathLike[str], losses: Sequence[float]) -> None:
-    """A PNG of the per-step training loss (matplotlib, Agg backend)."""
-    plt = _require_matplotlib()
-    fig, ax = plt.subplots(figsize=(5, 3))
+    """A PNG of the per-step training loss."""
+    fig = _require_matplotlib()(figsize=(5, 3))
+    ax = fig.add_subplot()
     ax.plot(range(1, len(losses) + 1), losses)
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    fig.savefig(path, format="png")
 
 
 # --------------------------------------------------------------------------- the session
