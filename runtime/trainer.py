@@ -55,7 +55,7 @@ from .nn import LOSSES, Forward, Sequential
 from .optim import SGD, Optimizer, OptState, Scheduler, format_name, scalar
 from .session import Param, Session, TensorRef
 
-__all__ = ["Result", "Trainer", "TrainingSession", "pairwise_mean"]
+__all__ = ["Result", "Trainer", "TrainingSession", "pairwise_mean", "save_loss_curve"]
 
 _NATIVE_FLOATS = ("float64", "float32", "bfloat16", "float16")
 
