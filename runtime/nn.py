@@ -427,7 +427,7 @@ class BatchNorm1d(Layer):
         y = s.add(s.mul(s.div(d, s.sqrt(s.add(var, self.eps))), w), b)
         if len(x.shape) == 1:
             y = s.reshape(y, shape=(self.c,))
-        ctx = s.ctx
+        ctx = s.host_ctx  # the buffers are host values (get_value), also on CUDA
         m = s.get_value(mom)
         one_m = ctx.arr(ctx.const(1) - m)
         batch_var = ctx.div(s.get_value(ss), ctx.const(n - 1)) if n > 1 else s.get_value(var)

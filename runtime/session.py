@@ -345,6 +345,7 @@ class Session:
         self.kernels = kernels
         self.backend = get_backend("cupy" if device == "cuda" else "numpy")
         self.ctx = KernelContext(dtype, kernels, self.backend)
+        self._host_ctx: KernelContext | None = None
         self.grad_enabled = grad_enabled
         self.requires_grad_by_default = requires_grad_by_default
         self.owner = _next_owner()
@@ -423,6 +424,16 @@ class Session:
     def to_host(self, a: Any) -> Any:
         """A NumPy array of a value or gradient this session returned."""
         return self.backend.to_host(a)
+
+    @property
+    def host_ctx(self) -> KernelContext:
+        """A kernel context with this session's dtype and profile on the host (NumPy): for
+        arithmetic on values read back with `get_value` (the session's own on NumPy)."""
+        if self.backend.is_numpy:
+            return self.ctx
+        if self._host_ctx is None:
+            self._host_ctx = KernelContext(self.dtype, self.kernels, NUMPY)
+        return self._host_ctx
 
     def _no_leaf_after_ops(self, what: str) -> None:
         if self.mode == "typed_graph" and self._graph_has_nodes:

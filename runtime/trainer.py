@@ -29,6 +29,11 @@ Invariants:
   finite sum never overflows). This bounds each merge, it is not an accuracy guarantee
   under cancellation.
 - `finish()` returns a `Result` holding copies: later steps or loads do not change it.
+- Devices: `Trainer(device="cuda")` (eager, float64/float32/float16) runs every training
+  forward and backward on the CUDA backend; the gradients come back to the host, where
+  the optimizer update, the optimizer state, buffer updates and the parameters'
+  authoritative copies live (NumPy, same dtype and kernel profile), so an `ordered` CUDA
+  run is bit-identical to the CPU run. `loss`/`eval`/`predict` evaluate on the host.
 """
 
 from __future__ import annotations
@@ -288,11 +293,12 @@ class Trainer:
                     f"Trainer.open: device {self.device!r} needs a native float dtype "
                     f"{list(_NATIVE_FLOATS)}, got {self.dtype!r}"
                 )
-            get_backend(self.device)  # raises while the CUDA backend does not exist
-            raise TorchLeanError(  # pragma: no cover - reached once a CUDA backend exists
-                f"Trainer.open: training on {self.device!r} is not implemented yet (the "
-                "optimizer and checkpoint code run on NumPy host arrays)"
-            )
+            if self.mode != "eager":
+                raise TorchLeanError(
+                    f"Trainer.open: device {self.device!r} runs eager sessions only "
+                    f"(typed_graph is CPU-only), got mode {self.mode!r}"
+                )
+            get_backend("cupy" if self.device == "cuda" else self.device)  # raises if absent
         return TrainingSession(self, self.dtype, False, scheduler, None)
 
     def open_typed(
@@ -430,8 +436,11 @@ class TrainingSession:
             init = [_from_f64(v, dtype) for v in self.model.init(srng.key_of(t.seed, 0))]
         else:
             init = self._check_state(list(initial_state), "open_typed: initial_state")
-        self._s = Session(t.mode, "cpu", dtype, t.kernels, seed=srng.key_of(t.seed, 1))
-        self.ctx = self._s.ctx
+        self.device = "cpu" if typed else t.device
+        self._s = Session(t.mode, self.device, dtype, t.kernels, seed=srng.key_of(t.seed, 1))
+        # optimizer state, updates and the parameters' authoritative copies are host arrays
+        # (on CUDA the forwards and backwards run on the device; see the module docstring)
+        self.ctx = self._s.host_ctx
         self._params: list[Param] = [
             self._s.param(v, name=f"state{i}.{sp.name}", requires_grad=sp.trainable)
             for i, (v, sp) in enumerate(zip(init, self._specs, strict=True))
@@ -484,12 +493,13 @@ class TrainingSession:
         loss = LOSSES[self.objective](s, y, tr)
         grads = s.backward_scalar_dense_all(loss)
         out = []
+        host = s.to_host
         with fp_quiet():
             for k in self._trainable:
                 ids = leaves[k]
-                g = self.ctx.arr(grads[ids[0]])
+                g = self.ctx.arr(host(grads[ids[0]]))
                 for i in ids[1:]:
-                    g = self.ctx.arr(g + grads[i])
+                    g = self.ctx.arr(g + host(grads[i]))
                 out.append(g)
         for slot, v in f.updates:
             self._params[slot].set(v)

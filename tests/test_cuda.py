@@ -147,3 +147,22 @@ def test_transcendentals_ordered_match_cpu() -> None:
     gpu = KernelContext("float32", "ordered", CUDA)
     for fn in ("exp", "tanh", "sin", "cos"):
         assert _bits(gpu.unary(fn, CUDA.from_host(x))) == _bits(cpu.unary(fn, x))
+
+
+def _train_bits(device: str) -> list[Any]:
+    """Five Adam steps (batches of two, dropout, BatchNorm1d buffers), as bits."""
+    from runtime.nn import BatchNorm1d, Dropout, Linear, Sequential, Tanh
+    from runtime.optim import Adam
+    from runtime.trainer import Trainer
+
+    data = [([0.5 * i, 1.0 - i, 0.25], [float(i % 2)]) for i in range(4)]
+    model = Sequential(Linear(3, 5), BatchNorm1d(5), Tanh(), Dropout(0.25), Linear(5, 1))
+    run = Trainer(
+        model, "mse", Adam(0.05), dtype="float32", device=device, kernels="ordered", seed=4
+    ).open()
+    losses = [run.step([data[i % 4], data[(i + 1) % 4]], batch=True, loss=True) for i in range(5)]
+    return [np.asarray(losses, dtype=np.float64).tobytes()] + [a.tobytes() for a in run.state()]
+
+
+def test_cuda_trainer_is_bit_identical_to_cpu() -> None:
+    assert _train_bits("cuda") == _train_bits("cpu")

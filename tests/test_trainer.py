@@ -249,6 +249,8 @@ def test_cuda_device_rules() -> None:
     except TorchLeanError as e:
         with pytest.raises(type(e), match=re.escape(str(e))):
             Trainer(Sequential(Linear(1, 1)), device="cuda").open()
+    with pytest.raises(TorchLeanError, match="eager sessions only"):
+        Trainer(Sequential(Linear(1, 1)), device="cuda", mode="typed_graph").open()
     with pytest.raises(TorchLeanError, match="CPU only"):
         Trainer(Sequential(Linear(1, 1)), device="cuda").open_typed("float32")
 
