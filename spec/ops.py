@@ -1249,7 +1249,7 @@ _register(
 
 def _composite(
     name: str,
-    arity: int,
+    arity: int | None,
     body: Callable[[Any, list[int], Attrs], int],
     *,
     doc: str,
@@ -1503,3 +1503,8 @@ _composite(
     algebraic=False,
     tags=frozenset({"loss"}),
 )
+
+
+# The model-scale ops (convolution, pooling, normalisation, attention, embeddings) register
+# themselves here, so OPS is complete whenever spec.ops is imported.
+from . import ops_model as _ops_model  # noqa: E402,F401
