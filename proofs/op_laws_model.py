@@ -142,7 +142,6 @@ def _rmax_conv_vjp(v: list[Arr], g: Arr, a: Mapping[str, Any], e: Any) -> list[A
     return [_arr(np.moveaxis(out, -1, a["axis"]))]
 
 
-
 _law(
     "reduce_max",
     [
@@ -202,7 +201,7 @@ def _conv_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
     ph, pw = _pair(a, "padding", (0, 0))
     dh, dw = _pair(a, "dilation", (1, 1))
     groups = a.get("groups") or 1
-    n, cin, h, wd = x.shape
+    n, _, h, wd = x.shape
     cout, cg, kh, kw = w.shape
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
@@ -263,8 +262,11 @@ _law(
     [
         _Case(((1, 2, 2), (1, 1, 2, 2), (1,)), _free()),
         _Case(((2, 1, 2), (2, 1, 1, 2)), _free(), {"groups": 2, "stride": (2, 1)}),
-        _Case(((1, 1, 2, 1), (1, 1, 2, 1)), _free(), {"stride": (2, 2), "padding": (1, 0),
-                                                     "output_padding": (1, 1)}),
+        _Case(
+            ((1, 1, 2, 1), (1, 1, 2, 1)),
+            _free(),
+            {"stride": (2, 2), "padding": (1, 0), "output_padding": (1, 1)},
+        ),
     ],
     "scatter form: y[n, g·C_out/G + o, ih·s - p + i·d, iw·s - p + j·d] += x[n,c,ih,iw]·w[c,o,i,j] "
     "over in-range outputs, then + b",
@@ -355,9 +357,11 @@ _law(
         _Case(((1, 3, 3),), _chain(*_ORDER9), {"kernel_size": (2, 2), "stride": (1, 1)}),
         _Case(((1, 3, 3),), _chain(*_ORDER9), {"kernel_size": (2, 2), "padding": (1, 1)}),
         _Case(((1, 2, 2),), _pat(("at", 1)), {"kernel_size": (2, 2)}),
-        _Case(((1, 2, 3),), _pat(("at", 0), ("at", 2), ("at", 2)), {"kernel_size": (1, 3),
-                                                                    "padding": (0, 1),
-                                                                    "stride": (1, 1)}),
+        _Case(
+            ((1, 2, 3),),
+            _pat(("at", 0), ("at", 2), ("at", 2)),
+            {"kernel_size": (1, 3), "padding": (0, 1), "stride": (1, 1)},
+        ),
     ],
     "the maximum of the in-bounds window elements (-oo padding), max as (a + b + |a - b|)/2",
     "jvp = dx at the window's arg-max (strict maxima); at ties the first maximal in-bounds "
@@ -379,8 +383,10 @@ def _ln_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
         row = list(x[idx])
         mu = sympy.Add(*row) / len(row)
         var = sympy.Add(*[(r - mu) ** 2 for r in row]) / len(row)
-        out[idx] = [(r - mu) / sympy.sqrt(var + _EPS) * g + bb
-                    for r, g, bb in zip(row, gamma, beta, strict=True)]
+        out[idx] = [
+            (r - mu) / sympy.sqrt(var + _EPS) * g + bb
+            for r, g, bb in zip(row, gamma, beta, strict=True)
+        ]
     return _arr(out)
 
 
@@ -442,15 +448,18 @@ def _attend(q: Arr, k: Arr, v: Arr, a: Mapping[str, Any]) -> Arr:
     if a.get("causal"):
         keep &= np.tril(np.ones((lq, lk), dtype=bool))
     c = _scale_for(q.shape[-1], a)
-    out = np.empty((*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), lq, v.shape[-1]),
-                   dtype=object)
+    out = np.empty(
+        (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), lq, v.shape[-1]), dtype=object
+    )
     qb = np.broadcast_to(q, (*out.shape[:-2], *q.shape[-2:]))
     kb = np.broadcast_to(k, (*out.shape[:-2], *k.shape[-2:]))
     vb = np.broadcast_to(v, (*out.shape[:-2], *v.shape[-2:]))
     for idx in np.ndindex(*out.shape[:-2]):
         for i in range(lq):
-            ws = [sympy.exp(c * sympy.Add(*(qb[idx][i] * kb[idx][j]))) if keep[i, j] else 0
-                  for j in range(lk)]
+            ws = [
+                sympy.exp(c * sympy.Add(*(qb[idx][i] * kb[idx][j]))) if keep[i, j] else 0
+                for j in range(lk)
+            ]
             s = sympy.Add(*ws)
             for t in range(v.shape[-1]):
                 out[idx][i, t] = sympy.Add(*[ws[j] * vb[idx][j, t] for j in range(lk)]) / s
@@ -461,10 +470,14 @@ _law(
     "scaled_dot_product_attention",
     [
         _Case(((1, 1), (2, 1), (2, 1)), _fixed({0: (1,), 1: (2, -1)})),
-        _Case(((2, 1), (2, 1), (2, 1)), _fixed({0: (1, Fraction(1, 2)), 1: (-1, 2)}),
-              {"causal": 1}),
-        _Case(((1, 2), (2, 2), (2, 1)), _fixed({0: (1, 2), 1: (0, 1, 1, -1)}),
-              {"mask": (0, 1), "scale": Fraction(1, 2)}),
+        _Case(
+            ((2, 1), (2, 1), (2, 1)), _fixed({0: (1, Fraction(1, 2)), 1: (-1, 2)}), {"causal": 1}
+        ),
+        _Case(
+            ((1, 2), (2, 2), (2, 1)),
+            _fixed({0: (1, 2), 1: (0, 1, 1, -1)}),
+            {"mask": (0, 1), "scale": Fraction(1, 2)},
+        ),
     ],
     "Σ_j w_j·v_j / Σ_j w_j with w_j = exp(c·⟨q_i, k_j⟩) over kept keys (mask, causal j <= i), "
     "c = scale or the binary64 nearest 1/sqrt(d) (no max-shift)",
@@ -493,9 +506,11 @@ def _mha_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
 _law(
     "multi_head_attention",
     [
-        _Case(((1, 2), (2, 2), (2, 2), (2, 2), (2, 2), (2, 2), (2, 2)),
-              _fixed({0: (1, -1), 1: (1, 0, 0, 2), 3: (1, 0, 0, 1), 4: (1, 1, 0, 1)}),
-              {"heads": 2}),
+        _Case(
+            ((1, 2), (2, 2), (2, 2), (2, 2), (2, 2), (2, 2), (2, 2)),
+            _fixed({0: (1, -1), 1: (1, 0, 0, 2), 3: (1, 0, 0, 1), 4: (1, 1, 0, 1)}),
+            {"heads": 2},
+        ),
     ],
     "heads split on the last axis of x·wqᵀ, x·wkᵀ, x·wvᵀ; per head the attention above; "
     "heads merged and multiplied by woᵀ",
@@ -544,4 +559,3 @@ _law(
     "no arguments: jvp = 0 and the VJP is the empty list",
     definition=_one_hot_def,
 )
-

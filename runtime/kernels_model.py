@@ -47,7 +47,7 @@ def _plan(indices: Sequence[int], m: int) -> dict[str, Any]:
     key = id(indices)
     hit = _PLANS.get(key)
     if hit is not None and hit[0] is indices and hit[1]["m"] == m:
-        return hit[1]  # type: ignore[no-any-return]
+        return hit[1]
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
     pos = np.flatnonzero(idx < m)
     tgt = idx[pos]

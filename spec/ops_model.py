@@ -63,8 +63,9 @@ def _gather_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if len(s) < 1:
         raise _err("gather", "input must have rank >= 1", 0, "rank >= 1", s)
     if len(a["indices"]) != size(a["shape"]):
-        raise _err("gather", "index count does not fill `shape`", None, size(a["shape"]),
-                   len(a["indices"]))
+        raise _err(
+            "gather", "index count does not fill `shape`", None, size(a["shape"]), len(a["indices"])
+        )
     m = s[-1]
     for i in a["indices"]:
         if not 0 <= i <= m:
@@ -194,11 +195,21 @@ def _mask_shape(shapes: list[Shape], a: Attrs) -> Shape:
     if len(a["mask"]) != size(ms):
         raise _err("mask_neg_inf", "mask does not fill mask_shape", None, size(ms), len(a["mask"]))
     if any(v not in (0, 1) for v in a["mask"]):
-        raise op_error(GraphError, "mask_neg_inf", "mask entries must be 0 or 1",
-                       expected="0 or 1", got=sorted(set(a["mask"])))
+        raise op_error(
+            GraphError,
+            "mask_neg_inf",
+            "mask entries must be 0 or 1",
+            expected="0 or 1",
+            got=sorted(set(a["mask"])),
+        )
     if not broadcasts_to(ms, s):
-        raise _err("mask_neg_inf", "mask_shape does not broadcast to the input", 0,
-                   f"a shape broadcasting to {s}", ms)
+        raise _err(
+            "mask_neg_inf",
+            "mask_shape does not broadcast to the input",
+            0,
+            f"a shape broadcasting to {s}",
+            ms,
+        )
     return s
 
 
@@ -250,8 +261,13 @@ def conv_out_dim(op: str, n: int, k: int, stride: int, pad: int, dil: int) -> in
     eff = dil * (k - 1) + 1 if k else 0
     out = sliding_window_out_dim(n, eff, stride, pad)
     if out < 1:
-        raise _err(op, "output would be empty", 0,
-                   f"input + 2*padding >= dilation*(kernel-1)+1 = {eff}", n + 2 * pad)
+        raise _err(
+            op,
+            "output would be empty",
+            0,
+            f"input + 2*padding >= dilation*(kernel-1)+1 = {eff}",
+            n + 2 * pad,
+        )
     return out
 
 
@@ -260,8 +276,13 @@ def _pair(op: str, a: Attrs, key: str, default: tuple[int, int], minimum: int) -
     if v is None:
         return default
     if len(v) != 2 or min(v) < minimum:
-        raise op_error(GraphError, op, f"attribute {key!r} must be two ints >= {minimum}",
-                       expected=f"(h, w) >= {minimum}", got=v)
+        raise op_error(
+            GraphError,
+            op,
+            f"attribute {key!r} must be two ints >= {minimum}",
+            expected=f"(h, w) >= {minimum}",
+            got=v,
+        )
     return int(v[0]), int(v[1])
 
 
@@ -281,9 +302,7 @@ _CONV_ATTRS = (
 )
 
 
-def _im2col(
-    b: Any, x: int, batch: Shape, chw: Shape, idx: list[int], shape: Shape
-) -> int:
+def _im2col(b: Any, x: int, batch: Shape, chw: Shape, idx: list[int], shape: Shape) -> int:
     """gather(reshape(x, batch + (C*H*W,)), idx) with index C*H*W as the zero padding."""
     flat = b.node("reshape", x, shape=(*batch, size(chw)))
     return b.node("gather", flat, indices=idx, shape=shape)
@@ -299,8 +318,9 @@ def _bias(op: str, b: Any, y: int, args: list[int], cout: int) -> int:
 
 def _arity23(op: str, args: list[int]) -> None:
     if len(args) not in (2, 3):
-        raise op_error(GraphError, op, "takes (x, w) or (x, w, b)", expected="2 or 3 arguments",
-                       got=len(args))
+        raise op_error(
+            GraphError, op, "takes (x, w) or (x, w, b)", expected="2 or 3 arguments", got=len(args)
+        )
 
 
 # --------------------------------------------------------------------------- conv2d
@@ -316,8 +336,9 @@ def _conv2d_body(b: Any, args: list[int], a: Attrs) -> int:
     groups = a.get("groups") or 1
     cout, cg, kh, kw = ws
     if cin % groups or cout % groups:
-        raise _err(op, "groups must divide C_in and C_out", 1, f"divisible by {groups}",
-                   (cin, cout))
+        raise _err(
+            op, "groups must divide C_in and C_out", 1, f"divisible by {groups}", (cin, cout)
+        )
     if cg != cin // groups:
         raise _err(op, "weight's input channels differ from C_in/groups", 1, cin // groups, cg)
     if kh < 1 or kw < 1:
@@ -386,8 +407,13 @@ def _conv_t_body(b: Any, args: list[int], a: Attrs) -> int:
     dh, dw = _pair(op, a, "dilation", (1, 1), 1)
     oph, opw = _pair(op, a, "output_padding", (0, 0), 0)
     if oph >= max(sh, dh) or opw >= max(sw, dw):
-        raise op_error(GraphError, op, "output_padding must be < max(stride, dilation)",
-                       expected=f"< {(max(sh, dh), max(sw, dw))}", got=(oph, opw))
+        raise op_error(
+            GraphError,
+            op,
+            "output_padding must be < max(stride, dilation)",
+            expected=f"< {(max(sh, dh), max(sw, dw))}",
+            got=(oph, opw),
+        )
     oh = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1
     ow = (w - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
     if oh < 1 or ow < 1:
@@ -446,8 +472,13 @@ def _pool_geometry(op: str, b: Any, x: int, a: Attrs) -> tuple[Shape, Shape, lis
     ph, pw = _pair(op, a, "padding", (0, 0), 0)
     dh, dw = _pair(op, a, "dilation", (1, 1), 1)
     if 2 * ph > kh or 2 * pw > kw:
-        raise op_error(GraphError, op, "padding must be at most half the kernel",
-                       expected=f"<= {(kh // 2, kw // 2)}", got=(ph, pw))
+        raise op_error(
+            GraphError,
+            op,
+            "padding must be at most half the kernel",
+            expected=f"<= {(kh // 2, kw // 2)}",
+            got=(ph, pw),
+        )
     oh = conv_out_dim(op, h, kh, sh, ph, dh)
     ow = conv_out_dim(op, w, kw, sw, pw, dw)
     wins: list[list[int | None]] = []
@@ -466,8 +497,9 @@ def _pool_geometry(op: str, b: Any, x: int, a: Attrs) -> tuple[Shape, Shape, lis
 def _avg_pool_body(b: Any, args: list[int], a: Attrs) -> int:
     op = "avg_pool2d"
     if a.get("dilation") not in (None, (1, 1)):
-        raise op_error(GraphError, op, "dilation is not supported", expected=(1, 1),
-                       got=a.get("dilation"))
+        raise op_error(
+            GraphError, op, "dilation is not supported", expected=(1, 1), got=a.get("dilation")
+        )
     lead, (h, w, oh, ow, k), wins = _pool_geometry(op, b, args[0], a)
     idx = [h * w if v is None else v for win in wins for v in win]
     flat = b.node("reshape", args[0], shape=(*lead, h * w))
@@ -532,8 +564,13 @@ _composite(
 def _affine_args(op: str, b: Any, args: list[int], want: Shape) -> None:
     for i in (1, 2):
         if b.shape_of(args[i]) != want:
-            raise _err(op, "weight and bias must match the normalised features", i, want,
-                       b.shape_of(args[i]))
+            raise _err(
+                op,
+                "weight and bias must match the normalised features",
+                i,
+                want,
+                b.shape_of(args[i]),
+            )
 
 
 def _layer_norm_body(b: Any, args: list[int], a: Attrs) -> int:
@@ -575,8 +612,9 @@ def _batch_norm_body(b: Any, args: list[int], a: Attrs) -> int:
     op = "batch_norm"
     s = b.shape_of(args[0])
     if len(s) < 2 or s[1] < 1 or size(s) == 0:
-        raise _err(op, "input must be (N, C, ...) with N, C and spatial dims >= 1", 0,
-                   "(N, C, ...)", s)
+        raise _err(
+            op, "input must be (N, C, ...) with N, C and spatial dims >= 1", 0, "(N, C, ...)", s
+        )
     _affine_args(op, b, args, (s[1],))
     bshape = (s[1], *([1] * (len(s) - 2)))
     x = args[0]
@@ -628,12 +666,14 @@ def _keep_mask(op: str, a: Attrs, lq: int, lk: int) -> list[int] | None:
     if mask is None and not causal:
         return None
     if mask is not None and len(mask) != lq * lk:
-        raise op_error(GraphError, op, "mask must have Lq*Lk entries", expected=lq * lk,
-                       got=len(mask))
+        raise op_error(
+            GraphError, op, "mask must have Lq*Lk entries", expected=lq * lk, got=len(mask)
+        )
     keep = list(mask) if mask is not None else [1] * (lq * lk)
     if causal:
-        keep = [v if j <= i else 0 for i in range(lq) for j in range(lk) for v in
-                [keep[i * lk + j]]]
+        keep = [
+            v if j <= i else 0 for i in range(lq) for j in range(lk) for v in [keep[i * lk + j]]
+        ]
     return keep
 
 
@@ -697,8 +737,9 @@ def _mha_body(b: Any, args: list[int], a: Attrs) -> int:
         if len(s) < 2 or s[-1] != e:
             raise _err(op, "key and value must be (..., Lk, E)", i, f"(..., Lk, {e})", s)
     if heads < 1 or e % heads:
-        raise op_error(GraphError, op, "heads must divide E", expected=f"a divisor of {e}",
-                       got=heads)
+        raise op_error(
+            GraphError, op, "heads must divide E", expected=f"a divisor of {e}", got=heads
+        )
 
     def proj(x: int, w: int) -> int:
         return _split_heads(b, b.node("matmul", x, b.node("transpose", w)), heads)

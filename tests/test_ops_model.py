@@ -65,9 +65,7 @@ W33 = [[1, 2, 0], [0, 1, 0], [0, 0, 3]]
 def test_conv2d_3x3_on_4x4_by_hand() -> None:
     # y[r][c] = x[r][c] + 2·x[r][c+1] + x[r+1][c+1] + 3·x[r+2][c+2] with x[i][j] = 4i+j+1
     #         = 7·(4r + c) + 44, then + 1/2:  [[44, 51], [72, 79]] + 1/2.
-    y = OPS["conv2d"].forward(
-        RATIONAL, [_t([X44]), _t([[W33]]), _t([Q(1, 2)])], {}, ()
-    )
+    y = OPS["conv2d"].forward(RATIONAL, [_t([X44]), _t([[W33]]), _t([Q(1, 2)])], {}, ())
     assert y.shape == (1, 2, 2)
     assert _rows(y) == [[[Q(89, 2), Q(103, 2)], [Q(145, 2), Q(159, 2)]]]
 
@@ -105,8 +103,9 @@ def test_conv2d_sum_order_is_the_stated_left_fold() -> None:
     assert float(np.asarray(s.get_value(y)).reshape(-1)[0]) == 2.0**24
 
 
-def _conv_ref(x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[int, int],
-              groups: int) -> np.ndarray:
+def _conv_ref(
+    x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[int, int], groups: int
+) -> np.ndarray:
     """Independent direct convolution (float64 loops)."""
     c, h, wd = x.shape
     co, cg, kh, kw = w.shape
@@ -119,8 +118,11 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[
         g = o // (co // groups)
         for r in range(oh):
             for q in range(ow):
-                patch = xp[g * cg : (g + 1) * cg, r * stride[0] : r * stride[0] + kh,
-                           q * stride[1] : q * stride[1] + kw]
+                patch = xp[
+                    g * cg : (g + 1) * cg,
+                    r * stride[0] : r * stride[0] + kh,
+                    q * stride[1] : q * stride[1] + kw,
+                ]
                 y[o, r, q] = float((patch * w[o]).sum())
     return y
 
@@ -128,8 +130,13 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[
 @settings(max_examples=15, deadline=None)
 @given(
     st.sampled_from([(1, 1, 1), (2, 1, 2)]),  # (groups, c_in per group, c_out per group)
-    st.integers(2, 4), st.integers(2, 4), st.integers(1, 2), st.integers(1, 2),
-    st.integers(1, 2), st.integers(0, 1), st.integers(0, 2**31 - 1),
+    st.integers(2, 4),
+    st.integers(2, 4),
+    st.integers(1, 2),
+    st.integers(1, 2),
+    st.integers(1, 2),
+    st.integers(0, 1),
+    st.integers(0, 2**31 - 1),
 )
 def test_conv2d_matches_a_direct_convolution_exactly(
     g: tuple[int, int, int], h: int, w: int, kh: int, kw: int, s: int, p: int, seed: int

@@ -106,11 +106,17 @@ EXAMPLES: dict[str, tuple[list[tuple[tuple[int, ...], tuple[Q, ...]]], dict[str,
         {},
     ),
     # model-scale ops (spec/ops_model.py)
-    "gather": ([_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)], {"indices": (2, 0, 3, 2), "shape": (2, 2)}),
+    "gather": (
+        [_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)],
+        {"indices": (2, 0, 3, 2), "shape": (2, 2)},
+    ),
     "reduce_max": ([_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)], {"axis": 1}),
     # all kept: a masked -inf output would make the finite differences NaN (masking is
     # tested in tests/test_ops_model.py)
-    "mask_neg_inf": ([_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)], {"mask": (1, 1, 1), "mask_shape": (3,)}),
+    "mask_neg_inf": (
+        [_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)],
+        {"mask": (1, 1, 1), "mask_shape": (3,)},
+    ),
     "conv2d": (
         [
             _vals((1, 3, 3), 1, -2, 3, Q(1, 2), 4, -1, 2, Q(-3, 2), 1),
