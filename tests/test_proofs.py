@@ -92,6 +92,7 @@ def test_select_by_prefix_and_unknown_names() -> None:
     assert {t.name for t in select(["link"])} == {
         *(n for n in GRAPH_THEOREMS if n.startswith("link.")),
         "link.kernels_eq_spec_rules",
+        "link.model_graphs_bitwise",
     }
     with pytest.raises(ProofError):
         select(["op.no_such_op"])
