@@ -7,7 +7,9 @@ Figures (see docs/BENCHMARKS.md for the targets and the discussion):
    float32 and float64, eager and typed-graph Session modes, against the peers;
 3. the `ordered`/`fast` slowdown on the same MLP step;
 4. conformance throughput (cases checked per second, per dtype and property);
-5. the bytes the tape holds in the MLP step against the forward values its backward needs.
+5. the bytes the tape holds in the MLP step against the forward values its backward needs;
+6. model-scale ops: a conv layer and an attention block, forward + backward, against
+   PyTorch CPU (`benchmarks.model_ops`).
 
 Peers are optional: a missing one is skipped with a message on stderr. Results go to stdout
 (a summary), to the Markdown report (between the markers in docs/BENCHMARKS.md, or a new
@@ -65,6 +67,9 @@ def _config(a: argparse.Namespace) -> dict[str, Any]:
             "conf_dtypes": ("exact", "float32"),
             "conf_examples": 3,
             "dtypes": ("float32", "float64"),
+            "conv": (2, 3, 8, 4),
+            "attn": (2, 8, 8, 2),
+            "model_rounds": 2,
         }
     r = a.repeat
     return {
@@ -77,6 +82,9 @@ def _config(a: argparse.Namespace) -> dict[str, Any]:
         "conf_dtypes": ("exact", "float64", "float32", "bfloat16", "float16"),
         "conf_examples": a.conf_examples,
         "dtypes": ("float32", "float64"),
+        "conv": (8, 16, 32, 32),
+        "attn": (8, 64, 64, 4),
+        "model_rounds": r,
     }
 
 
@@ -369,7 +377,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     res["peers"] = {p.key: {"label": p.label, "version": p.version} for p in peers}
     res["peers_skipped"] = skipped
     only = (
-        set(a.only.split(",")) if a.only else {"chain", "mlp", "ordered", "conformance", "memory"}
+        set(a.only.split(","))
+        if a.only
+        else {"chain", "mlp", "ordered", "conformance", "memory", "model"}
     )
     t0 = time.perf_counter()
     if "chain" in only:
@@ -391,6 +401,14 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     if "memory" in only:
         _log("benchmarks: tape memory ...")
         res["memory"] = fig_memory(cfg, any(p.key == "torch" for p in peers))
+    if "model" in only:
+        from .model_ops import fig_model
+
+        _log("benchmarks: model-scale ops (conv layer, attention block) ...")
+        have_torch = any(p.key == "torch" for p in peers)
+        if not have_torch:
+            _log("benchmarks: PyTorch absent: model-scale figure without a reference column")
+        res["model"] = fig_model(cfg, have_torch)
     res["targets"] = targets(res)
     res["seconds"] = time.perf_counter() - t0
     return res
@@ -641,6 +659,10 @@ def markdown(res: dict[str, Any]) -> str:
             )
         L.append(table(["", "bytes", "× needed"], rows))
         L.append("")
+    if "model" in res:
+        from .model_ops import markdown_model
+
+        L.extend(markdown_model(res["model"]))
     return "\n".join(L)
 
 
@@ -749,7 +771,9 @@ def main(argv: list[str] | None = None) -> int:
         help="comma list of peers to measure, or 'none'",
     )
     p.add_argument(
-        "--only", default="", help="comma list of figures: chain,mlp,ordered,conformance,memory"
+        "--only",
+        default="",
+        help="comma list of figures: chain,mlp,ordered,conformance,memory,model",
     )
     p.add_argument(
         "--conf-examples",

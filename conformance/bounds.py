@@ -9,7 +9,8 @@ absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subn
 
 | op | bound |
 |---|---|
-| structural ops, neg, abs, relu, maximum, minimum, detach, select ... | 0 (exact) |
+| structural ops, neg, abs, relu, maximum, minimum, detach, select, gather ... | 0 (exact) |
+| reduce_max, mask_neg_inf (a selected input element or −∞) | 0 (exact) |
 | add, sub, mul, div, sqrt, clamp, const | u·|y| + η/2 (correctly rounded) |
 | scale | 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first) |
 | exp, log, tanh, sin, cos | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
@@ -261,6 +262,9 @@ _EXACT = (
     "slice",
     "select",
     "index_select",
+    "gather",
+    "reduce_max",
+    "mask_neg_inf",
 )
 BOUNDS: dict[str, BoundFn] = {
     **dict.fromkeys(_EXACT, _elementwise(0, 0)),

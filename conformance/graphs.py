@@ -67,6 +67,8 @@ from spec.ops import OPS
 from spec.shape import Shape, broadcast_shapes, size
 from spec.tensor import Tensor, TensorPack
 
+from .graphs_model import model_builders
+
 __all__ = [
     "ALGEBRAIC_OPS",
     "DEFAULT_FLOAT_OPS",
@@ -596,6 +598,8 @@ _BUILDERS: dict[str, Builder] = {
         "cross_entropy", lambda s: len(s) in (1, 2) and s[-1] >= 1 and (len(s) == 1 or s[0] >= 1)
     ),
 }
+
+_BUILDERS.update(model_builders(MAX_ELEMENTS))  # conv, pooling, norms, attention, ...
 
 GRAPH_OPS: tuple[str, ...] = tuple(op for op in _BUILDERS if op in OPS)
 """Every op the generator can build, in sampling order (simplest first)."""

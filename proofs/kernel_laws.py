@@ -48,7 +48,8 @@ def _same(got: Tensor, want: Tensor) -> str | None:
     if got.shape != want.shape:
         return f"shape {got.shape}, expected {want.shape}"
     for k, (p, q) in enumerate(zip(got.data, want.data, strict=True)):
-        if decide_zero(sympy.sympify(p) - sympy.sympify(q)) is None:
+        p, q = sympy.sympify(p), sympy.sympify(q)
+        if p != q and decide_zero(p - q) is None:  # p == q: identical (also -oo, -oo)
             return f"[{k}]: {sympy.sstr(p)} != {sympy.sstr(q)}"
     return None
 

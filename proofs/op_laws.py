@@ -1274,3 +1274,7 @@ class _OpCheck:
 
     def __call__(self, ctx: CheckContext) -> CheckResult:
         return check_obligation(self.op, self.obligation, ctx)
+
+
+# The laws of the model-scale ops (conv, pooling, norms, attention, embeddings).
+from . import op_laws_model as _op_laws_model  # noqa: E402,F401

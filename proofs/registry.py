@@ -180,12 +180,13 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import float_laws, graph_laws, kernel_laws, op_laws
+    from . import float_laws, graph_laws, kernel_laws, model_graphs, op_laws
 
     op_laws.register_all()
     graph_laws.register_all()
     kernel_laws.register_all()
     float_laws.register_all()
+    model_graphs.register_all()
 
 
 def theorems() -> list[Theorem]:

@@ -764,3 +764,8 @@ def kernel_for(name: str) -> Kernel:
         return KERNELS[name]
     except KeyError:
         raise GraphError(f"no runtime kernel for op {name!r}") from None
+
+
+# The model-scale primitives (gather, reduce_max, mask_neg_inf) register their kernels here;
+# the model-scale composites got `_composite_kernel` above like every composite.
+from . import kernels_model as _kernels_model  # noqa: E402,F401

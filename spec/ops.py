@@ -1249,7 +1249,7 @@ _register(
 
 def _composite(
     name: str,
-    arity: int,
+    arity: int | None,
     body: Callable[[Any, list[int], Attrs], int],
     *,
     doc: str,
@@ -1260,13 +1260,27 @@ def _composite(
     """A composite op: `body(b, args, attrs)` emits nodes on a `GraphBuilder` b whose inputs
     are the op's arguments and returns the result id. Semantics = the body's semantics."""
 
+    bodies: dict[Any, Any] = {}  # (shapes, attrs) -> body Graph (immutable, so shared)
+
     def build(shapes: list[Shape], a: Attrs) -> Any:
         from .graph import GraphBuilder
 
+        try:
+            key: Any = (tuple(tuple(s) for s in shapes), tuple(sorted(a.items())))
+            hit = bodies.get(key)
+        except TypeError:  # an unhashable attribute value: build without caching
+            key, hit = None, None
+        if hit is not None:
+            return hit
         b = GraphBuilder()
         args = [b.input(s) for s in shapes]
         out = body(b, args, a)
-        return b.build(output=out)
+        g = b.build(output=out)
+        if key is not None:
+            if len(bodies) >= 512:
+                bodies.clear()
+            bodies[key] = g
+        return g
 
     def shape(shapes: list[Shape], a: Attrs) -> Shape:
         try:
@@ -1503,3 +1517,8 @@ _composite(
     algebraic=False,
     tags=frozenset({"loss"}),
 )
+
+
+# The model-scale ops (convolution, pooling, normalisation, attention, embeddings) register
+# themselves here, so OPS is complete whenever spec.ops is imported.
+from . import ops_model as _ops_model  # noqa: E402,F401

@@ -76,6 +76,13 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
         "tape memory ≤ 1.2× needed forward values",
     } - {""}
 
+    model = res["model"]["workloads"]
+    assert set(model) == {"conv", "attention"}
+    for w in model.values():
+        assert {"ours", "ours_ordered"} <= set(w["rows"])
+        assert ("torch" in w["rows"]) == have_torch
+    assert ("skipped" in res["model"]) == (not have_torch)
+
     md = out.read_text()
     assert BEGIN in md and END in md
     for head in (
@@ -84,6 +91,7 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
         "### 3. `ordered`",
         "### 4. Conformance throughput",
         "### 5. Memory",
+        "### 6. Model-scale ops",
     ):
         assert head in md
     if importlib.util.find_spec("matplotlib") is not None:

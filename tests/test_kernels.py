@@ -212,6 +212,31 @@ test_silu = check_op("silu", *UN)
 test_safe_log = check_op("safe_log", *UN)
 test_mse_loss = check_op("mse_loss", [(2, 3), (2, 3)], [(), ()])
 test_cross_entropy = check_op("cross_entropy", [(2, 3), (2, 3)], [(3,), (3,)])
+# model-scale ops (primitives, then composites run through their bodies)
+test_gather = check_op("gather", [(2, 3)], [(3,)], indices=(2, 3, 0, 2), shape=(2, 2))
+test_reduce_max = check_op("reduce_max", [(2, 3)], [(3, 2)], [(1, 3, 2)], axis=1)
+test_mask_neg_inf = check_op("mask_neg_inf", [(2, 3)], [(3,)], mask=(1, 0, 1), mask_shape=(3,))
+test_conv2d = check_op(
+    "conv2d", [(1, 3, 3), (2, 1, 2, 2), (2,)], [(2, 1, 3, 3), (2, 1, 2, 2)], padding=(1, 0)
+)
+test_conv2d_groups = check_op("conv2d", [(2, 2, 3), (2, 1, 1, 2)], groups=2, stride=(1, 2))
+test_conv_transpose2d = check_op(
+    "conv_transpose2d", [(1, 2, 2), (1, 2, 2, 2), (2,)], [(1, 1, 2, 2), (1, 1, 2, 2)], stride=(2, 1)
+)
+test_avg_pool2d = check_op(
+    "avg_pool2d", [(1, 3, 3)], [(2, 1, 2, 2)], kernel_size=(2, 2), padding=(1, 1)
+)
+test_max_pool2d = check_op(
+    "max_pool2d", [(1, 3, 3)], [(2, 1, 2, 2)], kernel_size=(2, 2), stride=(1, 1), padding=(1, 1)
+)
+test_layer_norm = check_op("layer_norm", [(2, 3), (3,), (3,)], [(1,), (1,), (1,)])
+test_batch_norm = check_op("batch_norm", [(2, 2), (2,), (2,)], [(2, 1, 2), (1,), (1,)])
+test_sdpa = check_op(
+    "scaled_dot_product_attention", [(2, 2), (3, 2), (3, 1)], [(1, 1), (1, 1), (1, 2)], causal=1
+)
+test_mha = check_op("multi_head_attention", [(2, 2)] * 7, heads=2)
+test_embedding = check_op("embedding", [(3, 2)], indices=(2, 0, 2), shape=(1, 3))
+test_one_hot = check_op("one_hot", [], indices=(1, 0), num_classes=2)
 
 
 def test_every_op_has_a_differential_check() -> None:

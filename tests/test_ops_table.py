@@ -28,7 +28,9 @@ REQUIRED = """
 add sub neg mul scale div inv matmul linear sum reduce_sum reduce_mean mean relu abs maximum
 minimum clamp sqrt exp log safe_log tanh sigmoid softplus gelu silu sin cos reshape
 swap_adjacent transpose broadcast_to concat slice select index_select scatter_add softmax
-log_softmax mse_loss cross_entropy detach const
+log_softmax mse_loss cross_entropy detach const gather reduce_max mask_neg_inf conv2d
+conv_transpose2d avg_pool2d max_pool2d layer_norm batch_norm scaled_dot_product_attention
+multi_head_attention embedding one_hot
 """.split()
 
 ATTR_KINDS = {"int", "nat", "ints", "shape", "rational", "rationals"}
@@ -103,6 +105,76 @@ EXAMPLES: dict[str, tuple[list[tuple[tuple[int, ...], tuple[Q, ...]]], dict[str,
         [_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1), _vals((2, 3), 0, 0, 1, 1, 0, 0)],
         {},
     ),
+    # model-scale ops (spec/ops_model.py)
+    "gather": (
+        [_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)],
+        {"indices": (2, 0, 3, 2), "shape": (2, 2)},
+    ),
+    "reduce_max": ([_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)], {"axis": 1}),
+    # all kept: a masked -inf output would make the finite differences NaN (masking is
+    # tested in tests/test_ops_model.py)
+    "mask_neg_inf": (
+        [_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1)],
+        {"mask": (1, 1, 1), "mask_shape": (3,)},
+    ),
+    "conv2d": (
+        [
+            _vals((1, 3, 3), 1, -2, 3, Q(1, 2), 4, -1, 2, Q(-3, 2), 1),
+            _vals((2, 1, 2, 2), 1, 0, -1, 2, Q(1, 2), 1, -2, 3),
+            _vals((2,), Q(1, 4), -3),
+        ],
+        {"padding": (1, 0), "stride": (1, 2)},
+    ),
+    "conv_transpose2d": (
+        [
+            _vals((1, 2, 2), 1, -2, 3, Q(1, 2)),
+            _vals((1, 2, 2, 2), 1, 0, -1, 2, Q(1, 2), 1, -2, 3),
+            _vals((2,), Q(1, 4), -3),
+        ],
+        {"stride": (2, 1)},
+    ),
+    "avg_pool2d": (
+        [_vals((1, 3, 3), 1, -2, 3, Q(1, 2), 4, -1, 2, Q(-3, 2), 1)],
+        {"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)},
+    ),
+    "max_pool2d": (
+        [_vals((1, 3, 3), 1, -2, 3, Q(1, 2), 4, -1, 2, Q(-3, 2), Q(3, 4))],
+        {"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)},
+    ),
+    "layer_norm": (
+        [_vals((2, 3), 1, -2, 3, Q(1, 2), 4, -1), _vals((3,), 1, 2, -1), _vals((3,), 0, 1, 2)],
+        {},
+    ),
+    "batch_norm": (
+        [
+            _vals((2, 2, 2), 1, -2, 3, Q(1, 2), 4, -1, 2, Q(-3, 2)),
+            _vals((2,), 1, 2),
+            _vals((2,), 0, 1),
+        ],
+        {},
+    ),
+    "scaled_dot_product_attention": (
+        [
+            _vals((2, 2), 1, -2, Q(1, 2), 1),
+            _vals((3, 2), 1, 0, -1, 2, Q(1, 2), 1),
+            _vals((3, 2), Q(1, 4), -3, 2, 1, -1, Q(1, 2)),
+        ],
+        {"causal": 1},
+    ),
+    "multi_head_attention": (
+        [
+            _vals((2, 2), 1, -2, Q(1, 2), 1),
+            _vals((2, 2), 1, 0, -1, 2),
+            _vals((2, 2), Q(1, 4), -3, 2, 1),
+            _vals((2, 2), 1, Q(1, 2), 0, 1),
+            _vals((2, 2), Q(1, 2), 1, -1, 0),
+            _vals((2, 2), 1, -1, Q(1, 2), 2),
+            _vals((2, 2), Q(3, 4), 0, 1, -1),
+        ],
+        {"heads": 2},
+    ),
+    "embedding": ([_vals((3, 2), 1, -2, 3, Q(1, 2), 4, -1)], {"indices": (2, 0, 2)}),
+    "one_hot": ([], {"indices": (2, 0), "num_classes": 3}),
 }
 
 # Deterministic, non-degenerate tangent / cotangent patterns.
@@ -195,6 +267,11 @@ def test_algebraic_flags() -> None:
         "softmax",
         "log_softmax",
         "cross_entropy",
+        "mask_neg_inf",
+        "layer_norm",
+        "batch_norm",
+        "scaled_dot_product_attention",
+        "multi_head_attention",
     }
     assert {n for n, d in OPS.items() if not d.algebraic} == transcendental
 

@@ -74,7 +74,7 @@ def test_every_op_has_its_three_obligations() -> None:
 def test_theorems_are_well_formed() -> None:
     ths = theorems()
     assert len({t.name for t in ths}) == len(ths)
-    assert len(ths) == 3 * len(OPS) + len(GRAPH_THEOREMS) + 2
+    assert len(ths) == 3 * len(OPS) + len(GRAPH_THEOREMS) + 3
     for t in ths:
         assert t.statement and t.formula and t.evidence
         assert all(e in EVIDENCE_KINDS for e in t.evidence)
@@ -92,6 +92,7 @@ def test_select_by_prefix_and_unknown_names() -> None:
     assert {t.name for t in select(["link"])} == {
         *(n for n in GRAPH_THEOREMS if n.startswith("link.")),
         "link.kernels_eq_spec_rules",
+        "link.model_graphs_bitwise",
     }
     with pytest.raises(ProofError):
         select(["op.no_such_op"])

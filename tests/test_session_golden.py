@@ -230,6 +230,20 @@ OP_CASES: dict[str, tuple[list[Any], dict[str, Any]]] = {
     "safe_log": ([POS23], {}),
     "mse_loss": ([X23, POS23], {}),
     "cross_entropy": ([X23, ONEHOT23], {}),
+    # model-scale ops
+    "gather": ([X23], {"indices": [2, 3, 0], "shape": (3,)}),
+    "reduce_max": ([X23], {"axis": 1}),
+    "mask_neg_inf": ([X23], {"mask": [1, 0, 1], "mask_shape": (3,)}),
+    "conv2d": ([[X23], [[[[1.0, -1.0]]]], [0.5]], {"padding": (1, 0)}),
+    "conv_transpose2d": ([[X23], [[[[1.0, -1.0]]]], [0.5]], {"stride": (1, 2)}),
+    "avg_pool2d": ([[X23]], {"kernel_size": (1, 2), "stride": (1, 1)}),
+    "max_pool2d": ([[X23]], {"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)}),
+    "layer_norm": ([X23, ROW3, B4[:3]], {}),
+    "batch_norm": ([[X23, POS23], [1.0, 2.0], [0.0, 0.5]], {}),
+    "scaled_dot_product_attention": ([X23, X23, M32[:2]], {"causal": 1}),
+    "multi_head_attention": ([M32[:2], M32[:2], M32[1:], *([M32[:2]] * 4)], {"heads": 2}),
+    "embedding": ([M32], {"indices": [2, 0, 2]}),
+    "one_hot": ([], {"indices": [1, 0], "num_classes": 3}),
 }
 
 
