@@ -57,7 +57,14 @@ def _plan(indices: Sequence[int], m: int) -> dict[str, Any]:
     first[1:] = st[1:] != st[:-1]
     start = np.maximum.accumulate(np.where(first, np.arange(len(st)), 0)) if len(st) else st
     rank = np.arange(len(st)) - start
-    ranks = [(sp[rank == r], st[rank == r]) for r in range(int(rank.max()) + 1 if len(st) else 0)]
+    ranks = []
+    for r in range(int(rank.max()) + 1 if len(st) else 0):
+        p_r, t_r = sp[rank == r], st[rank == r]  # targets t_r are distinct within a rank
+        src = np.full(m, len(p_r), dtype=np.int64)  # len(p_r): the zero pad slot
+        src[t_r] = np.arange(len(p_r))
+        hit = np.zeros(m, dtype=bool)
+        hit[t_r] = True
+        ranks.append((p_r, src, hit))
     plan = {"m": m, "idx": idx, "pad": bool(len(pos) < len(idx)), "ranks": ranks}
     if len(_PLANS) >= 512:
         _PLANS.clear()
@@ -86,10 +93,14 @@ def _scatter_last(ctx: KernelContext, g: Any, a: Attrs, shape: tuple[int, ...]) 
     plan = _plan(a["indices"], m)
     gf = xp.reshape(g, (*lead, len(plan["idx"])))
     out = ctx.zeros(shape)
-    for r, (pos, tgt) in enumerate(plan["ranks"]):
-        p, t = _dev(ctx, pos), _dev(ctx, tgt)
-        vals = xp.take(gf, p, axis=len(lead))
-        out[..., t] = vals if r == 0 else out[..., t] + vals
+    zero = ctx.zeros((*lead, 1))
+    # Rank r holds the r-th contribution of each target (targets distinct within a rank):
+    # moved into place with take (a zero pad where a target has none) and selected with
+    # where, so no in-place scatter is needed (array-API namespaces need not have one).
+    for r, (pos, src, hit) in enumerate(plan["ranks"]):
+        vals = xp.take(gf, _dev(ctx, pos), axis=len(lead))
+        placed = xp.take(xp.concat([vals, zero], axis=-1), _dev(ctx, src), axis=len(lead))
+        out = xp.where(_dev(ctx, hit), placed if r == 0 else out + placed, out)
     return out
 
 
@@ -167,6 +178,8 @@ def _mask_fwd(ctx: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any,
     if all(a["mask"]):
         return x, None
     ninf = from_spec(Tensor((), (neg_inf(ctx.domain),)), ctx.dtype)
+    if not ctx.backend.is_numpy:
+        ninf = ctx.backend.from_host(ninf)
     return ctx.arr(ctx.xp.where(_keep(ctx, a), x, ninf)), None
 
 
