@@ -62,9 +62,9 @@ def _plan(indices: Sequence[int], m: int) -> dict[str, Any]:
         p_r, t_r = sp[rank == r], st[rank == r]  # targets t_r are distinct within a rank
         src = np.full(m, len(p_r), dtype=np.int64)  # len(p_r): the zero pad slot
         src[t_r] = np.arange(len(p_r))
-        hit = np.zeros(m, dtype=bool)
-        hit[t_r] = True
-        ranks.append((p_r, src, hit))
+        lands = np.zeros(m, dtype=bool)
+        lands[t_r] = True
+        ranks.append((p_r, src, lands))
     plan = {"m": m, "idx": idx, "pad": bool(len(pos) < len(idx)), "ranks": ranks}
     if len(_PLANS) >= 512:
         _PLANS.clear()
