@@ -455,7 +455,13 @@ class BatchNorm1d(Layer):
 
 
 def _pair(name: str, v: int | Sequence[int]) -> tuple[int, int]:
-    t = (v, v) if isinstance(v, int) and not isinstance(v, bool) else tuple(v)
+    if isinstance(v, int):
+        t: tuple[Any, ...] = (v, v)
+    else:
+        try:
+            t = tuple(v)
+        except TypeError:
+            t = ()
     if len(t) != 2 or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in t):
         raise ShapeError(f"{name}: expected an int >= 0 or a pair of them, got {v!r}")
     return (int(t[0]), int(t[1]))
