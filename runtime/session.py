@@ -18,7 +18,7 @@ Invariants:
 - Devices: `device="cuda"` runs the eager session on the CuPy backend (`runtime.cuda`);
   there is no silent CPU fallback. Tape values and returned gradients are device arrays;
   `get_value` and `Param.get` return host (NumPy) arrays. A parameter keeps a host value
-  and a device mirror with TorchLeans's invariant: at least one copy is current; a device
+  and a device mirror with TorchLean's invariant: at least one copy is current; a device
   update (`sgd_step_all`) marks the host stale; every public read synchronises.
 - Random tensors come from `runtime.rng` (vectorised SplitMix64, the same bits as
   `spec.rng` on every backend).
