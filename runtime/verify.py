@@ -491,6 +491,7 @@ def _phi_range(H: _Arith, kind: str, a: float, lo: Any, hi: Any) -> Iv:
     return min(mins), max(maxs)
 
 
+_SLACK = mpq(1, 2**40)
 Relax = tuple[Any, Any, Any, Any]  # (aL, cL, aU, cU) exact: aL x + cL <= y <= aU x + cU
 
 
@@ -525,7 +526,10 @@ def _relax(H: _Arith, A: _Arith, st: _Stage, j: int, x: Iv, err: Any) -> Relax:
                 aL = aU = chord
             m = _phi_range(H, k, aL, lo, hi)[0]
             M = _phi_range(H, k, aU, lo, hi)[1]
-            return mpq(aL), _q(m) - err, mpq(aU), _q(M) + err
+            m, M = _q(m), _q(M)
+            # a little slack so an independent checker's own enclosure still confirms them
+            slack_m, slack_M = _SLACK * (1 + abs(m)), _SLACK * (1 + abs(M))
+            return mpq(aL), m - err - slack_m, mpq(aU), M + err + slack_M
     y = _elem(A, st, j, x)  # constant bounds (gelu, bn, degenerate intervals)
     return mpq(0), _q(y[0]), mpq(0), _q(y[1])
 
