@@ -116,7 +116,7 @@ class _IA:
         return self.d.add(a[0], b[0]), self.u.add(a[1], b[1])
 
     def neg(self, a: Any) -> tuple[Any, Any]:
-        return -a[1], -a[0]
+        return self.d.minus(a[1]), self.u.minus(a[0])  # not `-x`: the global context rounds
 
     def mul(self, a: Any, b: Any) -> tuple[Any, Any]:
         lo = [self.d.mul(x, y) for x in a for y in b]

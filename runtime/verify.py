@@ -169,7 +169,8 @@ class _Arith:
         return self.dn.add(a[0], b[0]), self.up.add(a[1], b[1])
 
     def neg(self, a: Iv) -> Iv:
-        return -a[1], -a[0]
+        # exact; a context method, since `-x` would round into the global 53-bit context
+        return self.dn.minus(a[1]), self.up.minus(a[0])
 
     def sub(self, a: Iv, b: Iv) -> Iv:
         return self.add(a, self.neg(b))
