@@ -18,7 +18,9 @@ Invariants (what `check_certificate` establishes before it accepts):
 - CROWN certificates: every relaxation in the witness is checked to be valid on its
   interval (ReLU: exactly at the endpoints; tanh/sigmoid: by this module's own convexity and
   tangent enclosure of min/max of f(x) - a x, widened by the level-2 rounding error; GELU and
-  BatchNorm1d: constant bounds containing this module's interval evaluation), every stored
+  BatchNorm1d: constant bounds containing this module's interval evaluation, or parallel
+  lines whose intercepts enclose this module's evaluation of f(x) - a x on 24 equal
+  pieces of the interval), every stored
   interval is checked to contain the intersection of IBP and the exact-rational backward
   pass over the already-validated relaxations, and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
@@ -44,6 +46,7 @@ __all__ = ["CertificateError", "check_certificate", "check_file"]
 
 FORMAT = "torchlean_output_bounds_v1"
 _PRECISION = 200
+_PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (as runtime.verify.PIECES)
 _FORMATS = {"float64": (53, 11), "float32": (24, 8), "bfloat16": (8, 8), "float16": (11, 5)}
 _GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
     Fraction(-k, 8) for k in range(7, 0, -1)
@@ -241,8 +244,27 @@ def _phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fract
     return min(mins), max(maxs)
 
 
+def _piecewise(ia: _IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
+               a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
+    """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
+    on _PIECES equal pieces, each widened outward to the arithmetic's numbers."""
+    cuts = [lo + (hi - lo) * Fraction(i, _PIECES) for i in range(_PIECES + 1)]
+    mn: Fraction | None = None
+    mx: Fraction | None = None
+    for p, q in itertools.pairwise(cuts):
+        P, Q = ia.box(p)[0], ia.box(q)[1]
+        f = _act(ia, st["op"], st, j, (P, Q))
+        ap, aq = a * _q(P), a * _q(Q)
+        lo_i, hi_i = _q(f[0]) - max(ap, aq), _q(f[1]) - min(ap, aq)
+        mn = lo_i if mn is None else min(mn, lo_i)
+        mx = hi_i if mx is None else max(mx, hi_i)
+    assert mn is not None and mx is not None
+    return mn, mx
+
+
 def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fraction,
-                 const: tuple[Fraction, Fraction], where: str) -> None:  # fmt: skip
+                 const: tuple[Fraction, Fraction], where: str,
+                 piecewise: Any = None) -> None:  # fmt: skip
     aL, cL, aU, cU = r
     bad = CertificateError(f"{where}: relaxation {[str(v) for v in r]} is not valid on "
                            f"[{lo}, {hi}]")  # fmt: skip
@@ -252,6 +274,11 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         for x in (lo, hi):
             if aL * x + cL > max(x, Fraction(0)) or aU * x + cU < max(x, Fraction(0)):
                 raise bad
+        return
+    if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
+        m, M = piecewise(aL)
+        if cL > m or cU < M:
+            raise bad
         return
     if op not in ("tanh", "sigmoid"):
         raise bad
@@ -389,8 +416,9 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
                 rq = [_rat(v, f"{where}.relax[{j}]") for v in r]
                 xl, xh = _q(x[0]), _q(x[1])
                 const = _act(ia, st["op"], st, j, x)
+                pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
                 _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
-                             (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]")  # fmt: skip
+                             (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
                 relax[t].append(rq)
         stored = [(_rat(a, where), _rat(b, where)) for a, b in w["out"]]
         for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):

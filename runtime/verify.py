@@ -40,9 +40,13 @@ Soundness argument (the invariants every function below keeps):
   directed-rounding enclosure of min/max of f(x) - a*x over the interval, using that both
   are convex on x <= 0 and concave on x >= 0 (max/min at the endpoints on one side, a
   supporting tangent f(d) + f'(d)(x - d) with d in the piece on the other). GELU and
-  BatchNorm1d use constant bounds per neuron (slope 0, the IBP interval of the layer at
-  that level). Every pre-activation interval is the intersection of its IBP and CROWN
-  bounds, and the final bounds are intersected with IBP's: CROWN is never wider than IBP.
+  BatchNorm1d use two parallel lines with the chord slope a, whose intercepts come from
+  the level's own interval evaluation of f on PIECES sub-intervals (f(x) - a x >=
+  lo(f([P, Q])) - max(a P, a Q) on each), or constant bounds (slope 0, the IBP interval at
+  that level) when those are tighter. tanh/sigmoid intercepts are loosened by
+  2^-40 * (1 + |c|), so that an independent checker's own (slightly different) enclosure
+  still confirms them. Every pre-activation interval is the intersection of its IBP and
+  CROWN bounds, and the final bounds are intersected with IBP's: CROWN is never wider than IBP.
 - CROWN at level 2 models the runtime as the real network plus bounded per-neuron errors:
   a linear layer with n inputs adds delta_i with |delta_i| <= gamma_{n+1} * (sum_j
   |w_ij| max|x_j| + |b_i|) + n*eta*(1 + gamma_{n+1}) (u = 2^-p, gamma_k = k u / (1 - k u),
@@ -88,6 +92,7 @@ __all__ = [
     "CERT_FORMAT",
     "GELU_GRID",
     "LEVEL1_PRECISION",
+    "PIECES",
     "Bounds",
     "VerificationError",
     "VerificationResult",
@@ -98,6 +103,7 @@ __all__ = [
 
 CERT_FORMAT = "torchlean_output_bounds_v1"
 LEVEL1_PRECISION = 160
+PIECES = 24  # pieces per neuron for the GELU / BatchNorm1d linear relaxation
 # GELU's negative split points (dyadic, exact in every format); 0 is always a split point.
 GELU_GRID = tuple(
     Fraction(v)
@@ -532,7 +538,44 @@ def _relax(H: _Arith, A: _Arith, st: _Stage, j: int, x: Iv, err: Any) -> Relax:
             slack_m, slack_M = _SLACK * (1 + abs(m)), _SLACK * (1 + abs(M))
             return mpq(aL), m - err - slack_m, mpq(aU), M + err + slack_M
     y = _elem(A, st, j, x)  # constant bounds (gelu, bn, degenerate intervals)
-    return mpq(0), _q(y[0]), mpq(0), _q(y[1])
+    const = mpq(0), _q(y[0]), mpq(0), _q(y[1])
+    if k in ("gelu", "bn") and hi > lo:
+        line = _piecewise_line(A, st, j, x)
+        if line is not None and line[3] - line[1] < const[3] - const[1]:
+            return line
+    return const
+
+
+def _pieces(A: _Arith, x: Iv) -> list[tuple[Any, Any]]:
+    """[lo, hi] cut into PIECES equal parts (exact), each widened outward to A's numbers;
+    the pieces cover [lo, hi]. Returns (P, Q) pairs of mpfr."""
+    lo, hi = _q(x[0]), _q(x[1])
+    cuts = [lo + (hi - lo) * mpq(i, PIECES) for i in range(PIECES + 1)]
+    return [(A._cv(A.dn, a), A._cv(A.up, b)) for a, b in itertools.pairwise(cuts)]
+
+
+def _piecewise_line(A: _Arith, st: _Stage, j: int, x: Iv) -> Relax | None:
+    """Parallel lines a*x + cL <= f(x) <= a*x + cU for GELU / BatchNorm1d on x, with a the
+    chord slope and the intercepts from A's interval evaluation of f on PIECES pieces:
+    on a piece [P, Q], f(x) - a*x >= lo(f([P, Q])) - max(a P, a Q), and likewise above.
+    At level 2 A's evaluation encloses the runtime's own values, so no error term is
+    needed."""
+    fl, fh = _elem(A, st, j, (x[0], x[0])), _elem(A, st, j, (x[1], x[1]))
+    den = float(x[1]) - float(x[0])
+    if not den > 0:
+        return None
+    a = mpq((float(fh[0]) - float(fl[0])) / den)
+    if not math.isfinite(float(a)):
+        return None
+    cl: Any = None
+    cu: Any = None
+    for P, Q in _pieces(A, x):
+        f = _elem(A, st, j, (P, Q))
+        ap, aq = a * _q(P), a * _q(Q)
+        lo_i, hi_i = _q(f[0]) - max(ap, aq), _q(f[1]) - min(ap, aq)
+        cl = lo_i if cl is None else min(cl, lo_i)
+        cu = hi_i if cu is None else max(cu, hi_i)
+    return a, cl, a, cu
 
 
 # --------------------------------------------------------------------------- level-2 errors

@@ -26,7 +26,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proofs.certcheck import CertificateError, check_certificate
-from runtime.nn import GELU, BatchNorm1d, LayerNorm, Linear, ReLU, Sequential, Sigmoid, Tanh
+from runtime.backend import get_backend
+from runtime.nn import (
+    GELU,
+    BatchNorm1d,
+    Dropout,
+    LayerNorm,
+    Linear,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
 from runtime.optim import SGD
 from runtime.trainer import Result, Trainer
 from runtime.verify import VerificationError, model_hash, verify
@@ -36,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _result(model: Sequential, state: list[Any], dtype: str = "float32") -> Result:
-    np_dt = {"float32": np.float32, "float64": np.float64}[dtype]
+    np_dt = get_backend("numpy").dtype(dtype)
     return Result(model, "mse", dtype, "eager", "ordered", False,
                   [np.asarray(a, dtype=np_dt) for a in state])  # fmt: skip
 
@@ -70,6 +81,8 @@ def _real_eval(res: Result, x: list[Fraction]) -> list[Any]:
                     ]  # fmt: skip
         elif isinstance(layer, ReLU):
             v = [max(t, 0) for t in v]
+        elif isinstance(layer, Dropout):
+            continue
         else:
             with gmpy2.context(_HP):
                 y = [gmpy2.mpfr(gmpy2.mpq(t.numerator, t.denominator))
@@ -184,6 +197,7 @@ def test_hand_worked_top_label() -> None:
 # --------------------------------------------------------------------------- random networks
 
 
+_DTYPES = ("float32", "float32", "float64", "float16", "bfloat16")
 _ACTS = {"relu": ReLU, "tanh": Tanh, "sigmoid": Sigmoid, "gelu": GELU}
 _w = st.floats(-2, 2, allow_nan=False, width=32)
 
@@ -206,7 +220,9 @@ def _networks(draw: Any) -> tuple[Result, list[float], float]:
                 vec = [[draw(_w) for _ in range(b)] for _ in range(3)]
                 state += [*vec, [draw(pos) for _ in range(b)], 0.1]
             layers.append(_ACTS[draw(st.sampled_from(sorted(_ACTS)))]())
-    res = _result(Sequential(*layers), state)
+    if draw(st.booleans()):
+        layers.insert(len(layers) - 1, Dropout(0.5))  # the identity in evaluation mode
+    res = _result(Sequential(*layers), state, draw(st.sampled_from(_DTYPES)))
     center = [draw(st.floats(-2, 2, width=32)) for _ in range(n_in)]
     radius = draw(st.sampled_from([0.0, 0.01, 0.125, 0.5, 1.0]))
     return res, center, radius
@@ -241,6 +257,37 @@ def test_relu_network_float64_and_exact_dtype() -> None:
             assert ve.real.lower[j] <= real[j] <= ve.real.upper[j]
             assert abs(float(y[j]) - float(real[j])) < 1e-12
     check_certificate(ve.certificate())
+
+
+def test_crown_lines_tighten_smooth_and_batchnorm_networks() -> None:
+    # a fixed 2-4-4-2 network per activation (weights k/8 patterns, exact in binary32):
+    # CROWN's lines (tanh/sigmoid tangents and chords, GELU/BatchNorm parallel lines) must
+    # make it strictly tighter than IBP here, and stay sound at the sampled points
+    w1 = [[((i + 2 * j) % 5 - 2) / 4 for j in range(2)] for i in range(4)]
+    w2 = [[((3 * i + j) % 7 - 3) / 8 for j in range(4)] for i in range(4)]
+    w3 = [[((i + j) % 3 - 1) / 2 for j in range(4)] for i in range(2)]
+    b = [0.125, -0.25, 0.0, 0.5]
+    for act in (Tanh, Sigmoid, GELU):
+        for bn in (False, True):
+            layers: list[Any] = [Linear(2, 4), act(), Linear(4, 4)]
+            state: list[Any] = [w1, b, w2, b]
+            if bn:
+                layers.append(BatchNorm1d(4))
+                state += [
+                    [1.5, -0.5, 1.0, 2.0],
+                    b,
+                    [0.25, 0.0, -0.5, 1.0],
+                    [0.5, 2.0, 1.0, 4.0],
+                    0.1,
+                ]
+            layers += [act(), Linear(4, 2)]
+            state += [w3, [0.0, 0.25]]
+            res = _result(Sequential(*layers), state)
+            v = res.verify([0.25, -0.5], 0.5, algorithm="crown")
+            assert sum(v.real.widths()) < sum(v.real.ibp_widths()), (act, bn)
+            assert sum(v.runtime.widths()) < sum(v.runtime.ibp_widths()), (act, bn)
+            _assert_sound(res, v, _points([0.25, -0.5], 0.5, 4))
+            check_certificate(v.certificate())
 
 
 # --------------------------------------------------------------------------- certificates
