@@ -238,6 +238,19 @@ def test_random_networks_sound_and_crown_within_ibp(net: Any, seed: int) -> None
         check_certificate(v.certificate())
 
 
+def test_runtime_level_is_needed_and_covers_rounding() -> None:
+    # y = x at x = 0.1 (binary64): the real network outputs exactly that binary64 number,
+    # the binary32 runtime outputs RN32(0.1) != 0.1, which only the runtime level contains
+    res = _result(Sequential(Linear(1, 1)), [[[1.0]], [0.0]])
+    for alg in ("ibp", "crown"):
+        v = res.verify([0.1], 0.0, algorithm=alg)
+        assert v.real.lower == v.real.upper == (Fraction(0.1),)
+        y = Fraction(float(res.predict([0.1])[0]))
+        assert y == Fraction(float(np.float32(0.1))) != Fraction(0.1)
+        assert not (v.real.lower[0] <= y <= v.real.upper[0])
+        assert v.runtime.lower[0] <= y <= v.runtime.upper[0]
+
+
 def test_relu_network_float64_and_exact_dtype() -> None:
     model = Sequential(Linear(2, 3), ReLU(), Linear(3, 2))
     st0 = [[[0.5, -1.25], [2.0, 0.75], [-0.5, 0.25]], [0.1, -0.2, 0.3],
@@ -432,6 +445,10 @@ def test_iris_demo_model_both_algorithms() -> None:
         widths[alg] = sum(v.real.widths())
         assert v.holds in (True, False)
     assert widths["crown"] <= widths["ibp"]
+    # the demo's default kernels are "fast": the runtime statement says they are not covered
+    fast = mlp.main(["--steps", "2"], out=io.StringIO())
+    assert "not covered" in fast.verify(x, 0.05).runtime.statement
+    assert "not covered" not in res.verify(x, 0.05).runtime.statement
 
 
 def test_readme_verification_snippet_runs(monkeypatch: pytest.MonkeyPatch) -> None:
