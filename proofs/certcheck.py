@@ -22,7 +22,8 @@ Invariants (what `check_certificate` establishes before it accepts):
   lines whose intercepts enclose this module's evaluation of f(x) - a x on 24 equal
   pieces of the interval), every stored
   interval is checked to contain the intersection of IBP and the exact-rational backward
-  pass over the already-validated relaxations, and the certified bounds (and margins)
+  pass over the already-validated relaxations (stopping at a LayerNorm, whose validated
+  output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
 A rejected certificate raises `CertificateError` naming the first failed check.
@@ -172,7 +173,34 @@ def _act(ia: _IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any
     raise CertificateError(f"unknown op {op!r}")
 
 
+def _layernorm(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    n = ia.const(Fraction(len(xs)))
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = ia.add(acc, x)
+    mu = ia.div(acc, n)
+    ds = [ia.add(x, ia.neg(mu)) for x in xs]
+    sq = []
+    for d in ds:  # the square of one value is >= 0 (no `abs`: it rounds to 53 bits)
+        if d[0] >= 0:
+            sq.append((ia.d.mul(d[0], d[0]), ia.u.mul(d[1], d[1])))
+        elif d[1] <= 0:
+            sq.append((ia.d.mul(d[1], d[1]), ia.u.mul(d[0], d[0])))
+        else:
+            sq.append((mpfr(0), max(ia.u.mul(d[0], d[0]), ia.u.mul(d[1], d[1]))))
+    acc = sq[0]
+    for v in sq[1:]:
+        acc = ia.add(acc, v)
+    den = ia.mono("sqrt", ia.add(ia.div(acc, n), ia.const(st["eps"])))
+    return [
+        ia.add(ia.mul(ia.div(d, den), ia.box(w)), ia.box(b))
+        for d, w, b in zip(ds, st["weight"], st["bias"], strict=True)
+    ]
+
+
 def _ibp_stage(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    if st["op"] == "ln":
+        return _layernorm(ia, st, xs)
     if st["op"] == "linear":
         out = []
         for row, b in zip(st["weight"], st["bias"], strict=True):
@@ -316,11 +344,15 @@ def _act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fracti
 
 def _backward(stages: list[dict[str, Any]], relax: dict[int, list[list[Fraction]]],
               errs: dict[int, list[Fraction]], box: list[tuple[Fraction, Fraction]],
-              C: list[list[Fraction]], t: int) -> list[Fraction]:  # fmt: skip
+              C: list[list[Fraction]], t: int,
+              outs: dict[int, list[tuple[Fraction, Fraction]]]) -> list[Fraction]:  # fmt: skip
     lam = [list(r) for r in C]
     c = [Fraction(0)] * len(C)
     for s in range(t, 0, -1):
         st = stages[s - 1]
+        if st["op"] == "ln":
+            box = outs[s]  # concretise over LayerNorm's (validated) output interval
+            break
         if st["op"] == "linear":
             W, b, e = st["weight"], st["bias"], errs[s]
             for r, row in enumerate(lam):
@@ -361,6 +393,10 @@ def _network(net: Any) -> tuple[str, list[dict[str, Any]]]:
                         "mean": [dec(v, "running_mean") for v in st["running_mean"]],
                         "var": [dec(v, "running_var") for v in st["running_var"]],
                         "eps": _rat(st["eps"], f"{w}.eps")})  # fmt: skip
+        elif op == "ln":
+            out.append({"op": op, "weight": [dec(v, "weight") for v in st["weight"]],
+                        "bias": [dec(v, "bias") for v in st["bias"]],
+                        "eps": _rat(st["eps"], f"{w}.eps")})  # fmt: skip
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
         else:
@@ -389,6 +425,7 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
         raise CertificateError(f"levels.{level}.witness: expected one entry per stage")
     relax: dict[int, list[list[Fraction]]] = {}
     errs: dict[int, list[Fraction]] = {}
+    outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
     for t, st in enumerate(stages, 1):
         nxt = _ibp_stage(ia, st, cur)
         if not crown:
@@ -403,11 +440,11 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
             if t < len(stages):
                 n = len(nxt)
                 eye = [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
-                lw = _backward(stages, relax, errs, box, eye, t)
-                up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], t)
+                lw = _backward(stages, relax, errs, box, eye, t, outs)
+                up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], t, outs)
                 nxt = [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
                        for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
-        else:
+        elif st["op"] != "ln":
             rl = w.get("relax")
             if not isinstance(rl, list) or len(rl) != len(cur):
                 raise CertificateError(f"{where}: expected one relaxation per neuron")
@@ -424,6 +461,7 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
         for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
             if sa > _q(o[0]) or sb < _q(o[1]):
                 raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
+        outs[t] = stored
         cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
     out_lo, out_hi = [_q(x[0]) for x in cur], [_q(x[1]) for x in cur]
     m = len(out_lo)
@@ -431,14 +469,14 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
     if crown:
         T = len(stages)
         eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
-        lw = _backward(stages, relax, errs, box, eye, T)
-        up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], T)
+        lw = _backward(stages, relax, errs, box, eye, T, outs)
+        up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], T, outs)
         out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
         out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
         if top is not None:
             rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
                     for j in range(m) if j != top]  # fmt: skip
-            it = iter(_backward(stages, relax, errs, box, rows, T))
+            it = iter(_backward(stages, relax, errs, box, rows, T, outs))
             margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
     c_lo = [_rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
     c_hi = [_rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]

@@ -62,8 +62,11 @@ Soundness argument (the invariants every function below keeps):
   `python -m proofs check-cert FILE` can re-validate it without this module.
 
 Supported layers: Linear, ReLU, Tanh, Sigmoid, GELU, BatchNorm1d (evaluation mode), Dropout
-(the identity in evaluation mode). Anything else, results of `open_typed` sessions and
-norms other than "inf" raise `VerificationError` ("verification is unavailable for ...").
+(the identity in evaluation mode), LayerNorm (interval arithmetic in its op order, with
+d*d enclosed as a square; CROWN treats it as opaque: the backward pass concretises over
+LayerNorm's output interval, so CROWN gains nothing across it). Anything else, results of
+`open_typed` sessions and norms other than "inf" raise `VerificationError`
+("verification is unavailable for ...").
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ from spec.errors import TorchLeanError
 from spec.ops import GELU_C, GELU_K
 
 from .backend import DTYPE_DOMAIN
-from .nn import GELU, BatchNorm1d, Dropout, Linear, ReLU, Sigmoid, Tanh
+from .nn import GELU, BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sigmoid, Tanh
 
 __all__ = [
     "CERT_FORMAT",
@@ -265,8 +268,8 @@ def _exact(a: np.ndarray) -> list[Any]:
 def _unavailable(what: str) -> VerificationError:
     return VerificationError(
         f"verification is unavailable for {what} (supported: Linear, ReLU, Tanh, Sigmoid, GELU,"
-        " BatchNorm1d in evaluation mode, Dropout; results of Trainer.open() sessions; norm"
-        " 'inf')"
+        " BatchNorm1d in evaluation mode, LayerNorm, Dropout; results of Trainer.open()"
+        " sessions; norm 'inf')"
     )
 
 
@@ -311,6 +314,17 @@ def _stages(result: Any) -> list[_Stage]:
                     },
                 )
             )
+        elif isinstance(layer, LayerNorm):
+            w, b = st
+            out.append(
+                _Stage(
+                    "ln",
+                    weight=(tuple(_exact(w)),),
+                    bias=tuple(_exact(b)),
+                    eps=Fraction(layer.eps),
+                    bits={"weight": _bits(w, dtype), "bias": _bits(b, dtype)},
+                )
+            )
         elif isinstance(layer, Dropout):
             continue  # the identity in evaluation mode
         else:
@@ -329,7 +343,7 @@ def network_json(result: Any) -> dict[str, Any]:
     for st in _stages(result):
         e: dict[str, Any] = {"op": st.kind}
         e.update(st.bits)
-        if st.kind == "bn":
+        if st.kind in ("bn", "ln"):
             e["eps"] = _frac_str(st.eps)
         stages.append(e)
     return {"dtype": result.dtype, "stages": stages}
@@ -395,9 +409,42 @@ def _linear(A: _Arith, st: _Stage, xs: list[Iv]) -> list[Iv]:
     return out
 
 
+def _square(A: _Arith, d: Iv) -> Iv:
+    """d * d of one value (not of two independent ones): never below 0."""
+    if d[0] >= 0:
+        return A.mul(d, d)
+    if d[1] <= 0:
+        return A.mul(A.neg(d), A.neg(d))
+    m = max(A.dn.minus(d[0]), d[1])
+    return mpfr(0), A.up.mul(m, m)
+
+
+def _fold(A: _Arith, xs: list[Iv]) -> Iv:
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = A.add(acc, x)
+    return acc
+
+
+def _layernorm(A: _Arith, st: _Stage, xs: list[Iv]) -> list[Iv]:
+    """LayerNorm's op order: mu = fold(x) / n; d = x - mu; var = fold(d * d) / n;
+    y = (d / sqrt(var + eps)) * w + b (plain interval arithmetic: sound, not tight)."""
+    n = A.const(len(xs))
+    mu = A.div(_fold(A, xs), n)
+    ds = [A.sub(x, mu) for x in xs]
+    var = A.div(_fold(A, [_square(A, d) for d in ds]), n)
+    den = A.sqrt(A.add(var, A.const(st.eps)))
+    return [
+        A.add(A.mul(A.div(d, den), A.enclose(w)), A.enclose(b))
+        for d, w, b in zip(ds, st.weight[0], st.bias, strict=True)
+    ]
+
+
 def _layer(A: _Arith, st: _Stage, xs: list[Iv]) -> list[Iv]:
     if st.kind == "linear":
         ys = _linear(A, st, xs)
+    elif st.kind == "ln":
+        ys = _layernorm(A, st, xs)
     else:
         ys = [_elem(A, st, j, x) for j, x in enumerate(xs)]
     for j, y in enumerate(ys):
@@ -655,6 +702,8 @@ class _Crown:
                         for o, lq, hq in zip(out, lows, highs, strict=True)
                     ]
                 self.ivs.append(out)
+            elif st.kind == "ln":
+                self.ivs.append(_layer(A, st, prev))  # opaque: the backward pass stops here
             else:
                 self.relax[t] = [
                     _relax(H, A, st, j, x, _act_err(H, f, st.kind, x)) for j, x in enumerate(prev)
@@ -665,8 +714,12 @@ class _Crown:
         """Exact lower bounds of C @ z_t over the box (rows of C are objectives)."""
         lam = [list(r) for r in C]
         c = [mpq(0)] * len(C)
+        box = self.ivs[0]
         for s in range(t, 0, -1):
             st = self.stages[s - 1]
+            if st.kind == "ln":
+                box = self.ivs[s]  # concretise over LayerNorm's output interval
+                break
             if st.kind == "linear":
                 W, e = self.W[s], self.err[s]
                 b = [mpq(v) for v in st.bias]
@@ -689,7 +742,6 @@ class _Crown:
                             row[j], c[r] = lv * aL, c[r] + lv * cL
                         else:
                             row[j], c[r] = lv * aU, c[r] + lv * cU
-        box = self.ivs[0]
         out = []
         for r, row in enumerate(lam):
             v = c[r]

@@ -31,6 +31,7 @@ from runtime.nn import (
     GELU,
     BatchNorm1d,
     Dropout,
+    Layer,
     LayerNorm,
     Linear,
     ReLU,
@@ -95,6 +96,13 @@ def _real_eval(res: Result, x: list[Fraction]) -> list[Any]:
                     c = gmpy2.mpq(GELU_C.numerator, GELU_C.denominator)
                     k = gmpy2.mpq(GELU_K.numerator, GELU_K.denominator)
                     y = [t / 2 * (1 + gmpy2.tanh(c * (t + k * t * t * t))) for t in y]
+                elif isinstance(layer, LayerNorm):
+                    w, b = p
+                    n = len(y)
+                    mu = sum(y, gmpy2.mpfr(0)) / n
+                    var = sum(((t - mu) * (t - mu) for t in y), gmpy2.mpfr(0)) / n
+                    den = gmpy2.sqrt(var + gmpy2.mpq(Fraction(layer.eps)))
+                    y = [(t - mu) / den * float(w[j]) + float(b[j]) for j, t in enumerate(y)]
                 elif isinstance(layer, BatchNorm1d):
                     w, b, rm, rv, _ = p
                     eps = Fraction(layer.eps)
@@ -214,7 +222,10 @@ def _networks(draw: Any) -> tuple[Result, list[float], float]:
         layers.append(Linear(a, b))
         state += [[[draw(_w) for _ in range(a)] for _ in range(b)], [draw(_w) for _ in range(b)]]
         if idx < len(dims) - 2:
-            if draw(st.booleans()):
+            if draw(st.integers(0, 3)) == 0 and b > 1:
+                layers.append(LayerNorm(b))
+                state += [[draw(_w) for _ in range(b)], [draw(_w) for _ in range(b)]]
+            elif draw(st.booleans()):
                 layers.append(BatchNorm1d(b))
                 pos = st.floats(0.25, 4, width=32)
                 vec = [[draw(_w) for _ in range(b)] for _ in range(3)]
@@ -407,10 +418,13 @@ def test_open_typed_results_are_refused() -> None:
 
 
 def test_unsupported_layers_norms_and_arguments_are_refused() -> None:
-    res = _result(
-        Sequential(Linear(2, 2), LayerNorm(2)), [[[1, 0], [0, 1]], [0, 0], [1, 1], [0, 0]]
-    )
-    with pytest.raises(VerificationError, match="verification is unavailable for LayerNorm"):
+    class Square(Layer):  # a custom layer the verifier does not know
+        def forward(self, f: Any, state: Any, slots: Any, x: Any) -> Any:
+            return f.s.mul(x, x)
+
+    res = _result(Sequential(Linear(2, 2), Square()), [[[1, 0], [0, 1]], [0, 0]])
+    assert res.predict([1.0, 2.0]).tolist() == [1.0, 4.0]
+    with pytest.raises(VerificationError, match="verification is unavailable for Square"):
         res.verify([0.0, 0.0], 0.1)
     ok = _two_relu()
     with pytest.raises(VerificationError, match="verification is unavailable for norm 'l2'"):
