@@ -164,7 +164,10 @@ def _act(ia: _IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any
         lo = hi = None
         for a, b in itertools.pairwise(cuts):
             v = (a, b)
-            t = ia.mul(ia.const(GELU_K), ia.mul(ia.mul(v, v), v))
+            # x -> (x*x)*x is nondecreasing (also rounded): bound it by its endpoints
+            cube = (ia.d.mul(ia.d.mul(a, a) if a >= 0 else ia.u.mul(a, a), a),
+                    ia.u.mul(ia.u.mul(b, b) if b >= 0 else ia.d.mul(b, b), b))  # fmt: skip
+            t = ia.mul(ia.const(GELU_K), cube)
             t = ia.mono("tanh", ia.mul(ia.const(GELU_C), ia.add(v, t)))
             y = ia.mul(ia.mul(ia.const(Fraction(1, 2)), v), ia.add(ia.const(Fraction(1)), t))
             lo = y[0] if lo is None else min(lo, y[0])

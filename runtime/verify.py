@@ -108,27 +108,7 @@ CERT_FORMAT = "torchlean_output_bounds_v1"
 LEVEL1_PRECISION = 160
 PIECES = 24  # pieces per neuron for the GELU / BatchNorm1d linear relaxation
 # GELU's negative split points (dyadic, exact in every format); 0 is always a split point.
-GELU_GRID = tuple(
-    Fraction(v)
-    for v in (
-        -6,
-        -4,
-        -3,
-        -2.5,
-        -2,
-        -1.75,
-        -1.5,
-        -1.25,
-        -1,
-        -0.875,
-        -0.75,
-        -0.625,
-        -0.5,
-        -0.375,
-        -0.25,
-        -0.125,
-    )
-)
+GELU_GRID = tuple(Fraction(-k, 8) for k in (48, 32, 24, 20, 16, 14, 12, 10, 8, 7, 6, 5, 4, 3, 2, 1))
 
 Iv = tuple[Any, Any]  # (lo, hi) as gmpy2.mpfr
 
@@ -390,8 +370,18 @@ def _elem(A: _Arith, st: _Stage, j: int, x: Iv) -> Iv:
     raise _unavailable(f"layer kind {k!r}")  # pragma: no cover - _stages admits no other
 
 
+def _cube(A: _Arith, x: Iv) -> Iv:
+    """(x * x) * x of one value: x -> RN(RN(x*x)*x) is nondecreasing (RN is monotone and
+    odd), so its endpoints bound it; this avoids the spurious 0 * inf corner of a product
+    of intervals when x*x overflows."""
+    a, b = x
+    lo = A.dn.mul(A.dn.mul(a, a) if a >= 0 else A.up.mul(a, a), a)
+    hi = A.up.mul(A.up.mul(b, b) if b >= 0 else A.dn.mul(b, b), b)
+    return lo, hi
+
+
 def _gelu_piece(A: _Arith, x: Iv) -> Iv:
-    x3 = A.mul(A.mul(x, x), x)
+    x3 = _cube(A, x)
     inner = A.add(x, A.mul(A.const(GELU_K), x3))
     t = A.tanh(A.mul(A.const(GELU_C), inner))
     return A.mul(A.mul(A.const(Fraction(1, 2)), x), A.add(A.const(1), t))
@@ -821,6 +811,19 @@ class VerificationResult:
         if self.real.holds is None:
             return None
         return bool(self.real.holds and self.runtime.holds)
+
+    def summary(self) -> str:
+        """One line per level: total width (and IBP's), and the property when one was asked."""
+        lines = []
+        for b in (self.real, self.runtime):
+            s = f"{b.level}: {self.algorithm} width {sum(b.widths()):.6g}"
+            if self.algorithm != "ibp":
+                s += f" (ibp {sum(b.ibp_widths()):.6g})"
+            if b.holds is not None:
+                verdict = "holds" if b.holds else "not proved"
+                s += f"; {self.property[0]} {self.property[1]} {verdict}"
+            lines.append(s)
+        return "\n".join(lines)
 
     def certificate(self) -> dict[str, Any]:
         """The JSON certificate (see the module docstring); `digest` covers every field."""

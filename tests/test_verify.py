@@ -194,6 +194,8 @@ def test_hand_worked_top_label() -> None:
     i = res.verify([0.0, 0.0], 1.0, property=("top_label", 1), algorithm="ibp")
     c = res.verify([0.0, 0.0], 1.0, property=("top_label", 1), algorithm="crown")
     assert i.real.margins == (Fraction(-1), None) and i.holds is False
+    assert "real: crown width" in c.summary() and "top_label 1 holds" in c.summary()
+    assert "top_label 1 not proved" in i.summary()
     assert c.real.margins == (Fraction(1), None) and c.holds is True
     assert c.runtime.margins is not None and c.runtime.margins[0] is not None
     assert Fraction(1) - Fraction(1, 10**5) < c.runtime.margins[0] < Fraction(1)
