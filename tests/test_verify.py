@@ -264,6 +264,21 @@ def test_runtime_level_is_needed_and_covers_rounding() -> None:
         assert v.runtime.lower[0] <= y <= v.runtime.upper[0]
 
 
+def test_tied_layers_from_a_trainer_run() -> None:
+    # the same Linear object twice shares its state slots; verify follows the occurrences
+    lin = Linear(2, 2)
+    model = Sequential(lin, Tanh(), lin, ReLU(), Linear(2, 1))
+    tr = Trainer(model, "mse", SGD(0.1), dtype="float32", kernels="ordered", seed=3)
+    run = tr.open()
+    run.step(([0.5, -0.5], [1.0]))
+    res = run.finish()
+    assert len(res.state()) == 4
+    for alg in ("ibp", "crown"):
+        v = res.verify([0.5, -0.5], 0.25, algorithm=alg)
+        _assert_sound(res, v, _points([0.5, -0.5], 0.25, 5))
+        check_certificate(v.certificate())
+
+
 def test_relu_network_float64_and_exact_dtype() -> None:
     model = Sequential(Linear(2, 3), ReLU(), Linear(3, 2))
     st0 = [[[0.5, -1.25], [2.0, 0.75], [-0.5, 0.25]], [0.1, -0.2, 0.3],
