@@ -94,6 +94,7 @@ from .nn import GELU, BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sigmoid, Ta
 __all__ = [
     "CERT_FORMAT",
     "GELU_GRID",
+    "LEVEL1_EMIN",
     "LEVEL1_PRECISION",
     "PIECES",
     "Bounds",
@@ -106,6 +107,7 @@ __all__ = [
 
 CERT_FORMAT = "torchlean_output_bounds_v1"
 LEVEL1_PRECISION = 160
+LEVEL1_EMIN = -3000
 PIECES = 24  # pieces per neuron for the GELU / BatchNorm1d linear relaxation
 # GELU's negative split points (dyadic, exact in every format); 0 is always a split point.
 GELU_GRID = tuple(Fraction(-k, 8) for k in (48, 32, 24, 20, 16, 14, 12, 10, 8, 7, 6, 5, 4, 3, 2, 1))
@@ -129,7 +131,13 @@ class _Arith:
     def __init__(self, domain: IEEEDomain | None) -> None:
         self.domain = domain
         if domain is None:
-            kw: dict[str, Any] = {"precision": LEVEL1_PRECISION}
+            # a bounded exponent range keeps every p/q in a certificate short; directed
+            # rounding stays outward below 2^LEVEL1_EMIN (to 0 or the least positive number)
+            kw: dict[str, Any] = {
+                "precision": LEVEL1_PRECISION,
+                "emin": LEVEL1_EMIN,
+                "emax": -LEVEL1_EMIN,
+            }
         else:
             kw = {
                 "precision": domain.precision,
@@ -983,8 +991,10 @@ def verify(
             cr = _Crown(H, A, f, stages, box)
             T = len(stages)
             eye = [[mpq(int(i == j)) for j in range(m)] for i in range(m)]
-            cl = cr.backward(eye, T)
-            ch = [-v for v in cr.backward([[-v for v in row] for row in eye], T)]
+            # CROWN's exact results rounded outward to H's numbers: short p/q strings
+            dn = lambda q: _q(H._cv(H.dn, q))  # noqa: E731
+            cl = [dn(v) for v in cr.backward(eye, T)]
+            ch = [-dn(v) for v in cr.backward([[-v for v in row] for row in eye], T)]
             flo = [max(a, b) for a, b in zip(ilo, cl, strict=True)]
             fhi = [min(a, b) for a, b in zip(ihi, ch, strict=True)]
             if top is not None and margins is not None:
@@ -993,7 +1003,7 @@ def verify(
                     for j in range(m)
                     if j != top
                 ]
-                cm = iter(cr.backward(rows, T))
+                cm = iter([dn(v) for v in cr.backward(rows, T)])
                 margins = [None if j == top else max(margins[j], next(cm)) for j in range(m)]
             wit = cr.witness()
         fm = None if margins is None else tuple(None if x is None else _frac(x) for x in margins)
