@@ -1,4 +1,4 @@
-"""The command line: `python -m proofs list|show|check|verify|readme`.
+"""The command line: `python -m proofs list|show|check|verify|check-cert|readme`.
 
 Invariants:
 - `list [NAME ...]` prints every (or every selected) theorem: name, evidence, status, scope;
@@ -11,6 +11,9 @@ Invariants:
   every check passed, 1 when one failed, 2 on a usage error (e.g. an unknown name).
 - `verify PATH` re-hashes the sources and checks a certificate's digest without running
   anything: exit 0 when the digest matches and no theorem is stale, 1 otherwise.
+- `check-cert FILE` re-validates an output-bound certificate written by
+  `runtime.verify` (`proofs.certcheck`, independent of the code that wrote it): exit 0 when
+  it holds, 1 when it is rejected (the reason on stderr).
 - `readme` prints the theorem table that `proofs/README.md` embeds.
 - Only this module writes to the terminal.
 """
@@ -237,6 +240,17 @@ def readme_table() -> str:
     return "\n".join(lines)
 
 
+def _cmd_check_cert(args: argparse.Namespace) -> int:
+    from .certcheck import CertificateError, check_file
+
+    try:
+        sys.stdout.write(check_file(args.path) + "\n")
+    except CertificateError as e:
+        sys.stderr.write(f"certificate rejected: {e}\n")
+        return 1
+    return 0
+
+
 def _cmd_readme(args: argparse.Namespace) -> int:
     sys.stdout.write(readme_table() + "\n")
     return 0
@@ -278,6 +292,9 @@ def _parser() -> argparse.ArgumentParser:
     pv = sub.add_parser("verify", help="check a certificate's digest and staleness")
     pv.add_argument("path")
     pv.set_defaults(fn=_cmd_verify)
+    pk = sub.add_parser("check-cert", help="re-validate an output-bound certificate")
+    pk.add_argument("path")
+    pk.set_defaults(fn=_cmd_check_cert)
     pr = sub.add_parser("readme", help="print the theorem table for proofs/README.md")
     pr.set_defaults(fn=_cmd_readme)
     return p

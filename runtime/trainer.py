@@ -173,6 +173,19 @@ class Result:
     def save(self, path: str | os.PathLike[str]) -> None:
         ckpt.save_state(path, self._state, self.dtype, self.model.tying())
 
+    def verify(
+        self,
+        center: Any,
+        radius: Any,
+        norm: str = "inf",
+        property: Any = "bounds",
+        algorithm: str = "ibp",
+    ) -> Any:
+        """Certified output bounds on the box center +- radius: `runtime.verify.verify`."""
+        from .verify import verify
+
+        return verify(self, center, radius, norm, property, algorithm)
+
     def summary(self) -> str:
         r = self.report
         parts = [f"{r['updates']} updates", f"dtype {r['dtype']} ({r['scalar']})"]
