@@ -16,7 +16,9 @@ Invariants (what `check_certificate` establishes before it accepts):
   directed rounding for `real`; directed rounding in the dtype's own format, following the
   ordered op order, for `runtime`) lies inside the certified bounds (and margins);
 - CROWN certificates: every relaxation in the witness is checked to be valid on its
-  interval (ReLU: exactly at the endpoints; tanh/sigmoid: by this module's own convexity and
+  interval (ReLU, exactly: an upper line at the endpoints, since ReLU minus a line is convex;
+  a lower line at the endpoints and, when the interval contains 0 inside, at the kink 0;
+  tanh/sigmoid: by this module's own convexity and
   tangent enclosure of min/max of f(x) - a x, widened by the level-2 rounding error; GELU and
   BatchNorm1d: constant bounds containing this module's interval evaluation, or parallel
   lines whose intercepts enclose this module's evaluation of f(x) - a x on 24 equal
@@ -26,7 +28,10 @@ Invariants (what `check_certificate` establishes before it accepts):
   output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
-A rejected certificate raises `CertificateError` naming the first failed check.
+A rejected certificate raises `CertificateError` naming the first failed check; so does a
+malformed one (wrong types or shapes: every layer tensor is checked against the sizes the
+box and the previous layers declare, and any other error while parsing is reported as
+"malformed certificate: ...").
 """
 
 from __future__ import annotations
@@ -67,8 +72,8 @@ def _sha(obj: Any) -> str:
 def _rat(s: Any, what: str) -> Fraction:
     if not isinstance(s, str) or "/" not in s:
         raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}")
-    p, q = s.split("/")
     try:
+        p, q = s.split("/")
         return Fraction(int(p), int(q))
     except (ValueError, ZeroDivisionError):
         raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}") from None
@@ -302,9 +307,14 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
     if aL == 0 and aU == 0 and cL <= const[0] and cU >= const[1]:
         return  # constant bounds around this checker's own interval
     if op == "relu":
+        # ReLU - (aU x + cU) is convex, so the upper line is above ReLU on [lo, hi] iff it is
+        # at the endpoints; (aL x + cL) - ReLU is concave with its kink at 0, so the lower
+        # line needs the endpoints and, when lo < 0 < hi, x = 0 (intercept <= ReLU(0) = 0)
         for x in (lo, hi):
             if aL * x + cL > max(x, Fraction(0)) or aU * x + cU < max(x, Fraction(0)):
                 raise bad
+        if lo < 0 < hi and cL > 0:
+            raise bad
         return
     if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
         m, M = piecewise(aL)
@@ -377,34 +387,58 @@ def _backward(stages: list[dict[str, Any]], relax: dict[int, list[list[Fraction]
     ]  # fmt: skip
 
 
-def _network(net: Any) -> tuple[str, list[dict[str, Any]]]:
+def _list(v: Any, n: int | None, what: str) -> list[Any]:
+    """A non-empty JSON list, of length n when n is given."""
+    if not isinstance(v, list) or not v or (n is not None and len(v) != n):
+        want = f"{n} entries" if n is not None else "a non-empty list"
+        raise CertificateError(f"{what}: expected {want}, got {_short(v)}")
+    return v
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
+    """The decoded stages and the output width, for an input of width n; every tensor's
+    shape is checked against the width the previous stage produces."""
     if not isinstance(net, dict) or set(net) != {"dtype", "stages"}:
         raise CertificateError("network: expected keys dtype, stages")
     dt = net["dtype"]
-    if dt not in (*_FORMATS, "exact"):
+    if not isinstance(dt, str) or dt not in (*_FORMATS, "exact"):
         raise CertificateError(f"network: unknown dtype {dt!r}")
+    if not isinstance(net["stages"], list):
+        raise CertificateError("network.stages: expected a list")
     out = []
     for k, st in enumerate(net["stages"]):
-        op, w = st.get("op"), f"network stage {k}"
-        dec = lambda v, n, w=w: _decode(v, dt, f"{w}.{n}")  # noqa: E731
+        w = f"network stage {k}"
+        if not isinstance(st, dict):
+            raise CertificateError(f"{w}: expected an object")
+        op = st.get("op")
+
+        def vec(name: str, size: int, w: str = w, st: dict[str, Any] = st) -> list[Fraction]:
+            return [_decode(v, dt, f"{w}.{name}") for v in _list(st.get(name), size,
+                                                                  f"{w}.{name}")]  # fmt: skip
+
         if op == "linear":
-            out.append({"op": op, "weight": [[dec(v, "weight") for v in r] for r in st["weight"]],
-                        "bias": [dec(v, "bias") for v in st["bias"]]})  # fmt: skip
+            rows = _list(st.get("weight"), None, f"{w}.weight")
+            weight = [[_decode(v, dt, f"{w}.weight") for v in _list(r, n, f"{w}.weight[{i}]")]
+                      for i, r in enumerate(rows)]  # fmt: skip
+            out.append({"op": op, "weight": weight, "bias": vec("bias", len(rows))})
+            n = len(rows)
         elif op == "bn":
-            out.append({"op": op, "weight": [dec(v, "weight") for v in st["weight"]],
-                        "bias": [dec(v, "bias") for v in st["bias"]],
-                        "mean": [dec(v, "running_mean") for v in st["running_mean"]],
-                        "var": [dec(v, "running_var") for v in st["running_var"]],
-                        "eps": _rat(st["eps"], f"{w}.eps")})  # fmt: skip
+            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
+                        "mean": vec("running_mean", n), "var": vec("running_var", n),
+                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op == "ln":
-            out.append({"op": op, "weight": [dec(v, "weight") for v in st["weight"]],
-                        "bias": [dec(v, "bias") for v in st["bias"]],
-                        "eps": _rat(st["eps"], f"{w}.eps")})  # fmt: skip
+            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
+                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
         else:
             raise CertificateError(f"{w}: unknown op {op!r}")
-    return dt, out
+    return dt, out, n
 
 
 def _fmt(dt: str) -> tuple[int, int, int]:
@@ -436,7 +470,9 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
             continue
         w = wit[t - 1]
         where = f"levels.{level}.witness[{t - 1}]"
-        if w.get("op") != st["op"] or len(w.get("out", [])) != len(nxt):
+        if not isinstance(w, dict):
+            raise CertificateError(f"{where}: expected an object")
+        if w.get("op") != st["op"] or len(_list(w.get("out"), None, f"{where}.out")) != len(nxt):
             raise CertificateError(f"{where}: does not match the network")
         if st["op"] == "linear":
             errs[t] = _lin_err(fmt, st, cur)
@@ -453,14 +489,15 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
                 raise CertificateError(f"{where}: expected one relaxation per neuron")
             relax[t] = []
             for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
-                rq = [_rat(v, f"{where}.relax[{j}]") for v in r]
+                rq = [_rat(v, f"{where}.relax[{j}]") for v in _list(r, 4, f"{where}.relax[{j}]")]
                 xl, xh = _q(x[0]), _q(x[1])
                 const = _act(ia, st["op"], st, j, x)
                 pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
                 _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
                              (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
                 relax[t].append(rq)
-        stored = [(_rat(a, where), _rat(b, where)) for a, b in w["out"]]
+        stored = [(_rat(a, where), _rat(b, where)) for a, b in
+                  (_list(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
         for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
             if sa > _q(o[0]) or sb < _q(o[1]):
                 raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
@@ -508,7 +545,17 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
 
 
 def check_certificate(cert: Any) -> str:
-    """Re-validate a certificate (a parsed JSON object); a one-line summary if it holds."""
+    """Re-validate a certificate (a parsed JSON object); a one-line summary if it holds.
+    Raises `CertificateError` for a certificate that is malformed or does not hold."""
+    try:
+        return _check(cert)
+    except CertificateError:
+        raise
+    except Exception as e:  # a malformed value this module did not anticipate: reject it
+        raise CertificateError(f"malformed certificate: {type(e).__name__}: {e}") from None
+
+
+def _check(cert: Any) -> str:
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
         raise CertificateError(f"not a {FORMAT} certificate")
     body = {k: v for k, v in cert.items() if k != "digest"}
@@ -516,28 +563,39 @@ def check_certificate(cert: Any) -> str:
         raise CertificateError("digest: the certificate was modified after it was written")
     if cert.get("model_hash") != _sha(cert.get("network")):
         raise CertificateError("model_hash: does not match the embedded network")
-    dt, stages = _network(cert["network"])
-    b = cert.get("box", {})
+    b = cert.get("box")
+    if not isinstance(b, dict):
+        raise CertificateError("box: expected an object")
     if b.get("norm") != "inf":
         raise CertificateError(f"box.norm: expected 'inf', got {b.get('norm')!r}")
-    c = [_rat(v, "box.center") for v in b.get("center", [])]
-    r = [_rat(v, "box.radius") for v in b.get("radius", [])]
-    lo = [_rat(v, "box.lower") for v in b.get("lower", [])]
-    hi = [_rat(v, "box.upper") for v in b.get("upper", [])]
-    if not (len(c) == len(r) == len(lo) == len(hi)) or any(x < 0 for x in r):
+    c = [_rat(v, "box.center") for v in _list(b.get("center"), None, "box.center")]
+    r = [_rat(v, "box.radius") for v in _list(b.get("radius"), None, "box.radius")]
+    lo = [_rat(v, "box.lower") for v in _list(b.get("lower"), None, "box.lower")]
+    hi = [_rat(v, "box.upper") for v in _list(b.get("upper"), None, "box.upper")]
+    if not (len(c) == len(r) == len(lo) == len(hi)):
         raise CertificateError("box: center, radius, lower, upper must have equal lengths")
+    if any(x < 0 for x in r):
+        raise CertificateError(f"box.radius: must be >= 0, got {[str(x) for x in r]}")
     if lo != [a - d for a, d in zip(c, r, strict=True)] or hi != [
         a + d for a, d in zip(c, r, strict=True)
     ]:
         raise CertificateError("box: lower/upper are not center -+ radius")
+    dt, stages, m = _network(cert["network"], len(lo))
     if cert.get("algorithm") not in ("ibp", "crown"):
         raise CertificateError(f"algorithm: unknown {cert.get('algorithm')!r}")
+    if not isinstance(cert.get("levels"), dict):
+        raise CertificateError("levels: expected an object")
     prop = cert.get("property")
     top = None
     if prop != "bounds":
         if not (isinstance(prop, list) and len(prop) == 2 and prop[0] == "top_label"):
             raise CertificateError(f"property: unknown {prop!r}")
-        top = int(prop[1])
+        k = prop[1]
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < m:
+            raise CertificateError(
+                f"property: top_label expects an integer 0 <= k < {m} (the outputs), got {k!r}"
+            )
+        top = k
     for level in ("real", "runtime"):
         _check_level(cert, stages, dt, level, lo, hi, top)
     return (

@@ -12,12 +12,21 @@ two soundness levels, both returned:
   binary64 input in the box (rounded once into the dtype, as `predict` does). For
   `dtype="exact"` the runtime is exact, so `runtime` equals `real`. Results trained with the
   `fast` kernels are evaluated by `predict` with BLAS/pairwise sums and vendor libm, which
-  level 2 does not model: the statement says so.
+  level 2 does not model: the statement says so, the summary says so, and
+  `VerificationResult.holds` claims nothing for them (None when level 1 proves the
+  property; see `runtime_covered`).
 
 Soundness argument (the invariants every function below keeps):
 - An interval is a pair of MPFR numbers (lo, hi) that encloses every value the quantity can
   take. Level 1 computes with 160-bit MPFR contexts rounding down for lower ends and up for
-  upper ends (outward rounding; the exponent range is MPFR's, far beyond any value here).
+  upper ends (outward rounding), with the exponent range bounded to emin = LEVEL1_EMIN =
+  -3000, emax = 3000 (MPFR's convention: finite magnitudes in [2^-3001, 2^3000)) so that
+  every p/q in a certificate stays short. Directed rounding stays outward at both ends:
+  a magnitude below the range rounds to 0 or to the least positive number, on the outer
+  side; a value above it rounds up to +inf and down to the largest finite number
+  (mirrored for negative values), so an overflowed bound is still an enclosure. A bound
+  that is not finite at the end of a layer (or at the output) raises `VerificationError`,
+  as do NaN (inf - inf, 0 * inf) and a final CROWN bound beyond the range.
 - Level 2 follows the op sequence of the ordered kernels exactly (linear: a left fold over j
   of the products w[i,j]*x[j], starting from the first product, then + b[i]; sigmoid:
   1/(1+exp(-x)); gelu: the spec's composite body; BatchNorm1d eval:
@@ -35,8 +44,11 @@ Soundness argument (the invariants every function below keeps):
 - CROWN (backward linear relaxation) works in exact rational arithmetic (gmpy2.mpq): the
   objective rows are pushed back through every layer exactly, so no rounding enters the
   backward pass. Relaxation slopes are chosen in binary64 (any slope is sound); intercepts
-  are computed rigorously: ReLU's from exact endpoint values (ReLU minus a line is convex or
-  concave, so its extremes are at the endpoints), tanh's and sigmoid's from a 160-bit
+  are computed rigorously: ReLU's upper line from exact endpoint values (ReLU minus a line
+  is convex, so a line at or above ReLU at both endpoints is above it on the whole
+  interval); ReLU's lower line is y = x or y = 0 (intercept 0), below ReLU everywhere (a
+  general lower line would also need checking at the kink x = 0, where line - ReLU, being
+  concave, can peak: the checker does that), tanh's and sigmoid's from a 160-bit
   directed-rounding enclosure of min/max of f(x) - a*x over the interval, using that both
   are convex on x <= 0 and concave on x >= 0 (max/min at the endpoints on one side, a
   supporting tangent f(d) + f'(d)(x - d) with d in the piece on the other). GELU and
@@ -814,14 +826,31 @@ class VerificationResult:
     network: dict[str, Any] = field(repr=False, compare=False)
 
     @property
+    def runtime_covered(self) -> bool:
+        """Whether the runtime level describes what `Result.predict` computes for this
+        result: kernels "ordered", or dtype "exact" (exact arithmetic, order-independent).
+        For other kernels ("fast") the runtime bounds are those of the ordered kernels."""
+        return self.kernels == "ordered" or self.dtype == "exact"
+
+    @property
     def holds(self) -> bool | None:
-        """For a top_label property: it holds at both levels."""
+        """For a top_label property: True when it is proved at the real level and at the
+        runtime level, and the runtime level covers the result's kernels
+        (`runtime_covered`); False when the real level, or a covering runtime level, does
+        not prove it; None for property "bounds", and for a result whose kernels are not
+        covered (e.g. "fast") when the real level proves it: nothing is then claimed about
+        what `predict` returns (`runtime.holds` still speaks of the ordered kernels)."""
         if self.real.holds is None:
             return None
-        return bool(self.real.holds and self.runtime.holds)
+        if not self.real.holds:
+            return False
+        if not self.runtime_covered:
+            return None
+        return bool(self.runtime.holds)
 
     def summary(self) -> str:
-        """One line per level: total width (and IBP's), and the property when one was asked."""
+        """One line per level: total width (and IBP's), and the property when one was asked;
+        the runtime line says when the result's kernels are not covered."""
         lines = []
         for b in (self.real, self.runtime):
             s = f"{b.level}: {self.algorithm} width {sum(b.widths()):.6g}"
@@ -830,6 +859,8 @@ class VerificationResult:
             if b.holds is not None:
                 verdict = "holds" if b.holds else "not proved"
                 s += f"; {self.property[0]} {self.property[1]} {verdict}"
+            if b.level == "runtime" and not self.runtime_covered:
+                s += f"; kernels={self.kernels!r} not covered (bounds for kernels='ordered')"
             lines.append(s)
         return "\n".join(lines)
 
@@ -980,6 +1011,9 @@ def verify(
         f = _fmt(D) if isinstance(D, IEEEDomain) else None
         box = [(A._cv(A.dn, mpq(a)), A._cv(A.up, mpq(b))) for a, b in zip(lo, hi, strict=True)]
         outs = _ibp(A, stages, box)[-1]
+        if not all(gmpy2.is_finite(v) for iv in outs for v in iv):  # no layers: the box
+            raise VerificationError(f"verification failed: an output bound is not finite"
+                                    f" at the {level} level (overflow)")  # fmt: skip
         ilo = [_q(o[0]) for o in outs]
         ihi = [_q(o[1]) for o in outs]
         flo, fhi = list(ilo), list(ihi)
@@ -991,8 +1025,17 @@ def verify(
             cr = _Crown(H, A, f, stages, box)
             T = len(stages)
             eye = [[mpq(int(i == j)) for j in range(m)] for i in range(m)]
+
             # CROWN's exact results rounded outward to H's numbers: short p/q strings
-            dn = lambda q: _q(H._cv(H.dn, q))  # noqa: E731
+            def dn(q: Any) -> Any:
+                v = H._cv(H.dn, q)
+                if not gmpy2.is_finite(v):
+                    raise VerificationError(
+                        "verification failed: a CROWN bound is beyond the level-1 exponent "
+                        "range (overflow)"
+                    )
+                return _q(v)
+
             cl = [dn(v) for v in cr.backward(eye, T)]
             ch = [-dn(v) for v in cr.backward([[-v for v in row] for row in eye], T)]
             flo = [max(a, b) for a, b in zip(ilo, cl, strict=True)]

@@ -495,3 +495,116 @@ def test_readme_verification_snippet_runs(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(sys, "stdout", out)
     exec(compile(code.group(1), "README.md", "exec"), {})
     assert "crown" in out.getvalue()
+
+
+# --------------------------------------------------------------------------- review fixes
+
+
+def _rehash(cert: dict[str, Any]) -> dict[str, Any]:
+    """A new model hash for an edited network, then a new digest."""
+    import hashlib
+
+    text = json.dumps(cert["network"], sort_keys=True, separators=(",", ":"))
+    cert["model_hash"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _redigest(cert)
+
+
+def _kink() -> Result:
+    # h = relu([x, x + 10]); y = h1 - h2/2 + 5 = relu(x) - x/2 on [-1, 1]: its minimum is
+    # 0, at the kink x = 0 (and the endpoints give 1/2 at both x = -1 and x = 1)
+    model = Sequential(Linear(1, 2), ReLU(), Linear(2, 1))
+    return _result(model, [[[1.0], [1.0]], [0.0, 10.0], [[1.0, -0.5]], [5.0]], "float64")
+
+
+def test_relu_lower_line_is_checked_at_the_kink() -> None:
+    good = _kink().verify([0.0], 1.0, algorithm="crown").certificate()
+    assert "holds" in check_certificate(copy.deepcopy(good))
+    for level in ("real", "runtime"):
+        rel = good["levels"][level]["witness"][1]["relax"]
+        assert rel[0][:2] == ["1/1", "0/1"]  # the verifier's lower line: y >= x
+        # 0.5x + 0.5 lies below relu at x = -1 and x = 1 but above it at x = 0 (0.5 > 0);
+        # with it the backward pass "proves" y >= 2/5 although y(0) = 0
+        c = copy.deepcopy(good)
+        c["levels"][level]["witness"][1]["relax"][0][:2] = ["1/2", "1/2"]
+        c["levels"][level]["lower"] = ["2/5"]
+        with pytest.raises(CertificateError, match=rf"levels\.{level}\.witness\[1\]\.relax\[0\]"
+                           ".*not valid"):  # fmt: skip
+            check_certificate(_redigest(c))
+        # a valid lower line through the kink (0.5x <= relu(x)) is still accepted
+        c = copy.deepcopy(good)
+        c["levels"][level]["witness"][1]["relax"][0][:2] = ["1/2", "0/1"]
+        assert "holds" in check_certificate(_redigest(c))
+
+
+def test_malformed_certificates_are_rejected(tmp_path: Path) -> None:
+    good = _two_relu().verify([0.0, 0.0], 1.0, algorithm="crown").certificate()
+
+    def rejected(edit: Any, match: str, rehash: bool = True) -> None:
+        c = copy.deepcopy(good)
+        edit(c)
+        with pytest.raises(CertificateError, match=match):
+            check_certificate(_rehash(c) if rehash else c)
+
+    w0 = lambda c: c["network"]["stages"][0]["weight"]  # noqa: E731
+    rejected(lambda c: w0(c)[0].append("0x3f800000"), r"stage 0\.weight\[0\]: expected 2")
+    rejected(lambda c: w0(c)[1].pop(), r"stage 0\.weight\[1\]: expected 2")
+    rejected(lambda c: w0(c).append(["0x3f800000"] * 2), r"stage 0\.bias: expected 3")
+    rejected(lambda c: c["network"]["stages"][2]["weight"][0].pop(), r"stage 2\.weight\[0\]")
+    rejected(lambda c: c["network"]["stages"][0].update(weight="x"), r"stage 0\.weight")
+    rejected(lambda c: c["network"]["stages"].append(7), r"stage 3: expected an object")
+    rejected(lambda c: c["network"].update(stages={}), r"network\.stages")
+    rejected(lambda c: w0(c)[0].__setitem__(0, "0xzz"), "malformed certificate")
+
+    def neg_radius(c: dict[str, Any]) -> None:
+        c["box"].update(radius=["-1/1", "1/1"], lower=["1/1", "-1/1"], upper=["-1/1", "1/1"])
+
+    rejected(neg_radius, r"box\.radius: must be >= 0")
+    rejected(lambda c: c["box"].update(radius=["1/1"]), "equal lengths")
+    for k in (1, 5, -1, "0", 0.0, True, None):
+        rejected(lambda c, k=k: c.update(property=["top_label", k]), "top_label expects")
+    wit = lambda c: c["levels"]["real"]["witness"]  # noqa: E731
+    rejected(lambda c: wit(c)[1]["relax"][0].pop(), r"relax\[0\]: expected 4")
+    rejected(lambda c: wit(c)[0]["out"][0].append("0/1"), r"witness\[0\]\.out: expected 2")
+    rejected(lambda c: wit(c).__setitem__(1, None), r"witness\[1\]: expected an object")
+    rejected(lambda c: c.update(levels=[]), "levels")
+    rejected(lambda c: c.pop("box"), "box")
+    rejected(lambda c: c["box"].update(center="x"), r"box\.center")
+    rejected(lambda c: c.update(network=[]), "network")
+    # the command line reports a malformed certificate, never a traceback
+    c = copy.deepcopy(good)
+    w0(c)[0].append("0x3f800000")
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_rehash(c)))
+    out = subprocess.run([sys.executable, "-m", "proofs", "check-cert", str(path)],
+                         capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert out.returncode == 1 and "certificate rejected" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_fast_kernel_results_claim_nothing_at_the_runtime_level() -> None:
+    # the hand-worked top_label network: CROWN proves label 1 at both levels
+    model = Sequential(Linear(2, 2), ReLU(), Linear(2, 2))
+    state = [[[1, 1], [1, -1]], [0, 0], [[1, 1], [-1, -1]], [0, 7]]
+    ordered = _result(model, state)
+    fast = Result(model, "mse", "float32", "eager", "fast", False, list(ordered._state))
+    for alg, proved in (("crown", True), ("ibp", False)):
+        o = ordered.verify([0.0, 0.0], 1.0, property=("top_label", 1), algorithm=alg)
+        f = fast.verify([0.0, 0.0], 1.0, property=("top_label", 1), algorithm=alg)
+        assert o.runtime_covered and not f.runtime_covered
+        assert f.real.holds is proved and f.runtime.holds is proved  # ordered kernels' bounds
+        assert o.holds is proved
+        assert f.holds is (None if proved else False)  # predict with "fast" is not covered
+        assert "not covered" in f.summary() and "not covered" not in o.summary()
+        assert "not covered" in f.runtime.statement
+    assert ordered.verify([0.0, 0.0], 1.0).holds is None  # property "bounds"
+
+
+def test_level1_overflow_is_an_enclosure_or_an_error() -> None:
+    # 2^3001 is beyond level 1's exponent range: the box is [largest finite, +inf]
+    res = _result(Sequential(Tanh(), Linear(1, 1)), [[[1.0]], [0.0]])
+    for alg in ("ibp", "crown"):
+        v = res.verify([2**3001], 0, algorithm=alg)
+        assert v.real.lower[0] < 1 <= v.real.upper[0]  # tanh(2^3001) is a hair below 1
+        assert v.real.upper[0] - v.real.lower[0] < Fraction(1, 2**150)
+    with pytest.raises(VerificationError, match="not finite"):
+        _result(Sequential(Linear(1, 1)), [[[1.0]], [0.0]]).verify([2**3001], 0)
