@@ -41,6 +41,7 @@ from spec import rng as srng
 from spec.errors import DomainError, GraphError, ShapeError, StaleHandleError, TorchLeanError
 from spec.graph import Graph, GraphBuilder
 from spec.ops import OPS
+from spec.shape import as_shape, size
 from spec.tensor import Tensor
 
 from .backend import DTYPE_DOMAIN, DTYPES, NUMPY, OBJECT_DTYPES, from_spec, get_backend, to_spec
@@ -777,11 +778,23 @@ class Session:
     def _key(self, rng: Rng | None) -> int:
         return (rng or self.rng).next_key()
 
+    def _probability(self, p: Any, what: str) -> Fraction:
+        """p as an exact rational in [0, 1] (a float is its exact binary64 value)."""
+        try:
+            q = Fraction(p)
+        except (TypeError, ValueError, OverflowError):
+            raise DomainError(f"{what}: p must be a number in [0, 1], got {p!r}") from None
+        if not 0 <= q <= 1:
+            raise DomainError(f"{what}: p must be in [0, 1], got {p!r}")
+        return q
+
     def rand_uniform(self, shape: Sequence[int], rng: Rng | None = None) -> TensorRef:
-        """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance."""
+        """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance (after
+        the shape is validated: a failed call does not move the RNG)."""
+        shape = as_shape(shape, "rand_uniform")
         D = DTYPE_DOMAIN[self.dtype]
         key = self._key(rng)
-        n = int(np.prod(shape)) if len(shape) else 1
+        n = size(shape)
         if self.dtype in OBJECT_DTYPES:
             t = Tensor(tuple(shape), tuple(srng.uniform(D, key, i) for i in range(n)))
             return self.const(from_spec(t, self.dtype))
@@ -791,12 +804,12 @@ class Session:
     def bernoulli_mask(
         self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None
     ) -> TensorRef:
-        """1 where kept (u >= p), 0 where dropped, as a frozen constant."""
-        q = Fraction(p)
-        if not 0 <= q <= 1:
-            raise DomainError(f"bernoulli_mask: p must be in [0, 1], got {p!r}")
+        """1 where kept (u >= p), 0 where dropped, as a frozen constant (shape and p are
+        validated before the RNG advances)."""
+        shape = as_shape(shape, "bernoulli_mask")
+        q = self._probability(p, "bernoulli_mask")
         key = self._key(rng)
-        n = int(np.prod(shape)) if len(shape) else 1
+        n = size(shape)
         if self.dtype in OBJECT_DTYPES:
             D = DTYPE_DOMAIN[self.dtype]
             t = Tensor(
@@ -813,9 +826,7 @@ class Session:
         """p outside [0, 1] raises; not training or p = 0: x itself; p = 1: x scaled by 0;
         else div(mul(x, mask), 1 − p) with one RNG advance."""
         self._check(x, "dropout")
-        q = Fraction(p)
-        if not 0 <= q <= 1:
-            raise DomainError(f"dropout: p must be in [0, 1], got {p!r}")
+        q = self._probability(p, "dropout")
         if not train or q == 0:
             return x
         if q == 1:

@@ -250,3 +250,27 @@ def test_cuda_session_dtype_errors() -> None:
         Session(device="cuda", dtype="exact")
     with pytest.raises(TorchLeanError, match="device must be 'cpu' or 'cuda'"):
         Session(device="tpu")
+
+
+@pytest.mark.parametrize(
+    ("call", "err"),
+    [
+        (lambda s: s.rand_uniform((-1, 2)), "rand_uniform: dims must be non-negative"),
+        (lambda s: s.rand_uniform((1.5,)), "rand_uniform: dims must be non-negative"),
+        (lambda s: s.bernoulli_mask((2, -1), 0.5), "bernoulli_mask: dims"),
+        (lambda s: s.bernoulli_mask((2,), float("nan")), "bernoulli_mask: p must be a number"),
+        (lambda s: s.bernoulli_mask((2,), 1.5), r"bernoulli_mask: p must be in \[0, 1\]"),
+    ],
+)
+def test_random_tensors_validate_before_the_rng_moves(call: Any, err: str) -> None:
+    from spec.errors import DomainError, ShapeError
+
+    s = Session(dtype="float32", seed=1)
+    before = s.rng.counter
+    with pytest.raises((ShapeError, DomainError), match=err):
+        call(s)
+    assert s.rng.counter == before and len(s.tape) == 0
+    x = s.input(np.ones(2, dtype=np.float32))
+    with pytest.raises(DomainError, match="dropout: p must be a number"):
+        s.dropout(None, x, float("nan"))
+    assert s.rng.counter == before
