@@ -6,6 +6,12 @@ Invariants:
   `torchlean_state_float32_bits_v1` (binary32). Extensions of this package, same layout:
   `torchlean_state_float16_bits_v1`, `torchlean_state_bfloat16_bits_v1` and
   `torchlean_state_exact_v1` (values are "p/q" strings).
+- Exact values are written as f"{p}/{q}" always, in lowest terms with q > 0 ("3/1", "-1/2",
+  "0/1"), and read strictly: only that canonical form, a string matching
+  `^(0|-?[1-9][0-9]*)/[1-9][0-9]*$` (ASCII digits) with gcd(p, q) = 1; anything else ("3",
+  "0.5", " 1e-3 ", "+1/2", "-0/1", "01/2", unreduced "2/4") is a `CheckpointError` naming
+  the path, the tensor and the element. (Files from the earlier "str(Fraction)" writer were
+  never released; integers there read "3" and are refused.)
 - NaN is one class: writing canonicalises every NaN to the positive quiet NaN with a zero
   payload; reading rejects any other NaN encoding.
 - safetensors files hold tensors `state.0`, `state.1`, ... (bfloat16 as its uint16 bit
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from fractions import Fraction
 from pathlib import Path
@@ -56,6 +63,8 @@ STATE_TAGS = {
 }
 SAFETENSORS_TAG = "torchlean_safetensors_state_v1"
 TRAINING_TAG = "torchlean_training_checkpoint_v1"
+# canonical "p/q": no sign on 0, no leading zeros, q >= 1 (ASCII digits; fullmatch)
+_EXACT = re.compile(r"(0|-?[1-9][0-9]*)/[1-9][0-9]*")
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 # (exponent mask, quiet bit) per width: a NaN has all exponent bits and a nonzero mantissa
 _NAN = {
@@ -98,17 +107,32 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def encode_array(a: Any, dtype: str) -> dict[str, Any]:
-    """{"shape": [...], "values": [...]}: bit patterns (NaN canonical) or "p/q" strings."""
+    """{"shape": [...], "values": [...]}: bit patterns (NaN canonical) or "p/q" strings
+    (lowest terms, q > 0, also for integers: "3/1")."""
     arr = np.asarray(a)
     shape = [int(d) for d in arr.shape]
     if dtype == "exact":
-        return {"shape": shape, "values": [str(Fraction(v)) for v in arr.reshape(-1)]}
+        fr = [Fraction(v) for v in arr.reshape(-1)]
+        return {"shape": shape, "values": [f"{q.numerator}/{q.denominator}" for q in fr]}
     if arr.dtype != np_dtype(dtype):
         raise CheckpointError(f"encode: array dtype {arr.dtype} is not {dtype}")
     bits = np.ascontiguousarray(arr).view(_UINT[arr.dtype.itemsize]).reshape(-1)
     can = canonical_nan_bits(dtype)
     vals = [can if _is_nan_bits(dtype, int(b)) else int(b) for b in bits]
     return {"shape": shape, "values": vals}
+
+
+def _parse_exact(v: Any) -> Fraction | None:
+    """The rational of a canonical "p/q" string (see the module docstring), else None."""
+    if not isinstance(v, str) or not _EXACT.fullmatch(v):
+        return None
+    try:
+        p, q = (int(t) for t in v.split("/"))
+    except ValueError:  # beyond Python's int string-conversion digit limit
+        return None
+    if math.gcd(p, q) != 1:
+        return None
+    return Fraction(p, q)
 
 
 def decode_array(
@@ -135,14 +159,13 @@ def decode_array(
     if dtype == "exact":
         out = np.empty(n, dtype=object)
         for i, v in enumerate(vals):
-            try:
-                if not isinstance(v, str):
-                    raise ValueError
-                out[i] = Fraction(v)
-            except (ValueError, ZeroDivisionError):
+            q = _parse_exact(v)
+            if q is None:
                 raise CheckpointError(
-                    f"{where}: value {i}: expected an exact rational 'p/q', got {v!r}"
-                ) from None
+                    f"{where}: value {i}: expected an exact rational 'p/q' in lowest terms "
+                    f"(integers p, q with q > 0), got {v!r}"
+                )
+            out[i] = q
         return out.reshape(tuple(shape))
     _, _, width = _NAN[dtype]
     can = canonical_nan_bits(dtype)

@@ -20,6 +20,14 @@ Invariants:
 - A `Sequential` is flat (nested ones are spliced in). The same layer object appearing
   twice is *tied*: it owns one set of state slots, used by every occurrence, so the
   gradients of the occurrences are summed and the state is updated once.
+- Tying is refused (`TorchLeanError` at `Sequential` construction) for a layer with
+  non-trainable state (a `StateSpec` with trainable=False: BatchNorm1d / BatchNorm2d
+  running statistics): each occurrence would compute its buffer update from the value read
+  before the forward and the last report would overwrite the others, so all but one update
+  would be lost. Use two separate layer objects instead.
+- Input errors name the layer and "input 0": layers whose op takes weights too (Conv2d,
+  MultiHeadAttention) check the input against their own sizes first, so a wrong input is
+  never reported as a wrong weight; the op's shape rule then checks the rest.
 - Stateful layers (`BatchNorm1d`) never mutate anything themselves: in training mode their
   forward reports new buffer values through `Forward.set_buffer`; the caller decides to
   apply them. Evaluation mode reads the running statistics and reports nothing.
@@ -538,6 +546,11 @@ class Conv2d(Layer):
         return [w, np.zeros(self.cout)] if self.bias else [w]
 
     def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(in_shape) not in (3, 4) or in_shape[-3] != self.cin:
+            raise ShapeError(
+                f"{self!r}: input 0: expected shape ({self.cin}, H, W) or "
+                f"(N, {self.cin}, H, W), got {in_shape}"
+            )
         shapes = [in_shape] + [sp.shape for sp in self.state_specs()]
         return tuple(_op_shape(repr(self), "conv2d", shapes, dict(self.attrs)))
 
@@ -720,6 +733,11 @@ class MultiHeadAttention(Layer):
         return {"heads": self.heads, "causal": int(self.causal)}
 
     def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(in_shape) not in (2, 3) or in_shape[-1] != self.e:
+            raise ShapeError(
+                f"{self!r}: input 0: expected shape (T, {self.e}) or (N, T, {self.e}), "
+                f"got {in_shape}"
+            )
         shapes = [in_shape] * 3 + [(self.e, self.e)] * 4
         return tuple(_op_shape(repr(self), "multi_head_attention", shapes, self._attrs()))
 
@@ -735,7 +753,8 @@ class MultiHeadAttention(Layer):
 
 class Sequential(Layer):
     """Layers applied in order. Flat: nested Sequentials are spliced in. A layer object
-    that appears more than once is tied (one set of state slots)."""
+    that appears more than once is tied (one set of state slots); tying a layer with
+    non-trainable state (running statistics) is refused (see the module docstring)."""
 
     def __init__(self, *layers: Layer) -> None:
         flat: list[Layer] = []
@@ -750,9 +769,16 @@ class Sequential(Layer):
                 )
         self.layers: tuple[Layer, ...] = tuple(flat)
         unique: list[Layer] = []
-        for layer in flat:
-            if not any(layer is u for u in unique):
+        for k, layer in enumerate(flat):
+            first = next((j for j, u in enumerate(flat[:k]) if u is layer), None)
+            if first is None:
                 unique.append(layer)
+            elif any(not sp.trainable for sp in layer.state_specs()):
+                raise TorchLeanError(
+                    f"Sequential: layer {k}: {layer!r} appears twice (first as layer {first}); "
+                    "tying a layer with running statistics is not supported (its buffer "
+                    "updates would be lost)"
+                )
         self._unique = tuple(unique)
         slots: list[list[int]] = []
         n = 0

@@ -2,8 +2,11 @@
 
 Invariants:
 - An optimizer object is an immutable configuration (hyperparameters as given, binary64
-  floats or exact rationals); its state (moments, cached powers) lives in an `OptState`
-  owned by one training session, never in the optimizer or in module globals.
+  floats or exact rationals): `hyper` is a read-only mapping over a private copy made at
+  construction (`opt.hyper["lr"] = x` raises TypeError, `opt.hyper = ...` AttributeError),
+  so `validate` cannot be bypassed by changing a rate after a session was opened (and a
+  session holds its own deep copy). Its state (moments, cached powers) lives in an
+  `OptState` owned by one training session, never in the optimizer or in module globals.
 - `validate(dtype)` runs before any state exists: rates finite and >= 0; beta / rho / decay
   / momentum in [0, 1); eps > 0; each checked on the given value and again after rounding
   into the run's dtype (messages say "... after conversion to binary32").
@@ -22,8 +25,10 @@ Invariants:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -138,18 +143,25 @@ class Optimizer:
     shared_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **hyper: Any) -> None:
-        self.hyper: dict[str, Any] = dict(hyper)
+        self._hyper: dict[str, Any] = dict(hyper)
+
+    @property
+    def hyper(self) -> Mapping[str, Any]:
+        """The hyperparameters, read-only (see the module docstring)."""
+        return MappingProxyType(self._hyper)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hyper.items())
         return f"{self.name}({args})"
 
     def config(self) -> dict[str, Any]:
-        """JSON-able configuration (floats as floats, Fractions as 'p/q' strings)."""
-        return {
-            "name": self.name,
-            **{k: (str(v) if isinstance(v, Fraction) else v) for k, v in self.hyper.items()},
-        }
+        """JSON-able configuration (floats as floats, Fractions as 'p/q' strings, also for
+        integral Fractions: "3/1")."""
+
+        def enc(v: Any) -> Any:
+            return f"{v.numerator}/{v.denominator}" if isinstance(v, Fraction) else v
+
+        return {"name": self.name, **{k: enc(v) for k, v in self.hyper.items()}}
 
     def validate(self, ctx: KernelContext) -> None:
         for k, kind in self.spec.items():

@@ -5,7 +5,9 @@ Invariants:
   device, kernels, seed). `open()` / `open_typed()` return a `TrainingSession` that owns
   all mutable state explicitly: parameters and buffers (Session `Param` cells), optimizer
   state, the completed-step count, the scheduler and the dropout RNG counter. Nothing is
-  shared between sessions.
+  shared between sessions. The session holds a deep copy of the optimizer (whose `hyper`
+  is read-only anyway) and the scheduler (a frozen dataclass), so nothing done to the
+  objects passed to the Trainer after `open()` changes a running session.
 - Validation before instantiation: objective, optimizer and scheduler settings are checked
   (on the given values and after conversion to the run's dtype) before the model's
   initial state is computed or any session exists.
@@ -20,6 +22,11 @@ Invariants:
   their occurrences' gradients and one update. Stateful layers run in training mode and
   their buffers are updated after each forward, in sample order. A step that raises
   leaves the session unchanged (parameters, buffers, optimizer state, counters, RNG).
+- Scheduled rates are checked at every step, before anything runs or changes: lr(t) in
+  binary64 and its value rounded into the run's dtype must be finite and >= 0, else
+  `TorchLeanError` naming the step, the scheduler, the value and the dtype (e.g.
+  exponential(1.0, 2.0) in float16 reaches 65536 at step 16, "... is inf after conversion
+  to binary16"); the session stays as it was.
 - `loss`, `eval`, `predict` are evaluation mode on a separate inference Session: they
   mutate nothing (no parameter, buffer, RNG or counter changes).
 - Batch means combine per-sample means pairwise (a binary-counter merge in index order):
@@ -29,15 +36,17 @@ Invariants:
   finite sum never overflows). This bounds each merge, it is not an accuracy guarantee
   under cancellation.
 - `finish()` returns a `Result` holding copies: later steps or loads do not change it.
-- Devices: `Trainer(device="cuda")` (eager, float64/float32/float16) runs every training
-  forward and backward on the CUDA backend; the gradients come back to the host, where
-  the optimizer update, the optimizer state, buffer updates and the parameters'
-  authoritative copies live (NumPy, same dtype and kernel profile), so an `ordered` CUDA
-  run is bit-identical to the CPU run. `loss`/`eval`/`predict` evaluate on the host.
+- Devices: `Trainer(device="cuda")` (eager, float64/float32/float16; bfloat16 is refused
+  by `open()`, CuPy has no bfloat16 dtype) runs every training forward and backward on
+  the CUDA backend; the gradients come back to the host, where the optimizer update, the
+  optimizer state, buffer updates and the parameters' authoritative copies live (NumPy,
+  same dtype and kernel profile), so an `ordered` CUDA run is bit-identical to the CPU run.
+  `loss`/`eval`/`predict` evaluate on the host.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -57,12 +66,14 @@ from . import checkpoint as ckpt
 from .backend import DTYPE_DOMAIN, DTYPES, from_spec, get_backend, round_f64
 from .context import KernelContext, fp_quiet
 from .nn import LOSSES, Forward, Sequential
-from .optim import SGD, Optimizer, OptState, Scheduler, format_name, scalar
+from .optim import SGD, Optimizer, OptState, Scheduler, _check_value, format_name, scalar
 from .session import Param, Session, TensorRef
 
 __all__ = ["Result", "Trainer", "TrainingSession", "pairwise_mean", "save_loss_curve"]
 
 _NATIVE_FLOATS = ("float64", "float32", "bfloat16", "float16")
+# the CUDA backend (CuPy) has no bfloat16 dtype, so a CUDA run cannot hold bfloat16 arrays
+_CUDA_FLOATS = ("float64", "float32", "float16")
 
 
 def _from_f64(v: Any, dtype: str) -> np.ndarray:
@@ -301,10 +312,13 @@ class Trainer:
     def open(self, scheduler: Scheduler | None = None) -> TrainingSession:
         """A session in the trainer's dtype with binary64 Python floats at the boundary."""
         if self.device != "cpu":
-            if self.dtype not in _NATIVE_FLOATS:
+            cuda = self.device == "cuda"
+            native = _CUDA_FLOATS if cuda else _NATIVE_FLOATS
+            if self.dtype not in native:
+                why = " (not bfloat16: CuPy has no bfloat16 dtype)" if cuda else ""
                 raise TorchLeanError(
                     f"Trainer.open: device {self.device!r} needs a native float dtype "
-                    f"{list(_NATIVE_FLOATS)}, got {self.dtype!r}"
+                    f"{list(native)}{why}, got {self.dtype!r}"
                 )
             if self.mode != "eager":
                 raise TorchLeanError(
@@ -434,14 +448,16 @@ class TrainingSession:
             raise TorchLeanError(
                 f"Trainer: scheduler must be a Scheduler, got {type(scheduler).__name__}"
             )
+        # the configuration is copied: changing the Trainer, its optimizer or the scheduler
+        # later does not reach a session (the copies are the ones validated)
+        optimizer, scheduler = copy.deepcopy(t.optimizer), copy.deepcopy(scheduler)
         ctx = KernelContext(dtype, t.kernels)
-        t.optimizer.validate(ctx)  # before anything is instantiated
+        optimizer.validate(ctx)  # before anything is instantiated
         if scheduler is not None:
             scheduler.validate(ctx)
-        # the configuration is copied: changing the Trainer later does not reach a session
         self.model, self.dtype, self.typed = t.model, dtype, typed
         self.objective, self.mode, self.kernels, self.seed = t.objective, t.mode, t.kernels, t.seed
-        self.optimizer, self.scheduler = t.optimizer, scheduler
+        self.optimizer, self.scheduler = optimizer, scheduler
         self._specs = self.model.state_specs()
         self._shapes = [sp.shape for sp in self._specs]
         self._tying = self.model.tying()
@@ -519,12 +535,26 @@ class TrainingSession:
         return out, (s.get_value(loss) if want_loss else None)
 
     # ------------------------------------------------------------------ training
+    def _lr(self) -> Any:
+        """This step's learning rate in the run's dtype. A scheduled rate is checked (in
+        binary64 and after rounding into the dtype: finite, >= 0); the optimizer's own rate
+        was validated at open and cannot change."""
+        if self.scheduler is None:
+            return scalar(self.ctx, self.optimizer.hyper["lr"])
+        t = self._steps
+        v = self.scheduler(t)
+        _check_value(
+            f"step {t}: scheduler {self.scheduler.config()}", f"lr({t})", v, "rate", self.ctx
+        )
+        return scalar(self.ctx, v)
+
     def step(self, sample: Any, batch: bool = False, loss: bool = False) -> Any:
         """One update from one sample, or (batch=True) from a non-empty list of samples
         whose gradients are averaged. `loss=True` returns the mean loss of the forwards."""
         samples = list(sample) if batch else [sample]
         if not samples:
             raise TorchLeanError("step(batch=True): the batch is empty")
+        lr = self._lr()  # raises before anything runs or changes
         snap = self._current()
         rng_counter = self._s.rng.counter
         try:
@@ -544,8 +574,6 @@ class TrainingSession:
                 inv = self.ctx.const(Fraction(1, n))
                 with fp_quiet():
                     total = [self.ctx.arr(g * inv) for g in total]
-            lr_py = self.scheduler(self._steps) if self.scheduler else self.optimizer.hyper["lr"]
-            lr = scalar(self.ctx, lr_py)
             st = self._opt.copy()
             cur = [self._params[k].get() for k in self._trainable]
             new = self.optimizer.apply(self.ctx, st, cur, total, lr)

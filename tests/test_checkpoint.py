@@ -270,3 +270,28 @@ def test_corrupted_files_raise_checkpoint_error_or_load(
             bits(a.values()) == bits(b.values())
             for a, b in zip(opt.slots, run._opt.slots, strict=True)
         )
+
+
+def test_exact_values_are_canonical_p_over_q(tmp_path: Path) -> None:
+    """Written as "p/q" in lowest terms, also for integers; read strictly: anything but
+    that canonical form is a CheckpointError naming the path, tensor and element."""
+    from fractions import Fraction
+
+    vals = [Fraction(3), Fraction(0), Fraction(-1, 2), Fraction(7, 3)]
+    ck.save_state(tmp_path / "e.json", [np.array(vals, dtype=object)], "exact")
+    obj = json.loads((tmp_path / "e.json").read_text())
+    assert obj["state"][0]["values"] == ["3/1", "0/1", "-1/2", "7/3"]
+    got = ck.load_state(tmp_path / "e.json", [(4,)], "exact")
+    assert got[0].tolist() == vals
+    bad_values: list[Any] = [
+        "3", "0.5", " 1/2", "1/2 ", "1e-3", "+1/2", "-0/1", "0/2", "01/2", "1/02",
+        "2/4", "1/0", "1/-2", "-1/-2", "\u0661/2", "1/2\n", 3, None,
+    ]  # fmt: skip
+    for v in bad_values:
+        obj["state"][0]["values"] = ["1/3", v, "0/1", "1/1"]
+        p = tmp_path / "bad.json"
+        p.write_text(json.dumps(obj))
+        with pytest.raises(CheckpointError) as e:
+            ck.load_state(p, [(4,)], "exact")
+        msg = str(e.value)
+        assert str(p) in msg and "state[0]: value 1:" in msg and "'p/q'" in msg, (v, msg)

@@ -235,3 +235,25 @@ def test_adam_bit_equal_across_modes_with_batchnorm_and_dropout() -> None:
             run.step(([float(i), 1.0], [0.5]))
         out.append([np.asarray(s).tobytes() for s in run.state()])
     assert out[0] == out[1]
+
+
+def test_tying_a_layer_with_running_statistics_is_refused() -> None:
+    """Each occurrence of a tied BatchNorm would compute its running-statistics update from
+    the buffer read before the forward, and the last report would overwrite the others:
+    such tying is refused at construction. Tying stateless or all-trainable layers is
+    still allowed."""
+    from runtime.nn import BatchNorm2d
+
+    bn = BatchNorm1d(2)
+    msg = (
+        r"Sequential: layer 1: BatchNorm1d\(2\) appears twice \(first as layer 0\); tying a "
+        r"layer with running statistics is not supported \(its buffer updates would be lost\)"
+    )
+    with pytest.raises(TorchLeanError, match=msg):
+        Sequential(bn, bn)
+    bn2 = BatchNorm2d(3)
+    with pytest.raises(TorchLeanError, match=r"layer 3: BatchNorm2d\(3\) appears twice"):
+        Sequential(Sequential(bn2, ReLU()), Linear(3, 3), bn2)  # nested ones are spliced in
+    lin, relu = Linear(2, 2), ReLU()
+    tied = Sequential(lin, relu, BatchNorm1d(2), lin, relu)
+    assert tied.tying() == [0, 1, 2, 3, 4, 5, 6, 0, 1]

@@ -87,6 +87,19 @@ def test_pools_flatten_and_errors() -> None:
         Flatten().out_shape((2, 3))
     with pytest.raises(ShapeError, match=r"Conv2d\(3, 4"):
         Conv2d(3, 4, 3).out_shape((2, 5, 5))  # 2 channels given, 3 expected
+    # the input is blamed, not the weights
+    want = (
+        r"Conv2d\(3, 4, kernel_size=\(3, 3\)\): input 0: expected shape \(3, H, W\) or "
+        r"\(N, 3, H, W\), got \(2, 5, 5\)"
+    )
+    for bad in ((2, 5, 5), (1, 2, 5, 5), (5, 5), (1, 1, 3, 5, 5)):
+        with pytest.raises(ShapeError, match=r"Conv2d\(3, 4.*: input 0: expected shape"):
+            Conv2d(3, 4, 3).out_shape(bad)
+    with pytest.raises(ShapeError, match=want):
+        Conv2d(3, 4, 3).out_shape((2, 5, 5))
+    with pytest.raises(ShapeError, match=r"Conv2d\(3, 4"):  # too small: the op's rule
+        Conv2d(3, 4, 3).out_shape((3, 2, 2))
+    assert Conv2d(3, 4, 3).out_shape((2, 3, 5, 5)) == (2, 4, 3, 3)
     with pytest.raises(ShapeError, match="groups 2 must divide"):
         Conv2d(3, 4, 3, groups=2)
     with pytest.raises(ShapeError, match="kernel_size must be positive"):
@@ -141,6 +154,16 @@ def test_multi_head_attention_layer_is_the_op() -> None:
     assert s.get_value(y).tobytes() == s.get_value(want).tobytes()
     with pytest.raises(ShapeError, match="heads 3 must divide embed 4"):
         MultiHeadAttention(4, 3)
+    want = (
+        r"MultiHeadAttention\(4, heads=2\): input 0: expected shape \(T, 4\) or "
+        r"\(N, T, 4\), got \(3, 5\)"
+    )
+    with pytest.raises(ShapeError, match=want):
+        layer.out_shape((3, 5))
+    for bad in ((4,), (1, 1, 3, 4)):
+        with pytest.raises(ShapeError, match=r"heads=2\): input 0: expected shape"):
+            layer.out_shape(bad)
+    assert layer.out_shape((2, 3, 4)) == (2, 3, 4)
 
 
 def _images(n: int) -> list[tuple[Any, Any]]:

@@ -368,3 +368,27 @@ def test_other_optimizers_match_the_mpfr_reference(
         want.append((D.to_bits(w), D.to_bits(b)))
     _, traj = run_linear(_OPTS[name](lr), w0, b0, steps)
     assert [(f32bits(a), f32bits(c)) for a, c in traj] == want
+
+
+def test_hyperparameters_cannot_change_after_open() -> None:
+    """`hyper` is read-only, and the session holds its own copy of the optimizer: changing
+    the object handed to the Trainer after open() (even its private dict) has no effect."""
+    opt = SGD(0.5, momentum=0.5)
+    with pytest.raises(TypeError):
+        opt.hyper["lr"] = float("nan")  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        opt.hyper = {"lr": float("nan"), "momentum": 0.0}  # type: ignore[misc]
+    assert dict(opt.hyper) == {"lr": 0.5, "momentum": 0.5}
+
+    def run_after(mutate: bool) -> list[bytes]:
+        o = SGD(0.5, momentum=0.5)
+        run = Trainer(Sequential(Linear(1, 1)), optimizer=o, dtype="float32").open()
+        if mutate:  # bypassing the read-only view: still not the session's configuration
+            o._hyper["lr"] = float("nan")
+            o._hyper["momentum"] = 0.0  # would drop SGD's momentum_buffer slot
+        for _ in range(2):
+            run.step(([1.0], [0.0]))
+        assert run.optimizer.slot_names == ("momentum_buffer",)
+        return [np.ascontiguousarray(a).tobytes() for a in run.state()]
+
+    assert run_after(True) == run_after(False)

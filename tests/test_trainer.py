@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from runtime import backend
 from runtime.context import KernelContext
 from runtime.nn import GELU, BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sequential, Tanh
-from runtime.optim import SGD, Adam, AdamW, warmup_cosine
+from runtime.optim import SGD, Adam, AdamW, exponential, warmup_cosine
 from runtime.trainer import Trainer, pairwise_mean
 from spec.domains import BINARY32, FLOAT64
 from spec.errors import CheckpointError, TorchLeanError
@@ -499,3 +499,38 @@ def test_session_does_not_follow_later_trainer_changes() -> None:
     y = np.float32(w[0, 0]) + np.float32(b[0])  # x = 1: y = fl(w + b); mse = y * y
     assert run.loss(([1.0], [0.0])) == float(y * y) != 0.0  # cross-entropy would be 0
     assert run.objective == "mse"
+
+
+def test_scheduled_lr_checked_before_the_step() -> None:
+    """exponential(1.0, 2.0) reaches 65536 at t = 16: finite in binary64, inf in binary16.
+    The step raises before running anything: parameters, optimizer state, step count and
+    RNG counter stay as they were."""
+    model = Sequential(Linear(1, 1), Dropout(0.5))
+    run = Trainer(model, optimizer=SGD(1.0, momentum=0.5), dtype="float16").open(
+        scheduler=exponential(1.0, 2.0)
+    )
+    for _ in range(16):  # x = t = 0, zero bias: every gradient is 0, lr up to 32768
+        run.step(([0.0], [0.0]))
+    before, rng, opt = bits(run.state()), run._s.rng.counter, run._opt.copy()
+    assert rng == 16
+    with pytest.raises(
+        TorchLeanError,
+        match=r"step 16: scheduler .*exponential.*: lr\(16\) = 65536\.0 is inf after "
+        r"conversion to binary16, expected a finite value >= 0",
+    ):
+        run.step(([0.0], [0.0]))
+    assert bits(run.state()) == before and run.steps() == 16 and run._s.rng.counter == rng
+    assert bits(run._opt.slots[0].values()) == bits(opt.slots[0].values())
+    # overflow already in binary64
+    run64 = Trainer(Sequential(Linear(1, 1)), dtype="float64").open(exponential(1e300, 1e10))
+    run64.step(([0.0], [0.0]))
+    with pytest.raises(TorchLeanError, match=r"step 1: .*lr\(1\) = inf: expected a finite"):
+        run64.step(([0.0], [0.0]))
+    assert run64.steps() == 1
+
+
+def test_cuda_refuses_bfloat16_and_says_why() -> None:
+    with pytest.raises(TorchLeanError) as e:
+        Trainer(Sequential(Linear(1, 1)), dtype="bfloat16", device="cuda").open()
+    msg = str(e.value)
+    assert "['float64', 'float32', 'float16']" in msg and "CuPy has no bfloat16" in msg
