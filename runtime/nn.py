@@ -36,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -204,8 +205,8 @@ class StateSpec:
     trainable: bool
 
 
-class Layer:
-    """Base class: stateless by default."""
+class Layer(ABC):
+    """Base class: stateless by default; a layer must define `forward`."""
 
     def state_specs(self) -> list[StateSpec]:
         return []
@@ -216,10 +217,11 @@ class Layer:
     def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
         return in_shape
 
+    @abstractmethod
     def forward(
         self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
     ) -> TensorRef:
-        raise NotImplementedError
+        """y from x and the layer's state leaves (buffer updates reported to `f`)."""
 
     def __repr__(self) -> str:
         return type(self).__name__ + "()"

@@ -25,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -134,8 +135,9 @@ class OptState:
         )
 
 
-class Optimizer:
-    """Base class. Subclasses declare their hyperparameters (`spec`: name -> kind)."""
+class Optimizer(ABC):
+    """Base class. Subclasses declare their hyperparameters (`spec`: name -> kind) and
+    define `update`."""
 
     name: ClassVar[str] = ""
     spec: ClassVar[dict[str, str]] = {}
@@ -177,12 +179,14 @@ class Optimizer:
         return st
 
     def begin_step(self, ctx: KernelContext, c: dict[str, Any], st: OptState) -> None:
-        """Update shared scalars once per step (before any parameter)."""
+        """Update shared scalars once per step (before any parameter); none by default."""
+        return None
 
+    @abstractmethod
     def update(
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any
     ) -> Any:
-        raise NotImplementedError
+        """The new value of parameter k (its slots in `st` updated in place)."""
 
     def apply(
         self, ctx: KernelContext, st: OptState, params: list[Any], grads: list[Any], lr: Any
