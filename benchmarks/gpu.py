@@ -3,7 +3,7 @@
 Figures (each a median of interleaved rounds, every GPU call synchronised before the clock
 stops; ratios are paired per round):
 - the MLP 784-512-512-10 SGD step (float32, batch 256): torchlean on CUDA (`fast` and
-  `ordered`), torchlean on the CPU, and PyTorch on CUDA and on the CPU where installed;
+  `ordered`), torchlean on the CPU, and PyTorch on CUDA where installed;
 - the per-op eager overhead: a chain of 64 small ops with its backward, torchlean CUDA
   against PyTorch CUDA.
 Writes a JSON file and prints a table. Nothing here asserts on time.
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .harness import environment, interleaved, paired_ratio, table
-from .workloads import mlp_init, our_chain, our_mlp
+from .workloads import mlp_init, our_chain, our_mlp, torch_chain, torch_mlp
 
 __all__ = ["main"]
 
@@ -38,57 +38,16 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> Callable[[], Any]
     return run
 
 
-def _torch_cuda_mlp(init: Any) -> Callable[[], Any] | None:
+def _torch_cuda() -> Any:
+    """PyTorch with a CUDA device and TF32 off, or None."""
     try:
         import torch
-        import torch.nn.functional as F
     except ImportError:
         return None
     if not torch.cuda.is_available():
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
-    dev = torch.device("cuda")
-    ps = [torch.tensor(a, requires_grad=True, device=dev) for w, b in init.params for a in (w, b)]
-    x = torch.from_numpy(init.x).to(dev)
-    t = torch.from_numpy(init.t).to(dev)
-    n = len(init.params)
-
-    def run() -> Any:
-        h = x
-        for i in range(n):
-            h = F.linear(h, ps[2 * i], ps[2 * i + 1])
-            if i < n - 1:
-                h = torch.relu(h)
-        loss = F.mse_loss(h, t)
-        grads = torch.autograd.grad(loss, ps)
-        with torch.no_grad():
-            for p, g in zip(ps, grads, strict=True):
-                p.sub_(g, alpha=0.01)
-        torch.cuda.synchronize()
-        return loss
-
-    return run
-
-
-def _torch_cuda_chain(n: int) -> Callable[[], Any] | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    x0 = torch.linspace(-1, 1, 4, device="cuda")
-
-    def run() -> Any:
-        x = x0.clone().requires_grad_(True)
-        h = x
-        for k in range(n):
-            h = torch.tanh(h) if k % 2 else -h
-        (g,) = torch.autograd.grad(h.sum(), x)
-        torch.cuda.synchronize()
-        return g
-
-    return run
+    return torch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         "torchlean cuda ordered": _timed(our_mlp(init, kernels="ordered", device="cuda")[0], sync),
         "torchlean cpu fast": our_mlp(init)[0],
     }
-    tmlp = _torch_cuda_mlp(init)
+    torch = _torch_cuda()
+    tmlp = None if torch is None else _timed(torch_mlp(init, "cuda"), torch.cuda.synchronize)
     if tmlp is not None:
         mlp["pytorch cuda"] = tmlp
     res: dict[str, Any] = {"env": environment(), "backend": backend.info}
@@ -126,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     chain: dict[str, Callable[[], Any]] = {
         "torchlean cuda": _timed(our_chain(64, device="cuda"), sync)
     }
-    tch = _torch_cuda_chain(64)
+    tch = None if torch is None else _timed(torch_chain(64, "cuda"), torch.cuda.synchronize)
     if tch is not None:
         chain["pytorch cuda"] = tch
     print("timing the op chain ...", file=sys.stderr)

@@ -30,6 +30,8 @@ __all__ = [
     "our_chain",
     "our_mlp",
     "tape_chain",
+    "torch_chain",
+    "torch_mlp",
 ]
 
 Step = Callable[[], Any]
@@ -229,10 +231,10 @@ PEERS = [
 ]
 
 
-def _torch_chain(n: int) -> Step:
+def torch_chain(n: int, device: str = "cpu") -> Step:
     import torch
 
-    x0 = torch.from_numpy(chain_input())
+    x0 = torch.from_numpy(chain_input()).to(device)
 
     def run() -> Any:
         x = x0.detach().requires_grad_(True)
@@ -245,12 +247,14 @@ def _torch_chain(n: int) -> Step:
     return run
 
 
-def _torch_mlp(init: MlpInit) -> Step:
+def torch_mlp(init: MlpInit, device: str = "cpu") -> Step:
     import torch
     import torch.nn.functional as F
 
-    ps = [torch.tensor(a, requires_grad=True) for w, b in init.params for a in (w, b)]
-    x, t = torch.from_numpy(init.x), torch.from_numpy(init.t)
+    ps = [
+        torch.tensor(a, requires_grad=True, device=device) for w, b in init.params for a in (w, b)
+    ]
+    x, t = torch.from_numpy(init.x).to(device), torch.from_numpy(init.t).to(device)
     n = len(init.params)
 
     def run() -> Any:
@@ -372,13 +376,13 @@ def _micrograd_chain(n: int) -> Step:
 
 
 _CHAIN: dict[str, Callable[[int], Step]] = {
-    "torch": _torch_chain,
+    "torch": torch_chain,
     "autograd": _autograd_chain,
     "jax": _jax_chain,
     "micrograd": _micrograd_chain,
 }
 _MLP: dict[str, Callable[[MlpInit], Step]] = {
-    "torch": _torch_mlp,
+    "torch": torch_mlp,
     "autograd": _autograd_mlp,
     "jax": _jax_mlp,
 }
