@@ -206,6 +206,13 @@ def _a(ctx: KernelContext, x: Any) -> Any:
     return ctx.arr(x)
 
 
+def _ema(ctx: KernelContext, avg: Any, x: Any, decay: Any) -> Any:
+    """(avg * decay) + (x * (1 - decay)), one rounding per operation: the moving average of
+    every optimizer here (IEEE products commute, so x * w and w * x are the same bits)."""
+    a = ctx.arr
+    return a(a(avg * decay) + a(x * a(ctx.const(1) - decay)))
+
+
 class SGD(Optimizer):
     """momentum == 0 (exactly): p <- p - (g * lr).
     Otherwise, b starting at zeros: b <- (b * mu) + g; p <- p - (b * lr)."""
@@ -271,8 +278,7 @@ class RMSProp(Optimizer):
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any
     ) -> Any:
         s = st.slots[k]
-        one_m = _a(ctx, ctx.const(1) - c["alpha"])
-        v = _a(ctx, _a(ctx, s["square_avg"] * c["alpha"]) + _a(ctx, _a(ctx, g * g) * one_m))
+        v = _ema(ctx, s["square_avg"], _a(ctx, g * g), c["alpha"])
         s["square_avg"] = v
         den = _a(ctx, ctx.sqrt(v) + c["eps"])
         return p - ctx.div(_a(ctx, g * lr), den)
@@ -312,10 +318,9 @@ class Adam(Optimizer):
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any
     ) -> Any:
         a = ctx.arr
-        one = ctx.const(1)
         s = st.slots[k]
-        m = a(a(s["m"] * c["beta1"]) + a(g * a(one - c["beta1"])))
-        v = a(a(s["v"] * c["beta2"]) + a(a(g * g) * a(one - c["beta2"])))
+        m = _ema(ctx, s["m"], g, c["beta1"])
+        v = _ema(ctx, s["v"], a(g * g), c["beta2"])
         s["m"], s["v"] = m, v
         mh = a(m * c["c1"])
         vh = a(v * c["c2"])
@@ -370,10 +375,9 @@ class Adadelta(Optimizer):
     ) -> Any:
         a = ctx.arr
         s = st.slots[k]
-        one_m = a(ctx.const(1) - c["rho"])
-        v = a(a(s["square_avg"] * c["rho"]) + a(a(g * g) * one_m))
+        v = _ema(ctx, s["square_avg"], a(g * g), c["rho"])
         d = a(ctx.div(ctx.sqrt(a(s["acc_delta"] + c["eps"])), ctx.sqrt(a(v + c["eps"]))) * g)
-        u = a(a(s["acc_delta"] * c["rho"]) + a(a(d * d) * one_m))
+        u = _ema(ctx, s["acc_delta"], a(d * d), c["rho"])
         s["square_avg"], s["acc_delta"] = v, u
         return p - a(d * lr)
 
