@@ -150,27 +150,11 @@ class Backend:
         dt = self.dtype(dtype)
         if not self.is_numpy:
             if isinstance(value, self.array_type):
-                if value.dtype != dt:
-                    raise TorchLeanError(
-                        f"array of dtype {value.dtype} given where {dtype} is expected "
-                        "(convert explicitly; no silent casts)"
-                    )
-                return value
-            if isinstance(value, np.ndarray):
-                if value.dtype != np_dtype(dtype):
-                    raise TorchLeanError(
-                        f"array of dtype {value.dtype} given where {dtype} is expected "
-                        "(convert explicitly; no silent casts)"
-                    )
-                return self.from_host(value)
+                return _same_dtype(value, dt, dtype)
+            # host values (NumPy arrays, numbers) are checked / rounded by the NumPy path
             return self.from_host(NUMPY.asarray(value, dtype))
         if isinstance(value, np.ndarray):
-            if value.dtype != dt:
-                raise TorchLeanError(
-                    f"array of dtype {value.dtype} given where {dtype} is expected "
-                    "(convert explicitly; no silent casts)"
-                )
-            return value
+            return _same_dtype(value, dt, dtype)
         if dtype == "symbolic":
             return np.array(value, dtype=object)
         if dtype == "exact":
@@ -182,6 +166,15 @@ class Backend:
                 out[idx] = Fraction(v)
             return out
         return round_f64(np.asarray(value, dtype=np.float64), dtype)
+
+
+def _same_dtype(value: Any, dt: Any, dtype: str) -> Any:
+    if value.dtype != dt:
+        raise TorchLeanError(
+            f"array of dtype {value.dtype} given where {dtype} is expected "
+            "(convert explicitly; no silent casts)"
+        )
+    return value
 
 
 def round_f64(x: Any, dtype: str) -> Any:
