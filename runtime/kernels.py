@@ -316,7 +316,7 @@ def _log_check(ctx: KernelContext, xs: list[Any], attrs: Attrs) -> None:
     x = xs[0]
     with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN comparisons as invalid
         bad = ctx.isnan(x) | ~(ctx.const(0) < x)
-    if bool(ctx.xp.any(bad)):
+    if bool(np.any(bad) if ctx.backend.is_numpy else ctx.xp.any(bad)):
         to_host = ctx.backend.to_host
         i = int(np.flatnonzero(to_host(bad).reshape(-1))[0])
         raise DomainError(
