@@ -228,7 +228,9 @@ class KernelContext:
             # add.accumulate is sequential by definition: out[i] = out[i-1] + x[i].
             return self.arr(np.add.accumulate(x, axis=0, dtype=self.dt)[-1])
         if self.backend.ordered_fold is not None:
-            return self.backend.ordered_fold(x)
+            y = self.backend.ordered_fold(x)
+            if y is not None:  # None: no device kernel for this dtype
+                return y
         acc = x[0, ...]
         for i in range(1, k):
             acc = acc + x[i, ...]
@@ -270,7 +272,9 @@ class KernelContext:
         if k == 0:
             return self.zeros((*a.shape[:-1], b.shape[-1]))
         if self.backend.ordered_matmul is not None:
-            return self.backend.ordered_matmul(a, b)
+            y = self.backend.ordered_matmul(a, b)
+            if y is not None:  # None: no device kernel for this dtype
+                return y
         acc = a[..., :, 0:1] * b[..., 0:1, :]
         if self._np:
             # The same k-loop, C = C + A[..., :, p] * B[..., p, :] (a product rounded, then
