@@ -229,7 +229,8 @@ def namespace_backend(name: str, xp: Any) -> Backend:
             dmap[dt] = getattr(xp, dt)
 
     def from_host(a: Any) -> Any:
-        return xp.asarray(a, dtype=dmap.get(str(a.dtype)) if a.dtype.kind == "f" else None)
+        dt = dmap.get(str(a.dtype)) if a.dtype.kind == "f" else None
+        return xp.asarray(a, dtype=dt, copy=True)  # never a view of the host buffer
 
     return Backend(
         name=name,

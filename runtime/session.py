@@ -413,7 +413,9 @@ class Session:
     def _array(self, value: Any) -> Any:
         a = self.backend.asarray(value, self.dtype)
         if not self.backend.is_numpy:
-            return self.ctx.xp.asarray(a, copy=True)
+            # a host value was uploaded into a fresh array already; copy only the caller's
+            # own device array (device arrays cannot be made read-only)
+            return self.ctx.xp.asarray(a, copy=True) if a is value else a
         return _frozen_copy(a)
 
     def _host_array(self, value: Any) -> Any:
