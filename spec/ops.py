@@ -32,11 +32,16 @@ from .shape import Shape, broadcast_shapes, broadcasts_to, ravel_index, size, un
 from .tensor import Tensor, fold_add
 
 __all__ = [
+    "GELU_C",
+    "GELU_K",
     "OPS",
     "AttrSpec",
     "OpDef",
+    "default_attention_scale",
     "expand",
     "get_op",
+    "matmul_operands",
+    "neg_inf",
     "unbroadcast",
 ]
 
@@ -1521,4 +1526,6 @@ _composite(
 
 # The model-scale ops (convolution, pooling, normalisation, attention, embeddings) register
 # themselves here, so OPS is complete whenever spec.ops is imported.
-from . import ops_model as _ops_model  # noqa: E402,F401
+from .ops_model import default_attention_scale, neg_inf  # noqa: E402
+
+matmul_operands = _matmul_operands
