@@ -9,6 +9,7 @@ Invariants:
 - BLAS and framework thread counts are fixed before any peer is imported and reported as
   they are in effect, read back from the libraries (threadpoolctl where installed).
 - Nothing here asserts on time.
+- Progress and skip messages go to stderr (`log`); stdout carries only results.
 """
 
 from __future__ import annotations
@@ -26,10 +27,15 @@ from typing import Any
 __all__ = [
     "Timing",
     "environment",
+    "fmt_ratio",
+    "fmt_time",
     "interleaved",
     "limit_threads",
+    "log",
+    "median_rows",
     "paired_ratio",
     "set_thread_env",
+    "table",
 ]
 
 THREAD_ENV = (
@@ -55,6 +61,11 @@ def set_thread_env(threads: int) -> None:
 
 
 _LIMITER: Any = None
+
+
+def log(msg: str) -> None:
+    """A progress or skip message, on stderr (flushed at once)."""
+    print(msg, file=sys.stderr, flush=True)
 
 
 def limit_threads(threads: int) -> dict[str, Any]:
@@ -152,6 +163,25 @@ def paired_ratio(t: Timing, num: str, den: str) -> float:
     """Median over rounds of t[num]/t[den] (both timed in the same round)."""
     a, b = t.times[num], t.times[den]
     return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+
+def median_rows(
+    t: Timing,
+    labels: Mapping[str, str],
+    reference: str | None,
+    extra: Callable[[float], dict[str, float]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """One row per contender of `t`, in its order: `label`, `median_s`, the fields `extra`
+    computes from the median (if given), then `ratio_to_torch`: the paired ratio to the
+    contender `reference`, or None when there is none."""
+    rows: dict[str, dict[str, Any]] = {}
+    for k, med in t.medians().items():
+        row: dict[str, Any] = {"label": labels[k], "median_s": med}
+        if extra is not None:
+            row.update(extra(med))
+        row["ratio_to_torch"] = paired_ratio(t, k, reference) if reference else None
+        rows[k] = row
+    return rows
 
 
 def fmt_time(seconds: float) -> str:

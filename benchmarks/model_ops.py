@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .harness import fmt_ratio, fmt_time, interleaved, paired_ratio, table
+from .harness import fmt_ratio, fmt_time, interleaved, median_rows, table
 
 __all__ = ["fig_model", "markdown_model"]
 
@@ -136,14 +136,7 @@ def fig_model(cfg: dict[str, Any], have_torch: bool) -> dict[str, Any]:
         if torch_step is not None:
             contenders = {**contenders, "torch": torch_step}
         t = interleaved(contenders, rounds)
-        rows = {
-            k: {
-                "label": labels[k],
-                "median_s": med,
-                "ratio_to_torch": paired_ratio(t, k, "torch") if torch_step else None,
-            }
-            for k, med in t.medians().items()
-        }
+        rows = median_rows(t, labels, "torch" if torch_step else None)
         out["workloads"][key] = {"what": what, "rows": rows}
     if not have_torch:
         out["skipped"] = "PyTorch is not installed: no reference column (pip install torch)"

@@ -273,17 +273,24 @@ def torch_mlp(init: MlpInit, device: str = "cpu") -> Step:
     return run
 
 
-def _autograd_chain(n: int) -> Step:
-    import autograd.numpy as anp
-    from autograd import grad
+def _array_chain(xp: Any, n: int) -> Callable[[Any], Any]:
+    """The chain as a function of x in a NumPy-like module `xp` (autograd.numpy, jax.numpy):
+    n ops alternating neg and tanh, then sum."""
 
     def f(x: Any) -> Any:
         h = x
         for k in range(n):
-            h = anp.tanh(h) if k % 2 else -h
-        return anp.sum(h)
+            h = xp.tanh(h) if k % 2 else -h
+        return xp.sum(h)
 
-    gf, x0 = grad(f), chain_input()
+    return f
+
+
+def _autograd_chain(n: int) -> Step:
+    import autograd.numpy as anp
+    from autograd import grad
+
+    gf, x0 = grad(_array_chain(anp, n)), chain_input()
     return lambda: gf(x0)
 
 
@@ -317,13 +324,7 @@ def _jax_chain(n: int) -> Step:
     import jax
     import jax.numpy as jnp
 
-    def f(x: Any) -> Any:
-        h = x
-        for k in range(n):
-            h = jnp.tanh(h) if k % 2 else -h
-        return jnp.sum(h)
-
-    gf, x0 = jax.grad(f), jnp.asarray(chain_input())
+    gf, x0 = jax.grad(_array_chain(jnp, n)), jnp.asarray(chain_input())
     return lambda: gf(x0).block_until_ready()
 
 

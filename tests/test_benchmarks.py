@@ -1,6 +1,7 @@
 """benchmarks: `python -m benchmarks --quick` runs every figure end to end on tiny sizes and
 reports them in the documented structure; the memory accounting and the report writer are
-checked on hand-made cases. No assertion here is about time."""
+checked on hand-made cases (the report's text against a golden written for a hand-made
+measurement record). No assertion here is about time."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cli import BEGIN, END, write_markdown
 from benchmarks.memory import buffer_bytes, tape_bytes
+from benchmarks.report import BEGIN, END, markdown, summary, write_markdown
 from benchmarks.workloads import PEERS
 from runtime.context import KernelContext
 from runtime.tape import Tape
@@ -118,3 +119,199 @@ def test_tape_bytes_counts_each_buffer_once() -> None:
     assert held == 96 + 96
     a = np.zeros(10)
     assert buffer_bytes([a, a[2:], a.reshape(2, 5), np.broadcast_to(a, (3, 10))]) == 80
+
+
+# A hand-made measurement record touching every branch of the report: a peer measured and
+# one skipped, a ratio of 100× or more, a missing ratio, a skip note, a property with no
+# time, PyTorch memory, a model figure without PyTorch, and targets met, not met and unjudged.
+RECORD = {
+    "command": "python -m benchmarks --repeat 1",
+    "quick": False,
+    "started": "2026-01-02 03:04:05 UTC",
+    "seconds": 12.4,
+    "environment": {"machine": "x86_64", "cpus": 2, "python": "3.11.9", "numpy": "2.1.0"},
+    "threads": {
+        "requested": 1,
+        "threadpools": [{"prefix": "libopenblas", "num_threads": 1}],
+        "torch_threads": 1,
+    },
+    "peers": {"torch": {"label": "PyTorch (CPU, eager autograd)", "version": "2.13.0"}},
+    "peers_skipped": {"jax": "not installed"},
+    "chain": {
+        "n_ops": 100,
+        "rounds": 6,
+        "rows": {
+            "ours": {"label": "ours", "median_s": 0.0025, "per_op_us": 25.0, "ratio_to_torch": 0.5},
+            "torch": {
+                "label": "PyTorch",
+                "median_s": 0.005,
+                "per_op_us": 50.0,
+                "ratio_to_torch": 1.0,
+            },
+        },
+    },
+    "mlp": {
+        "float32": {
+            "sizes": [784, 512, 10],
+            "batch": 128,
+            "rounds": 3,
+            "rows": {
+                "ours": {"label": "ours", "median_s": 1.5, "ratio_to_torch": 250.0},
+                "numpy": {"label": "NumPy", "median_s": 0.0000123, "ratio_to_torch": None},
+            },
+            "skipped": {"micrograd": "a scalar engine"},
+        }
+    },
+    "ordered": {
+        "float64": {
+            "fast_s": 0.002,
+            "ordered_s": 0.008,
+            "ratio": 4.0,
+            "fast_matmul_share": 0.5,
+            "ordered_matmul_share": 0.875,
+            "first_layer": {
+                "shape": [128, 784, 512],
+                "fast_ns_per_pair": 0.0625,
+                "ordered_ns_per_pair": 1.5,
+                "mul_pass_ns_per_element": 0.25,
+                "add_pass_ns_per_element": 0.375,
+            },
+        }
+    },
+    "conformance": {
+        "max_examples": 5,
+        "dtypes": {
+            "exact": {
+                "properties": [
+                    {
+                        "property": "agree",
+                        "kernels": "ordered",
+                        "cases": 10,
+                        "seconds": 2.0,
+                        "check_seconds": 0.5,
+                        "cases_per_s": 5.0,
+                    },
+                    {
+                        "property": "grad",
+                        "kernels": "fast",
+                        "cases": 0,
+                        "seconds": 0.0,
+                        "check_seconds": 0.0,
+                        "cases_per_s": 0.0,
+                    },
+                ],
+                "cases": 10,
+                "seconds": 2.0,
+                "check_seconds": 0.5,
+                "cases_per_s": 5.0,
+            }
+        },
+    },
+    "memory": {
+        "tape_bytes": 3 * 2**20,
+        "needed_bytes": 2 * 2**20,
+        "ratio": 1.5,
+        "torch_saved_bytes": 2**20,
+        "torch_ratio": 0.5,
+    },
+    "model": {
+        "rounds": 2,
+        "workloads": {
+            "conv": {
+                "what": "conv",
+                "rows": {"ours": {"label": "ours", "median_s": 0.25, "ratio_to_torch": None}},
+            }
+        },
+        "skipped": "PyTorch is not installed",
+    },
+    "targets": [
+        {"target": "A", "measured": 0.5, "limit": 1.0, "met": True, "what": "a / b"},
+        {"target": "B", "measured": 2.0, "limit": 1.25, "met": False, "what": "c / d"},
+        {"target": "C", "measured": None, "limit": 5.0, "met": None, "what": "e / f"},
+    ],
+}
+
+GOLDEN_REPORT = "\n".join(
+    [
+        "Measured 2026-01-02 03:04:05 UTC with `python -m benchmarks --repeat 1` (12 s).",
+        "",
+        "| environment |  |",
+        "|---|---|",
+        "| machine | x86_64, 2 CPUs, load average at start ? |",
+        "| Python / NumPy | 3.11.9 / 2.1.0 (?) |",
+        "| peers | PyTorch (CPU, eager autograd) 2.13.0 |",
+        "| threads | requested 1; in effect: libopenblas 1; torch 1 |",
+        "| skipped peers | jax: not installed |",
+        "",
+        "### Targets",
+        "",
+        "| target | measured | limit | status | measured as |",
+        "|---|---|---|---|---|",
+        "| A | 0.50× | ≤ 1× | **met** | a / b |",
+        "| B | 2.00× | ≤ 1.25× | **not met** | c / d |",
+        "| C | – | ≤ 5× | – | e / f |",
+        "",
+        "### 1. Per-op overhead: 100-op chain on shape (4,), forward + backward (median of 6"
+        " interleaved rounds)",
+        "",
+        "| implementation | chain | per op | × PyTorch |",
+        "|---|---|---|---|",
+        "| ours | 2.50 ms | 25.0 µs | 0.50× |",
+        "| PyTorch | 5.00 ms | 50.0 µs | 1.00× |",
+        "",
+        "### 2. MLP 784-512-10, batch 128, float32: one SGD step (median of 3 interleaved rounds)",
+        "",
+        "| implementation | step | × PyTorch |",
+        "|---|---|---|",
+        "| ours | 1.50 s | 250× |",
+        "| NumPy | 12.3 µs | – |",
+        "",
+        "micrograd: a scalar engine.",
+        "",
+        "### 3. `ordered` / `fast` on the MLP step (eager Session)",
+        "",
+        "| dtype | fast | ordered | ordered / fast | share in matmul (fast / ordered) |",
+        "|---|---|---|---|---|",
+        "| float64 | 2.00 ms | 8.00 ms | 4.00× | 50% / 88% |",
+        "",
+        "| dtype | first layer m×k×n | BLAS per multiply-add | ordered k-loop per"
+        " multiply-add | one NumPy pass per element (outer multiply + add) |",
+        "|---|---|---|---|---|",
+        "| float64 | 128×784×512 | 0.062 ns | 1.500 ns | 0.250 + 0.375 ns |",
+        "",
+        "### 4. Conformance throughput (`run_property`, 5 examples per property, derandomised)",
+        "",
+        "| dtype | property | kernels | cases | time | in the check | cases/s |",
+        "|---|---|---|---|---|---|---|",
+        "| exact | agree | ordered | 10 | 2.00 s | 25% | 5.0 |",
+        "| exact | grad | fast | 0 | 0.00 s | 0% | 0.0 |",
+        "| **exact** | all |  | 10 | 2.00 s | 25% | **5.0** |",
+        "",
+        "*in the check*: the share of the time spent in the property's check (runtime, spec"
+        " and comparison); the rest is Hypothesis drawing graphs, inputs and seeds.",
+        "",
+        "### 5. Memory held by the tape in the MLP step (float32)",
+        "",
+        "|  | bytes | × needed |",
+        "|---|---|---|",
+        "| tape: node values + saved tensors (distinct buffers) | 3.00 MiB | 1.50× |",
+        "| forward values the backward reads (linear x, W; relu x; loss ŷ, t) | 2.00 MiB | 1.00× |",
+        "| PyTorch: tensors saved for backward (distinct storages) | 1.00 MiB | 0.50× |",
+        "",
+        "### 6. Model-scale ops: forward + backward, float32 (median of 2 interleaved rounds)",
+        "",
+        "| workload | implementation | step | × PyTorch |",
+        "|---|---|---|---|",
+        "| conv | ours | 250.00 ms | – |",
+        "",
+        "PyTorch skipped: PyTorch is not installed.",
+        "",
+    ]
+)
+
+
+def test_markdown_report_text_is_fixed() -> None:
+    assert markdown(RECORD) == GOLDEN_REPORT
+    assert summary(RECORD) == (
+        "A: 0.50× (limit 1×) met\nB: 2.00× (limit 1.25×) NOT met\nC: – (limit 5×) n/a"
+    )
