@@ -16,7 +16,7 @@ from proofs.decide import decide_zero, rational_points
 from proofs.enumeration import GRAMMARS, count_tier, enumerate_tier
 from proofs.graph_laws import check_graph
 from proofs.kernel_laws import KNOWN_FAILURES
-from proofs.op_laws import LAWS, OBLIGATIONS
+from proofs.laws import LAWS, OBLIGATIONS
 from proofs.registry import (
     EVIDENCE_KINDS,
     CheckContext,
@@ -63,7 +63,7 @@ SUBSET = [
 def test_every_op_has_its_three_obligations() -> None:
     names = {t.name for t in theorems()}
     for op in OPS:
-        assert op in LAWS, f"op {op!r} has no law in proofs/op_laws.py"
+        assert op in LAWS, f"op {op!r} has no law in proofs/laws/"
         for ob in OBLIGATIONS:
             th = get(f"op.{op}.{ob}")
             assert th.name in names
