@@ -16,6 +16,8 @@ Invariants:
   it holds, 1 when it is rejected (the reason on stderr).
 - `readme` prints the theorem table that `proofs/README.md` embeds.
 - Only this module writes to the terminal.
+- Each `_cmd_*` command is a thin sequence of parse / run / report helpers; the parser is
+  built from one table of subcommands (`_COMMANDS`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import argparse
 import datetime
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from . import certificate
+from . import run_certificate
 from .registry import CheckResult, ProofError, Theorem, select
 from .runner import default_jobs, run_theorems
 
@@ -117,7 +120,36 @@ class _Progress:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     ths = select(args.names)
-    against = certificate.load(args.against) if args.against else None
+    against = run_certificate.load(args.against) if args.against else None
+    run = _run_check(ths, args)
+    mode = "quick" if args.quick else "full"
+    cert = run_certificate.build(
+        mode, args.names, run.results, elapsed=run.elapsed, started=run.started, jobs=args.jobs
+    )
+    failed = _report_results(run.results, sys.stdout)
+    sys.stdout.write(
+        f"\n{len(run.results) - len(failed)}/{len(run.results)} theorems pass ({mode} mode, "
+        f"{run.elapsed:.1f} s, {args.jobs} jobs)\n"
+    )
+    if args.certificate != "-":
+        run_certificate.write(cert, args.certificate)
+        sys.stdout.write(f"certificate: {args.certificate} ({cert['certificate_digest']})\n")
+    if against is not None:
+        _report_against(args.against, against, cert, mode, sys.stdout)
+    return 1 if failed else 0
+
+
+@dataclass
+class _CheckRun:
+    """The results of one `check` run, with its wall-clock start and elapsed time."""
+
+    results: list[tuple[Theorem, CheckResult]]
+    started: str
+    elapsed: float
+
+
+def _run_check(ths: Sequence[Theorem], args: argparse.Namespace) -> _CheckRun:
+    """Run the selected theorems with a progress bar (see `_Progress`)."""
     enabled = sys.stderr.isatty() and not args.no_progress
     bar = _Progress(len(ths), enabled)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -133,11 +165,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    elapsed = time.perf_counter() - t0
-    mode = "quick" if args.quick else "full"
-    cert = certificate.build(
-        mode, args.names, results, elapsed=elapsed, started=started, jobs=args.jobs
-    )
+    return _CheckRun(list(results), started, time.perf_counter() - t0)
+
+
+def _report_results(results: Sequence[tuple[Theorem, CheckResult]], out: TextIO) -> list[str]:
+    """The result table, then each failure in detail; the names of the failed theorems."""
     rows = [("theorem", "result", "evidence", "counts", "s")]
     for th, r in results:
         rows.append(
@@ -149,46 +181,58 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 f"{r.seconds:.1f}",
             )
         )
-    _table(rows, sys.stdout)
+    _table(rows, out)
     failed = [th.name for th, r in results if not r.passed]
     for th, r in results:
         if not r.passed:
-            sys.stdout.write(f"\nFAILED {th.name}:\n")
-            sys.stdout.write(_failure_text(r))
-    sys.stdout.write(
-        f"\n{len(results) - len(failed)}/{len(results)} theorems pass ({mode} mode, "
-        f"{elapsed:.1f} s, {args.jobs} jobs)\n"
-    )
-    if args.certificate != "-":
-        certificate.write(cert, args.certificate)
-        sys.stdout.write(f"certificate: {args.certificate} ({cert['certificate_digest']})\n")
-    if against is not None:
-        sys.stdout.write(f"\ncompared with {args.against}:\n")
-        if against.get("mode") != mode:
-            sys.stdout.write(
-                f"note: {args.against} was a {against.get('mode')} run, this is a {mode} run\n"
-            )
-        cmp = certificate.compare(against, cert)
-        for line in cmp.lines():
-            sys.stdout.write(f"  {line}\n")
-    return 1 if failed else 0
+            out.write(f"\nFAILED {th.name}:\n")
+            out.write(_failure_text(r))
+    return failed
 
 
-def _failure_text(r: CheckResult) -> str:
-    d = r.details
+def _report_against(
+    path: str, against: dict[str, Any], cert: dict[str, Any], mode: str, out: TextIO
+) -> None:
+    """Changed and stale theorems of the earlier certificate `against` (from `path`)."""
+    out.write(f"\ncompared with {path}:\n")
+    if against.get("mode") != mode:
+        out.write(f"note: {path} was a {against.get('mode')} run, this is a {mode} run\n")
+    cmp = run_certificate.compare(against, cert)
+    for line in cmp.lines():
+        out.write(f"  {line}\n")
+
+
+def _error_lines(d: dict[str, Any]) -> list[str]:
+    return [f"  error: {d['error']}"] if "error" in d else []
+
+
+def _case_lines(d: dict[str, Any]) -> list[str]:
+    return [
+        f"  case {c['case']}: {'; '.join(c.get('failures', []))[:500]}"
+        for c in d.get("cases", [])
+        if not c.get("ok", True)
+    ]
+
+
+def _known_failure_lines(d: dict[str, Any]) -> list[str]:
     lines = []
-    if "error" in d:
-        lines.append(f"  error: {d['error']}")
-    for c in d.get("cases", []):
-        if not c.get("ok", True):
-            lines.append(f"  case {c['case']}: {'; '.join(c.get('failures', []))[:500]}")
     if d.get("known_failures"):
         lines.append("  known failures (reported bugs): " + ", ".join(d["known_failures"]))
     if d.get("unexplained_failures"):
         lines.append("  UNEXPLAINED failures: " + ", ".join(d["unexplained_failures"]))
-    for name, row in d.get("ops", {}).items():
-        for f in row.get("failures", [])[:1]:
-            lines.append(f"  {name}: {f[:300]}")
+    return lines
+
+
+def _op_lines(d: dict[str, Any]) -> list[str]:
+    return [
+        f"  {name}: {f[:300]}"
+        for name, row in d.get("ops", {}).items()
+        for f in row.get("failures", [])[:1]
+    ]
+
+
+def _graph_lines(d: dict[str, Any]) -> list[str]:
+    lines = []
     for k, v in d.items():
         if k.endswith("_failures") and isinstance(v, list):
             for f in v[:2]:
@@ -198,17 +242,35 @@ def _failure_text(r: CheckResult) -> str:
                     f"  {k[:-9]}: {f['mismatch']}\n"
                     + "\n".join("    " + s for s in f["graph"].splitlines())
                 )
-    for k, v in d.get("rows", {}).items():
-        if v.get("failed"):
-            lines.append(f"  {k}: {v.get('failure')}")
+    return lines
+
+
+def _row_lines(d: dict[str, Any]) -> list[str]:
+    return [f"  {k}: {v.get('failure')}" for k, v in d.get("rows", {}).items() if v.get("failed")]
+
+
+_FAILURE_SECTIONS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
+    _error_lines,
+    _case_lines,
+    _known_failure_lines,
+    _op_lines,
+    _graph_lines,
+    _row_lines,
+)
+"""The parts of a failed result's report, in order (`_failure_text`)."""
+
+
+def _failure_text(r: CheckResult) -> str:
+    d = r.details
+    lines = [line for section in _FAILURE_SECTIONS for line in section(d)]
     if isinstance(d.get("written_proof"), str) and not r.passed:
         lines.append(f"  written proof: {d['written_proof']}")
     return "\n".join(lines[:20]) + "\n"
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    cert = certificate.load(args.path)
-    cmp = certificate.stale_against_tree(cert)
+    cert = run_certificate.load(args.path)
+    cmp = run_certificate.stale_against_tree(cert)
     sys.stdout.write(
         f"{args.path}: {cert.get('mode')} run, {len(cert['theorems'])} theorems, "
         f"{cert['certificate_digest']}\n"
@@ -256,47 +318,68 @@ def _cmd_readme(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m proofs", description="torchlean's checked obligations"
-    )
-    sub = p.add_subparsers(dest="cmd", required=True)
-    pl = sub.add_parser("list", help="list the theorems")
-    pl.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
-    pl.add_argument("--long", action="store_true", help="do not shorten the scope column")
-    pl.set_defaults(fn=_cmd_list)
-    ps = sub.add_parser("show", help="print theorems in full (statement, formula, scope)")
-    ps.add_argument("names", nargs="+", help="names or dotted prefixes")
-    ps.set_defaults(fn=_cmd_show)
-    pc = sub.add_parser("check", help="re-run checks and write a certificate")
-    pc.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
-    pc.add_argument("--quick", action="store_true", help="small bounds for CI")
-    pc.add_argument(
+def _add_list(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
+    p.add_argument("--long", action="store_true", help="do not shorten the scope column")
+
+
+def _add_show(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="+", help="names or dotted prefixes")
+
+
+def _add_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="*", help="names or dotted prefixes (default: all)")
+    p.add_argument("--quick", action="store_true", help="small bounds for CI")
+    p.add_argument(
         "--certificate",
         default=DEFAULT_CERTIFICATE,
         help=f"where to write the certificate (default {DEFAULT_CERTIFICATE}; '-' for none)",
     )
-    pc.add_argument(
+    p.add_argument(
         "--against",
         metavar="PATH",
         help="compare with an earlier certificate: changed and stale theorems",
     )
-    pc.add_argument(
+    p.add_argument(
         "--jobs",
         type=int,
         default=default_jobs(),
         help="worker processes (default: the CPUs available)",
     )
-    pc.add_argument("--no-progress", action="store_true", help="no progress bar")
-    pc.set_defaults(fn=_cmd_check)
-    pv = sub.add_parser("verify", help="check a certificate's digest and staleness")
-    pv.add_argument("path")
-    pv.set_defaults(fn=_cmd_verify)
-    pk = sub.add_parser("check-cert", help="re-validate an output-bound certificate")
-    pk.add_argument("path")
-    pk.set_defaults(fn=_cmd_check_cert)
-    pr = sub.add_parser("readme", help="print the theorem table for proofs/README.md")
-    pr.set_defaults(fn=_cmd_readme)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path")
+
+
+def _add_nothing(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+_Command = tuple[
+    str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]
+]
+_COMMANDS: tuple[_Command, ...] = (
+    ("list", "list the theorems", _add_list, _cmd_list),
+    ("show", "print theorems in full (statement, formula, scope)", _add_show, _cmd_show),
+    ("check", "re-run checks and write a certificate", _add_check, _cmd_check),
+    ("verify", "check a certificate's digest and staleness", _add_path, _cmd_verify),
+    ("check-cert", "re-validate an output-bound certificate", _add_path, _cmd_check_cert),
+    ("readme", "print the theorem table for proofs/README.md", _add_nothing, _cmd_readme),
+)
+"""The subcommands: name, help, argument adder, command function (in `--help` order)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m proofs", description="torchlean's checked obligations"
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, help_text, add_arguments, fn in _COMMANDS:
+        sp = sub.add_parser(name, help=help_text)
+        add_arguments(sp)
+        sp.set_defaults(fn=fn)
     return p
 
 

@@ -5,7 +5,7 @@ This is the symbolic check of assumptions (K1) and (K2) of the written link proo
 
 Invariants:
 - For every op of `spec.ops.OPS` and every representative case of its law in
-  `proofs.op_laws.LAWS` (shapes, attributes, env, region of symbolic inputs), the kernel
+  `proofs.laws.LAWS` (shapes, attributes, env, region of symbolic inputs), the kernel
   `runtime.kernels.KERNELS[op]`, run in `KernelContext("symbolic", "ordered")` on the
   case's inputs (converted with `runtime.backend.from_spec`), must:
   - accept the inputs (its precondition check, if any);
@@ -35,7 +35,7 @@ from spec.ops import OPS
 from spec.tensor import Tensor
 
 from .decide import decide_zero, symbols
-from .op_laws import LAWS
+from .laws import LAWS
 from .registry import CheckContext, CheckResult, Scope, Theorem, register
 
 __all__ = ["KNOWN_FAILURES", "check_kernels", "register_all"]

@@ -180,9 +180,9 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import float_laws, graph_laws, kernel_laws, model_graphs, op_laws
+    from . import float_laws, graph_laws, kernel_laws, laws, model_graphs
 
-    op_laws.register_all()
+    laws.register_all()
     graph_laws.register_all()
     kernel_laws.register_all()
     float_laws.register_all()

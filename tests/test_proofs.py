@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import sympy
 
-from proofs import certificate
+from proofs import run_certificate
 from proofs.cli import main, readme_table
 from proofs.decide import decide_zero, rational_points
 from proofs.enumeration import GRAMMARS, count_tier, enumerate_tier
 from proofs.graph_laws import check_graph
 from proofs.kernel_laws import KNOWN_FAILURES
-from proofs.op_laws import LAWS, OBLIGATIONS
+from proofs.laws import LAWS, OBLIGATIONS
 from proofs.registry import (
     EVIDENCE_KINDS,
     CheckContext,
@@ -63,7 +63,7 @@ SUBSET = [
 def test_every_op_has_its_three_obligations() -> None:
     names = {t.name for t in theorems()}
     for op in OPS:
-        assert op in LAWS, f"op {op!r} has no law in proofs/op_laws.py"
+        assert op in LAWS, f"op {op!r} has no law in proofs/laws/"
         for ob in OBLIGATIONS:
             th = get(f"op.{op}.{ob}")
             assert th.name in names
@@ -196,7 +196,7 @@ def quick_certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, s
         path = d / f"c{attempt}.json"
         argv = ["check", *SUBSET, "--quick", "--jobs", "2", "--no-progress"]
         assert main([*argv, "--certificate", str(path)]) == 0
-        certs.append(certificate.load(path))
+        certs.append(run_certificate.load(path))
         if len(certs) >= 2 and certs[-1]["sources"] == certs[-2]["sources"]:
             return certs[-2], certs[-1], str(d / f"c{attempt - 1}.json")
     pytest.fail("the sources changed between every pair of runs")
@@ -233,7 +233,7 @@ def test_certificate_contents(quick_certs: tuple[dict, dict, str]) -> None:
         assert on_disk <= set(srcs)
     assert all(v.startswith("sha256:") and len(v) == 71 for v in srcs.values())
     assert "proofs/link_theorem.md" in srcs
-    assert c1["certificate_digest"] == certificate.compute_digest(c1)
+    assert c1["certificate_digest"] == run_certificate.compute_digest(c1)
     assert "elapsed_seconds" in c1["timings"]
 
 
@@ -246,9 +246,9 @@ def test_certificate_is_reproducible(quick_certs: tuple[dict, dict, str]) -> Non
     # the digest ignores timings but not results
     c3 = json.loads(json.dumps(c1))
     c3["timings"]["elapsed_seconds"] = 1e9
-    assert certificate.compute_digest(c3) == c1["certificate_digest"]
+    assert run_certificate.compute_digest(c3) == c1["certificate_digest"]
     c3["theorems"]["op.mul.adjoint"]["result"] = "fail"
-    assert certificate.compute_digest(c3) != c1["certificate_digest"]
+    assert run_certificate.compute_digest(c3) != c1["certificate_digest"]
 
 
 def test_modified_source_hash_is_reported_stale(
@@ -258,8 +258,8 @@ def test_modified_source_hash_is_reported_stale(
     old = json.loads(json.dumps(c1))
     old["sources"]["spec/ops.py"] = "sha256:" + "0" * 64
     edited = tmp_path / "edited.json"
-    certificate.write(old, edited)
-    cmp = certificate.compare(certificate.load(edited), c2)
+    run_certificate.write(old, edited)
+    cmp = run_certificate.compare(run_certificate.load(edited), c2)
     assert not cmp.digest_ok
     assert cmp.changed_files == ["spec/ops.py"]
     stale = {s["name"] for s in cmp.stale}
@@ -294,8 +294,8 @@ def test_result_change_is_reported(quick_certs: tuple[dict, dict, str]) -> None:
     c1, c2, _ = quick_certs
     old = json.loads(json.dumps(c1))
     old["theorems"]["op.relu.forward"]["result"] = "fail"
-    old["certificate_digest"] = certificate.compute_digest(old)
-    cmp = certificate.compare(old, c2)
+    old["certificate_digest"] = run_certificate.compute_digest(old)
+    cmp = run_certificate.compare(old, c2)
     assert cmp.digest_ok and not cmp.stale
     assert cmp.changed == [{"name": "op.relu.forward", "old": "fail", "new": "pass"}]
 

@@ -1,4 +1,6 @@
-"""Certificates: what was checked, against which sources, with which result.
+"""Proof-run certificates (`python -m proofs check`): what was checked, against which
+sources, with which result. (Not to be confused with the output-bound certificates of
+`runtime.verify`, which `proofs.certcheck` re-validates.)
 
 Invariants:
 - A certificate is a JSON object with `format`, `mode`, `selection`, `versions` (python,

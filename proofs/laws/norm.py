@@ -1,0 +1,82 @@
+"""Per-op laws of the norm family: layer_norm, batch_norm.
+
+Invariants (those of `proofs.laws.core`):
+- This module holds exactly the laws of its family's ops, each written once with
+  `law(op=..., ...)` when the module is imported; it exports no names (`__all__` is
+  empty) and is imported only by `proofs.laws`.
+- Every definition here is independent of `spec`: NumPy object arrays and sympy, built
+  from the shared helpers of `proofs.laws.core`.
+- Both use eps = 1/100000 and the biased variance; checked on free symbols and at fixed
+  rational points, with the numeric fallback allowed for every obligation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import sympy
+
+from .core import ALL_OBLIGATIONS, Arr, Case, arr, fixed, free, law
+
+__all__: list[str] = []
+
+_EPS = sympy.Rational(1, 100000)
+
+
+def _ln_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    x, gamma, beta = v
+    out = np.empty(x.shape, dtype=object)
+    for idx in np.ndindex(*x.shape[:-1]):
+        row = list(x[idx])
+        mu = sympy.Add(*row) / len(row)
+        var = sympy.Add(*[(r - mu) ** 2 for r in row]) / len(row)
+        out[idx] = [
+            (r - mu) / sympy.sqrt(var + _EPS) * g + bb
+            for r, g, bb in zip(row, gamma, beta, strict=True)
+        ]
+    return arr(out)
+
+
+law(
+    op="layer_norm",
+    cases=[
+        Case(((2,), (2,), (2,)), free()),
+        Case(((2, 2), (2,), (2,)), fixed({0: (1, -2, Fraction(1, 2), 3)})),
+    ],
+    definition_text="(x - mean)/sqrt(var + 1/100000)·γ + β over the last axis (biased variance)",
+    derivative_text="jvp = the derivative of that expression (smooth: var + ε > 0)",
+    definition=_ln_def,
+    conv_jvp="definition",
+    numeric=ALL_OBLIGATIONS,
+)
+
+
+def _bn_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    x, gamma, beta = v
+    out = np.empty(x.shape, dtype=object)
+    for c in range(x.shape[1]):
+        vals = list(x[:, c].reshape(-1))
+        mu = sympy.Add(*vals) / len(vals)
+        var = sympy.Add(*[(t - mu) ** 2 for t in vals]) / len(vals)
+        out[:, c] = (x[:, c] - mu) * (1 / sympy.sqrt(var + _EPS)) * gamma[c] + beta[c]
+    return arr(out)
+
+
+law(
+    op="batch_norm",
+    cases=[
+        Case(((2, 1), (1,), (1,)), free()),
+        Case(((2, 2, 1), (2,), (2,)), fixed({0: (1, -2, Fraction(1, 2), 3)})),
+    ],
+    definition_text=(
+        "per channel c: (x - mean_c)/sqrt(var_c + 1/100000)·γ_c + β_c, statistics over the batch "
+        "and spatial axes (biased variance)"
+    ),
+    derivative_text="jvp = the derivative of that expression (smooth: var + ε > 0)",
+    definition=_bn_def,
+    conv_jvp="definition",
+    numeric=ALL_OBLIGATIONS,
+)
