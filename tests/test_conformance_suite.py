@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conformance.link import check_link
+from conformance.link_property import check_link
 from conformance.suite import Property, default_properties, replay, run_property
 from runtime.kernels import KERNELS, Kernel
 from spec.graph import format_graph
