@@ -32,7 +32,7 @@ from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
-from .link import check_dense_all_vs_from, check_link
+from .link_property import check_dense_all_vs_from, check_link
 
 __all__ = [
     "IEEE_DTYPES",

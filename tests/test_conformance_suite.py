@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conformance.link import check_link
+from conformance.link_property import check_link
 from conformance.suite import Property, default_properties, replay, run_property
 from runtime.kernels import KERNELS, Kernel
 from spec.graph import format_graph
@@ -129,3 +129,63 @@ def test_cli_writes_reports(tmp_path: Path) -> None:
     assert len(table_rows) == len(props)
     assert "FAILED" not in md
     assert "link_special_values" in proc.stdout
+
+
+# The op families (docs/ARCHITECTURE.md): one module per family in every layer.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "elementwise": (
+        "add sub neg mul scale div inv maximum minimum abs relu clamp sqrt detach const"
+    ).split(),
+    "transcendental": "exp log safe_log tanh sigmoid softplus gelu silu sin cos".split(),
+    "reduce": "sum reduce_sum mean reduce_mean reduce_max".split(),
+    "linalg": ("matmul", "linear"),
+    "shape": "reshape swap_adjacent transpose broadcast_to concat slice".split(),
+    "index": "select index_select scatter_add gather".split(),
+    "softmax": ("softmax", "log_softmax"),
+    "loss": ("mse_loss", "cross_entropy"),
+    "conv": ("conv2d", "conv_transpose2d"),
+    "pool": ("avg_pool2d", "max_pool2d"),
+    "norm": ("layer_norm", "batch_norm"),
+    "attention": ("scaled_dot_product_attention", "multi_head_attention", "mask_neg_inf"),
+    "embed": ("embedding", "one_hot"),
+}
+
+
+def test_graph_sampling_order_is_pinned() -> None:
+    """The draw order of ops is normative: every generated case depends on it."""
+    from conformance.graphs import GRAPH_OPS, SAMPLING_ORDER
+    from conformance.graphs.core import BUILDERS
+
+    assert SAMPLING_ORDER == (
+        *("add", "mul", "neg", "sub", "scale", "relu", "abs", "maximum", "minimum", "clamp"),
+        *("detach", "const", "sum", "reshape", "broadcast_to", "slice", "select", "concat"),
+        *("swap_adjacent", "transpose", "reduce_sum", "mean", "reduce_mean", "index_select"),
+        *("scatter_add", "matmul", "linear", "div", "inv", "mse_loss", "sqrt", "exp", "tanh"),
+        *("sin", "cos", "safe_log", "log", "sigmoid", "softplus", "silu", "gelu", "softmax"),
+        *("log_softmax", "cross_entropy", "gather", "reduce_max", "one_hot", "embedding"),
+        *("avg_pool2d", "max_pool2d", "conv2d", "conv_transpose2d", "mask_neg_inf"),
+        *("layer_norm", "batch_norm", "scaled_dot_product_attention", "multi_head_attention"),
+    )
+    assert GRAPH_OPS == SAMPLING_ORDER
+    assert set(BUILDERS) == set(SAMPLING_ORDER)
+
+
+@pytest.mark.parametrize(
+    ("package", "table"), [("conformance.bounds", "BOUNDS"), ("conformance.graphs", "BUILDERS")]
+)
+def test_each_family_module_registers_only_its_family(
+    package: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-running each family module against an empty table shows what it registers."""
+    import importlib
+
+    core = importlib.import_module(f"{package}.core")
+    full = dict(getattr(core, table))
+    seen: dict[str, str] = {}
+    for family, ops in FAMILIES.items():
+        monkeypatch.setattr(core, table, {})
+        importlib.reload(importlib.import_module(f"{package}.{family}"))
+        registered = set(getattr(core, table))
+        assert registered <= set(ops), (family, sorted(registered - set(ops)))
+        seen.update(dict.fromkeys(registered, family))
+    assert set(seen) == set(full)

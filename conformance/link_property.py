@@ -5,6 +5,9 @@ whether every value and every cotangent matched under the comparison policy of t
 (exact equality for "exact", bit equality with NaN matching NaN for IEEE dtypes with the
 `ordered` kernels) and whose `first_mismatch` names the first differing entry. Errors that
 both sides raise identically (e.g. log on a non-positive input) count as agreement.
+
+(Named for the suite's "link" property it checks; the comparison machinery it shares with
+`Session.check_link` lives in `runtime.linkcheck`.)
 """
 
 from __future__ import annotations

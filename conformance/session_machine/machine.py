@@ -1,146 +1,56 @@
-"""A Hypothesis state machine over the Session API, valid and invalid calls mixed.
+"""The Session state machine: its state and its rules (the steps it takes).
 
-The machine drives three sessions with one program (the *lanes*):
-
-- ``exact``: typed-graph mode, exact rationals. Its gradients are compared with spec
-  `backprop_all_ctx` on the recorded graph (exact equality for non-frozen values, zeros for
-  frozen ones, the seed at the output) and its values with `eval_graph`.
-- ``eager`` and ``graph``: float32 with the ``ordered`` kernels, eager and typed-graph mode.
-  They must agree bit for bit (values, flags, gradients, parameters); the typed-graph lane's
-  gradients are also compared numerically with spec `backprop_all_ctx` over binary32 when
-  every value is finite. A backward without hook also runs `check_link` on both
-  typed-graph lanes, and after every step the newest value's gradients are checked too.
-
-Calls that must fail (wrong shapes, stale handles after `reset_tape`, foreign handles from a
-second session, leaves after ops in typed-graph mode, `tanh` over exact rationals, bad
-hooks, malformed SGD gradient lists, bad parameter values) are checked to raise the right
-error and to change nothing: tape, recorded graph, environment, parameters, RNG counter.
-
-Where a lane cannot take a step (``tanh`` in the exact lane, a leaf after ops in the
-typed-graph lane) the value simply does not exist in that lane; later steps that use it skip
-that lane. The eager lane skips leaves the typed-graph float32 lane refuses, so the two
-float32 lanes always hold the same program.
-
-`run_session_machine(max_examples, seed)` runs the machine and returns a report `Row`.
+Invariants:
+- Every rule applies one call (valid or invalid) to every lane that can take it; a call that
+  must fail is checked with `_expect_error` (right error, nothing changed), a call that
+  succeeds updates the machine's model (`values`, `params`, `nats`, `tape_len`, `has_ops`).
+- The eager lane skips leaves the typed-graph float32 lane refuses, so the two float32 lanes
+  always hold the same program; a value missing from a lane is skipped there later.
+- Hypothesis orders rules by name, so rule names (and the draws inside each rule, with their
+  labels) are what fixes a run; the class layout does not.
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
-from hypothesis.reporting import with_reporter
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    get_state_machine_test,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from runtime.backend import DTYPE_DOMAIN, to_spec
 from runtime.session import Session, TensorRef
 from spec.errors import DomainError, GraphError, HookError, ShapeError, StaleHandleError
-from spec.graph import backprop_all_ctx, eval_graph
-from spec.tensor import Tensor, TensorPack
 
-from .suite import Row
+from .model import (
+    BINARY,
+    DTYPE,
+    LANES,
+    MAX_STALE,
+    MODE,
+    RESHAPES,
+    SHAPES,
+    STALE_CALLS,
+    UNARY,
+    VALUE,
+    ParamModel,
+    Val,
+    bad_hook,
+    broadcast_shape,
+    exact_values,
+    handle_call,
+    lane_array,
+    pattern,
+    size_of,
+    value_key,
+)
+from .oracles import SessionOracles
 
-__all__ = ["SessionMachine", "run_session_machine"]
-
-LANES = ("exact", "eager", "graph")
-FLOAT_LANES = ("eager", "graph")
-MODE = {"exact": "typed_graph", "eager": "eager", "graph": "typed_graph"}
-DTYPE = {"exact": "exact", "eager": "float32", "graph": "float32"}
-
-SHAPES: tuple[tuple[int, ...], ...] = ((), (2,), (2, 2), (2, 3), (3, 2))
-RESHAPES: tuple[tuple[int, ...], ...] = (*SHAPES, (1,), (4,), (6,), (1, 2))
-UNARY = ("neg", "relu", "tanh", "detach", "sum", "scale", "reshape")
-BINARY = ("add", "sub", "mul", "mse_loss")
-STALE_CALLS = ("relu", "get_value", "add", "detach", "backward", "scalar_left")
-MAX_STALE = 8
-
-RAT = DTYPE_DOMAIN["exact"]
-B32 = DTYPE_DOMAIN["float32"]
-
-# Small dyadic rationals: exact in float32, so every lane starts from the same numbers.
-_VALUE = st.integers(-8, 8).map(lambda n: Fraction(n, 4))
-
-
-def _size(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+__all__ = ["SessionMachine"]
 
 
-def _arr(lane: str, vals: list[Fraction], shape: tuple[int, ...]) -> np.ndarray:
-    if lane == "exact":
-        out = np.empty(len(vals), dtype=object)
-        for i, v in enumerate(vals):
-            out[i] = Fraction(v)
-        return out.reshape(shape)
-    return np.array([float(v) for v in vals], dtype=np.float32).reshape(shape)
-
-
-def _key(a: Any) -> Any:
-    a = np.asarray(a)
-    if a.dtype == object:
-        return (a.shape, tuple(a.reshape(-1)))
-    return (a.shape, str(a.dtype), np.ascontiguousarray(a).tobytes())
-
-
-def _exact(a: Any) -> list[Fraction]:
-    return [Fraction(v) for v in np.asarray(a).reshape(-1)]
-
-
-class Val:
-    """One value of the program: its handle in each lane that holds it. (A plain class, so
-    that Hypothesis prints failing steps with this short repr.)"""
-
-    __slots__ = ("refs", "shape")
-
-    def __init__(self, refs: dict[str, TensorRef], shape: tuple[int, ...]) -> None:
-        self.refs = refs
-        self.shape = shape
-
-    def __repr__(self) -> str:
-        ids = ", ".join(f"{lane}: %{r.id}@g{r.generation}" for lane, r in self.refs.items())
-        return f"Val(shape={self.shape}, {{{ids}}})"
-
-
-class ParamModel:
-    """A parameter in every lane, the exact lane's expected value and its leaves."""
-
-    __slots__ = ("leaves", "refs", "requires_grad", "shape", "value")
-
-    def __init__(
-        self,
-        refs: dict[str, Any],
-        shape: tuple[int, ...],
-        value: list[Fraction],
-        requires_grad: bool,
-    ) -> None:
-        self.refs = refs
-        self.shape = shape
-        self.value = value
-        self.requires_grad = requires_grad
-        self.leaves: dict[str, list[int]] = {}  # lane -> leaf ids on the current tape
-
-    def __repr__(self) -> str:
-        name = self.refs["exact"].name
-        return f"Param({name!r}, shape={self.shape}, requires_grad={self.requires_grad})"
-
-
-class SessionMachine(RuleBasedStateMachine):
+class SessionMachine(SessionOracles, RuleBasedStateMachine):
     """See the module docstring."""
 
     def __init__(self) -> None:
@@ -161,46 +71,15 @@ class SessionMachine(RuleBasedStateMachine):
         self.foreign: dict[str, tuple[Session, TensorRef, Any, Any]] = {}
         for lane in LANES:
             f = Session(mode=MODE[lane], dtype=DTYPE[lane], kernels="ordered")
-            fx = f.input(_arr(lane, [Fraction(1), Fraction(2)], (2,)), requires_grad=True)
-            self.foreign[lane] = (f, fx, f.input_nat(0), f.param(_arr(lane, [Fraction(1)], ())))
+            fx = f.input(lane_array(lane, [Fraction(1), Fraction(2)], (2,)), requires_grad=True)
+            self.foreign[lane] = (
+                f,
+                fx,
+                f.input_nat(0),
+                f.param(lane_array(lane, [Fraction(1)], ())),
+            )
 
     # ------------------------------------------------------------------ helpers
-    def _snapshot(self, lane: str) -> tuple[Any, ...]:
-        s = self.s[lane]
-        graph = None
-        if s.mode == "typed_graph":
-            rec = s.graph()
-            graph = (rec.graph.inputs, len(rec.graph.nodes), tuple(rec.env))
-        env = tuple(s.get_nat(n[lane]) for n in self.nats if lane in n)
-        params = tuple(_key(p.refs[lane].get()) for p in self.params)
-        return (
-            len(s.tape),
-            tuple(_key(n.value) for n in s.tape.nodes),
-            tuple(n.requires_grad for n in s.tape.nodes),
-            graph,
-            env,
-            params,
-            s.rng.seed,
-            s.rng.counter,
-            s.generation,
-            s.owner,
-        )
-
-    def _expect_error(
-        self, lane: str, exc: type[Exception], call: Callable[[], Any], *needles: str
-    ) -> None:
-        """`call` raises `exc` whose message contains every needle; nothing changed."""
-        before = self._snapshot(lane)
-        try:
-            call()
-        except exc as e:
-            msg = str(e)
-            for needle in needles:
-                assert needle in msg, f"{lane}: {needle!r} not in error message {msg!r}"
-        else:
-            raise AssertionError(f"{lane}: expected {exc.__name__}, nothing was raised")
-        after = self._snapshot(lane)
-        assert after == before, f"{lane}: a failed call changed the session"
 
     def _pick(
         self, data: Any, pred: Callable[[Val], bool] = lambda v: True, label: str = "value"
@@ -211,8 +90,8 @@ class SessionMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from(cands), label=label)
 
     def _draw_values(self, data: Any, shape: tuple[int, ...], label: str) -> list[Fraction]:
-        n = _size(shape)
-        return data.draw(st.lists(_VALUE, min_size=n, max_size=n), label=label)
+        n = size_of(shape)
+        return data.draw(st.lists(VALUE, min_size=n, max_size=n), label=label)
 
     def _lanes_of(self, *vals: Val) -> list[str]:
         return [lane for lane in LANES if all(lane in v.refs for v in vals)]
@@ -285,12 +164,12 @@ class SessionMachine(RuleBasedStateMachine):
         vals = self._draw_values(data, shape, "values")
         rg = data.draw(st.booleans(), label="requires_grad")
         refs = self._new_leaf(
-            lambda lane: self.s[lane].input(_arr(lane, vals, shape), requires_grad=rg)
+            lambda lane: self.s[lane].input(lane_array(lane, vals, shape), requires_grad=rg)
         )
         for lane, r in refs.items():
             assert r.shape == shape
             assert self.s[lane].tape.nodes[r.id].requires_grad is rg
-            assert _key(self.s[lane].get_value(r)) == _key(_arr(lane, vals, shape))
+            assert value_key(self.s[lane].get_value(r)) == value_key(lane_array(lane, vals, shape))
         if refs:
             self.values.append(Val(refs, shape))
 
@@ -301,7 +180,7 @@ class SessionMachine(RuleBasedStateMachine):
         rg = data.draw(st.sampled_from([True, True, True, False]), label="requires_grad")
         # one name for every parameter: aliasing must come from storage, never from names
         refs = {
-            lane: self.s[lane].param(_arr(lane, vals, shape), name="w", requires_grad=rg)
+            lane: self.s[lane].param(lane_array(lane, vals, shape), name="w", requires_grad=rg)
             for lane in LANES
         }
         self.params.append(ParamModel(refs, shape, vals, rg))
@@ -315,7 +194,7 @@ class SessionMachine(RuleBasedStateMachine):
         refs = self._new_leaf(lambda lane: self.s[lane].use(p.refs[lane]))
         for lane, r in refs.items():
             assert self.s[lane].tape.nodes[r.id].requires_grad is p.requires_grad
-            assert _key(self.s[lane].get_value(r)) == _key(p.refs[lane].get())
+            assert value_key(self.s[lane].get_value(r)) == value_key(p.refs[lane].get())
             p.leaves.setdefault(lane, []).append(r.id)
         if refs:
             self.values.append(Val(refs, p.shape))
@@ -328,12 +207,12 @@ class SessionMachine(RuleBasedStateMachine):
         p = data.draw(st.sampled_from(self.params), label="param")
         if data.draw(st.booleans(), label="bad"):
             bad_shape = (*p.shape, 1)
-            vals = [Fraction(0)] * _size(bad_shape)
+            vals = [Fraction(0)] * size_of(bad_shape)
             for lane in LANES:
                 self._expect_error(
                     lane,
                     ShapeError,
-                    lambda lane=lane: p.refs[lane].set(_arr(lane, vals, bad_shape)),
+                    lambda lane=lane: p.refs[lane].set(lane_array(lane, vals, bad_shape)),
                 )
             self._expect_error(
                 "graph",
@@ -344,7 +223,7 @@ class SessionMachine(RuleBasedStateMachine):
             return
         vals = self._draw_values(data, p.shape, "values")
         for lane in LANES:
-            p.refs[lane].set(_arr(lane, vals, p.shape))
+            p.refs[lane].set(lane_array(lane, vals, p.shape))
         p.value = vals
 
     @rule(data=st.data())
@@ -393,9 +272,9 @@ class SessionMachine(RuleBasedStateMachine):
         vals = self._draw_values(data, shape, "values")
         refs = {}
         for lane in LANES:  # a const is a leaf before ops and a const node after, never refused
-            r = self.s[lane].const(_arr(lane, vals, shape))
+            r = self.s[lane].const(lane_array(lane, vals, shape))
             assert not self.s[lane].tape.nodes[r.id].requires_grad
-            assert _key(self.s[lane].get_value(r)) == _key(_arr(lane, vals, shape))
+            assert value_key(self.s[lane].get_value(r)) == value_key(lane_array(lane, vals, shape))
             self.tape_len[lane] += 1
             refs[lane] = r
         self.values.append(Val(refs, shape))
@@ -405,7 +284,7 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.values))
     def unary(self, data: Any) -> None:
         op = data.draw(st.sampled_from(UNARY), label="op")
-        pred = (lambda v: _size(v.shape) >= 1) if op == "reshape" else (lambda v: True)
+        pred = (lambda v: size_of(v.shape) >= 1) if op == "reshape" else (lambda v: True)
         x = self._pick(data, pred)
         if x is None:
             return
@@ -415,7 +294,7 @@ class SessionMachine(RuleBasedStateMachine):
                 st.sampled_from([Fraction(1, 2), Fraction(-2), Fraction(3)]), label="c"
             )
         if op == "reshape":
-            targets = [s for s in RESHAPES if _size(s) == _size(x.shape)]
+            targets = [s for s in RESHAPES if size_of(s) == size_of(x.shape)]
             attrs["shape"] = data.draw(st.sampled_from(targets), label="shape")
         if op == "detach":
             out = self._op([x], lambda lane, a: self.s[lane].detach(a[0]))
@@ -427,7 +306,7 @@ class SessionMachine(RuleBasedStateMachine):
         inexact = (
             op == "tanh"
             and "exact" in x.refs
-            and any(_exact(self.s["exact"].get_value(x.refs["exact"])))
+            and any(exact_values(self.s["exact"].get_value(x.refs["exact"])))
         )
         self._op(
             [x],
@@ -440,7 +319,7 @@ class SessionMachine(RuleBasedStateMachine):
     def binary(self, data: Any) -> None:
         op = data.draw(st.sampled_from(BINARY), label="op")
         a = self._pick(
-            data, (lambda v: _size(v.shape) >= 1) if op == "mse_loss" else (lambda v: True), "a"
+            data, (lambda v: size_of(v.shape) >= 1) if op == "mse_loss" else (lambda v: True), "a"
         )
         if a is None:
             return
@@ -448,7 +327,7 @@ class SessionMachine(RuleBasedStateMachine):
         def fits(v: Val) -> bool:
             if op == "mse_loss":
                 return v.shape == a.shape
-            return _broadcast(a.shape, v.shape) is not None
+            return broadcast_shape(a.shape, v.shape) is not None
 
         bad = [v for v in self.values if not fits(v) and self._lanes_of(a, v)]
         if bad and data.draw(st.integers(0, 3), label="invalid") == 0:
@@ -538,7 +417,7 @@ class SessionMachine(RuleBasedStateMachine):
             if MODE[lane] == "typed_graph":
                 self.has_ops[lane] = True
             got, whole = self.s[lane].get_value(r), self.s[lane].get_value(x.refs[lane])
-            assert _key(got) == _key(whole[self.nat_values[i]])
+            assert value_key(got) == value_key(whole[self.nat_values[i]])
             refs[lane] = r
         if refs:
             self.env_read = True
@@ -564,7 +443,9 @@ class SessionMachine(RuleBasedStateMachine):
             out = self._op([x], lambda lane, r: self.s[lane].dropout(None, r[0], p))
             assert out is not None
             if "exact" in out.refs:
-                assert _exact(self.s["exact"].get_value(out.refs["exact"])) == [0] * _size(x.shape)
+                assert exact_values(self.s["exact"].get_value(out.refs["exact"])) == [0] * size_of(
+                    x.shape
+                )
             return
         counters = {lane: self.s[lane].rng.counter for lane in self._lanes_of(x)}
         # bernoulli mask (const), mul, const 1 - p, div
@@ -575,8 +456,8 @@ class SessionMachine(RuleBasedStateMachine):
         if "exact" in out.refs:
             s = self.s["exact"]
             for y, v in zip(
-                _exact(s.get_value(out.refs["exact"])),
-                _exact(s.get_value(x.refs["exact"])),
+                exact_values(s.get_value(out.refs["exact"])),
+                exact_values(s.get_value(x.refs["exact"])),
                 strict=True,
             ):
                 assert y == 0 or y == v / (1 - p)
@@ -595,9 +476,9 @@ class SessionMachine(RuleBasedStateMachine):
         grads: dict[str, list[Any]] = {}
         for lane, r in out.refs.items():
             s = self.s[lane]
-            seed = _arr(lane, vals, out.shape)
+            seed = lane_array(lane, vals, out.shape)
             if hook in ("bad_shape", "bad_dtype"):
-                bad = _bad_hook(hook, r.id)
+                bad = bad_hook(hook, r.id)
                 want = (
                     ("(1,)" if out.shape == () else f"{(*out.shape, 1)}")
                     if hook == "bad_shape"
@@ -624,56 +505,22 @@ class SessionMachine(RuleBasedStateMachine):
                     r, seed, lambda i, gg, out_id=r.id: gg * 2 if i == out_id else gg
                 )
                 if lane == "exact":
-                    assert [_exact(d) for d in doubled] == [[2 * q for q in _exact(gi)] for gi in g]
+                    assert [exact_values(d) for d in doubled] == [
+                        [2 * q for q in exact_values(gi)] for gi in g
+                    ]
                 grads[lane + "_double"] = doubled
             grads[lane] = g
         if "exact" in grads:
             self._check_exact(out.refs["exact"].id, vals, grads["exact"])
         if "eager" in grads and "graph" in grads:
-            assert [_key(a) for a in grads["eager"]] == [_key(b) for b in grads["graph"]]
+            assert [value_key(a) for a in grads["eager"]] == [value_key(b) for b in grads["graph"]]
             if hook == "double":
-                assert [_key(a) for a in grads["eager_double"]] == [
-                    _key(b) for b in grads["graph_double"]
+                assert [value_key(a) for a in grads["eager_double"]] == [
+                    value_key(b) for b in grads["graph_double"]
                 ]
             self._check_float(out.refs["graph"].id, vals, grads["graph"])
         if hook == "none":
             self._check_link()
-
-    def _check_exact(self, out: int, vals: list[Fraction], grads: list[Any]) -> None:
-        s = self.s["exact"]
-        rec = s.graph()
-        have = eval_graph(RAT, rec.graph, rec.inputs, rec.env).tensors
-        assert [_exact(n.value) for n in s.tape.nodes] == [list(t.data) for t in have]
-        g = rec.graph.prefix(max(0, out - rec.graph.num_inputs + 1))
-        seeds = [Tensor.zeros(RAT, sh) for sh in g.shapes]
-        seeds[out] = Tensor(g.shapes[out], tuple(vals))
-        want = backprop_all_ctx(RAT, g, rec.inputs, TensorPack.of(seeds), rec.env).tensors
-        for i, gi in enumerate(grads):
-            got = _exact(gi)
-            if i == out:
-                assert got == list(vals), i
-            elif i > out or not s.tape.nodes[i].requires_grad:
-                assert got == [0] * len(got), (i, got)
-            else:
-                assert got == list(want[i].data), (i, got, want[i].data)
-
-    def _check_float(self, out: int, vals: list[Fraction], grads: list[Any]) -> None:
-        s = self.s["graph"]
-        if not all(np.all(np.isfinite(n.value)) for n in s.tape.nodes):
-            return  # spec propagates 0 * inf through unreached nodes; the tape skips them
-        rec = s.graph()
-        g = rec.graph.prefix(max(0, out - rec.graph.num_inputs + 1))
-        seeds = [Tensor.zeros(B32, sh) for sh in g.shapes]
-        seeds[out] = to_spec(_arr("graph", vals, g.shapes[out]), "float32")
-        want = backprop_all_ctx(B32, g, rec.inputs, TensorPack.of(seeds), rec.env).tensors
-        for i in range(g.num_values):
-            if i != out and not s.tape.nodes[i].requires_grad:
-                continue
-            got = np.asarray(grads[i], dtype=np.float64).reshape(-1)
-            exp = np.array(
-                [float(B32.to_rational(v)) if not B32.is_nan(v) else np.nan for v in want[i].data]
-            )
-            assert np.array_equal(got, exp, equal_nan=True), (i, got, exp)
 
     @rule(data=st.data())
     @precondition(lambda self: bool(self.values))
@@ -695,11 +542,11 @@ class SessionMachine(RuleBasedStateMachine):
             s = self.s[lane]
             if arbitrary:
                 grads = [
-                    _arr(lane, _pattern(pick + 5 * i, _size(n.value.shape)), n.value.shape)
+                    lane_array(lane, pattern(pick + 5 * i, size_of(n.value.shape)), n.value.shape)
                     for i, n in enumerate(s.tape.nodes)
                 ]
             else:
-                grads = s.backward_dense_all(r, _arr(lane, vals, out.shape))
+                grads = s.backward_dense_all(r, lane_array(lane, vals, out.shape))
             leaves = [i for p in self.params for i in p.leaves.get(lane, [])]
             if kind == "length" or (kind != "valid" and not leaves):
                 bad = grads[:-1] if shorter else [*grads, grads[-1]]
@@ -724,10 +571,12 @@ class SessionMachine(RuleBasedStateMachine):
                 for p in self.params:
                     ids = p.leaves.get(lane, [])
                     if not ids or not p.requires_grad:
-                        assert _key(p.refs[lane].get()) == _key(before[id(p)])
+                        assert value_key(p.refs[lane].get()) == value_key(before[id(p)])
                     elif lane == "exact":
                         # every snapshot's gradient, summed; the *current* value updated once
-                        total = [sum(c) for c in zip(*(_exact(grads[i]) for i in ids), strict=True)]
+                        total = [
+                            sum(c) for c in zip(*(exact_values(grads[i]) for i in ids), strict=True)
+                        ]
                         p.value = [v - lr * t for v, t in zip(p.value, total, strict=True)]
 
     # ------------------------------------------------------------------ reset and handles
@@ -741,7 +590,7 @@ class SessionMachine(RuleBasedStateMachine):
                 s.owner,
                 s.rng.seed,
                 s.rng.counter,
-                [_key(p.refs[lane].get()) for p in self.params],
+                [value_key(p.refs[lane].get()) for p in self.params],
             )
             s.reset_tape()
             # the recording goes; owner, RNG counter and parameters survive
@@ -750,7 +599,7 @@ class SessionMachine(RuleBasedStateMachine):
                 s.owner,
                 s.rng.seed,
                 s.rng.counter,
-                [_key(p.refs[lane].get()) for p in self.params],
+                [value_key(p.refs[lane].get()) for p in self.params],
             ) == before
             assert len(s.tape) == 0
         self.stale = (self.stale + self.values)[-MAX_STALE:]
@@ -796,7 +645,7 @@ class SessionMachine(RuleBasedStateMachine):
                 f"current generation is {s.generation}",
                 "reset_tape",
             )
-            self._expect_error(lane, StaleHandleError, _handle_call(s, call, r, other), *needles)
+            self._expect_error(lane, StaleHandleError, handle_call(s, call, r, other), *needles)
         if self.stale_nats:
             nat = data.draw(st.sampled_from(self.stale_nats), label="stale_nat")
             for lane, r in nat.items():
@@ -833,154 +682,6 @@ class SessionMachine(RuleBasedStateMachine):
                     continue
                 fn = lambda s=s, n=fnat, o=other: s.select(o, index=n)  # noqa: E731
             else:
-                fn = _handle_call(s, call, fx, other)
+                fn = handle_call(s, call, fx, other)
             self._expect_error(lane, StaleHandleError, fn, "foreign")
             assert self._snapshot_foreign(lane) == fb
-
-    def _snapshot_foreign(self, lane: str) -> Any:
-        f, _, fnat, fparam = self.foreign[lane]
-        return (len(f.tape), f.get_nat(fnat), _key(fparam.get()), f.rng.counter)
-
-    def _check_link(self) -> None:
-        for lane in ("exact", "graph"):
-            rep = self.s[lane].check_link(seed=len(self.s[lane].tape))
-            assert rep.ok, f"{lane}: {rep.text}"
-
-    # ------------------------------------------------------------------ invariants
-    @invariant()
-    def newest_value_gradients(self) -> None:
-        """Every step: the gradients from the newest value (a fixed seed) in every lane
-        match spec and agree between the float32 lanes."""
-        if not self.values:
-            return
-        out = self.values[-1]
-        vals = [Fraction((i % 3) - 1, 2) or Fraction(1) for i in range(_size(out.shape))]
-        grads = {
-            lane: self.s[lane].backward_dense_all(r, _arr(lane, vals, out.shape))
-            for lane, r in out.refs.items()
-        }
-        if "exact" in grads:
-            self._check_exact(out.refs["exact"].id, vals, grads["exact"])
-        if "eager" in grads and "graph" in grads:
-            assert [_key(a) for a in grads["eager"]] == [_key(b) for b in grads["graph"]]
-            self._check_float(out.refs["graph"].id, vals, grads["graph"])
-
-    @invariant()
-    def lanes_agree(self) -> None:
-        for lane in LANES:
-            s = self.s[lane]
-            assert len(s.tape) == self.tape_len[lane], (lane, len(s.tape), self.tape_len[lane])
-            if MODE[lane] == "typed_graph":
-                g = s.graph().graph
-                assert g.num_values == len(s.tape)
-                assert (len(g.nodes) > 0) == self.has_ops[lane], lane
-                assert s.graph().env == [s.get_nat(n[lane]) for n in self.nats if lane in n]
-        e, g = self.s["eager"], self.s["graph"]
-        assert [(_key(a.value), a.requires_grad) for a in e.tape.nodes] == [
-            (_key(b.value), b.requires_grad) for b in g.tape.nodes
-        ]
-        for p in self.params:
-            assert _exact(p.refs["exact"].get()) == p.value
-            assert _key(p.refs["eager"].get()) == _key(p.refs["graph"].get())
-        for v in self.values:
-            for lane, r in v.refs.items():
-                assert r.shape == v.shape and r.generation == self.s[lane].generation
-
-
-def _pattern(seed: int, n: int) -> list[Fraction]:
-    """n small nonzero dyadic rationals determined by seed."""
-    return [Fraction((seed + 3 * k) % 7 - 3, 4) or Fraction(1, 2) for k in range(n)]
-
-
-def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
-    out = []
-    for i in range(1, max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x != y and 1 not in (x, y):
-            return None
-        out.append(max(x, y))
-    return tuple(reversed(out))
-
-
-def _bad_hook(kind: str, at: int) -> Callable[[int, Any], Any]:
-    def hook(i: int, g: Any) -> Any:
-        if i != at:
-            return g
-        if kind == "bad_shape":
-            return np.expand_dims(np.asarray(g), -1)
-        return np.asarray(g).astype(np.float64 if g.dtype != np.float64 else np.float32)
-
-    return hook
-
-
-def _handle_call(
-    s: Session, call: str, bad: TensorRef, other: TensorRef | None
-) -> Callable[[], Any]:
-    """A call on `s` whose one bad handle is `bad` (`other` is valid, when there is one)."""
-    if call == "relu":
-        return lambda: s.relu(bad)
-    if call == "get_value":
-        return lambda: s.get_value(bad)
-    if call == "detach":
-        return lambda: s.detach(bad)
-    if call == "backward":
-        return lambda: s.backward_dense_all(bad, np.asarray(0))
-    if call == "scalar_left":
-        return lambda: s.add(2, bad)
-    if other is not None:
-        return lambda: s.add(other, bad)
-    return lambda: s.add(bad, bad)
-
-
-def run_session_machine(
-    max_examples: int, seed: int | None = None, *, step_count: int = 20, shrink: bool = True
-) -> Row:
-    """Run the machine for `max_examples` runs (derandomised unless `seed` is given) and
-    return a report row; never raises on a failing run. A failure's dict holds the message
-    and the steps Hypothesis printed for the (shrunk) failing run."""
-    stats = {"completed": 0}
-
-    class Machine(SessionMachine):
-        def teardown(self) -> None:
-            # Hypothesis calls teardown in a `finally`: a run that raised is still in flight
-            if sys.exc_info()[0] is None:
-                stats["completed"] += 1
-
-    Machine.__name__ = Machine.__qualname__ = "SessionMachine"
-    conf = settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        derandomize=seed is None,
-        stateful_step_count=step_count,
-        print_blob=False,
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate, *([Phase.shrink] if shrink else [])),
-    )
-    test = get_state_machine_test(Machine, settings=conf)
-    if seed is not None:
-        test = hyp_seed(seed)(test)
-    row = Row("session_state_machine", "exact+float32", "ordered")
-    printed: list[str] = []
-    t0 = time.perf_counter()
-    try:
-        with with_reporter(printed.append):
-            test()
-    except BaseException as exc:  # a failing run (or a crash) becomes the report's failure
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        first = exc
-        while isinstance(first, BaseExceptionGroup) and first.exceptions:
-            first = first.exceptions[0]
-        # Hypothesis attaches the failing steps to the exception as notes.
-        notes = [n for e in dict.fromkeys((exc, first)) for n in getattr(e, "__notes__", [])]
-        row.failed = 1
-        row.failure = {
-            "message": f"{type(first).__name__}: {first}",
-            "steps": "\n".join([*printed, *notes]),
-        }
-    row.seconds = time.perf_counter() - t0
-    row.passed = stats["completed"]
-    row.cases = row.passed + row.failed  # runs Hypothesis aborted (overruns) are not cases
-    return row

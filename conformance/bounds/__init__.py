@@ -1,0 +1,65 @@
+"""Per-node error bounds for the `fast` kernel profile.
+
+Each primitive op states a bound on |ŷ − y| for one output element, where ŷ is the
+runtime's result and y the exact result *on the runtime's own inputs to that node*
+(composites are inlined into primitives first, since that is how the runtime runs them).
+y is computed by the spec forward in a 256-bit MPFR domain (`HP`); a slack of 2**-200·M
+absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subnormal and
+γ_n = n·u/(1 − n·u):
+
+| op | bound |
+|---|---|
+| structural ops, neg, abs, relu, maximum, minimum, detach, select, gather ... | 0 (exact) |
+| reduce_max, mask_neg_inf (a selected input element or −∞) | 0 (exact) |
+| add, sub, mul, div, sqrt, clamp, const | u·|y| + η/2 (correctly rounded) |
+| scale | 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first) |
+| exp, log, tanh, sin, cos | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
+| sigmoid = 1/(1 + exp(−x)) | (2K + 2.01)·u·|y| + η |
+| sum, reduce_sum (n terms) | γ_n·Σ|x_i| |
+| matmul (k terms), linear (k terms + bias) | γ_{k+1}·(Σ|a_p·b_p| + |bias|) + (k+1)·η |
+| softmax (n per row) | 1.01·(2·max|z| + 4K + n + 2)·u·y_j + η, z = x − max |
+| log_softmax | 1.01·u·(|z_j| + |y_j| + 2K·|log s| + max|z| + 2K + n) + η |
+
+A result may be ±inf where the bound's magnitude reaches the overflow threshold, and must
+be NaN exactly where y is NaN.
+
+Layout (one module per op family, the same names as `spec/ops/`): `core` holds the table
+(`BOUNDS`, filled by keyword `register(name=..., bound=...)`), the bound function type and
+the γ/ulp arithmetic; `check` holds `check_bounds`; each family module (elementwise,
+transcendental, reduce, linalg, shape, index, softmax, loss, conv, pool, norm, attention,
+embed) registers its primitives' bounds. Composite ops (inv, mean, softplus, conv2d,
+layer_norm, ...) have no bound of their own: they are inlined and their primitives checked.
+Importing this package imports every family module, so `BOUNDS` is complete.
+"""
+
+from __future__ import annotations
+
+from . import (  # noqa: F401  (each family module registers its bounds on import)
+    attention,
+    conv,
+    elementwise,
+    embed,
+    index,
+    linalg,
+    loss,
+    norm,
+    pool,
+    reduce,
+    shape,
+    softmax,
+    transcendental,
+)
+from .check import BoundReport, check_bounds
+from .core import BOUNDS, HP, TRANSCENDENTAL, ULP_BUDGET, BoundFn, node_bound, register
+
+__all__ = [
+    "BOUNDS",
+    "HP",
+    "TRANSCENDENTAL",
+    "ULP_BUDGET",
+    "BoundFn",
+    "BoundReport",
+    "check_bounds",
+    "node_bound",
+    "register",
+]

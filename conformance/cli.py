@@ -1,0 +1,200 @@
+"""The parts of `python -m conformance`: parse the flags, choose the properties, run them,
+report.
+
+Invariants:
+- Flags, defaults, help texts, printed lines and exit codes are those of the command:
+  0 when every property passed, 1 when one failed (or a replayed reproducer fails), 2 when
+  the backend, reference backend or dtypes cannot be used (`TorchLeanError` from `select`,
+  printed as `python -m conformance: <message>` on stderr).
+- Output order: the stderr note (Session machine skipped off NumPy), the progress bar
+  (stderr, only on a terminal), then on stdout the table, each failure with its graph and
+  reproducer, and the summary line; the JSON and Markdown reports are written before the
+  summary line is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from runtime.backend import Backend, get_backend
+
+from .suite import (
+    IEEE_DTYPES,
+    Property,
+    Row,
+    default_properties,
+    replay,
+    run_property,
+    write_reports,
+)
+
+__all__ = ["DESCRIPTION", "build_parser", "parse_args", "replay_file", "report", "run", "select"]
+
+DESCRIPTION = "`python -m conformance`: run the conformance suite and write its report."
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except PackageNotFoundError:  # run from a source tree on PYTHONPATH
+        return "not installed"
+
+
+def _progress_bar(total: int):  # type: ignore[no-untyped-def]
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total, file=sys.stderr, disable=not sys.stderr.isatty(), unit="case", leave=False
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m conformance", description=DESCRIPTION)
+    p.add_argument(
+        "--backend",
+        default="numpy",
+        help="array backend: numpy (default), cupy, or an array-API namespace by import "
+        "path, module or module:attr (e.g. array_api_strict)",
+    )
+    p.add_argument(
+        "--against",
+        default=None,
+        metavar="BACKEND",
+        help="also run every case of a differential property on this reference backend and "
+        "compare per node (bitwise for ordered, per-node bounds for fast)",
+    )
+    p.add_argument(
+        "--dtype",
+        default="all",
+        help="comma list of exact,float64,float32,bfloat16,float16 (default: all)",
+    )
+    p.add_argument("--kernels", default="all", choices=["all", "fast", "ordered"])
+    p.add_argument(
+        "--max-examples", type=int, default=60, help="cases per property over all ops (default 60)"
+    )
+    p.add_argument(
+        "--per-op",
+        type=int,
+        default=2,
+        help="further cases per property focused on each op in turn (default 2)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="Hypothesis seed (default: derandomised, reproducible)",
+    )
+    p.add_argument(
+        "--report",
+        default="conformance-report",
+        help="report path prefix (writes PREFIX.json and PREFIX.md)",
+    )
+    p.add_argument(
+        "--session-examples",
+        type=int,
+        default=30,
+        help="runs of the Session state machine (0 to skip; default 30)",
+    )
+    p.add_argument(
+        "--replay",
+        default=None,
+        metavar="FILE",
+        help="re-run the JSON reproducer of a failing case and exit",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def replay_file(path: str) -> int:
+    """Re-run the JSON reproducer in `path`; print ok or the failure; 0 or 1."""
+    with open(path) as f:
+        out = replay(json.load(f))
+    print("ok" if out.ok else f"FAILED: {out.message}")
+    return 0 if out.ok else 1
+
+
+def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
+    """The backend and the properties the flags ask for (raises `TorchLeanError`)."""
+    backend = get_backend(a.backend)
+    if a.against:
+        get_backend(a.against)
+    if a.dtype == "all":
+        dtypes = [d for d in ["exact", *IEEE_DTYPES] if d in backend.dtypes]
+    else:
+        dtypes = a.dtype.split(",")
+    kernels = ["fast", "ordered"] if a.kernels == "all" else [a.kernels]
+    props = default_properties(dtypes, kernels, a.backend, a.against)
+    return backend, props
+
+
+def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
+    """Run every property (and the Session state machine on NumPy); one row each."""
+    if not backend.is_numpy and a.session_examples:
+        print(
+            f"note: the Session state machine runs on NumPy only; skipped for {a.backend!r}",
+            file=sys.stderr,
+        )
+        a.session_examples = 0
+    rows = []
+    total = sum(a.max_examples + a.per_op * len(p_.ops) for p_ in props) + a.session_examples
+    bar = _progress_bar(total)
+    try:
+        for prop in props:
+            bar.set_description(f"{prop.name}/{prop.dtype}/{prop.kernels}")
+            rows.append(
+                run_property(
+                    prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
+                )
+            )
+        if a.session_examples > 0:
+            from .session_machine import run_session_machine
+
+            bar.set_description("session_state_machine")
+            rows.append(run_session_machine(a.session_examples, a.seed))
+            bar.update(a.session_examples)
+    finally:
+        bar.close()
+    return rows
+
+
+def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
+    """Print the table and the failures, write the reports; 1 if a property failed."""
+    print(
+        f"{'property':<22}{'dtype':<15}{'kernels':<9}{'cases':>6}{'passed':>8}{'failed':>8}"
+        f"{'ops':>5}{'max ulp':>10}{'bound ratio':>13}"
+    )
+    for r in rows:
+        print(
+            f"{r.property:<22}{r.dtype:<15}{r.kernels:<9}{r.cases:>6}{r.passed:>8}"
+            f"{r.failed:>8}{r.ops_covered:>5}{r.max_ulp:>10.3g}{r.worst_bound_ratio:>13.3g}"
+        )
+    failed = [r for r in rows if r.failed]
+    for r in failed:
+        print(f"\nFAILED {r.property}/{r.dtype}/{r.kernels}: {r.failure['message']}")
+        print(r.failure["graph_text"])
+        print("reproducer (save as FILE, then python -m conformance --replay FILE):")
+        print(json.dumps(r.failure["repro"]))
+    meta: dict[str, Any] = {
+        "backend": a.backend,
+        "against": a.against,
+        "backend_info": backend.info,
+        "max_examples": a.max_examples,
+        "per_op": a.per_op,
+        "seed": a.seed,
+        "python": platform.python_version(),
+        "numpy": _version("numpy"),
+        "torchlean": _version("torchlean"),
+    }
+    jpath, mpath = write_reports(rows, a.report, meta)
+    total = sum(r.cases for r in rows)
+    print(f"\n{total} cases, {len(failed)} failing properties; reports: {jpath}, {mpath}")
+    return 1 if failed else 0

@@ -1,0 +1,104 @@
+"""Strategies for the values fed to drawn graphs: elements, tensors, inputs, seeds, and
+`graph_cases` (graph, inputs, seed).
+
+Invariants: over `RATIONAL` elements are n/d with -8 <= n <= 8 and 1 <= d <= 4; over an IEEE
+domain they are finite binary64 numbers in [-8, 8] (or such small rationals), rounded once
+with `from_float`/`from_rational`. With `specials=True` IEEE elements also include NaN,
++-inf, +-0, the smallest and largest subnormals and the largest finite value (`specials` has
+no effect over `RATIONAL`). Draw order (graph, then inputs, then seed) is normative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+
+from spec.domains import Domain, IEEEDomain
+from spec.graph import Graph
+from spec.shape import Shape, size
+from spec.tensor import Tensor, TensorPack
+
+from .core import RAT, domain_kind_of, graphs
+
+__all__ = [
+    "graph_cases",
+    "inputs_for",
+    "scalars",
+    "seeds_for",
+    "special_values",
+    "tensors_for",
+]
+
+
+def special_values(domain: IEEEDomain) -> list[Any]:
+    """NaN, +-inf, +-0, the smallest and largest subnormals (both signs) and the largest
+    finite value (both signs) of an IEEE domain."""
+    sign = 1 << (domain.width - 1)
+    mant = (1 << domain.mbits) - 1
+    max_finite = ((2**domain.ebits - 2) << domain.mbits) | mant
+    bits = [1, mant, max_finite, sign | 1, sign | mant, sign | max_finite]
+    return [
+        domain.from_float(float("nan")),
+        domain.from_float(float("inf")),
+        domain.from_float(float("-inf")),
+        domain.from_float(0.0),
+        domain.from_float(-0.0),
+        *(domain.from_bits(b) for b in bits),
+    ]
+
+
+def scalars(domain: Domain, *, specials: bool = False) -> st.SearchStrategy[Any]:
+    """Elements of a domain (see the module docstring)."""
+    kind = domain_kind_of(domain)
+    if kind == "rational":
+        return RAT.map(domain.from_rational)
+    assert isinstance(domain, IEEEDomain)
+    finite = RAT.map(domain.from_rational) | st.floats(
+        -8.0, 8.0, allow_nan=False, allow_infinity=False
+    ).map(domain.from_float)
+    if specials:
+        return finite | st.sampled_from(special_values(domain))
+    return finite
+
+
+def _tensor(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Tensor]:
+    n = size(shape)
+    return st.lists(elems, min_size=n, max_size=n).map(lambda v: Tensor(shape, tuple(v)))
+
+
+def tensors_for(
+    shapes: Sequence[Shape], domain: Domain, *, specials: bool = False
+) -> st.SearchStrategy[list[Tensor]]:
+    """One tensor per shape, elements drawn by `scalars`."""
+    elems = scalars(domain, specials=specials)
+    return st.tuples(*(_tensor(tuple(s), elems) for s in shapes)).map(list)
+
+
+def inputs_for(
+    graph: Graph, domain: Domain, *, specials: bool = False
+) -> st.SearchStrategy[list[Tensor]]:
+    """Input tensors for the graph's Γ (equally usable as input tangents)."""
+    return tensors_for(graph.inputs, domain, specials=specials)
+
+
+def seeds_for(
+    graph: Graph, domain: Domain, *, specials: bool = False
+) -> st.SearchStrategy[TensorPack]:
+    """A full seed over every value of the graph (shapes = graph.shapes)."""
+    return tensors_for(graph.shapes, domain, specials=specials).map(
+        lambda ts: TensorPack(graph.shapes, tuple(ts))
+    )
+
+
+@st.composite
+def graph_cases(
+    draw: st.DrawFn, domain: Domain, /, *, specials: bool = False, **graph_kwargs: Any
+) -> tuple[Graph, list[Tensor], TensorPack]:
+    """(graph, inputs, seed) with the graph drawn for the domain's kind."""
+    graph_kwargs.setdefault("domain_kind", domain_kind_of(domain))
+    g = draw(graphs(**graph_kwargs))
+    xs = draw(inputs_for(g, domain, specials=specials))
+    seed = draw(seeds_for(g, domain, specials=specials))
+    return g, xs, seed

@@ -1,0 +1,36 @@
+"""A Hypothesis state machine over the Session API, valid and invalid calls mixed.
+
+The machine drives three sessions with one program (the *lanes*):
+
+- ``exact``: typed-graph mode, exact rationals. Its gradients are compared with spec
+  `backprop_all_ctx` on the recorded graph (exact equality for non-frozen values, zeros for
+  frozen ones, the seed at the output) and its values with `eval_graph`.
+- ``eager`` and ``graph``: float32 with the ``ordered`` kernels, eager and typed-graph mode.
+  They must agree bit for bit (values, flags, gradients, parameters); the typed-graph lane's
+  gradients are also compared numerically with spec `backprop_all_ctx` over binary32 when
+  every value is finite. A backward without hook also runs `check_link` on both
+  typed-graph lanes, and after every step the newest value's gradients are checked too.
+
+Calls that must fail (wrong shapes, stale handles after `reset_tape`, foreign handles from a
+second session, leaves after ops in typed-graph mode, `tanh` over exact rationals, bad
+hooks, malformed SGD gradient lists, bad parameter values) are checked to raise the right
+error and to change nothing: tape, recorded graph, environment, parameters, RNG counter.
+
+Where a lane cannot take a step (``tanh`` in the exact lane, a leaf after ops in the
+typed-graph lane) the value simply does not exist in that lane; later steps that use it skip
+that lane. The eager lane skips leaves the typed-graph float32 lane refuses, so the two
+float32 lanes always hold the same program.
+
+`run_session_machine(max_examples, seed)` runs the machine and returns a report `Row`.
+
+Layout: `model` (the lanes, value conversions, `Val`, `ParamModel`), `oracles` (the checks:
+error-and-nothing-changed, spec comparisons, invariants), `machine` (`SessionMachine`: state
+and rules), `run` (`run_session_machine`).
+"""
+
+from __future__ import annotations
+
+from .machine import SessionMachine
+from .run import run_session_machine
+
+__all__ = ["SessionMachine", "run_session_machine"]
