@@ -1,16 +1,17 @@
-"""Array backends and runtime dtypes.
+"""Runtime dtypes, the `Backend` record and the NumPy backend.
 
 Invariants:
 - A `Backend` names its array namespace (array-api-compat), its device and its
   capabilities; kernels only talk to `backend.xp` (plus NumPy-only fast paths that are
   guarded by `backend.is_numpy` and tested to give identical bits).
 - Three kinds of backend: NumPy (every dtype, exact and symbolic included), CuPy
-  (`runtime.cuda`, device "cuda") and any array-API namespace plugged in by import path
-  (`get_backend("module:attr")`, e.g. `array_api_strict`). A backend moves arrays to and
-  from the host (`to_host`, `from_host`; NumPy arrays on the host), so spec tensors,
-  constants and checks go through the host and never through a silent cast. A backend may
-  supply its own `ordered` fold and matmul (CuPy does, as device kernels); without them the
-  generic ones (one array operation per reduction step) are used.
+  (`runtime.backends.cuda`, device "cuda") and any array-API namespace plugged in by
+  import path (`get_backend("module:attr")`, e.g. `array_api_strict`; see
+  `runtime.backends.registry`). A backend moves arrays to and from the host (`to_host`,
+  `from_host`; NumPy arrays on the host), so spec tensors, constants and checks go through
+  the host and never through a silent cast. A backend may supply its own `ordered` fold and
+  matmul (CuPy does, as device kernels); without them the generic ones (one array
+  operation per reduction step) are used.
 - Runtime dtypes are "float64", "float32", "bfloat16" (ml_dtypes), "float16" and "exact";
   "exact" runs the same kernels on NumPy object arrays of `fractions.Fraction`,
   and "symbolic" on object arrays of sympy expressions (used by `proofs/`).
@@ -49,8 +50,6 @@ __all__ = [
     "OBJECT_DTYPES",
     "Backend",
     "from_spec",
-    "get_backend",
-    "namespace_backend",
     "np_dtype",
     "round_f64",
     "to_spec",
@@ -209,69 +208,6 @@ NUMPY = Backend(
     is_numpy=True,
     capabilities=frozenset({"exact", "object_arrays", "longdouble"}),
 )
-
-
-def _to_host_generic(a: Any) -> Any:
-    try:
-        return np.from_dlpack(a)
-    except (TypeError, AttributeError, RuntimeError, BufferError):
-        return np.asarray(a)
-
-
-def namespace_backend(name: str, xp: Any) -> Backend:
-    """A backend over an array-API namespace `xp` (host device): the dtypes it has among
-    float64, float32 and float16; arrays cross to NumPy by DLPack."""
-    xp = array_api_compat.array_namespace(xp.asarray(0.0)) if hasattr(xp, "asarray") else xp
-    probe = xp.asarray(0.0)
-    dmap: dict[str, Any] = {}
-    for dt in ("float64", "float32", "float16"):
-        if hasattr(xp, dt):
-            dmap[dt] = getattr(xp, dt)
-
-    def from_host(a: Any) -> Any:
-        dt = dmap.get(str(a.dtype)) if a.dtype.kind == "f" else None
-        return xp.asarray(a, dtype=dt, copy=True)  # never a view of the host buffer
-
-    return Backend(
-        name=name,
-        xp=xp,
-        device="cpu",
-        dtypes=tuple(dmap),
-        array_type=type(probe),
-        dtype_map=dmap,
-        to_host_fn=_to_host_generic,
-        from_host_fn=from_host,
-    )
-
-
-def get_backend(name: str = "numpy") -> Backend:
-    """ "numpy" (or "cpu"); "cupy" (or "cuda"): the CUDA backend, which raises a clear
-    error without a usable GPU; "module" or "module:attr": an array-API namespace."""
-    if name in ("numpy", "cpu"):
-        return NUMPY
-    if name in ("cupy", "cuda"):
-        from .cuda import cupy_backend
-
-        return cupy_backend()
-    import importlib
-
-    modname, _, attr = name.partition(":")
-    try:
-        mod: Any = importlib.import_module(modname)
-    except ImportError as e:
-        raise TorchLeanError(
-            f"backend {name!r} is not available: cannot import {modname!r} ({e}); "
-            "built-in backends are 'numpy' and 'cupy'"
-        ) from None
-    if attr:
-        try:
-            for part in attr.split("."):
-                mod = getattr(mod, part)
-        except AttributeError:
-            raise TorchLeanError(f"backend {name!r}: {modname!r} has no {attr!r}") from None
-    if not hasattr(mod, "asarray"):
-        raise TorchLeanError(f"backend {name!r} is not an array namespace (no asarray)")
-    return namespace_backend(name, mod)
 
 
 def to_spec(arr: Any, dtype: str) -> Tensor:

@@ -3,7 +3,7 @@
 Invariants:
 - No silent CPU fallback: `cupy_backend()` raises `TorchLeanError` when CuPy cannot be
   imported or no CUDA device is usable; nothing in this module computes on the host
-  instead of the device except what `runtime.context` documents (the `ordered` profile's
+  instead of the device except what `runtime.engine.context` documents (the `ordered` profile's
   transcendental functions, which need MPFR for their hard cases).
 - IEEE arithmetic without flush-to-zero: CuPy appends `-ftz=true` to every kernel it
   compiles (`cupy.cuda.compiler`), which flushes binary32 and float16 subnormals to zero.
@@ -25,6 +25,8 @@ Invariants:
   exact rounding since 24 >= 2*11 + 2).
 - dtypes: float64, float32, float16. bfloat16 is refused (CuPy has no bfloat16 dtype);
   exact and symbolic dtypes are host-only.
+- Registration: importing this module registers `cupy_backend` as "cupy" and "cuda" with
+  `runtime.backends.registry`; CuPy is imported only when the backend is made.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ import numpy as np
 
 from spec.errors import TorchLeanError
 
-from .backend import Backend, np_dtype
+from .base import Backend, np_dtype
+from .registry import register_backend
 
 __all__ = [
     "CUDA_DTYPES",
@@ -355,3 +358,8 @@ def cupy_backend() -> Backend:
     )
     _BACKEND.append(b)
     return b
+
+
+# `get_backend("cupy")` / `get_backend("cuda")` (CuPy is imported when the backend is made)
+register_backend("cupy", cupy_backend)
+register_backend("cuda", cupy_backend)

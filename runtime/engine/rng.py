@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend, round_f64
+from ..backends.base import Backend, round_f64
 
 __all__ = ["keep_mask", "sample_nat", "uniform01"]
 

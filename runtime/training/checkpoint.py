@@ -38,7 +38,7 @@ import numpy as np
 
 from spec.errors import CheckpointError
 
-from .backend import np_dtype
+from ..backends.base import np_dtype
 
 __all__ = [
     "STATE_TAGS",

@@ -1,25 +1,36 @@
 """The link check on one graph: runtime `backward_dense_from(lower(g))` against spec
-`backprop_all_ctx(g)`, and runtime values against `eval_graph`.
+`backprop_all_ctx(g)`, and runtime values against `eval_graph`; and the session part that
+exports its recorded typed graph and checks the link on it.
 
-Invariant: returns (ok, text) and never raises on a mismatch; the text names the first
-mismatching value. IEEE dtypes use the `ordered` kernels and bit equality (NaN matches NaN);
-"exact" uses exact equality.
+Invariants:
+- `link_check` returns (ok, text) and never raises on a mismatch; the text names the first
+  mismatching value. IEEE dtypes use the `ordered` kernels and bit equality (NaN matches
+  NaN); "exact" uses exact equality.
+- `Session.graph()` (typed-graph mode only) is the recorded spec graph with its leaf values
+  and environment; `Session.check_link(seed)` runs `link_check` on it with a full
+  pseudo-random seed from the spec RNG.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from spec import rng as srng
+from spec.errors import TorchLeanError
 from spec.graph import Graph, backprop_all_ctx, eval_graph
 from spec.tensor import Tensor, TensorPack
 
-from .backend import DTYPE_DOMAIN, NUMPY, Backend
-from .context import KernelContext
-from .lower import lower
+from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, to_spec
+from ..engine.context import KernelContext
+from ..engine.lower import lower
+from .state import SessionState
 
 __all__ = [
+    "GraphExport",
+    "LinkCheck",
+    "RecordedGraph",
     "compare_sides",
     "first_mismatch",
     "link_check",
@@ -115,3 +126,44 @@ def link_check(
     if mism is None:
         return True, f"link holds on {len(want[1])} values ({dtype}, ordered kernels)"
     return False, mism
+
+
+@dataclass
+class RecordedGraph:
+    """The typed graph a session recorded, with its leaf values and environment."""
+
+    graph: Graph
+    inputs: list[Tensor]
+    env: list[int]
+    dtype: str
+
+
+@dataclass
+class LinkCheck:
+    ok: bool
+    text: str
+    kernels: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class GraphExport(SessionState):
+    """The session part that exports the typed graph and checks the link theorem on it."""
+
+    def graph(self) -> RecordedGraph:
+        """The recorded spec graph with its leaf values (typed-graph mode)."""
+        if self._builder is None:
+            raise TorchLeanError("graph(): only typed_graph sessions record a graph")
+        g = self._builder.build()
+        inputs = [to_spec(self.tape.nodes[i].value, self.dtype) for i in range(g.num_inputs)]
+        return RecordedGraph(g, inputs, list(self._env), self.dtype)
+
+    def check_link(self, seed: int = 0) -> LinkCheck:
+        """Runtime backward_dense_from(lower(g)) vs spec backprop_all_ctx(g) on the recorded
+        graph, with a full pseudo-random seed (spec RNG). Exact dtype: exact equality; IEEE:
+        bit equality, computed with the `ordered` kernels (the fast kernels are checked by
+        per-node bounds in the conformance suite, not bitwise)."""
+        rec = self.graph()
+        ok, text = link_check(rec.graph, rec.inputs, rec.env, self.dtype, seed)
+        return LinkCheck(ok, text, "exact" if self.dtype in OBJECT_DTYPES else "ordered")

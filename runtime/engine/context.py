@@ -39,7 +39,7 @@ import numpy as np
 
 from spec.errors import DomainError, TorchLeanError
 
-from .backend import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec, np_dtype
+from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec, np_dtype
 from .crmath import cr_apply
 
 __all__ = ["PROFILES", "KernelContext", "fp_quiet"]

@@ -20,11 +20,11 @@ from spec.errors import ShapeError
 from spec.graph import Graph
 from spec.validate import validate_graph
 
+from ..kernels import fold_fanin, kernel_for
 from .context import KernelContext, fp_quiet
-from .kernels import fold_fanin, kernel_for
 from .tape import Tape
 
-__all__ = ["Compiled", "compile", "lower"]
+__all__ = ["Compiled", "compile_graph", "lower"]
 
 
 def _dense_backward(
@@ -118,5 +118,5 @@ class _Run:
         return self.tape.backward_dense_from(seeds)
 
 
-def compile(g: Graph, *, dtype: str = "float32", kernels: str = "fast") -> Compiled:
+def compile_graph(g: Graph, *, dtype: str = "float32", kernels: str = "fast") -> Compiled:
     return Compiled(g, dtype=dtype, kernels=kernels)

@@ -11,7 +11,7 @@ Invariants:
 - Gradients are returned, never stored on nodes.
 
 Speed (the eager Session runs every op through `Tape.op`): the validation of an identical
-(op, input shapes, attributes) is memoised (`_validated`), the forward runs under one
+(op, input shapes, attributes) is memoised (`validated`), the forward runs under one
 `fp_quiet()` (the kernels do not set the floating-point state again), and the reverse sweep
 checks each contribution with a cheap shape/dtype test, falling back to the full check
 (and its error message) only when that test fails. None of this changes a value.
@@ -27,10 +27,10 @@ from typing import Any
 from spec.errors import GraphError, HookError, ShapeError
 from spec.validate import check_node
 
+from ..kernels import KERNELS, fold_fanin, kernel_for
 from .context import KernelContext, fp_quiet
-from .kernels import KERNELS, fold_fanin, kernel_for
 
-__all__ = ["Backward", "Tape", "TapeNode"]
+__all__ = ["Backward", "Tape", "TapeNode", "validated"]
 
 
 def _first(pair: tuple[int, Any]) -> int:
@@ -60,7 +60,7 @@ def _freeze(v: Any) -> Any:
     raise TypeError(t)
 
 
-def _validated(name: str, attrs: dict[str, Any], shapes: tuple[tuple[int, ...], ...]) -> Any:
+def validated(name: str, attrs: dict[str, Any], shapes: tuple[tuple[int, ...], ...]) -> Any:
     """`check_node(name, 0..n-1, attrs, shapes)`, memoised on (op, shapes, attributes): the
     result depends on nothing else. Failures are not cached (they raise every time). Returns
     (a fresh copy of the normalised attributes, the output shape)."""
@@ -127,7 +127,7 @@ class Tape:
                 self._check_id(a, f"{name}: input {k}")
         ctx = self.ctx
         xs = [nodes[a].value for a in args]
-        norm, _ = _validated(name, attrs, tuple([tuple(x.shape) for x in xs]))
+        norm, _ = validated(name, attrs, tuple([tuple(x.shape) for x in xs]))
         kern = KERNELS.get(name) or kernel_for(name)
         with fp_quiet():
             if kern.check is not None:
@@ -182,7 +182,7 @@ class Tape:
             raise GraphError(f"{what}: invalid tape id {i!r} (tape has {len(self.nodes)} nodes)")
         return i
 
-    def _check_grad(self, i: int, g: Any, what: str) -> None:
+    def check_grad(self, i: int, g: Any, what: str) -> None:
         v = self.nodes[i].value
         if tuple(getattr(g, "shape", ())) != tuple(v.shape) or getattr(g, "dtype", None) != v.dtype:
             raise ShapeError(
@@ -228,7 +228,7 @@ class Tape:
                     or contrib.shape != v.shape
                     or contrib.dtype != v.dtype
                 ):
-                    self._check_grad(pid, contrib, f"node {i} ({node.name}) backward")
+                    self.check_grad(pid, contrib, f"node {i} ({node.name}) backward")
                 old = grads[pid]
                 if old is None:
                     grads[pid] = contrib
@@ -252,7 +252,7 @@ class Tape:
         may replace each reached gradient just before node i propagates it (same shape and
         dtype, or `HookError`)."""
         self._check_id(out, "backward_dense output")
-        self._check_grad(out, seed, "backward_dense seed")
+        self.check_grad(out, seed, "backward_dense seed")
         grads: list[Any] = [None] * len(self.nodes)
         grads[out] = seed
         return self._sweep(grads, out, run_all=False, hook=hook)
@@ -274,7 +274,7 @@ class Tape:
                 f"{len(self.nodes)} nodes"
             )
         for i, g in enumerate(grads0):
-            self._check_grad(i, g, "backward_dense_from seed")
+            self.check_grad(i, g, "backward_dense_from seed")
         return self._sweep(list(grads0), len(self.nodes) - 1, run_all=True)
 
     def forward_tangents(self, leaf_tangents: dict[int, Any]) -> list[Any]:
@@ -287,7 +287,7 @@ class Tape:
                 if not node.parents:
                     t = leaf_tangents.get(i, zero) if node.requires_grad else zero
                     if t is not zero:
-                        self._check_grad(i, t, "forward tangent")
+                        self.check_grad(i, t, "forward tangent")
                 elif not node.requires_grad or node.jvp is None:
                     t = zero
                 else:

@@ -37,7 +37,7 @@ import numpy as np
 from spec.domains import FLOAT64
 from spec.errors import TorchLeanError
 
-from .context import KernelContext, fp_quiet
+from ..engine.context import KernelContext, fp_quiet
 
 __all__ = [
     "SCHEDULERS",
@@ -50,6 +50,7 @@ __all__ = [
     "Optimizer",
     "RMSProp",
     "Scheduler",
+    "check_value",
     "constant",
     "exponential",
     "format_name",
@@ -93,7 +94,7 @@ def _as_fraction(x: Any) -> Fraction | None:
     return Fraction(f) if math.isfinite(f) else None
 
 
-def _check_value(who: str, name: str, v: Any, kind: str, ctx: KernelContext) -> None:
+def check_value(who: str, name: str, v: Any, kind: str, ctx: KernelContext) -> None:
     """kind: "rate" (finite, >= 0), "unit" ([0, 1)), "pos" (finite, > 0)."""
     want = {"rate": "a finite value >= 0", "unit": "a value in [0, 1)", "pos": "a value > 0"}[kind]
     if isinstance(v, bool) or not isinstance(v, (int, float, Fraction)):
@@ -167,7 +168,7 @@ class Optimizer(ABC):
 
     def validate(self, ctx: KernelContext) -> None:
         for k, kind in self.spec.items():
-            _check_value(self.name, k, self.hyper[k], kind, ctx)
+            check_value(self.name, k, self.hyper[k], kind, ctx)
 
     def consts(self, ctx: KernelContext) -> dict[str, Any]:
         return {k: scalar(ctx, v) for k, v in self.hyper.items()}
@@ -413,9 +414,9 @@ class Scheduler:
         who = f"scheduler {self.kind}"
         if self.kind not in SCHEDULERS:
             raise TorchLeanError(f"unknown scheduler {self.kind!r}; choose one of {SCHEDULERS}")
-        _check_value(who, "lr", self.lr, "rate", ctx)
-        _check_value(who, "min_lr", self.min_lr, "rate", ctx)
-        _check_value(who, "gamma", self.gamma, "rate", ctx)
+        check_value(who, "lr", self.lr, "rate", ctx)
+        check_value(who, "min_lr", self.min_lr, "rate", ctx)
+        check_value(who, "gamma", self.gamma, "rate", ctx)
         for n, v, lo in (
             ("step_size", self.step_size, 1),
             ("warmup_steps", self.warmup_steps, 0),

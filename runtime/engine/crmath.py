@@ -25,7 +25,7 @@ import numpy as np
 
 from spec.domains import Domain, IEEEDomain
 
-from .backend import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
+from ..backends.base import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
 
 __all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "unsafe_mask"]
 

@@ -62,12 +62,13 @@ from spec import rng as srng
 from spec.errors import CheckpointError, ShapeError, TorchLeanError
 from spec.tensor import Tensor
 
+from ..backends.base import DTYPE_DOMAIN, DTYPES, from_spec, round_f64
+from ..backends.registry import get_backend
+from ..engine.context import KernelContext, fp_quiet
+from ..session import Param, Session, TensorRef
 from . import checkpoint as ckpt
-from .backend import DTYPE_DOMAIN, DTYPES, from_spec, get_backend, round_f64
-from .context import KernelContext, fp_quiet
-from .nn import LOSSES, Forward, Sequential
-from .optim import SGD, Optimizer, OptState, Scheduler, _check_value, format_name, scalar
-from .session import Param, Session, TensorRef
+from .layers import LOSSES, Forward, Sequential
+from .optim import SGD, Optimizer, OptState, Scheduler, check_value, format_name, scalar
 
 __all__ = ["Result", "Trainer", "TrainingSession", "pairwise_mean", "save_loss_curve"]
 
@@ -193,7 +194,7 @@ class Result:
         algorithm: str = "ibp",
     ) -> Any:
         """Certified output bounds on the box center +- radius: `runtime.verify.verify`."""
-        from .verify import verify
+        from ..verify import verify
 
         return verify(self, center, radius, norm, property, algorithm)
 
@@ -543,7 +544,7 @@ class TrainingSession:
             return scalar(self.ctx, self.optimizer.hyper["lr"])
         t = self._steps
         v = self.scheduler(t)
-        _check_value(
+        check_value(
             f"step {t}: scheduler {self.scheduler.config()}", f"lr({t})", v, "rate", self.ctx
         )
         return scalar(self.ctx, v)
