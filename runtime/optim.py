@@ -1,0 +1,41 @@
+"""public import path of runtime.training.optim"""
+
+from .training.optim import (
+    SCHEDULERS,
+    SGD,
+    Adadelta,
+    AdaGrad,
+    Adam,
+    AdamW,
+    Optimizer,
+    OptState,
+    RMSProp,
+    Scheduler,
+    check_value,
+    constant,
+    exponential,
+    format_name,
+    scalar,
+    step,
+    warmup_cosine,
+)
+
+__all__ = [
+    "SCHEDULERS",
+    "SGD",
+    "AdaGrad",
+    "Adadelta",
+    "Adam",
+    "AdamW",
+    "OptState",
+    "Optimizer",
+    "RMSProp",
+    "Scheduler",
+    "check_value",
+    "constant",
+    "exponential",
+    "format_name",
+    "scalar",
+    "step",
+    "warmup_cosine",
+]
