@@ -40,7 +40,7 @@ import inspect
 import cupy.cuda.compiler as cc
 src = inspect.getsource(cc).splitlines()
 print("cupy compiler lines mentioning ftz:", [l.strip() for l in src if "ftz" in l])
-from runtime.backend import get_backend
+from runtime.backends.registry import get_backend
 print("backend info", get_backend("cupy").info)
 PY
 } >"$OUT/env.txt" 2>&1

@@ -142,6 +142,27 @@ class GraphBuilder:
     def shape_of(self, i: int) -> Shape:
         return self._shapes[i]
 
+    @property
+    def num_inputs(self) -> int:
+        """The number of inputs declared so far."""
+        return len(self._inputs)
+
+    @property
+    def num_nodes(self) -> int:
+        """The number of nodes added so far."""
+        return len(self._nodes)
+
+    @property
+    def num_values(self) -> int:
+        """The number of values (inputs and nodes) so far."""
+        return len(self._shapes)
+
+    def truncate(self, num_inputs: int, num_nodes: int, num_values: int) -> None:
+        """Drop what was declared after the given counts (a caller's rollback)."""
+        del self._inputs[num_inputs:]
+        del self._nodes[num_nodes:]
+        del self._shapes[num_values:]
+
     def build(self, output: int | None = None) -> Graph:
         if output is not None and output != len(self._shapes) - 1:
             raise GraphError(f"GraphBuilder.build: output %{output} is not the last value")

@@ -1,4 +1,5 @@
-"""runtime.backend: dtypes, lossless spec conversions, no silent casts, single rounding.
+"""runtime.backends (base and registry): dtypes, lossless spec conversions, no silent casts,
+single rounding.
 
 Oracles: the spec domains (MPFR, rounded once), hand-worked bit patterns and IEEE layouts.
 """
@@ -15,17 +16,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.backend import (
+from runtime.backends.base import (
     DTYPE_DOMAIN,
     DTYPES,
     NUMPY,
     Backend,
     from_spec,
-    get_backend,
     np_dtype,
     round_f64,
     to_spec,
 )
+from runtime.backends.registry import get_backend
 from spec.domains import BFLOAT16, BINARY32, FLOAT16, FLOAT64, RATIONAL, IEEEDomain
 from spec.errors import DomainError, TorchLeanError
 from spec.tensor import Tensor

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from conformance.__main__ import main as conformance_main
 from conformance.suite import Case, _differential
-from runtime.backend import NUMPY, Backend, get_backend, namespace_backend
-from runtime.cuda import kernel_source, tf32_enabled
-from runtime.rng import keep_mask, sample_nat, uniform01
+from runtime.backends.base import NUMPY, Backend
+from runtime.backends.cuda import kernel_source, tf32_enabled
+from runtime.backends.registry import get_backend, namespace_backend
+from runtime.engine.rng import keep_mask, sample_nat, uniform01
 from runtime.session import Session
 from spec import rng as srng
 from spec.domains import BFLOAT16, BINARY32, FLOAT16, FLOAT64
@@ -107,7 +108,7 @@ def test_uniform_and_mask_match_spec(key: int, num: int, dtype: str) -> None:
 
 
 def _spec_values(a: Any, dtype: str) -> list[Any]:
-    from runtime.backend import to_spec
+    from runtime.backends.base import to_spec
 
     return list(to_spec(np.asarray(a), dtype).data)
 
@@ -233,7 +234,7 @@ def test_tf32_detection(env: dict[str, str], want: str | None) -> None:
 
 def test_backend_guard_refuses_profiles() -> None:
     """A backend's guard runs when a kernel context is made (e.g. CuPy under TF32)."""
-    from runtime.context import KernelContext
+    from runtime.engine.context import KernelContext
 
     def guard(profile: str) -> None:
         if profile == "ordered":

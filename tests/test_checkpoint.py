@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import checkpoint as ck
 from runtime.nn import BatchNorm1d, Linear, Sequential
 from runtime.optim import Adam
 from runtime.trainer import Trainer
+from runtime.training import checkpoint as ck
 from spec.errors import CheckpointError
 
 

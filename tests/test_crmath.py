@@ -1,4 +1,4 @@
-"""runtime.crmath: correctly rounded exp/log/tanh/sin/cos, its safety test, and the sweep.
+"""runtime.engine.crmath: correctly rounded exp/log/tanh/sin/cos, its safety test, and the sweep.
 
 Oracle: the spec IEEE domains (MPFR, rounded once to nearest-even with subnormals), reached
 through `to_spec`/`from_spec`; boundary cases of `unsafe_mask` are worked out by hand.
@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import conformance.sweep as sweep
-from runtime.backend import DTYPE_DOMAIN, from_spec, np_dtype, to_spec
-from runtime.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
+from runtime.backends.base import DTYPE_DOMAIN, from_spec, np_dtype, to_spec
+from runtime.engine.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
 from spec.domains import BFLOAT16, BINARY32, FLOAT16, FLOAT64, IEEEDomain
 from spec.tensor import Tensor
 

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runtime.backend import NUMPY, get_backend
-from runtime.context import KernelContext
-from runtime.rng import keep_mask, sample_nat, uniform01
+from runtime.backends.base import NUMPY
+from runtime.backends.registry import get_backend
+from runtime.engine.context import KernelContext
+from runtime.engine.rng import keep_mask, sample_nat, uniform01
 from runtime.session import Session
 from spec.errors import TorchLeanError
 from tests.device_workloads import model_bits, train_bits

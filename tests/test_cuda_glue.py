@@ -1,5 +1,5 @@
 """The CUDA backend's host-side glue, without a GPU: a NumPy stand-in for CuPy (its
-`RawModule` runs the reference loops of the kernel sources) drives `runtime.cuda`'s
+`RawModule` runs the reference loops of the kernel sources) drives `runtime.backends.cuda`'s
 compile wrapper, probe, kernel launches, guard and the Session's device paths. This tests
 wiring (argument order, shapes, reshapes, empty cases, the compile-option rewrite), not
 the GPU: `tests/test_cuda.py` does that where a GPU exists."""
@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-import runtime.cuda as rcuda
-from runtime.backend import NUMPY
-from runtime.context import KernelContext
+import runtime.backends.cuda as rcuda
+from runtime.backends.base import NUMPY
+from runtime.engine.context import KernelContext
 from runtime.session import Session
 from spec.errors import TorchLeanError
 from tests.device_workloads import model_bits, train_bits
 
 
 def _launch(name: str) -> Any:
-    """A kernel of `runtime.cuda`'s sources, run elementwise with NumPy scalars."""
+    """A kernel of `runtime.backends.cuda`'s sources, run elementwise with NumPy scalars."""
 
     def fold(grid: Any, block: Any, args: Any) -> None:
         x, out, k, m = args

@@ -1,4 +1,4 @@
-"""runtime.lower: the tape layout of a lowered graph, its dense backward closures, the
+"""runtime.engine.lower: the tape layout of a lowered graph, its dense backward closures, the
 compiled artifact, and lowering-time errors.
 
 Oracles: the spec graph semantics (`eval_graph`, `node_vjp_dense`, `backprop_all_ctx`) in the
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.graphs import graphs, inputs_for, seeds_for, tensors_for
-from runtime.backend import DTYPE_DOMAIN, from_spec, to_spec
-from runtime.lower import Compiled, compile, lower
+from runtime.backends.base import DTYPE_DOMAIN, from_spec, to_spec
+from runtime.engine.lower import Compiled, compile_graph, lower
 from spec.errors import DomainError, GraphError, ShapeError, TorchLeanError
 from spec.graph import Graph, GraphBuilder, Node, backprop_all_ctx, eval_graph, node_vjp_dense
 from spec.tensor import Tensor, TensorPack
@@ -92,7 +92,7 @@ def test_compile_matches_lower(dtype: str, kernels: str, data: st.DataObject) ->
     D = DTYPE_DOMAIN[dtype]
     g, xs, seed = data.draw(cases(dtype))
     xs2 = data.draw(inputs_for(g, D))
-    c = compile(g, dtype=dtype, kernels=kernels)
+    c = compile_graph(g, dtype=dtype, kernels=kernels)
     assert isinstance(c, Compiled) and c.graph is g
     for inputs in (xs, xs2, xs):  # reusable: later runs do not depend on earlier ones
         arrays = [from_spec(x, dtype) for x in inputs]
@@ -137,7 +137,7 @@ def test_lower_rejects_wrong_input_counts_and_shapes() -> None:
     with pytest.raises(TorchLeanError, match="no silent casts"):
         lower(g, [x.astype(np.float64), y])
     with pytest.raises(ShapeError):
-        compile(g)([x])
+        compile_graph(g)([x])
     # Python numbers are accepted and rounded once
     t = lower(g, [[[0.1] * 3] * 2, [1, 2, 3]], dtype="float32")
     assert t.nodes[0].value.dtype == np.float32
@@ -178,7 +178,7 @@ def test_log_precondition_raises_at_lowering(dtype: str, bad: float) -> None:
     with pytest.raises(DomainError, match="log"):
         lower(b2.build(), [from_spec(vals, dtype)], dtype=dtype, kernels="ordered")
     with pytest.raises(DomainError, match="log"):
-        compile(b2.build(), dtype=dtype)([from_spec(vals, dtype)])
+        compile_graph(b2.build(), dtype=dtype)([from_spec(vals, dtype)])
     # checked on log's actual argument, not on the graph inputs: exp(-inf) = +0, exp(NaN)
     # = NaN are refused, exp(0) = 1 and exp(-1) > 0 are fine
     if bad == float("-inf") or bad != bad:

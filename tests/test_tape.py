@@ -1,4 +1,4 @@
-"""runtime.tape: TorchLean's tape rules, checked on hand-worked cases.
+"""runtime.engine.tape: TorchLean's tape rules, checked on hand-worked cases.
 
 Expected values are worked out by hand (with exact binary fractions chosen so every
 rounding is known) or with the spec domains; never read back from the tape itself.
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runtime.context import KernelContext
-from runtime.tape import Tape
+from runtime.engine.context import KernelContext
+from runtime.engine.tape import Tape
 from spec.domains import BINARY32
 from spec.errors import DomainError, GraphError, ShapeError
 

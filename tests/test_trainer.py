@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import backend
-from runtime.context import KernelContext
+from runtime.backends.registry import get_backend
+from runtime.engine.context import KernelContext
 from runtime.nn import GELU, BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sequential, Tanh
 from runtime.optim import SGD, Adam, AdamW, exponential, warmup_cosine
 from runtime.trainer import Trainer, pairwise_mean
@@ -245,7 +245,7 @@ def test_cuda_device_rules() -> None:
     with pytest.raises(TorchLeanError, match="native float"):
         Trainer(Sequential(Linear(1, 1)), dtype="exact", device="cuda").open()
     try:
-        backend.get_backend("cuda")
+        get_backend("cuda")
     except TorchLeanError as e:
         with pytest.raises(type(e), match=re.escape(str(e))):
             Trainer(Sequential(Linear(1, 1)), device="cuda").open()
@@ -534,3 +534,28 @@ def test_cuda_refuses_bfloat16_and_says_why() -> None:
         Trainer(Sequential(Linear(1, 1)), dtype="bfloat16", device="cuda").open()
     msg = str(e.value)
     assert "['float64', 'float32', 'float16']" in msg and "CuPy has no bfloat16" in msg
+
+
+def test_public_import_paths_are_the_training_modules() -> None:
+    """runtime.nn / optim / trainer / checkpoint re-export runtime.training's objects (the
+    README's import paths), and runtime.compile is runtime.engine.lower.compile_graph."""
+    import runtime
+    import runtime.checkpoint
+    import runtime.engine.lower
+    import runtime.nn
+    import runtime.optim
+    import runtime.trainer
+    from runtime.training import checkpoint, layers, model_layers, optim, trainer
+
+    pairs = [
+        (runtime.nn, (layers, model_layers)),
+        (runtime.optim, (optim,)),
+        (runtime.trainer, (trainer,)),
+        (runtime.checkpoint, (checkpoint,)),
+    ]
+    for public, sources in pairs:
+        want = {n: getattr(m, n) for m in sources for n in m.__all__}
+        assert sorted(public.__all__) == sorted(want)
+        for n, obj in want.items():
+            assert getattr(public, n) is obj, (public.__name__, n)
+    assert runtime.compile is runtime.engine.lower.compile_graph

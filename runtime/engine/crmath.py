@@ -1,0 +1,94 @@
+"""Correctly rounded transcendental functions for the `ordered` kernel profile.
+
+Method (Ziv-style, vectorised): evaluate the function in a wider format W (float64 for
+binary32/bfloat16/float16 targets; x87 long double, 64-bit significand, for binary64),
+round that to the target to get a candidate c, and accept c only when the interval
+[y_W - E, y_W + E] lies strictly between the two rounding boundaries (midpoints) around c.
+E = ERR_ULPS * spacing_W(y_W) is the assumed error bound of the wide evaluation. Rejected
+elements (probability about ERR_ULPS * 2**-(p_W - p_target) each) are recomputed with
+MPFR through the spec domain, which is correctly rounded by construction. A candidate that
+double-rounded (bfloat16 through float32) lies outside its own boundary interval and is
+rejected too. Where long double is not wider than binary64, binary64 falls back to MPFR
+for every element (slow, still correct).
+
+Assumption (stated, and checked by the opt-in sweep `python -m conformance.sweep`): NumPy's
+float64 and long-double exp, log, tanh, sin and cos err by at most ERR_ULPS units in the
+last place of their own format. glibc documents <= 4 ulp for these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from spec.domains import Domain, IEEEDomain
+
+from ..backends.base import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
+
+__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "unsafe_mask"]
+
+ERR_ULPS = 16
+FUNCTIONS = ("exp", "log", "tanh", "sin", "cos")
+_LONG_OK = np.finfo(np.longdouble).nmant >= 63
+
+
+def _quantum(e: Any, D: IEEEDomain, W: Any) -> Any:
+    """Spacing of target values with MPFR exponent e (|v| in [2**(e-1), 2**e))."""
+    return np.ldexp(W(1), np.maximum(e, D.emin + D.precision - 1) - D.precision)
+
+
+def unsafe_mask(y: Any, c: Any, D: IEEEDomain) -> Any:
+    """True where the candidate c (target dtype) may not be the correct rounding of the
+    true value known only to lie within y +- ERR_ULPS*spacing(y) (y in the wide dtype W)."""
+    W = y.dtype.type
+    ay = np.abs(y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.spacing(ay) * W(ERR_ULPS)
+        ac = np.abs(c.astype(W))
+        mant, e = np.frexp(ac)
+        up = _quantum(e, D, W)
+        down = np.where(
+            (mant == 0.5) & (e - 1 >= D.emin + D.precision - 1), _quantum(e - 1, D, W), up
+        )
+        max_finite = np.ldexp(W(1), D.emax) - np.ldexp(W(1), D.emax - D.precision)
+        threshold = max_finite + np.ldexp(W(1), D.emax - D.precision - 1)
+        lo = ac - down / 2
+        hi = ac + up / 2
+        finite_ok = (lo < ay - err) & (ay + err < hi)
+        # c == 0 is safe when the value is below half the smallest subnormal, 2**(emin-1)/2
+        zero_ok = ay + err < np.ldexp(W(1), D.emin - 2)
+        inf_ok = ay - err > threshold
+    safe = np.where(np.isinf(ac), inf_ok | np.isinf(ay), np.where(ac == 0, zero_ok, finite_ok))
+    safe |= np.isnan(y) & np.isnan(c.astype(W))
+    return ~safe
+
+
+def cr_apply(fn: str, x: Any, dtype: str) -> Any:
+    """fn(x) correctly rounded in `dtype` (one of float64/float32/bfloat16/float16)."""
+    D = DTYPE_DOMAIN[dtype]
+    assert isinstance(D, IEEEDomain)
+    ufunc: Callable[[Any], Any] = getattr(np, fn)
+    if dtype == "float64" and not _LONG_OK:
+        return _mpfr_all(fn, x, dtype, D)
+    W = np.longdouble if dtype == "float64" else np.float64
+    with np.errstate(all="ignore"):
+        y = np.asarray(ufunc(np.asarray(x).astype(W)))
+        c = (
+            y.astype(np.float64).astype(np_dtype(dtype))
+            if dtype == "float64"
+            else (round_f64(y, dtype))
+        )
+    bad = unsafe_mask(y, c, D)
+    if bad.any():
+        c = np.array(c, copy=True)
+        # boolean-mask indexing (not np.nonzero): also works for 0-d inputs
+        c[bad] = _mpfr_all(fn, np.asarray(x)[bad], dtype, D)
+    return c
+
+
+def _mpfr_all(fn: str, x: Any, dtype: str, D: Domain) -> Any:
+    t = to_spec(np.asarray(x), dtype)
+    f = getattr(D, fn)
+    return from_spec(t.map(f), dtype)

@@ -1,0 +1,296 @@
+"""The tape (a Wengert list) and its reverse passes, with TorchLean's accumulation rules.
+
+Invariants:
+- A node's id is its index; `add_node` returns the old length. Op constructors validate
+  before appending, so a failed op leaves the tape unchanged.
+- A node's requires_grad is the OR of its parents' (leaves choose); a node without it is
+  *frozen*: reverse passes skip it and drop contributions into it.
+- A node's backward maps its output cotangent to `(id, grad)` pairs; the passes fold them
+  into a dense list in emission order: the first contribution into an empty slot is stored
+  as is, later ones as `existing + new`.
+- Gradients are returned, never stored on nodes.
+
+Speed (the eager Session runs every op through `Tape.op`): the validation of an identical
+(op, input shapes, attributes) is memoised (`validated`), the forward runs under one
+`fp_quiet()` (the kernels do not set the floating-point state again), and the reverse sweep
+checks each contribution with a cheap shape/dtype test, falling back to the full check
+(and its error message) only when that test fails. None of this changes a value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from spec.errors import GraphError, HookError, ShapeError
+from spec.validate import check_node
+
+from ..kernels import KERNELS, fold_fanin, kernel_for
+from .context import KernelContext, fp_quiet
+
+__all__ = ["Backward", "Tape", "TapeNode", "validated"]
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
+Backward = Callable[[Any], Sequence[tuple[int, Any]]]
+Hook = Callable[[int, Any], Any]
+
+
+_ATOMS = (int, bool, str, Fraction, type(None))
+_VALIDATED: dict[Any, tuple[dict[str, Any], tuple[int, ...]]] = {}
+_VALIDATED_MAX = 4096
+
+
+def _freeze(v: Any) -> Any:
+    """A hashable key that is equal only for attribute values that normalise alike: the
+    exact type goes into the key (1, 1.0, True and Fraction(1) stay apart; floats by their
+    hex form, so -0.0 and NaN are keys too). Anything else raises TypeError: not cached."""
+    t = type(v)
+    if t in _ATOMS:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())
+    if t is tuple or t is list:
+        return (t, tuple(_freeze(x) for x in v))
+    raise TypeError(t)
+
+
+def validated(name: str, attrs: dict[str, Any], shapes: tuple[tuple[int, ...], ...]) -> Any:
+    """`check_node(name, 0..n-1, attrs, shapes)`, memoised on (op, shapes, attributes): the
+    result depends on nothing else. Failures are not cached (they raise every time). Returns
+    (a fresh copy of the normalised attributes, the output shape)."""
+    try:
+        key: Any = (name, shapes, tuple([(k, _freeze(v)) for k, v in attrs.items()]))
+        hit = _VALIDATED.get(key)
+    except TypeError:
+        key, hit = None, None
+    if hit is None:
+        norm, out = check_node(name, list(range(len(shapes))), attrs, shapes)
+        if key is not None:
+            if len(_VALIDATED) >= _VALIDATED_MAX:
+                _VALIDATED.clear()
+            _VALIDATED[key] = (dict(norm), tuple(out))
+        return norm, out
+    return dict(hit[0]), hit[1]
+
+
+@dataclass(slots=True)
+class TapeNode:
+    name: str
+    value: Any
+    requires_grad: bool
+    parents: tuple[int, ...]
+    backward: Backward | None
+    jvp: Callable[[list[Any]], Any] | None = None
+
+
+class Tape:
+    """A list of nodes plus the kernel context they were computed in."""
+
+    def __init__(self, ctx: KernelContext | None = None) -> None:
+        self.ctx = ctx or KernelContext()
+        self.nodes: list[TapeNode] = []
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def value(self, i: int) -> Any:
+        return self.nodes[self._check_id(i, "value")].value
+
+    def add_node(
+        self,
+        name: str,
+        value: Any,
+        requires_grad: bool,
+        parents: Sequence[int],
+        backward: Backward | None,
+    ) -> int:
+        for p in parents:
+            self._check_id(p, f"add_node({name!r}) parent")
+        self.nodes.append(TapeNode(name, value, requires_grad, tuple(parents), backward))
+        return len(self.nodes) - 1
+
+    def leaf(self, value: Any, requires_grad: bool = True, name: str = "leaf") -> int:
+        return self.add_node(name, self.ctx.arr(value), requires_grad, (), None)
+
+    def op(self, name: str, args: Sequence[int], env: Sequence[int] = (), **attrs: Any) -> int:
+        """Append one op node: validate, compute, then append (nothing on failure)."""
+        nodes = self.nodes
+        n = len(nodes)
+        for k, a in enumerate(args):
+            if type(a) is not int or not 0 <= a < n:
+                self._check_id(a, f"{name}: input {k}")
+        ctx = self.ctx
+        xs = [nodes[a].value for a in args]
+        norm, _ = validated(name, attrs, tuple([tuple(x.shape) for x in xs]))
+        kern = KERNELS.get(name) or kernel_for(name)
+        with fp_quiet():
+            if kern.check is not None:
+                kern.check(ctx, xs, norm)
+            y, saved = kern.forward(ctx, xs, norm, env)
+        if type(y) is not ctx.atype:
+            y = ctx.arr(y)
+        arg_ids = tuple(args)
+        needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
+        rg = any(needs)
+        vjp = kern.vjp
+        arr = ctx.arr
+        atype = ctx.atype
+        single = len(arg_ids) == 1
+        distinct = single or len(set(arg_ids)) == len(arg_ids)
+        some = kern.vjp_some if rg and not all(needs) else None
+
+        def backward(g: Any) -> list[tuple[int, Any]]:
+            if some is not None:
+                # Only the cotangents of arguments that require grad: the sweep drops the
+                # others unread, so skipping them changes no value.
+                per = some(ctx, saved, g, norm, env, needs)
+                folded = fold_fanin(
+                    [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+                    [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+                )
+                return [(j, arr(c)) for j, c in sorted(folded.items())]
+            per_arg = vjp(ctx, saved, g, norm, env)
+            if distinct and len(per_arg) == len(arg_ids):
+                # no fan-in: one cotangent per distinct id, emitted in increasing id order
+                if single:
+                    c = per_arg[0]
+                    return [(arg_ids[0], c if type(c) is atype else arr(c))]
+                pairs = [
+                    (j, c if type(c) is atype else arr(c))
+                    for j, c in zip(arg_ids, per_arg, strict=True)
+                ]
+                pairs.sort(key=_first)
+                return pairs
+            folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
+            return [(j, arr(c)) for j, c in sorted(folded.items())]
+
+        def jvp(tangents: list[Any]) -> Any:
+            return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))
+
+        nodes.append(TapeNode(name, y, rg, arg_ids, backward if rg else None, jvp))
+        return n
+
+    # ------------------------------------------------------------------ reverse passes
+    def _check_id(self, i: Any, what: str) -> int:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.nodes):
+            raise GraphError(f"{what}: invalid tape id {i!r} (tape has {len(self.nodes)} nodes)")
+        return i
+
+    def check_grad(self, i: int, g: Any, what: str) -> None:
+        v = self.nodes[i].value
+        if tuple(getattr(g, "shape", ())) != tuple(v.shape) or getattr(g, "dtype", None) != v.dtype:
+            raise ShapeError(
+                f"{what}: gradient for node {i} ({self.nodes[i].name}) has shape "
+                f"{tuple(getattr(g, 'shape', ()))} dtype {getattr(g, 'dtype', type(g).__name__)}"
+                f"; expected shape {tuple(v.shape)} dtype {v.dtype}"
+            )
+
+    def _sweep(
+        self, grads: list[Any], start: int, run_all: bool, hook: Hook | None = None
+    ) -> list[Any]:
+        with fp_quiet():  # IEEE overflow/invalid are values here, not errors
+            return self._sweep_inner(grads, start, run_all, hook)
+
+    def _sweep_inner(
+        self, grads: list[Any], start: int, run_all: bool, hook: Hook | None
+    ) -> list[Any]:
+        nodes = self.nodes
+        arr = self.ctx.arr
+        ndarray = self.ctx.atype
+        for i in range(start, -1, -1):
+            node = nodes[i]
+            if hook is not None and grads[i] is not None and (node.requires_grad or i == start):
+                grads[i] = self._apply_hook(hook, i, grads[i])
+            if not node.requires_grad or node.backward is None:
+                continue
+            g = grads[i]
+            if g is None:
+                if not run_all:
+                    continue
+                g = self.ctx.zeros(tuple(node.value.shape))
+            elif type(g) is not ndarray:
+                g = arr(g)
+            for pid, contrib in node.backward(g):
+                if pid >= i or pid < 0:
+                    raise GraphError(f"node {i} ({node.name}) emitted a gradient for id {pid}")
+                target = nodes[pid]
+                if not target.requires_grad:
+                    continue
+                v = target.value
+                if (
+                    type(contrib) is not ndarray
+                    or contrib.shape != v.shape
+                    or contrib.dtype != v.dtype
+                ):
+                    self.check_grad(pid, contrib, f"node {i} ({node.name}) backward")
+                old = grads[pid]
+                if old is None:
+                    grads[pid] = contrib
+                else:
+                    new = old + contrib
+                    grads[pid] = new if type(new) is ndarray else arr(new)
+        return grads
+
+    def _apply_hook(self, hook: Hook, i: int, g: Any) -> Any:
+        h = hook(i, g)
+        if tuple(getattr(h, "shape", ())) != tuple(g.shape) or getattr(h, "dtype", None) != g.dtype:
+            raise HookError(
+                f"gradient hook changed the gradient of node {i} ({self.nodes[i].name}): "
+                f"shape {tuple(g.shape)} dtype {g.dtype} became shape "
+                f"{tuple(getattr(h, 'shape', ()))} dtype {getattr(h, 'dtype', type(h).__name__)}"
+            )
+        return h
+
+    def backward_dense(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any | None]:
+        """Reverse pass from `out`: one entry per id, None where nothing arrived. `hook(i, g)`
+        may replace each reached gradient just before node i propagates it (same shape and
+        dtype, or `HookError`)."""
+        self._check_id(out, "backward_dense output")
+        self.check_grad(out, seed, "backward_dense seed")
+        grads: list[Any] = [None] * len(self.nodes)
+        grads[out] = seed
+        return self._sweep(grads, out, run_all=False, hook=hook)
+
+    def backward_dense_all(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any]:
+        """`backward_dense`, then unreached slots become zeros: one gradient per id."""
+        grads = self.backward_dense(out, seed, hook)
+        zeros = self.ctx.zeros
+        return [
+            zeros(tuple(n.value.shape)) if g is None else g
+            for g, n in zip(grads, self.nodes, strict=True)
+        ]
+
+    def backward_dense_from(self, grads0: Sequence[Any]) -> list[Any]:
+        """Run every non-frozen node in reverse id order from a full list of cotangents."""
+        if len(grads0) != len(self.nodes):
+            raise ShapeError(
+                f"backward_dense_from: {len(grads0)} cotangents for a tape of "
+                f"{len(self.nodes)} nodes"
+            )
+        for i, g in enumerate(grads0):
+            self.check_grad(i, g, "backward_dense_from seed")
+        return self._sweep(list(grads0), len(self.nodes) - 1, run_all=True)
+
+    def forward_tangents(self, leaf_tangents: dict[int, Any]) -> list[Any]:
+        """Forward mode over the recorded nodes: the tangent of every id given tangents of
+        leaves (missing leaves and frozen nodes contribute zero)."""
+        tans: list[Any] = []
+        with fp_quiet():
+            for i, node in enumerate(self.nodes):
+                zero = self.ctx.zeros(tuple(node.value.shape))
+                if not node.parents:
+                    t = leaf_tangents.get(i, zero) if node.requires_grad else zero
+                    if t is not zero:
+                        self.check_grad(i, t, "forward tangent")
+                elif not node.requires_grad or node.jvp is None:
+                    t = zero
+                else:
+                    t = node.jvp([tans[p] for p in node.parents])
+                tans.append(t)
+        return tans

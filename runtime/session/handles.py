@@ -1,0 +1,125 @@
+"""Session handles: `TensorRef` (one tape value) and `NatRef` (one slot of the integer
+environment), and the checks a session runs on them.
+
+Invariants:
+- Handles carry (owner, generation). Every session call validates its handles *before*
+  doing anything: a foreign or stale handle raises `StaleHandleError` (a NatRef where a
+  TensorRef is expected is reported as stale or foreign first, then as a NatRef).
+- `reset_tape()` bumps the generation, which invalidates every TensorRef and NatRef.
+- A TensorRef holds its session weakly; its operators (+ - * / @ and unary -) call the
+  session's op methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from spec.errors import StaleHandleError, TorchLeanError
+
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from .core import Session
+
+__all__ = ["HandleChecks", "NatRef", "TensorRef"]
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A handle to one tape value: id, static shape, owner session and generation."""
+
+    id: int
+    shape: tuple[int, ...]
+    owner: int
+    generation: int
+    _session: Any = field(default=None, repr=False, compare=False, hash=False)
+
+    def _s(self) -> Session:
+        s = self._session() if self._session is not None else None
+        if s is None:
+            raise StaleHandleError(f"TensorRef %{self.id}: its session no longer exists")
+        return s
+
+    def __add__(self, other: Any) -> TensorRef:
+        return self._s().add(self, other)
+
+    def __radd__(self, other: Any) -> TensorRef:
+        return self._s().add(other, self)
+
+    def __sub__(self, other: Any) -> TensorRef:
+        return self._s().sub(self, other)
+
+    def __rsub__(self, other: Any) -> TensorRef:
+        return self._s().sub(other, self)
+
+    def __mul__(self, other: Any) -> TensorRef:
+        return self._s().mul(self, other)
+
+    def __rmul__(self, other: Any) -> TensorRef:
+        return self._s().mul(other, self)
+
+    def __truediv__(self, other: Any) -> TensorRef:
+        return self._s().div(self, other)
+
+    def __rtruediv__(self, other: Any) -> TensorRef:
+        return self._s().div(other, self)
+
+    def __matmul__(self, other: Any) -> TensorRef:
+        return self._s().matmul(self, other)
+
+    def __neg__(self) -> TensorRef:
+        return self._s().neg(self)
+
+
+@dataclass(frozen=True)
+class NatRef:
+    """A handle to one slot of the session's non-differentiable integer environment."""
+
+    slot: int
+    owner: int
+    generation: int
+
+
+class HandleChecks(SessionState):
+    """The session part that makes and validates handles."""
+
+    def _ref(self, i: int) -> TensorRef:
+        return TensorRef(
+            i, tuple(self.tape.nodes[i].value.shape), self.owner, self.generation, self._self_ref
+        )
+
+    def _check(self, x: Any, what: str = "argument") -> int:
+        if isinstance(x, NatRef):
+            self._check_nat(x, what)  # a stale or foreign NatRef is reported as such first
+            raise TorchLeanError(f"{what}: a NatRef was given where a TensorRef is expected")
+        if not isinstance(x, TensorRef):
+            raise TorchLeanError(f"{what}: expected a TensorRef, got {type(x).__name__}")
+        if x.owner != self.owner:
+            raise StaleHandleError(
+                f"{what}: foreign TensorRef %{x.id} from session "
+                f"#{x.owner}; this is session #{self.owner}"
+            )
+        if x.generation != self.generation:
+            raise StaleHandleError(
+                f"{what}: stale TensorRef %{x.id} from generation {x.generation}; current "
+                f"generation is {self.generation} (reset_tape invalidates every TensorRef and "
+                "NatRef)"
+            )
+        return x.id
+
+    def _check_nat(self, r: Any, what: str = "argument") -> int:
+        if not isinstance(r, NatRef):
+            raise TorchLeanError(f"{what}: expected a NatRef, got {type(r).__name__}")
+        if r.owner != self.owner:
+            raise StaleHandleError(
+                f"{what}: foreign NatRef slot {r.slot} from session "
+                f"#{r.owner}; this is session #{self.owner}"
+            )
+        if r.generation != self.generation:
+            raise StaleHandleError(
+                f"{what}: stale NatRef slot {r.slot} from generation {r.generation}; current "
+                f"generation is {self.generation} (reset_tape invalidates every TensorRef and "
+                "NatRef)"
+            )
+        return r.slot

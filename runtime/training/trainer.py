@@ -1,0 +1,732 @@
+"""The trainer and its session: open, step, loss, predict, save/load, finish.
+
+Invariants:
+- A `Trainer` is an immutable configuration (model, objective, optimizer, dtype, mode,
+  device, kernels, seed). `open()` / `open_typed()` return a `TrainingSession` that owns
+  all mutable state explicitly: parameters and buffers (Session `Param` cells), optimizer
+  state, the completed-step count, the scheduler and the dropout RNG counter. Nothing is
+  shared between sessions. The session holds a deep copy of the optimizer (whose `hyper`
+  is read-only anyway) and the scheduler (a frozen dataclass), so nothing done to the
+  objects passed to the Trainer after `open()` changes a running session.
+- Validation before instantiation: objective, optimizer and scheduler settings are checked
+  (on the given values and after conversion to the run's dtype) before the model's
+  initial state is computed or any session exists.
+- Seeds: the model's initial values come from the seed stream of `key_of(seed, 0)`;
+  dropout draws from a Session RNG seeded with `key_of(seed, 1)`.
+- Boundary: `open()` takes Python floats (binary64) and returns Python floats / float64
+  arrays (exact conversions for every IEEE dtype); `open_typed(dtype)` keeps the scalar
+  (arrays of the dtype, Fractions for "exact") in inputs, state, predictions, losses,
+  reports and checkpoints.
+- `step` is one update: per-sample gradients at the same parameter point, summed left to
+  right, multiplied by fl(1/n) (not for n = 1); tied parameters get the sum (leaf order) of
+  their occurrences' gradients and one update. Stateful layers run in training mode and
+  their buffers are updated after each forward, in sample order. A step that raises
+  leaves the session unchanged (parameters, buffers, optimizer state, counters, RNG).
+- Scheduled rates are checked at every step, before anything runs or changes: lr(t) in
+  binary64 and its value rounded into the run's dtype must be finite and >= 0, else
+  `TorchLeanError` naming the step, the scheduler, the value and the dtype (e.g.
+  exponential(1.0, 2.0) in float16 reaches 65536 at step 16, "... is inf after conversion
+  to binary16"); the session stays as it was.
+- `loss`, `eval`, `predict` are evaluation mode on a separate inference Session: they
+  mutate nothing (no parameter, buffer, RNG or counter changes).
+- Batch means combine per-sample means pairwise (a binary-counter merge in index order):
+  mean(L, R) = mean_L * fl(n_L / n) + mean_R * fl(n_R / n), the weights cast once from
+  exact ratios; for IEEE scalars a result with finite children is clamped into the
+  children's range (so every finite partial mean lies between its children and a large
+  finite sum never overflows). This bounds each merge, it is not an accuracy guarantee
+  under cancellation.
+- `finish()` returns a `Result` holding copies: later steps or loads do not change it.
+- Devices: `Trainer(device="cuda")` (eager, float64/float32/float16; bfloat16 is refused
+  by `open()`, CuPy has no bfloat16 dtype) runs every training forward and backward on
+  the CUDA backend; the gradients come back to the host, where the optimizer update, the
+  optimizer state, buffer updates and the parameters' authoritative copies live (NumPy,
+  same dtype and kernel profile), so an `ordered` CUDA run is bit-identical to the CPU run.
+  `loss`/`eval`/`predict` evaluate on the host.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from spec import rng as srng
+from spec.errors import CheckpointError, ShapeError, TorchLeanError
+from spec.tensor import Tensor
+
+from ..backends.base import DTYPE_DOMAIN, DTYPES, from_spec, round_f64
+from ..backends.registry import get_backend
+from ..engine.context import KernelContext, fp_quiet
+from ..session import Param, Session, TensorRef
+from . import checkpoint as ckpt
+from .layers import LOSSES, Forward, Sequential
+from .optim import SGD, Optimizer, OptState, Scheduler, check_value, format_name, scalar
+
+__all__ = ["Result", "Trainer", "TrainingSession", "pairwise_mean", "save_loss_curve"]
+
+_NATIVE_FLOATS = ("float64", "float32", "bfloat16", "float16")
+# the CUDA backend (CuPy) has no bfloat16 dtype, so a CUDA run cannot hold bfloat16 arrays
+_CUDA_FLOATS = ("float64", "float32", "float16")
+
+
+def _from_f64(v: Any, dtype: str) -> np.ndarray:
+    """Values rounded once into `dtype` (exactly converted for "exact"): binary64 numbers
+    from their binary64 value, Fractions (object arrays) from their exact value."""
+    obj = np.asarray(v)
+    if obj.dtype == object and dtype != "exact":
+        D = DTYPE_DOMAIN[dtype]
+        t = Tensor(tuple(obj.shape), tuple(D.from_rational(Fraction(x)) for x in obj.reshape(-1)))
+        return np.asarray(from_spec(t, dtype))
+    a = np.asarray(v, dtype=np.float64)
+    if dtype == "exact":
+        out = np.empty(a.shape, dtype=object)
+        for idx, x in np.ndenumerate(a):
+            if not math.isfinite(x):
+                raise TorchLeanError(f"exact dtype cannot hold {x!r}")
+            out[idx] = Fraction(float(x))
+        return out
+    return np.asarray(round_f64(a, dtype))
+
+
+def _to_run(x: Any, dtype: str) -> np.ndarray:
+    """Boundary values into the run's dtype: an array of that dtype as is; "exact": every
+    number exactly (Fraction(v)); IEEE: one rounding (see `_from_f64`)."""
+    if isinstance(x, np.ndarray) and x.dtype == get_backend("numpy").dtype(dtype):
+        return x
+    if dtype == "exact":
+        return np.asarray(get_backend("numpy").asarray(x, "exact"))
+    return _from_f64(x, dtype)
+
+
+def _to_f64(a: Any) -> np.ndarray:
+    """Run-dtype values as binary64 (exact for every IEEE dtype; rounded for Fractions)."""
+    arr = np.asarray(a)
+    if arr.dtype == object:
+        return np.array([float(v) for v in arr.reshape(-1)], dtype=np.float64).reshape(arr.shape)
+    return arr.astype(np.float64)
+
+
+def pairwise_mean(ctx: KernelContext, items: Iterable[Any]) -> Any:
+    """The mean of 0-d values (in ctx's dtype), combined pairwise in index order; zero when
+    empty. See the module docstring for the merge rule and its range guarantee."""
+    stack: list[tuple[Any, int]] = []
+
+    def merge(a: Any, na: int, b: Any, nb: int) -> tuple[Any, int]:
+        n = na + nb
+        wl, wr = ctx.const(Fraction(na, n)), ctx.const(Fraction(nb, n))
+        with fp_quiet():
+            r = ctx.arr(ctx.arr(a * wl) + ctx.arr(b * wr))
+            if not ctx.exact:
+                fa, fb = float(a), float(b)
+                if math.isfinite(fa) and math.isfinite(fb) and not math.isnan(float(r)):
+                    lo, hi = (a, b) if fa <= fb else (b, a)
+                    if float(r) < float(lo):
+                        r = lo
+                    elif float(r) > float(hi):
+                        r = hi
+        return ctx.arr(r), n
+
+    for v in items:
+        stack.append((ctx.arr(v), 1))
+        while len(stack) >= 2 and stack[-1][1] == stack[-2][1]:
+            b, nb = stack.pop()
+            a, na = stack.pop()
+            stack.append(merge(a, na, b, nb))
+    if not stack:
+        return ctx.zeros(())
+    while len(stack) >= 2:
+        b, nb = stack.pop()
+        a, na = stack.pop()
+        stack.append(merge(a, na, b, nb))
+    return stack[0][0]
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass
+class Result:
+    """A snapshot of a training session: state copies, the report, and evaluation."""
+
+    model: Sequential
+    objective: str
+    dtype: str
+    mode: str
+    kernels: str
+    typed: bool
+    _state: list[np.ndarray]
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def state(self) -> list[np.ndarray]:
+        return [np.array(a, copy=True) for a in self._state]
+
+    def _eval(self) -> _Evaluator:
+        return _Evaluator(self.model, self.objective, self.dtype, self.mode, self.kernels)
+
+    def predict(self, x: Any, batch: bool = False) -> Any:
+        ev = self._eval()
+        return ev.predict(self._state, x, batch, self.typed)
+
+    def loss(self, sample: Any, batch: bool = False) -> Any:
+        return self._eval().loss(self._state, sample, batch, self.typed)
+
+    def eval(self, data: Iterable[Any]) -> Any:
+        """The pairwise mean loss over `data` at the snapshot's state."""
+        return self.loss(data, batch=True)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        ckpt.save_state(path, self._state, self.dtype, self.model.tying())
+
+    def verify(
+        self,
+        center: Any,
+        radius: Any,
+        norm: str = "inf",
+        property: Any = "bounds",
+        algorithm: str = "ibp",
+    ) -> Any:
+        """Certified output bounds on the box center +- radius: `runtime.verify.verify`."""
+        from ..verify import verify
+
+        return verify(self, center, radius, norm, property, algorithm)
+
+    def summary(self) -> str:
+        r = self.report
+        parts = [f"{r['updates']} updates", f"dtype {r['dtype']} ({r['scalar']})"]
+        for k in ("before", "after"):
+            if r["losses"].get(k) is not None:
+                parts.append(f"loss {k} {r['losses'][k]}")
+        return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+class _Evaluator:
+    """Evaluation-mode forwards on a private inference Session (mutates nothing else)."""
+
+    def __init__(self, model: Sequential, objective: str, dtype: str, mode: str, kernels: str):
+        self.model, self.objective, self.dtype = model, objective, dtype
+        self.s = Session(mode, "cpu", dtype, kernels, grad_enabled=False)
+        self.ctx = self.s.ctx
+
+    def convert(self, x: Any, typed: bool) -> Any:
+        return _to_run(x, self.dtype)
+
+    def out(self, v: Any, typed: bool) -> Any:
+        if typed:
+            a = np.asarray(v)
+            return a.reshape(()).item() if a.dtype == object and a.shape == () else a
+        a = _to_f64(v)
+        return float(a) if a.shape == () else a
+
+    def forward(
+        self, state: list[Any], x: Any, t: Any | None
+    ) -> tuple[TensorRef, TensorRef | None]:
+        s = self.s
+        s.reset_tape()
+        refs = [[s.input(state[k]) for k in occ] for occ in self.model.occurrences()]
+        xr = s.input(x)
+        tr = s.input(t) if t is not None else None
+        y = self.model.run(Forward(s, False), refs, xr)
+        if tr is None:
+            return y, None
+        return y, LOSSES[self.objective](s, y, tr)
+
+    def sample_loss(self, state: list[Any], sample: Any, typed: bool) -> Any:
+        x, t = _split(sample)
+        _, loss = self.forward(state, self.convert(x, typed), self.convert(t, typed))
+        assert loss is not None
+        return self.s.get_value(loss)
+
+    def loss(self, state: list[Any], samples: Any, batch: bool, typed: bool) -> Any:
+        if not batch:
+            return self.out(self.sample_loss(state, samples, typed), typed)
+        return self.out(
+            pairwise_mean(self.ctx, (self.sample_loss(state, sm, typed) for sm in samples)), typed
+        )
+
+    def predict(self, state: list[Any], x: Any, batch: bool, typed: bool) -> Any:
+        if not batch:
+            y, _ = self.forward(state, self.convert(x, typed), None)
+            return self.out(self.s.get_value(y), typed)
+        xs = self.convert(x, typed)
+        if xs.ndim == 0:
+            raise ShapeError("predict(batch=True): input 0: expected a leading batch axis, got ()")
+        outs = []
+        for i in range(xs.shape[0]):
+            y, _ = self.forward(state, xs[i], None)
+            outs.append(self.s.get_value(y))
+        if not outs:
+            shape = (0, *self.model.out_shape(tuple(xs.shape[1:])))
+            return self.out(self.ctx.zeros(shape), typed)
+        return self.out(np.stack(outs), typed)
+
+
+def _split(sample: Any) -> tuple[Any, Any]:
+    if not isinstance(sample, (tuple, list)) or len(sample) != 2:
+        raise TorchLeanError(
+            f"sample: expected a pair (input, target), got {type(sample).__name__}"
+            + (f" of length {len(sample)}" if isinstance(sample, (tuple, list)) else "")
+        )
+    return sample[0], sample[1]
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+class Trainer:
+    """Configuration of a training run; `open()` starts a session, `train()` runs one."""
+
+    def __init__(
+        self,
+        model: Sequential,
+        objective: str = "mse",
+        optimizer: Optimizer | None = None,
+        dtype: str = "float32",
+        mode: str = "eager",
+        device: str = "cpu",
+        kernels: str = "fast",
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(model, Sequential):
+            raise TorchLeanError(f"Trainer: model must be a Sequential, got {type(model).__name__}")
+        self.model = model
+        self.objective = objective
+        self.optimizer = optimizer if optimizer is not None else SGD(0.01)
+        self.dtype = dtype
+        self.mode = mode
+        self.device = device
+        self.kernels = kernels
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TorchLeanError(f"Trainer: seed must be an int, got {seed!r}")
+        self.seed = seed
+
+    def open(self, scheduler: Scheduler | None = None) -> TrainingSession:
+        """A session in the trainer's dtype with binary64 Python floats at the boundary."""
+        if self.device != "cpu":
+            cuda = self.device == "cuda"
+            native = _CUDA_FLOATS if cuda else _NATIVE_FLOATS
+            if self.dtype not in native:
+                why = " (not bfloat16: CuPy has no bfloat16 dtype)" if cuda else ""
+                raise TorchLeanError(
+                    f"Trainer.open: device {self.device!r} needs a native float dtype "
+                    f"{list(native)}{why}, got {self.dtype!r}"
+                )
+            if self.mode != "eager":
+                raise TorchLeanError(
+                    f"Trainer.open: device {self.device!r} runs eager sessions only "
+                    f"(typed_graph is CPU-only), got mode {self.mode!r}"
+                )
+            get_backend("cupy" if self.device == "cuda" else self.device)  # raises if absent
+        return TrainingSession(self, self.dtype, False, scheduler, None)
+
+    def open_typed(
+        self,
+        dtype: str,
+        initial_state: Sequence[Any] | None = None,
+        scheduler: Scheduler | None = None,
+    ) -> TrainingSession:
+        """A CPU session whose boundary keeps the scalar of `dtype` (Fractions for exact)."""
+        if self.device != "cpu":
+            raise TorchLeanError(
+                f"Trainer.open_typed: CPU only, this trainer's device is {self.device!r}"
+            )
+        return TrainingSession(self, dtype, True, scheduler, initial_state)
+
+    def train(
+        self,
+        data: Iterable[Any],
+        steps: int,
+        samples_per_step: int = 1,
+        scheduler: Scheduler | None = None,
+        log_every: int = 0,
+        report_loss: bool = True,
+        plot: str | os.PathLike[str] | None = None,
+    ) -> Result:
+        """open, `steps` calls of step (samples taken cyclically), finish. Progress output
+        goes to stderr only and only when stderr is a terminal: the tqdm bar and, with
+        `log_every > 0`, a loss line every `log_every` steps. `plot` writes a loss-curve PNG
+        (needs matplotlib)."""
+        from tqdm import tqdm
+
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise TorchLeanError(f"train: steps must be an int >= 0, got {steps!r}")
+        if samples_per_step < 1:
+            raise TorchLeanError(f"train: samples_per_step must be >= 1, got {samples_per_step}")
+        data = list(data)
+        if steps > 0 and not data:
+            raise TorchLeanError(f"train: the dataset is empty but steps = {steps} > 0")
+        if plot is not None:
+            _require_matplotlib()
+        run = self.open(scheduler)
+        before = run.eval(data) if report_loss else None
+        curve: list[float] = []
+        interactive = sys.stderr.isatty()
+        bar = tqdm(total=steps, file=sys.stderr, disable=not interactive, desc="train")
+        log = interactive and log_every > 0
+        pos = 0
+        try:
+            for i in range(steps):
+                batch = [data[(pos + j) % len(data)] for j in range(samples_per_step)]
+                pos = (pos + samples_per_step) % len(data)
+                due = log and (i + 1) % log_every == 0
+                want = plot is not None or due
+                lv = run.step(batch, batch=True, loss=want)
+                if lv is not None:
+                    curve.append(float(lv))
+                if due:
+                    tqdm.write(f"step {i + 1}/{steps}: loss {float(lv):.6g}", file=sys.stderr)
+                bar.update(1)
+        finally:
+            bar.close()
+        after = run.eval(data) if report_loss else None
+        res = run.finish(before=before, after=after)
+        if plot is not None:
+            save_loss_curve(plot, curve)
+        return res
+
+
+def _require_matplotlib() -> Any:
+    """matplotlib's `Figure` class (no pyplot, so no global backend state is touched)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise TorchLeanError(
+            "loss-curve plot: matplotlib is not installed (pip install matplotlib, or "
+            "pip install -e '.[bench]')"
+        ) from None
+    return Figure
+
+
+def save_loss_curve(path: str | os.PathLike[str], losses: Sequence[float]) -> None:
+    """A PNG of the per-step training loss."""
+    fig = _require_matplotlib()(figsize=(5, 3))
+    ax = fig.add_subplot()
+    ax.plot(range(1, len(losses) + 1), losses)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class TrainingSession:
+    """One training run. See the module docstring for its invariants."""
+
+    def __init__(
+        self,
+        trainer: Trainer,
+        dtype: str,
+        typed: bool,
+        scheduler: Scheduler | None,
+        initial_state: Sequence[Any] | None,
+    ) -> None:
+        t = trainer
+        if dtype not in DTYPES or dtype == "symbolic":
+            raise TorchLeanError(f"Trainer: unknown dtype {dtype!r}")
+        if t.mode not in ("eager", "typed_graph"):
+            raise TorchLeanError(f"Trainer: mode must be 'eager' or 'typed_graph', got {t.mode!r}")
+        if t.objective not in LOSSES:
+            raise TorchLeanError(
+                f"Trainer: unknown objective {t.objective!r}; choose one of {sorted(LOSSES)}"
+            )
+        if not isinstance(t.optimizer, Optimizer):
+            raise TorchLeanError(
+                f"Trainer: optimizer must be an Optimizer, got {type(t.optimizer).__name__}"
+            )
+        if scheduler is not None and not isinstance(scheduler, Scheduler):
+            raise TorchLeanError(
+                f"Trainer: scheduler must be a Scheduler, got {type(scheduler).__name__}"
+            )
+        # the configuration is copied: changing the Trainer, its optimizer or the scheduler
+        # later does not reach a session (the copies are the ones validated)
+        optimizer, scheduler = copy.deepcopy(t.optimizer), copy.deepcopy(scheduler)
+        ctx = KernelContext(dtype, t.kernels)
+        optimizer.validate(ctx)  # before anything is instantiated
+        if scheduler is not None:
+            scheduler.validate(ctx)
+        self.model, self.dtype, self.typed = t.model, dtype, typed
+        self.objective, self.mode, self.kernels, self.seed = t.objective, t.mode, t.kernels, t.seed
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self._specs = self.model.state_specs()
+        self._shapes = [sp.shape for sp in self._specs]
+        self._tying = self.model.tying()
+        if initial_state is None:
+            init = [_from_f64(v, dtype) for v in self.model.init(srng.key_of(t.seed, 0))]
+        else:
+            init = self._check_state(list(initial_state), "open_typed: initial_state")
+        self.device = "cpu" if typed else t.device
+        self._s = Session(t.mode, self.device, dtype, t.kernels, seed=srng.key_of(t.seed, 1))
+        # optimizer state, updates and the parameters' authoritative copies are host arrays
+        # (on CUDA the forwards and backwards run on the device; see the module docstring)
+        self.ctx = self._s.host_ctx
+        self._params: list[Param] = [
+            self._s.param(v, name=f"state{i}.{sp.name}", requires_grad=sp.trainable)
+            for i, (v, sp) in enumerate(zip(init, self._specs, strict=True))
+        ]
+        self._trainable = [i for i, sp in enumerate(self._specs) if sp.trainable]
+        self._opt = self.optimizer.init(self.ctx, [self._shapes[i] for i in self._trainable])
+        self._steps = 0
+        self._eval = _Evaluator(self.model, t.objective, dtype, t.mode, t.kernels)
+
+    def __repr__(self) -> str:
+        return (
+            f"TrainingSession({self.model!r}, dtype={self.dtype!r}, "
+            f"optimizer={self.optimizer!r}, steps={self._steps})"
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _check_state(self, values: list[Any], what: str) -> list[Any]:
+        if len(values) != len(self._shapes):
+            raise ShapeError(f"{what}: expected {len(self._shapes)} tensors, got {len(values)}")
+        out = []
+        for i, (v, sh) in enumerate(zip(values, self._shapes, strict=True)):
+            a = _to_run(v, self.dtype)
+            if tuple(a.shape) != sh:
+                raise ShapeError(f"{what}: tensor {i}: shape {tuple(a.shape)} is not {sh}")
+            out.append(a)
+        return out
+
+    def _current(self) -> list[Any]:
+        return [p.get() for p in self._params]
+
+    def _sample_grads(self, sample: Any, want_loss: bool) -> tuple[list[Any], Any]:
+        """One training-mode forward and backward at the current point; applies the
+        forward's buffer updates; returns (gradient per trainable slot, loss or None)."""
+        x, t = _split(sample)
+        s = self._s
+        s.reset_tape()
+        leaves: dict[int, list[int]] = {}
+        refs: list[list[TensorRef]] = []
+        for occ in self.model.occurrences():
+            r = []
+            for k in occ:
+                ref = s.use(self._params[k])
+                leaves.setdefault(k, []).append(ref.id)
+                r.append(ref)
+            refs.append(r)
+        xr = s.input(self._eval.convert(x, self.typed))
+        tr = s.input(self._eval.convert(t, self.typed))
+        f = Forward(s, True)
+        y = self.model.run(f, refs, xr)
+        loss = LOSSES[self.objective](s, y, tr)
+        grads = s.backward_scalar_dense_all(loss)
+        out = []
+        host = s.to_host
+        with fp_quiet():
+            for k in self._trainable:
+                ids = leaves[k]
+                g = self.ctx.arr(host(grads[ids[0]]))
+                for i in ids[1:]:
+                    g = self.ctx.arr(g + host(grads[i]))
+                out.append(g)
+        for slot, v in f.updates:
+            self._params[slot].set(v)
+        return out, (s.get_value(loss) if want_loss else None)
+
+    # ------------------------------------------------------------------ training
+    def _lr(self) -> Any:
+        """This step's learning rate in the run's dtype. A scheduled rate is checked (in
+        binary64 and after rounding into the dtype: finite, >= 0); the optimizer's own rate
+        was validated at open and cannot change."""
+        if self.scheduler is None:
+            return scalar(self.ctx, self.optimizer.hyper["lr"])
+        t = self._steps
+        v = self.scheduler(t)
+        check_value(
+            f"step {t}: scheduler {self.scheduler.config()}", f"lr({t})", v, "rate", self.ctx
+        )
+        return scalar(self.ctx, v)
+
+    def step(self, sample: Any, batch: bool = False, loss: bool = False) -> Any:
+        """One update from one sample, or (batch=True) from a non-empty list of samples
+        whose gradients are averaged. `loss=True` returns the mean loss of the forwards."""
+        samples = list(sample) if batch else [sample]
+        if not samples:
+            raise TorchLeanError("step(batch=True): the batch is empty")
+        lr = self._lr()  # raises before anything runs or changes
+        snap = self._current()
+        rng_counter = self._s.rng.counter
+        try:
+            total: list[Any] | None = None
+            losses = []
+            for sm in samples:
+                g, lv = self._sample_grads(sm, loss)
+                losses.append(lv)
+                if total is None:
+                    total = g
+                else:
+                    with fp_quiet():
+                        total = [self.ctx.arr(a + b) for a, b in zip(total, g, strict=True)]
+            assert total is not None
+            n = len(samples)
+            if n > 1:
+                inv = self.ctx.const(Fraction(1, n))
+                with fp_quiet():
+                    total = [self.ctx.arr(g * inv) for g in total]
+            st = self._opt.copy()
+            cur = [self._params[k].get() for k in self._trainable]
+            new = self.optimizer.apply(self.ctx, st, cur, total, lr)
+        except BaseException:
+            for p, v in zip(self._params, snap, strict=True):
+                p.set(v)
+            self._s.rng.counter = rng_counter
+            raise
+        for k, v in zip(self._trainable, new, strict=True):
+            self._params[k].set(v)
+        self._opt = st
+        self._steps += 1
+        if not loss:
+            return None
+        return self._eval.out(pairwise_mean(self.ctx, losses), self.typed)
+
+    def steps(self) -> int:
+        """The number of completed updates."""
+        return self._steps
+
+    # ------------------------------------------------------------------ evaluation
+    def loss(self, sample: Any, batch: bool = False) -> Any:
+        """Evaluation-mode loss of a sample, or the pairwise mean over an iterable."""
+        return self._eval.loss(self._current(), sample, batch, self.typed)
+
+    def eval(self, data: Iterable[Any]) -> Any:
+        return self.loss(data, batch=True)
+
+    def predict(self, x: Any, batch: bool = False) -> Any:
+        return self._eval.predict(self._current(), x, batch, self.typed)
+
+    def state(self) -> list[np.ndarray]:
+        """Copies of every state slot (model.state_specs() order), in the run's dtype."""
+        return [np.array(a, copy=True) for a in self._current()]
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str | os.PathLike[str], full: bool = False) -> None:
+        """A state file (JSON or .safetensors); `full=True`: a JSON training checkpoint
+        with optimizer state, step count, scheduler position and RNG counter."""
+        if full and str(path).endswith(".safetensors"):
+            raise CheckpointError(
+                f"{path}: a full training checkpoint is a JSON file (not .safetensors)"
+            )
+        if not full:
+            ckpt.save_state(path, self._current(), self.dtype, self._tying)
+            return
+        enc = ckpt.encode_array
+        obj = {
+            "format": ckpt.TRAINING_TAG,
+            "dtype": self.dtype,
+            "tying": self._tying,
+            "state": [enc(a, self.dtype) for a in self._current()],
+            "optimizer": self.optimizer.config(),
+            "opt_slots": [
+                [enc(d[n], self.dtype) for n in self.optimizer.slot_names] for d in self._opt.slots
+            ],
+            "opt_shared": {n: enc(v, self.dtype) for n, v in self._opt.shared.items()},
+            "steps": self._steps,
+            "scheduler": None if self.scheduler is None else self.scheduler.config(),
+            "rng": {"seed": self._s.rng.seed, "counter": self._s.rng.counter},
+        }
+        ckpt.write_bytes_atomic(path, json.dumps(obj, separators=(",", ":")).encode("utf-8"))
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Replace parameters and buffers from a state file (optimizer history and the step
+        count are kept), or restore everything from a full training checkpoint. Everything
+        is validated before anything changes."""
+        if str(path).endswith(".safetensors"):
+            values = ckpt.load_state(path, self._shapes, self.dtype, self._tying)
+        else:
+            obj = ckpt.read_json(path)  # read once: validated and decoded from this text
+            if isinstance(obj, dict) and obj.get("format") == ckpt.TRAINING_TAG:
+                self._load_full(path, obj)
+                return
+            values = ckpt.state_from_json(path, obj, self._shapes, self.dtype)
+        for p, v in zip(self._params, values, strict=True):
+            p.set(v)
+
+    def _load_full(self, path: str | os.PathLike[str], obj: dict[str, Any]) -> None:
+        def bad(msg: str) -> CheckpointError:
+            return CheckpointError(f"{path}: {msg}")
+
+        want_keys = {
+            "format", "dtype", "tying", "state", "optimizer", "opt_slots", "opt_shared",
+            "steps", "scheduler", "rng",
+        }  # fmt: skip
+        if set(obj) != want_keys:
+            raise bad(f"keys {sorted(obj)} are not {sorted(want_keys)}")
+        if obj["dtype"] != self.dtype:
+            raise bad(f"dtype {obj['dtype']!r} is not this session's {self.dtype!r}")
+        if obj["tying"] != self._tying:
+            raise bad(f"tying {obj['tying']!r} is not the model's {self._tying!r}")
+        if obj["optimizer"] != json.loads(json.dumps(self.optimizer.config())):
+            raise bad(f"optimizer {obj['optimizer']!r} is not {self.optimizer.config()!r}")
+        sch = None if self.scheduler is None else self.scheduler.config()
+        if obj["scheduler"] != (None if sch is None else json.loads(json.dumps(sch))):
+            raise bad(f"scheduler {obj['scheduler']!r} is not {sch!r}")
+        steps, rng = obj["steps"], obj["rng"]
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise bad(f"steps must be an int >= 0, got {steps!r}")
+        if (
+            not isinstance(rng, dict)
+            or set(rng) != {"seed", "counter"}
+            or rng["seed"] != self._s.rng.seed
+            or isinstance(rng["counter"], bool)
+            or not isinstance(rng["counter"], int)
+            or rng["counter"] < 0
+        ):
+            raise bad(f"rng {rng!r}: expected seed {self._s.rng.seed} and a counter >= 0")
+        state = ckpt.decode_list(obj["state"], self.dtype, self._shapes, f"{path}: state")
+        names = self.optimizer.slot_names
+        slots_in = obj["opt_slots"]
+        tshapes = [self._shapes[i] for i in self._trainable]
+        if not isinstance(slots_in, list) or len(slots_in) != len(tshapes):
+            raise bad(f"opt_slots: expected {len(tshapes)} entries")
+        slots = []
+        for i, (e, sh) in enumerate(zip(slots_in, tshapes, strict=True)):
+            vals = ckpt.decode_list(e, self.dtype, [sh] * len(names), f"{path}: opt_slots[{i}]")
+            slots.append(dict(zip(names, vals, strict=True)))
+        shared_in = obj["opt_shared"]
+        if not isinstance(shared_in, dict) or set(shared_in) != set(self.optimizer.shared_names):
+            raise bad(f"opt_shared: expected keys {list(self.optimizer.shared_names)}")
+        shared = {
+            n: ckpt.decode_array(shared_in[n], self.dtype, (), f"{path}: opt_shared.{n}")
+            for n in self.optimizer.shared_names
+        }
+        # validated: commit
+        for p, v in zip(self._params, state, strict=True):
+            p.set(v)
+        self._opt = OptState(slots, shared)
+        self._steps = steps
+        self._s.rng.counter = rng["counter"]
+
+    # ------------------------------------------------------------------ finish
+    def finish(self, before: Any = None, after: Any = None) -> Result:
+        """A snapshot: state copies and a report (updates, dtype/scalar, supplied losses)."""
+        report = {
+            "updates": self._steps,
+            "dtype": self.dtype,
+            "scalar": format_name(self.dtype),
+            "losses": {"before": before, "after": after},
+            "optimizer": repr(self.optimizer),
+            "mode": self.mode,
+            "kernels": self.kernels,
+        }
+        return Result(
+            self.model,
+            self.objective,
+            self.dtype,
+            self.mode,
+            self.kernels,
+            self.typed,
+            self.state(),
+            report,
+        )
