@@ -30,12 +30,13 @@ Soundness argument (the invariants every function below keeps):
 - Level 2 follows the op sequence of the ordered kernels exactly (linear: a left fold over j
   of the products w[i,j]*x[j], starting from the first product, then + b[i]; sigmoid:
   1/(1+exp(-x)); gelu: the spec's composite body; BatchNorm1d eval:
-  ((x - running_mean) / sqrt(running_var + eps)) * weight + bias), with every operation
-  done twice in MPFR contexts *of the target format itself* (precision, emin, emax of the
-  format, subnormalize=True), once rounding down and once rounding up. For a monotone
-  operation op and operands in the enclosing intervals, RN(op(a, b)) lies in
-  [RD(op(lo...)), RU(op(hi...))] because RN(z) is always in [RD(z), RU(z)] and RD, RU are
-  monotone; constants are rounded to nearest once, exactly as the runtime casts them.
+  ((x - running_mean) / sqrt(running_var + eps)) * weight + bias; the last three and
+  LayerNorm are the trees of `oporder.OP_ORDER`, tested against the spec bodies), with
+  every operation done twice in MPFR contexts *of the target format itself* (precision,
+  emin, emax of the format, subnormalize=True), once rounding down and once rounding up.
+  For a monotone operation op and operands in the enclosing intervals, RN(op(a, b)) lies
+  in [RD(op(lo...)), RU(op(hi...))] because RN(z) is always in [RD(z), RU(z)] and RD, RU
+  are monotone; constants are rounded to nearest once, exactly as the runtime casts them.
   Overflow is covered (RU gives +inf, RD the largest finite value); a bound that is not
   finite at the end of a layer raises `VerificationError`.
 - GELU is not monotone: its input interval is split at 0 and at a fixed grid of negative

@@ -163,7 +163,7 @@ def stages(result: Any) -> list[Stage]:
     dtype = result.dtype
     if dtype not in DTYPES:
         raise unavailable(f"dtype {dtype!r}")
-    state = result._state
+    state = result.state()  # copies of the stored arrays (same values, dtypes)
     out: list[Stage] = []
     for layer, occ in zip(result.model.layers, result.model.occurrences(), strict=True):
         st = [state[k] for k in occ]
