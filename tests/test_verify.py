@@ -1,5 +1,5 @@
-"""Certified output bounds (`runtime.verify`, `Result.verify`) and the independent
-certificate checker (`proofs.certcheck`, `python -m proofs check-cert`).
+"""Certified output bounds (`runtime.verification`, `Result.verify`) and the independent
+certificate checker (`proofs.bounds_certificate_check`, `python -m proofs check-cert`).
 
 Soundness is tested against values the code under test does not compute: the runtime's own
 binary32 outputs (`Result.predict` with the ordered kernels) for level 2, and an evaluator
@@ -25,12 +25,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proofs.certcheck import CertificateError, check_certificate
-from runtime.backend import get_backend
+import proofs.bounds_certificate_check as bcc
+import runtime.verification as verification
+from proofs.bounds_certificate_check import CertificateError, check_certificate
+from runtime.backend import DTYPE_DOMAIN, get_backend
 from runtime.nn import (
     GELU,
     BatchNorm1d,
     Dropout,
+    Forward,
     Layer,
     LayerNorm,
     Linear,
@@ -41,8 +44,14 @@ from runtime.nn import (
 )
 from runtime.optim import SGD
 from runtime.trainer import Result, Trainer
-from runtime.verify import VerificationError, model_hash, verify
-from spec.ops import GELU_C, GELU_K
+from runtime.verification import VerificationError, model_hash, verify
+from runtime.verification.crown import BACKWARD, FORWARD
+from runtime.verification.intervals import ELEMENTWISE, LAYERS
+from runtime.verification.network import CERT_NAMES, DTYPES, LAYER_STAGES
+from runtime.verification.oporder import OP_ORDER
+from runtime.verification.relaxations import RELAXATIONS
+from spec.ops import GELU_C, GELU_K, OPS
+from spec.tensor import Tensor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -608,3 +617,145 @@ def test_level1_overflow_is_an_enclosure_or_an_error() -> None:
         assert v.real.upper[0] - v.real.lower[0] < Fraction(1, 2**150)
     with pytest.raises(VerificationError, match="not finite"):
         _result(Sequential(Linear(1, 1)), [[[1.0]], [0.0]]).verify([2**3001], 0)
+
+
+# --------------------------------------------------------------------------- sync with spec
+
+
+def _spec_tree(g: Any, ins: list[Any]) -> Any:
+    """A body graph as an expression tree over the input trees `ins`: composites expanded
+    into their bodies, shape-only ops (reshape, swap_adjacent) dropped, consts as values."""
+    vals = list(ins)
+    for node in g.nodes:
+        args = [vals[a] for a in node.args]
+        if node.op == "const":
+            assert node.attrs["shape"] == ()
+            v: Any = node.attrs["values"][0]
+        elif node.op in ("reshape", "swap_adjacent"):
+            v = args[0]
+        elif OPS[node.op].kind == "composite":
+            body = OPS[node.op].body([g.shapes[a] for a in node.args], dict(node.attrs))
+            v = _spec_tree(body, args)
+        else:
+            v = (node.op, *args)
+        vals.append(v)
+    return vals[-1]
+
+
+def _subst(tree: Any, old: Any, new: Any) -> Any:
+    if tree == old and type(tree) is type(old):
+        return new
+    if isinstance(tree, tuple):
+        return tuple(_subst(t, old, new) for t in tree)
+    return tree
+
+
+class _TraceDomain:
+    """A scalar 'domain' that records the operations a primitive's rule performs."""
+
+    def one(self) -> Any:
+        return Fraction(1)
+
+    def zero(self) -> Any:
+        return Fraction(0)
+
+    def __getattr__(self, op: str) -> Any:
+        return lambda *args: (op, *args)
+
+
+def _spec_op_order(name: str) -> Any:
+    """The spec's definition of `name` as verify's OP_ORDER writes it."""
+    if name == "sigmoid":  # a primitive: trace its scalar rule
+        return OPS["sigmoid"].forward(_TraceDomain(), [Tensor((), ("x",))], {}, None).data[0]
+    if name == "gelu":
+        return _spec_tree(OPS["gelu"].body([(3,)], {}), ["x"])
+    n = 7  # the normalised width: its const is "n"
+    eps = Fraction(1, 100000)  # the spec's LN_EPS: the layer's "eps"
+    if name == "layer_norm":
+        t = _spec_tree(OPS["layer_norm"].body([(2, n), (n,), (n,)], {}), ["x", "weight", "bias"])
+        return _subst(_subst(t, Fraction(n), "n"), eps, "eps")
+    # batch_norm in evaluation mode: the batch statistics replaced by the running ones
+    t = _spec_tree(OPS["batch_norm"].body([(n, 2), (2,), (2,)], {}), ["x", "weight", "bias"])
+    t = _subst(_subst(t, Fraction(n), "n"), eps, "eps")
+    t = _subst(t, ("div", ("reduce_sum", "x"), "n"), "mean")
+    xc = ("sub", "x", "mean")
+    return _subst(t, ("div", ("reduce_sum", ("mul", xc, xc)), "n"), "var")
+
+
+def test_op_order_follows_the_spec_bodies() -> None:
+    # level 2 executes OP_ORDER (intervals.py evaluates these trees); a change of a spec
+    # body's ops, argument order or constants must show up here
+    assert set(OP_ORDER) == {"sigmoid", "gelu", "batch_norm", "layer_norm"}
+    for name, tree in OP_ORDER.items():
+        assert _spec_op_order(name) == tree, name
+
+
+class _Ref:
+    def __init__(self, tree: Any, shape: tuple[int, ...]) -> None:
+        self.tree, self.shape = tree, shape
+
+
+class _TraceSession:
+    """Records the Session calls of a runtime.nn layer's evaluation-mode forward."""
+
+    def __init__(self, eps: float) -> None:
+        self.eps = eps
+
+    def _t(self, v: Any) -> Any:
+        if isinstance(v, _Ref):
+            return v.tree
+        assert v == self.eps
+        return "eps"
+
+    def reduce_mean(self, x: _Ref, axis: int) -> _Ref:
+        return _Ref(("div", ("reduce_sum", x.tree), "n"), x.shape)
+
+    def reshape(self, x: _Ref, shape: tuple[int, ...]) -> _Ref:
+        return _Ref(x.tree, shape)
+
+    def __getattr__(self, op: str) -> Any:
+        return lambda *args: _Ref((op, *(self._t(a) for a in args)), args[0].shape)
+
+
+def test_runtime_layers_follow_op_order() -> None:
+    # the runtime.nn layers compose Session ops in the order verify follows
+    eps = 1e-3
+    for layer, names, op in (
+        (BatchNorm1d(3, eps=eps), ["weight", "bias", "mean", "var", "momentum"], "batch_norm"),
+        (LayerNorm(3, eps=eps), ["weight", "bias"], "layer_norm"),
+    ):
+        f = Forward.__new__(Forward)
+        f.s, f.train = _TraceSession(eps), False  # type: ignore[assignment]
+        state = [_Ref(n, (3,)) for n in names]
+        y = layer.forward(f, state, list(range(len(names))), _Ref("x", (3,)))
+        assert y.tree == OP_ORDER[op], op
+
+
+def test_layer_table_and_dispatch_tables_agree() -> None:
+    for cls, op in ((ReLU, "relu"), (Tanh, "tanh"), (Sigmoid, "sigmoid"), (GELU, "gelu")):
+        assert cls.op == op and LAYER_STAGES[cls](cls(), [], "float32").op == op
+    assert set(LAYERS) == set(FORWARD) == set(BACKWARD)
+    assert set(RELAXATIONS) == set(ELEMENTWISE)
+    assert set(LAYERS) == set(ELEMENTWISE) | {"linear", "layer_norm"}
+    assert set(CERT_NAMES) <= set(LAYERS)
+
+
+def test_constants_shared_with_the_certificate_checker() -> None:
+    # bounds_certificate_check restates these (it imports nothing from runtime/)
+    assert bcc.FORMAT == verification.CERT_FORMAT
+    assert bcc.PIECES == verification.PIECES
+    assert tuple(bcc.GELU_GRID) == verification.GELU_GRID
+    assert bcc.PRECISION > verification.LEVEL1_PRECISION  # the checker's finer enclosure
+    assert bcc.GELU_C == GELU_C and bcc.GELU_K == GELU_K
+    gelu = OP_ORDER["gelu"]  # the constants verify executes are the spec's
+    assert GELU_C in _leaves(gelu) and GELU_K in _leaves(gelu)
+    for dt, (p, _) in bcc.FORMATS.items():
+        D = DTYPE_DOMAIN[dt]
+        assert bcc.mpfr_format(dt) == (D.precision, D.emin, D.emax) and p == D.precision, dt
+    assert set(bcc.FORMATS) | {"exact"} == set(DTYPES)
+
+
+def _leaves(tree: Any) -> list[Any]:
+    if isinstance(tree, tuple):
+        return [v for t in tree[1:] for v in _leaves(t)]
+    return [tree]

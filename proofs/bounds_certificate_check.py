@@ -1,0 +1,631 @@
+"""Independent checker of output-bound certificates: `python -m proofs check-cert FILE`.
+
+A certificate (format `torchlean_output_bounds_v1`, written by
+`runtime.verification.VerificationResult.save_certificate`) claims bounds on a trained network's
+outputs over an L-infinity box, at level `real` (the real-valued network) and `runtime`
+(the ordered-kernel execution in the network's dtype). This module re-validates it without
+importing `runtime`: it decodes the weights from their bit patterns itself, and uses only
+gmpy2, `fractions` and the spec's GELU constants. (Not to be confused with
+`proofs/certificate.py`, the certificate of a proof run.)
+
+Invariants (what `check_certificate` establishes before it accepts):
+- the `digest` is the sha256 of the certificate without it (any edit is detected), and
+  `model_hash` is the sha256 of the embedded network (architecture and state bits);
+- the box is consistent: lower = center - radius, upper = center + radius, radius >= 0,
+  norm "inf";
+- IBP certificates: for each level, this module's own interval evaluation (200-bit
+  directed rounding for `real`; directed rounding in the dtype's own format, following the
+  ordered op order, for `runtime`) lies inside the certified bounds (and margins);
+- CROWN certificates: every relaxation in the witness is checked to be valid on its
+  interval (ReLU, exactly: an upper line at the endpoints, since ReLU minus a line is convex;
+  a lower line at the endpoints and, when the interval contains 0 inside, at the kink 0;
+  tanh/sigmoid: by this module's own convexity and
+  tangent enclosure of min/max of f(x) - a x, widened by the level-2 rounding error; GELU and
+  BatchNorm1d: constant bounds containing this module's interval evaluation, or parallel
+  lines whose intercepts enclose this module's evaluation of f(x) - a x on 24 equal
+  pieces of the interval), every stored
+  interval is checked to contain the intersection of IBP and the exact-rational backward
+  pass over the already-validated relaxations (stopping at a LayerNorm, whose validated
+  output interval it concretises over), and the certified bounds (and margins)
+  contain the final intersection. By induction every stored interval is sound, hence the
+  bounds are.
+- The constants the writer and this checker must agree on (FORMAT, PIECES, GELU_GRID,
+  FORMATS; PRECISION is this checker's own, finer than the writer's 160 bits) are restated
+  here, not imported; tests/test_verify.py pins each equal to its `runtime.verification`
+  counterpart.
+A rejected certificate raises `CertificateError` naming the first failed check; so does a
+malformed one (wrong types or shapes: every layer tensor is checked against the sizes the
+box and the previous layers declare, and any other error while parsing is reported as
+"malformed certificate: ...").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+from gmpy2 import mpfr
+
+from spec.ops import GELU_C, GELU_K
+
+__all__ = [
+    "FORMAT",
+    "FORMATS",
+    "GELU_GRID",
+    "PIECES",
+    "PRECISION",
+    "CertificateError",
+    "check_certificate",
+    "check_file",
+    "mpfr_format",
+]
+
+FORMAT = "torchlean_output_bounds_v1"
+PRECISION = 200
+PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
+# (precision, exponent bits) of each IEEE dtype
+FORMATS = {"float64": (53, 11), "float32": (24, 8), "bfloat16": (8, 8), "float16": (11, 5)}
+# GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
+GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
+    Fraction(-k, 8) for k in range(7, 0, -1)
+]
+
+
+class CertificateError(Exception):
+    """The certificate is malformed or does not hold."""
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(
+        json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    ).hexdigest()
+
+
+def _rat(s: Any, what: str) -> Fraction:
+    if not isinstance(s, str) or "/" not in s:
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}")
+    try:
+        p, q = s.split("/")
+        return Fraction(int(p), int(q))
+    except (ValueError, ZeroDivisionError):
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}") from None
+
+
+def _decode(v: Any, dtype: str, what: str) -> Fraction:
+    if dtype == "exact":
+        return _rat(v, what)
+    p, e = FORMATS[dtype]
+    if not isinstance(v, str) or not v.startswith("0x"):
+        raise CertificateError(f"{what}: expected a hex bit pattern, got {v!r}")
+    bits, mb = int(v, 16), p - 1
+    bias = 2 ** (e - 1) - 1
+    sign, ex, man = bits >> (e + mb), (bits >> mb) & (2**e - 1), bits & (2**mb - 1)
+    if bits >> (1 + e + mb) or ex == 2**e - 1:
+        raise CertificateError(f"{what}: {v} is not a finite {dtype} bit pattern")
+    val = Fraction(man, 2 ** (bias - 1 + mb)) if ex == 0 else Fraction(2**mb + man, 2**mb)
+    if ex:
+        val *= Fraction(2) ** (ex - bias)
+    return -val if sign else val
+
+
+class _IA:
+    """Outward interval arithmetic; `fmt` = (precision, emin, emax) for a format, else wide."""
+
+    def __init__(self, fmt: tuple[int, int, int] | None) -> None:
+        kw: dict[str, Any] = {"precision": PRECISION}
+        if fmt is not None:
+            kw = {"precision": fmt[0], "emin": fmt[1], "emax": fmt[2], "subnormalize": True}
+        self.fmt = fmt
+        self.d = gmpy2.context(round=gmpy2.RoundDown, **kw)
+        self.u = gmpy2.context(round=gmpy2.RoundUp, **kw)
+        self.n = gmpy2.context(round=gmpy2.RoundToNearest, **kw)
+
+    def _in(self, ctx: Any, q: Fraction) -> Any:
+        with gmpy2.context(ctx):
+            return gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
+
+    def box(self, q: Fraction) -> tuple[Any, Any]:
+        return self._in(self.d, q), self._in(self.u, q)
+
+    def const(self, q: Fraction) -> tuple[Any, Any]:
+        if self.fmt is None:
+            return self.box(q)
+        v = self._in(self.n, q)
+        return v, v
+
+    def add(self, a: Any, b: Any) -> tuple[Any, Any]:
+        return self.d.add(a[0], b[0]), self.u.add(a[1], b[1])
+
+    def neg(self, a: Any) -> tuple[Any, Any]:
+        return self.d.minus(a[1]), self.u.minus(a[0])  # not `-x`: the global context rounds
+
+    def mul(self, a: Any, b: Any) -> tuple[Any, Any]:
+        lo = [self.d.mul(x, y) for x in a for y in b]
+        hi = [self.u.mul(x, y) for x in a for y in b]
+        if any(gmpy2.is_nan(v) for v in lo + hi):
+            raise CertificateError("interval product is NaN")
+        return min(lo), max(hi)
+
+    def div(self, a: Any, b: Any) -> tuple[Any, Any]:
+        if not b[0] > 0:
+            raise CertificateError("interval division by a non-positive interval")
+        lo = [self.d.div(x, y) for x in a for y in b]
+        hi = [self.u.div(x, y) for x in a for y in b]
+        return min(lo), max(hi)
+
+    def mono(self, fn: str, a: Any) -> tuple[Any, Any]:
+        return getattr(self.d, fn)(a[0]), getattr(self.u, fn)(a[1])
+
+
+def _q(x: Any) -> Fraction:
+    if not gmpy2.is_finite(x):
+        raise CertificateError(f"a recomputed bound is not finite ({x})")
+    n, d = x.as_integer_ratio()
+    return Fraction(int(n), int(d))
+
+
+def _act(ia: _IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
+    if op == "relu":
+        return max(x[0], mpfr(0)), max(x[1], mpfr(0))
+    if op == "tanh":
+        return ia.mono("tanh", x)
+    if op == "sigmoid":
+        one = ia.const(Fraction(1))
+        return ia.div(one, ia.add(one, ia.mono("exp", ia.neg(x))))
+    if op == "bn":
+        den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
+        y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
+        return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
+    if op == "gelu":
+        cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
+        lo = hi = None
+        for a, b in itertools.pairwise(cuts):
+            v = (a, b)
+            # x -> (x*x)*x is nondecreasing (also rounded): bound it by its endpoints
+            cube = (ia.d.mul(ia.d.mul(a, a) if a >= 0 else ia.u.mul(a, a), a),
+                    ia.u.mul(ia.u.mul(b, b) if b >= 0 else ia.d.mul(b, b), b))  # fmt: skip
+            t = ia.mul(ia.const(GELU_K), cube)
+            t = ia.mono("tanh", ia.mul(ia.const(GELU_C), ia.add(v, t)))
+            y = ia.mul(ia.mul(ia.const(Fraction(1, 2)), v), ia.add(ia.const(Fraction(1)), t))
+            lo = y[0] if lo is None else min(lo, y[0])
+            hi = y[1] if hi is None else max(hi, y[1])
+        return lo, hi
+    raise CertificateError(f"unknown op {op!r}")
+
+
+def _layernorm(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    n = ia.const(Fraction(len(xs)))
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = ia.add(acc, x)
+    mu = ia.div(acc, n)
+    ds = [ia.add(x, ia.neg(mu)) for x in xs]
+    sq = []
+    for d in ds:  # the square of one value is >= 0 (no `abs`: it rounds to 53 bits)
+        if d[0] >= 0:
+            sq.append((ia.d.mul(d[0], d[0]), ia.u.mul(d[1], d[1])))
+        elif d[1] <= 0:
+            sq.append((ia.d.mul(d[1], d[1]), ia.u.mul(d[0], d[0])))
+        else:
+            sq.append((mpfr(0), max(ia.u.mul(d[0], d[0]), ia.u.mul(d[1], d[1]))))
+    acc = sq[0]
+    for v in sq[1:]:
+        acc = ia.add(acc, v)
+    den = ia.mono("sqrt", ia.add(ia.div(acc, n), ia.const(st["eps"])))
+    return [
+        ia.add(ia.mul(ia.div(d, den), ia.box(w)), ia.box(b))
+        for d, w, b in zip(ds, st["weight"], st["bias"], strict=True)
+    ]
+
+
+def _ibp_stage(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    if st["op"] == "ln":
+        return _layernorm(ia, st, xs)
+    if st["op"] == "linear":
+        out = []
+        for row, b in zip(st["weight"], st["bias"], strict=True):
+            acc = None
+            for w, x in zip(row, xs, strict=True):
+                p = ia.mul(ia.box(w), x)
+                acc = p if acc is None else ia.add(acc, p)
+            out.append(ia.add(acc, ia.box(b)))
+        return out
+    return [_act(ia, st["op"], st, j, x) for j, x in enumerate(xs)]
+
+
+def _phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
+    """Enclosure of min and max of f(x) - a x on [lo, hi] (f convex on x<=0, concave x>=0)."""
+    ia = _IA(None)
+    A = ia.box(a)
+
+    def f(x: Fraction) -> Any:
+        return _act(ia, op, {}, 0, ia.box(x))
+
+    def phi(x: Fraction) -> Any:
+        return ia.add(f(x), ia.neg(ia.mul(A, ia.box(x))))
+
+    def dphi(x: Fraction) -> Any:
+        y, one = f(x), ia.const(Fraction(1))
+        d = ia.add(one, ia.neg(ia.mul(y, y))) if op == "tanh" else ia.mul(y, ia.add(one, ia.neg(y)))
+        return ia.add(d, ia.neg(A))
+
+    def fprime(x: float) -> float:
+        if op == "tanh":
+            t = math.tanh(x)
+            return 1.0 - t * t
+        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+        return s * (1.0 - s)
+
+    pieces = []
+    if lo < 0:
+        pieces.append((lo, min(hi, Fraction(0)), True))
+    if hi > 0:
+        pieces.append((max(lo, Fraction(0)), hi, False))
+    if not pieces:
+        pieces.append((lo, hi, True))
+    mins, maxs = [], []
+    for p, q, convex in pieces:
+        # a tangent point: f' increases on the convex piece, decreases on the concave one
+        pf, qf, af = float(p), float(q), float(a)
+        if (fprime(pf) >= af) == convex:
+            df = pf
+        elif (fprime(qf) <= af) == convex:
+            df = qf
+        else:
+            for _ in range(100):
+                m = (pf + qf) / 2
+                if (fprime(m) < af) == convex:
+                    pf = m
+                else:
+                    qf = m
+            df = (pf + qf) / 2
+        d = min(max(Fraction(df), p), q)
+        ep, eq = phi(p), phi(q)
+        span = (ia.box(p - d)[0], ia.box(q - d)[1])
+        tan = ia.add(phi(d), ia.mul(dphi(d), span))
+        if convex:
+            mins.append(_q(tan[0]))
+            maxs.append(max(_q(ep[1]), _q(eq[1])))
+        else:
+            mins.append(min(_q(ep[0]), _q(eq[0])))
+            maxs.append(_q(tan[1]))
+    return min(mins), max(maxs)
+
+
+def _piecewise(ia: _IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
+               a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
+    """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
+    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
+    cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
+    mn: Fraction | None = None
+    mx: Fraction | None = None
+    for p, q in itertools.pairwise(cuts):
+        P, Q = ia.box(p)[0], ia.box(q)[1]
+        f = _act(ia, st["op"], st, j, (P, Q))
+        ap, aq = a * _q(P), a * _q(Q)
+        lo_i, hi_i = _q(f[0]) - max(ap, aq), _q(f[1]) - min(ap, aq)
+        mn = lo_i if mn is None else min(mn, lo_i)
+        mx = hi_i if mx is None else max(mx, hi_i)
+    assert mn is not None and mx is not None
+    return mn, mx
+
+
+def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fraction,
+                 const: tuple[Fraction, Fraction], where: str,
+                 piecewise: Any = None) -> None:  # fmt: skip
+    aL, cL, aU, cU = r
+    bad = CertificateError(f"{where}: relaxation {[str(v) for v in r]} is not valid on "
+                           f"[{lo}, {hi}]")  # fmt: skip
+    if aL == 0 and aU == 0 and cL <= const[0] and cU >= const[1]:
+        return  # constant bounds around this checker's own interval
+    if op == "relu":
+        # ReLU - (aU x + cU) is convex, so the upper line is above ReLU on [lo, hi] iff it is
+        # at the endpoints; (aL x + cL) - ReLU is concave with its kink at 0, so the lower
+        # line needs the endpoints and, when lo < 0 < hi, x = 0 (intercept <= ReLU(0) = 0)
+        for x in (lo, hi):
+            if aL * x + cL > max(x, Fraction(0)) or aU * x + cU < max(x, Fraction(0)):
+                raise bad
+        if lo < 0 < hi and cL > 0:
+            raise bad
+        return
+    if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
+        m, M = piecewise(aL)
+        if cL > m or cU < M:
+            raise bad
+        return
+    if op not in ("tanh", "sigmoid"):
+        raise bad
+    m, _ = _phi_bounds(op, aL, lo, hi)
+    _, M = _phi_bounds(op, aU, lo, hi)
+    if cL > m - err or cU < M + err:
+        raise bad
+
+
+def _lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    if fmt is None:
+        return [Fraction(0)] * len(st["bias"])
+    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
+    n = len(xs)
+    g = (n + 1) * u / (1 - (n + 1) * u)
+    X = [max(abs(_q(x[0])), abs(_q(x[1]))) for x in xs]
+    return [
+        g * (sum((abs(w) * m for w, m in zip(row, X, strict=True)), Fraction(0)) + abs(b))
+        + n * eta * (1 + g)
+        for row, b in zip(st["weight"], st["bias"], strict=True)
+    ]
+
+
+def _act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
+    if fmt is None or op not in ("tanh", "sigmoid"):
+        return Fraction(0)
+    ia = _IA(None)
+    ends = [_act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
+    M = max(max(abs(_q(e[0])), abs(_q(e[1]))) for e in ends)
+    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
+    if op == "tanh":
+        return u * M + eta
+    return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))
+
+
+def _backward(stages: list[dict[str, Any]], relax: dict[int, list[list[Fraction]]],
+              errs: dict[int, list[Fraction]], box: list[tuple[Fraction, Fraction]],
+              C: list[list[Fraction]], t: int,
+              outs: dict[int, list[tuple[Fraction, Fraction]]]) -> list[Fraction]:  # fmt: skip
+    lam = [list(r) for r in C]
+    c = [Fraction(0)] * len(C)
+    for s in range(t, 0, -1):
+        st = stages[s - 1]
+        if st["op"] == "ln":
+            box = outs[s]  # concretise over LayerNorm's (validated) output interval
+            break
+        if st["op"] == "linear":
+            W, b, e = st["weight"], st["bias"], errs[s]
+            for r, row in enumerate(lam):
+                c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
+                            Fraction(0))  # fmt: skip
+            lam = [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
+                    for j in range(len(W[0]))] for row in lam]  # fmt: skip
+        else:
+            for r, row in enumerate(lam):
+                for j, lv in enumerate(row):
+                    aL, cL, aU, cU = relax[s][j]
+                    row[j], c[r] = (
+                        (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
+                    )
+    return [
+        c[r] + sum((lv * (x[0] if lv >= 0 else x[1]) for lv, x in zip(row, box, strict=True)),
+                   Fraction(0))
+        for r, row in enumerate(lam)
+    ]  # fmt: skip
+
+
+def _list(v: Any, n: int | None, what: str) -> list[Any]:
+    """A non-empty JSON list, of length n when n is given."""
+    if not isinstance(v, list) or not v or (n is not None and len(v) != n):
+        want = f"{n} entries" if n is not None else "a non-empty list"
+        raise CertificateError(f"{what}: expected {want}, got {_short(v)}")
+    return v
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
+    """The decoded stages and the output width, for an input of width n; every tensor's
+    shape is checked against the width the previous stage produces."""
+    if not isinstance(net, dict) or set(net) != {"dtype", "stages"}:
+        raise CertificateError("network: expected keys dtype, stages")
+    dt = net["dtype"]
+    if not isinstance(dt, str) or dt not in (*FORMATS, "exact"):
+        raise CertificateError(f"network: unknown dtype {dt!r}")
+    if not isinstance(net["stages"], list):
+        raise CertificateError("network.stages: expected a list")
+    out = []
+    for k, st in enumerate(net["stages"]):
+        w = f"network stage {k}"
+        if not isinstance(st, dict):
+            raise CertificateError(f"{w}: expected an object")
+        op = st.get("op")
+
+        def vec(name: str, size: int, w: str = w, st: dict[str, Any] = st) -> list[Fraction]:
+            return [_decode(v, dt, f"{w}.{name}") for v in _list(st.get(name), size,
+                                                                  f"{w}.{name}")]  # fmt: skip
+
+        if op == "linear":
+            rows = _list(st.get("weight"), None, f"{w}.weight")
+            weight = [[_decode(v, dt, f"{w}.weight") for v in _list(r, n, f"{w}.weight[{i}]")]
+                      for i, r in enumerate(rows)]  # fmt: skip
+            out.append({"op": op, "weight": weight, "bias": vec("bias", len(rows))})
+            n = len(rows)
+        elif op == "bn":
+            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
+                        "mean": vec("running_mean", n), "var": vec("running_var", n),
+                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
+        elif op == "ln":
+            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
+                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
+        elif op in ("relu", "tanh", "sigmoid", "gelu"):
+            out.append({"op": op})
+        else:
+            raise CertificateError(f"{w}: unknown op {op!r}")
+    return dt, out, n
+
+
+def mpfr_format(dt: str) -> tuple[int, int, int]:
+    """(precision, emin, emax) of an IEEE dtype in MPFR's convention (subnormals included)."""
+    p, e = FORMATS[dt]
+    bias = 2 ** (e - 1) - 1
+    return p, 2 - bias - (p - 1), 2 ** (e - 1)
+
+
+def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, level: str,
+                 lo: list[Fraction], hi: list[Fraction], top: int | None) -> None:  # fmt: skip
+    claim = cert["levels"].get(level)
+    if not isinstance(claim, dict):
+        raise CertificateError(f"levels.{level}: missing")
+    fmt = mpfr_format(dt) if level == "runtime" and dt != "exact" else None
+    ia = _IA(fmt)
+    cur = [(ia.box(a)[0], ia.box(b)[1]) for a, b in zip(lo, hi, strict=True)]
+    box = [(_q(a), _q(b)) for a, b in cur]
+    crown = cert["algorithm"] == "crown"
+    wit = claim.get("witness") if crown else None
+    if crown and (not isinstance(wit, list) or len(wit) != len(stages)):
+        raise CertificateError(f"levels.{level}.witness: expected one entry per stage")
+    relax: dict[int, list[list[Fraction]]] = {}
+    errs: dict[int, list[Fraction]] = {}
+    outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
+    for t, st in enumerate(stages, 1):
+        nxt = _ibp_stage(ia, st, cur)
+        if not crown:
+            cur = nxt
+            continue
+        w = wit[t - 1]
+        where = f"levels.{level}.witness[{t - 1}]"
+        if not isinstance(w, dict):
+            raise CertificateError(f"{where}: expected an object")
+        if w.get("op") != st["op"] or len(_list(w.get("out"), None, f"{where}.out")) != len(nxt):
+            raise CertificateError(f"{where}: does not match the network")
+        if st["op"] == "linear":
+            errs[t] = _lin_err(fmt, st, cur)
+            if t < len(stages):
+                n = len(nxt)
+                eye = [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
+                lw = _backward(stages, relax, errs, box, eye, t, outs)
+                up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], t, outs)
+                nxt = [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
+                       for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
+        elif st["op"] != "ln":
+            rl = w.get("relax")
+            if not isinstance(rl, list) or len(rl) != len(cur):
+                raise CertificateError(f"{where}: expected one relaxation per neuron")
+            relax[t] = []
+            for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
+                rq = [_rat(v, f"{where}.relax[{j}]") for v in _list(r, 4, f"{where}.relax[{j}]")]
+                xl, xh = _q(x[0]), _q(x[1])
+                const = _act(ia, st["op"], st, j, x)
+                pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
+                _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
+                             (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
+                relax[t].append(rq)
+        stored = [(_rat(a, where), _rat(b, where)) for a, b in
+                  (_list(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
+        for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
+            if sa > _q(o[0]) or sb < _q(o[1]):
+                raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
+        outs[t] = stored
+        cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
+    out_lo, out_hi = [_q(x[0]) for x in cur], [_q(x[1]) for x in cur]
+    m = len(out_lo)
+    margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
+    if crown:
+        T = len(stages)
+        eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
+        lw = _backward(stages, relax, errs, box, eye, T, outs)
+        up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], T, outs)
+        out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
+        out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
+        if top is not None:
+            rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
+                    for j in range(m) if j != top]  # fmt: skip
+            it = iter(_backward(stages, relax, errs, box, rows, T, outs))
+            margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
+    c_lo = [_rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
+    c_hi = [_rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]
+    if len(c_lo) != m or len(c_hi) != m:
+        raise CertificateError(f"levels.{level}: expected {m} lower and upper bounds")
+    for j in range(m):
+        if c_lo[j] > out_lo[j] or c_hi[j] < out_hi[j]:
+            raise CertificateError(
+                f"levels.{level}: output {j}: certified [{c_lo[j]}, {c_hi[j]}] does not contain"
+                f" the recomputed enclosure [{out_lo[j]}, {out_hi[j]}]"
+            )
+    if top is not None:
+        cm = claim.get("margins")
+        if not isinstance(cm, list) or len(cm) != m:
+            raise CertificateError(f"levels.{level}.margins: expected {m} entries")
+        for j in range(m):
+            if j == top:
+                continue
+            mj = margins[j]
+            assert mj is not None
+            if _rat(cm[j], f"levels.{level}.margins") > mj:
+                raise CertificateError(f"levels.{level}.margins[{j}]: not established")
+        holds = all(_rat(cm[j], "margin") > 0 for j in range(m) if j != top)
+        if claim.get("holds") is not holds:
+            raise CertificateError(f"levels.{level}.holds: expected {holds}")
+
+
+def check_certificate(cert: Any) -> str:
+    """Re-validate a certificate (a parsed JSON object); a one-line summary if it holds.
+    Raises `CertificateError` for a certificate that is malformed or does not hold."""
+    try:
+        return _check(cert)
+    except CertificateError:
+        raise
+    except Exception as e:  # a malformed value this module did not anticipate: reject it
+        raise CertificateError(f"malformed certificate: {type(e).__name__}: {e}") from None
+
+
+def _check(cert: Any) -> str:
+    if not isinstance(cert, dict) or cert.get("format") != FORMAT:
+        raise CertificateError(f"not a {FORMAT} certificate")
+    body = {k: v for k, v in cert.items() if k != "digest"}
+    if cert.get("digest") != _sha(body):
+        raise CertificateError("digest: the certificate was modified after it was written")
+    if cert.get("model_hash") != _sha(cert.get("network")):
+        raise CertificateError("model_hash: does not match the embedded network")
+    b = cert.get("box")
+    if not isinstance(b, dict):
+        raise CertificateError("box: expected an object")
+    if b.get("norm") != "inf":
+        raise CertificateError(f"box.norm: expected 'inf', got {b.get('norm')!r}")
+    c = [_rat(v, "box.center") for v in _list(b.get("center"), None, "box.center")]
+    r = [_rat(v, "box.radius") for v in _list(b.get("radius"), None, "box.radius")]
+    lo = [_rat(v, "box.lower") for v in _list(b.get("lower"), None, "box.lower")]
+    hi = [_rat(v, "box.upper") for v in _list(b.get("upper"), None, "box.upper")]
+    if not (len(c) == len(r) == len(lo) == len(hi)):
+        raise CertificateError("box: center, radius, lower, upper must have equal lengths")
+    if any(x < 0 for x in r):
+        raise CertificateError(f"box.radius: must be >= 0, got {[str(x) for x in r]}")
+    if lo != [a - d for a, d in zip(c, r, strict=True)] or hi != [
+        a + d for a, d in zip(c, r, strict=True)
+    ]:
+        raise CertificateError("box: lower/upper are not center -+ radius")
+    dt, stages, m = _network(cert["network"], len(lo))
+    if cert.get("algorithm") not in ("ibp", "crown"):
+        raise CertificateError(f"algorithm: unknown {cert.get('algorithm')!r}")
+    if not isinstance(cert.get("levels"), dict):
+        raise CertificateError("levels: expected an object")
+    prop = cert.get("property")
+    top = None
+    if prop != "bounds":
+        if not (isinstance(prop, list) and len(prop) == 2 and prop[0] == "top_label"):
+            raise CertificateError(f"property: unknown {prop!r}")
+        k = prop[1]
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < m:
+            raise CertificateError(
+                f"property: top_label expects an integer 0 <= k < {m} (the outputs), got {k!r}"
+            )
+        top = k
+    for level in ("real", "runtime"):
+        _check_level(cert, stages, dt, level, lo, hi, top)
+    return (
+        f"certificate holds: {cert['algorithm']} bounds on {len(lo)} inputs, dtype {dt}, "
+        f"levels real and runtime, model {cert['model_hash'][:12]}"
+    )
+
+
+def check_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cert = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise CertificateError(f"{path}: cannot read a JSON certificate: {e}") from None
+    return check_certificate(cert)

@@ -1,0 +1,223 @@
+"""`verify`: parse the arguments, bound each soundness level, build the result.
+
+Invariants:
+- Arguments are checked in a fixed order, each failure a `VerificationError` with the
+  same message as always: the network (`network.stages`: typed results, dtype, layers),
+  the norm, the algorithm, center, radius (shape, numbers, finite, >= 0), the model's fit
+  to the center's length, the property.
+- The box is exact: lower = center - radius, upper = center + radius (Fractions); each
+  level rounds it outward once into its own numbers.
+- Level "real" always runs with 160-bit outward arithmetic; level "runtime" in the dtype's
+  own format, except for dtype "exact", where it repeats level 1's bounds (the runtime is
+  exact). CROWN's results are rounded outward to level-1 numbers (short p/q) and
+  intersected with IBP; a CROWN bound beyond the level-1 exponent range raises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpq
+
+from runtime.backend import DTYPE_DOMAIN
+from spec.domains import IEEEDomain
+from spec.errors import TorchLeanError
+
+from .arithmetic import Arith
+from .core import VerificationError, frac, q, unavailable
+from .crown import Crown, fmt
+from .intervals import ibp
+from .network import Stage, model_hash, network_json, stages
+from .results import Bounds, VerificationResult, statement
+
+__all__ = ["Request", "parse", "verify"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A checked `verify` call: the stages, the exact box and the output property."""
+
+    stages: list[Stage]
+    center: list[Fraction]
+    radius: list[Fraction]
+    lower: list[Fraction]
+    upper: list[Fraction]
+    n_out: int
+    top: int | None
+
+
+def _vector(v: Any, n: int | None, what: str) -> list[Fraction]:
+    arr = np.asarray(v, dtype=object)
+    if arr.ndim == 0:
+        if n is None:
+            raise VerificationError(f"verify: {what}: expected a vector, got a scalar")
+        arr = np.array([v] * n, dtype=object)
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        raise VerificationError(
+            f"verify: {what}: expected shape ({n if n is not None else 'n'},), got {arr.shape}"
+        )
+    out = []
+    for x in arr:
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, Fraction, np.number)):
+            raise VerificationError(f"verify: {what}: expected numbers, got {x!r}")
+        if isinstance(x, (float, np.floating)) and not math.isfinite(float(x)):
+            raise VerificationError(f"verify: {what}: expected finite numbers, got {x!r}")
+        out.append(Fraction(x) if isinstance(x, (int, Fraction)) else Fraction(float(x)))
+    return out
+
+
+def _top_label(property: Any, m: int) -> int | None:
+    top: int | None = None
+    if property != "bounds":
+        if (
+            isinstance(property, (tuple, list))
+            and len(property) == 2
+            and property[0] == "top_label"
+            and isinstance(property[1], int)
+            and not isinstance(property[1], bool)
+            and 0 <= property[1] < m
+        ):
+            top = property[1]
+        else:
+            raise VerificationError(
+                f"verify: property must be 'bounds' or ('top_label', k) with 0 <= k < {m}, "
+                f"got {property!r}"
+            )
+    return top
+
+
+def parse(
+    result: Any, center: Any, radius: Any, norm: str, property: Any, algorithm: str
+) -> Request:
+    """The checked request (raises `VerificationError` in the documented order)."""
+    sts = stages(result)
+    if norm != "inf":
+        raise unavailable(f"norm {norm!r}")
+    if algorithm not in ("ibp", "crown"):
+        raise VerificationError(f"verify: algorithm must be 'ibp' or 'crown', got {algorithm!r}")
+    c = _vector(center, None, "center")
+    n = len(c)
+    r = _vector(radius, n, "radius")
+    if any(x < 0 for x in r):
+        raise VerificationError(f"verify: radius must be >= 0, got {[float(x) for x in r]}")
+    try:
+        n_out = result.model.out_shape((n,))
+    except TorchLeanError as e:
+        raise VerificationError(
+            f"verify: center of length {n} does not fit the model: {e}"
+        ) from None
+    m = n_out[0]
+    top = _top_label(property, m)
+    lo = [a - b for a, b in zip(c, r, strict=True)]
+    hi = [a + b for a, b in zip(c, r, strict=True)]
+    return Request(sts, c, r, lo, hi, m, top)
+
+
+def _crown_bounds(
+    H: Arith, A: Arith, D: Any, req: Request, box: list[Any], bounds: tuple[Any, Any, Any]
+) -> tuple[list[Any], list[Any], list[Any] | None, list[dict[str, Any]]]:
+    """CROWN's bounds and margins intersected with IBP's (`bounds`), and the witness."""
+    ilo, ihi, margins = bounds
+    m, top = req.n_out, req.top
+    cr = Crown(H, A, fmt(D) if isinstance(D, IEEEDomain) else None, req.stages, box)
+    T = len(req.stages)
+    eye = [[mpq(int(i == j)) for j in range(m)] for i in range(m)]
+
+    # CROWN's exact results rounded outward to H's numbers: short p/q strings
+    def dn(v: Any) -> Any:
+        w = H.cv(H.dn, v)
+        if not gmpy2.is_finite(w):
+            raise VerificationError(
+                "verification failed: a CROWN bound is beyond the level-1 exponent range (overflow)"
+            )
+        return q(w)
+
+    cl = [dn(v) for v in cr.backward(eye, T)]
+    ch = [-dn(v) for v in cr.backward([[-v for v in row] for row in eye], T)]
+    flo = [max(a, b) for a, b in zip(ilo, cl, strict=True)]
+    fhi = [min(a, b) for a, b in zip(ihi, ch, strict=True)]
+    if top is not None and margins is not None:
+        rows = [[mpq(int(i == top) - int(i == j)) for i in range(m)] for j in range(m) if j != top]
+        cm = iter([dn(v) for v in cr.backward(rows, T)])
+        margins = [None if j == top else max(margins[j], next(cm)) for j in range(m)]
+    return flo, fhi, margins, cr.witness()
+
+
+def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith) -> Bounds:
+    """The bounds at one level ("real" or "runtime") of an inexact dtype."""
+    D = DTYPE_DOMAIN[result.dtype] if level == "runtime" else None
+    A = Arith(D if isinstance(D, IEEEDomain) else None)
+    box = [(A.cv(A.dn, mpq(a)), A.cv(A.up, mpq(b))) for a, b in zip(req.lower, req.upper,
+                                                                      strict=True)]  # fmt: skip
+    outs = ibp(A, req.stages, box)[-1]
+    if not all(gmpy2.is_finite(v) for iv in outs for v in iv):  # no layers: the box
+        raise VerificationError(f"verification failed: an output bound is not finite"
+                                f" at the {level} level (overflow)")  # fmt: skip
+    ilo = [q(o[0]) for o in outs]
+    ihi = [q(o[1]) for o in outs]
+    flo, fhi = list(ilo), list(ihi)
+    m, top = req.n_out, req.top
+    margins: list[Any] | None = None
+    if top is not None:
+        margins = [None if j == top else ilo[top] - ihi[j] for j in range(m)]
+    wit = None
+    if algorithm == "crown":
+        flo, fhi, margins, wit = _crown_bounds(H, A, D, req, box, (ilo, ihi, margins))
+    fm = None if margins is None else tuple(None if x is None else frac(x) for x in margins)
+    return Bounds(
+        level,
+        statement(level, result.dtype, result.kernels),
+        tuple(frac(x) for x in flo),
+        tuple(frac(x) for x in fhi),
+        tuple(frac(x) for x in ilo),
+        tuple(frac(x) for x in ihi),
+        fm,
+        None if fm is None else all(x > 0 for x in fm if x is not None),
+        wit,
+    )
+
+
+def _exact_runtime(real: Bounds, kernels: str) -> Bounds:
+    """Level 2 of dtype "exact": the runtime is exact, so level 1's bounds."""
+    b0 = real
+    return Bounds("runtime", statement("runtime", "exact", kernels), b0.lower, b0.upper,
+                  b0.ibp_lower, b0.ibp_upper, b0.margins, b0.holds, b0.witness)  # fmt: skip
+
+
+def verify(
+    result: Any,
+    center: Any,
+    radius: Any,
+    norm: str = "inf",
+    property: Any = "bounds",
+    algorithm: str = "ibp",
+) -> VerificationResult:
+    """Certified output bounds of `result`'s network on the box center +- radius (see the
+    package docstring for both soundness levels)."""
+    req = parse(result, center, radius, norm, property, algorithm)
+    H = Arith(None)
+    real = level_bounds(result, req, "real", algorithm, H)
+    if result.dtype == "exact":
+        runtime = _exact_runtime(real, result.kernels)
+    else:
+        runtime = level_bounds(result, req, "runtime", algorithm, H)
+    return VerificationResult(
+        algorithm,
+        property if isinstance(property, str) else ("top_label", req.top),
+        norm,
+        result.dtype,
+        result.kernels,
+        model_hash(result),
+        tuple(req.lower),
+        tuple(req.upper),
+        tuple(req.center),
+        tuple(req.radius),
+        real,
+        runtime,
+        network_json(result),
+    )

@@ -1,0 +1,212 @@
+"""CROWN (backward linear relaxation) at one level, with level-2 rounding-error terms.
+
+Invariants:
+- The backward pass works in exact rational arithmetic (gmpy2.mpq): objective rows are
+  pushed back through every stage exactly, so no rounding enters it. How a stage is
+  crossed is dispatched by op name: `FORWARD` builds the stage's data on the way forward
+  (error bounds of a linear stage, relaxations of an elementwise one), `BACKWARD` pushes
+  the rows back through it; layer_norm is opaque (the pass stops there and concretises
+  over LayerNorm's output interval, so CROWN gains nothing across it).
+- Every pre-activation interval is the intersection of its IBP and CROWN bounds (rounded
+  outward to A's numbers), so CROWN is never wider than IBP.
+- At level 2 the runtime is the real network plus bounded per-neuron errors, extra bounded
+  inputs of the backward pass (u = 2^-p, gamma_k = k u / (1 - k u), eta = 2^(emin-1)):
+  a linear layer with n inputs adds |delta_i| <= gamma_{n+1} * (sum_j |w_ij| max|x_j| +
+  |b_i|) + n*eta*(1 + gamma_{n+1}) (eta covers underflow of a product; additions are exact
+  in the subnormal range); tanh adds u*max|tanh| + eta (correctly rounded); sigmoid's
+  three roundings add max(sigmoid) * ((1 + u) / ((1 - u)(1 - u - eta)) - 1) + eta +
+  2^(1-emax) (the last term covers exp overflowing, where the runtime returns 0); ReLU is
+  exact. The input box is the format-rounded box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gmpy2 import mpq
+
+from spec.domains import IEEEDomain
+
+from .arithmetic import Arith
+from .core import Iv, frac_str, q
+from .intervals import elem, layer
+from .network import Stage
+from .relaxations import RELAXATIONS, relax
+
+__all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "fmt"]
+
+
+@dataclass(frozen=True)
+class Fmt:
+    u: Any  # 2^-p
+    eta: Any  # 2^(emin-1)
+    tiny: Any  # 2^(1-emax)
+
+
+def fmt(D: IEEEDomain) -> Fmt:
+    return Fmt(mpq(1, 2**D.precision), mpq(1, 2 ** (1 - D.emin)), mpq(1, 2 ** (D.emax - 1)))
+
+
+def _gamma(f: Fmt, k: int) -> Any:
+    return k * f.u / (1 - k * f.u)
+
+
+def _lin_err(f: Fmt, st: Stage, xs: list[Iv]) -> list[Any]:
+    n = len(xs)
+    g = _gamma(f, n + 1)
+    X = [max(abs(q(x[0])), abs(q(x[1]))) for x in xs]
+    out = []
+    for row, b in zip(st.weight, st.bias, strict=True):
+        s = sum((abs(mpq(w)) * xm for w, xm in zip(row, X, strict=True)), mpq(0))
+        out.append(g * (s + abs(mpq(b))) + n * f.eta * (1 + g))
+    return out
+
+
+def _act_err(H: Arith, f: Fmt | None, kind: str, x: Iv) -> Any:
+    if f is None or kind not in ("tanh", "sigmoid"):
+        return mpq(0)
+    dummy = Stage(kind)
+    ends = [elem(H, dummy, 0, (v, v)) for v in x]
+    M = max(max(abs(q(e[0])), abs(q(e[1]))) for e in ends)
+    if kind == "tanh":
+        return f.u * M + f.eta
+    u = f.u
+    return M * ((1 + u) / ((1 - u) * (1 - u - f.eta)) - 1) + f.eta + f.tiny
+
+
+# --------------------------------------------------------------------------- forward steps
+
+
+def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
+    A, f = cr.A, cr.f
+    cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
+    out = layer(A, st, prev)
+    if t < len(cr.stages):
+        n = len(out)
+        eye = [[mpq(int(i == j)) for j in range(n)] for i in range(n)]
+        lows = cr.backward(eye, t)
+        highs = [-v for v in cr.backward([[-v for v in r] for r in eye], t)]
+        out = [
+            (max(o[0], A.cv(A.dn, lq)), min(o[1], A.cv(A.up, hq)))
+            for o, lq, hq in zip(out, lows, highs, strict=True)
+        ]
+    return out
+
+
+def _fwd_opaque(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
+    return layer(cr.A, st, prev)  # opaque: the backward pass stops here
+
+
+def _fwd_relaxed(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
+    H, A, f = cr.H, cr.A, cr.f
+    cr.relax[t] = [relax(H, A, st, j, x, _act_err(H, f, st.op, x)) for j, x in enumerate(prev)]
+    return layer(A, st, prev)
+
+
+ForwardStep = Callable[["Crown", int, Stage, list[Iv]], list[Iv]]
+FORWARD: dict[str, ForwardStep] = {
+    "linear": _fwd_linear,
+    "layer_norm": _fwd_opaque,
+    **{op: _fwd_relaxed for op in RELAXATIONS},
+}
+
+
+# --------------------------------------------------------------------------- backward steps
+
+# A backward step maps (crown, s, stage, rows, constants) to the new rows, or to None when
+# the pass stops at stage s (and concretises over its output interval).
+BackwardStep = Callable[["Crown", int, Stage, list[list[Any]], list[Any]], "list[list[Any]] | None"]
+
+
+def _back_linear(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any]) -> Any:
+    W, e = cr.W[s], cr.err[s]
+    b = [mpq(v) for v in st.bias]
+    for r, row in enumerate(lam):
+        c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e,
+                                                                    strict=True)),
+                    mpq(0))  # fmt: skip
+    m = len(W[0])
+    return [
+        [sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), mpq(0))
+         for j in range(m)]
+        for row in lam
+    ]  # fmt: skip
+
+
+def _back_opaque(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any]) -> Any:
+    return None
+
+
+def _back_relaxed(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any]) -> Any:
+    rl = cr.relax[s]
+    for r, row in enumerate(lam):
+        for j, lv in enumerate(row):
+            aL, cL, aU, cU = rl[j]
+            if lv >= 0:
+                row[j], c[r] = lv * aL, c[r] + lv * cL
+            else:
+                row[j], c[r] = lv * aU, c[r] + lv * cU
+    return lam
+
+
+BACKWARD: dict[str, BackwardStep] = {
+    "linear": _back_linear,
+    "layer_norm": _back_opaque,
+    **{op: _back_relaxed for op in RELAXATIONS},
+}
+
+
+class Crown:
+    """CROWN at one level. `ivs[t]` encloses the values after stage t (t = 0: the box);
+    `relax[t]` holds stage t's relaxations (elementwise stages), `err[t]` its level-2
+    error bounds (linear stages)."""
+
+    def __init__(
+        self, H: Arith, A: Arith, f: Fmt | None, stages: list[Stage], box: list[Iv]
+    ) -> None:
+        self.H, self.A, self.f, self.stages = H, A, f, stages
+        self.ivs: list[list[Iv]] = [box]
+        self.relax: dict[int, list[Any]] = {}
+        self.err: dict[int, list[Any]] = {}
+        self.W = {
+            t: [[mpq(w) for w in r] for r in st.weight]
+            for t, st in enumerate(stages, 1)
+            if st.op == "linear"
+        }
+        for t, st in enumerate(stages, 1):
+            self.ivs.append(FORWARD[st.op](self, t, st, self.ivs[-1]))
+
+    def backward(self, C: list[list[Any]], t: int) -> list[Any]:
+        """Exact lower bounds of C @ z_t over the box (rows of C are objectives)."""
+        lam = [list(r) for r in C]
+        c = [mpq(0)] * len(C)
+        box = self.ivs[0]
+        for s in range(t, 0, -1):
+            st = self.stages[s - 1]
+            nxt = BACKWARD[st.op](self, s, st, lam, c)
+            if nxt is None:
+                box = self.ivs[s]  # concretise over the stage's output interval
+                break
+            lam = nxt
+        out = []
+        for r, row in enumerate(lam):
+            v = c[r]
+            for lv, x in zip(row, box, strict=True):
+                v += lv * (q(x[0]) if lv >= 0 else q(x[1]))
+            out.append(v)
+        return out
+
+    def witness(self) -> list[dict[str, Any]]:
+        """Per stage: the pre-activation intervals and relaxations used (p/q strings)."""
+        out = []
+        for t, st in enumerate(self.stages, 1):
+            e: dict[str, Any] = {
+                "op": st.label,
+                "out": [[frac_str(a), frac_str(b)] for a, b in self.ivs[t]],
+            }
+            if t in self.relax:
+                e["relax"] = [[frac_str(v) for v in r] for r in self.relax[t]]
+            out.append(e)
+        return out

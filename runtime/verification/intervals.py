@@ -1,0 +1,142 @@
+"""Interval bound propagation (IBP): each stage's output intervals from its input intervals,
+following the runtime's op order, dispatched by op name.
+
+Invariants:
+- `ELEMENTWISE[op](A, stage, j, x)` encloses neuron j's output for every input in x at A's
+  level; `LAYERS[op](A, stage, xs)` does it for a whole stage. sigmoid, gelu and batch_norm
+  execute their `OP_ORDER` trees (`oporder.evaluate`), so level 2 follows the ordered
+  kernels' op order; linear is the kernels' left fold over j of w[i,j]*x[j] (from the first
+  product) then + b[i]; layer_norm follows OP_ORDER["layer_norm"] by hand (d*d enclosed as
+  a square; plain interval arithmetic: sound, not tight).
+- GELU is not monotone: its input interval is split at 0 and at the points of GELU_GRID;
+  on each piece every intermediate of the body except the last product is monotone, so
+  plain interval arithmetic per piece is sound, and the union (hull) is taken.
+- A stage output that is not finite raises `VerificationError` ("verification failed:
+  layer <label> output j: ... (overflow)").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import gmpy2
+from gmpy2 import mpfr
+
+from .arithmetic import Arith, fold, square
+from .core import GELU_GRID, Iv, VerificationError, hull, show
+from .network import Stage
+from .oporder import OP_ORDER, evaluate
+
+__all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "layer"]
+
+ElemRule = Callable[[Arith, Stage, int, Iv], Iv]
+LayerRule = Callable[[Arith, Stage, list[Iv]], list[Iv]]
+
+
+def _relu(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    z = mpfr(0)
+    return max(x[0], z), max(x[1], z)
+
+
+def _tanh(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    return A.tanh(x)
+
+
+def _sigmoid(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    return evaluate(A, OP_ORDER["sigmoid"], {"x": x})
+
+
+def _batch_norm(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    leaves = {
+        "x": x,
+        "mean": A.enclose(st.mean[j]),
+        "var": A.enclose(st.var[j]),
+        "eps": A.const(st.eps),
+        "weight": A.enclose(st.weight[0][j]),
+        "bias": A.enclose(st.bias[j]),
+    }
+    return evaluate(A, OP_ORDER["batch_norm"], leaves)
+
+
+def _gelu(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    pts = [mpfr(g) for g in GELU_GRID] + [mpfr(0)]
+    cuts = [x[0]] + [p for p in pts if x[0] < p < x[1]] + [x[1]]
+    out: Iv | None = None
+    for a, b in itertools.pairwise(cuts):
+        piece = evaluate(A, OP_ORDER["gelu"], {"x": (a, b)})
+        out = piece if out is None else hull(out, piece)
+    if out is None:
+        out = evaluate(A, OP_ORDER["gelu"], {"x": x})
+    return out
+
+
+ELEMENTWISE: dict[str, ElemRule] = {
+    "relu": _relu,
+    "tanh": _tanh,
+    "sigmoid": _sigmoid,
+    "gelu": _gelu,
+    "batch_norm": _batch_norm,
+}
+
+
+def elem(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    """The interval of one elementwise neuron's output, following the runtime op order."""
+    return ELEMENTWISE[st.op](A, st, j, x)
+
+
+def _linear(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    out = []
+    for row, b in zip(st.weight, st.bias, strict=True):
+        acc: Iv | None = None
+        for w, x in zip(row, xs, strict=True):
+            p = A.mul(A.enclose(w), x)
+            acc = p if acc is None else A.add(acc, p)
+        assert acc is not None
+        out.append(A.add(acc, A.enclose(b)))
+    return out
+
+
+def _layer_norm(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    """OP_ORDER["layer_norm"]: mu = fold(x) / n; d = x - mu; var = fold(d * d) / n;
+    y = (d / sqrt(var + eps)) * w + b (plain interval arithmetic: sound, not tight)."""
+    n = A.const(len(xs))
+    mu = A.div(fold(A, xs), n)
+    ds = [A.sub(x, mu) for x in xs]
+    var = A.div(fold(A, [square(A, d) for d in ds]), n)
+    den = A.sqrt(A.add(var, A.const(st.eps)))
+    return [
+        A.add(A.mul(A.div(d, den), A.enclose(w)), A.enclose(b))
+        for d, w, b in zip(ds, st.weight[0], st.bias, strict=True)
+    ]
+
+
+def _elementwise_layer(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    return [elem(A, st, j, x) for j, x in enumerate(xs)]
+
+
+LAYERS: dict[str, LayerRule] = {
+    "linear": _linear,
+    "layer_norm": _layer_norm,
+    **{op: _elementwise_layer for op in ELEMENTWISE},
+}
+
+
+def layer(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    """Stage st's output intervals; raises when one is not finite."""
+    ys = LAYERS[st.op](A, st, xs)
+    for j, y in enumerate(ys):
+        if not (gmpy2.is_finite(y[0]) and gmpy2.is_finite(y[1])):
+            raise VerificationError(
+                f"verification failed: layer {st.label} output {j}: bound {show(y)} is not "
+                "finite (overflow)"
+            )
+    return ys
+
+
+def ibp(A: Arith, stages: list[Stage], box: list[Iv]) -> list[list[Iv]]:
+    """The intervals after every stage (index 0: the box)."""
+    ivs = [box]
+    for st in stages:
+        ivs.append(layer(A, st, ivs[-1]))
+    return ivs
