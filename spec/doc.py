@@ -17,9 +17,11 @@ def op_table_markdown() -> str:
         "",
         "Generated from `spec.ops.OPS` by `python -m spec.doc > docs/OPS.md`; do not edit.",
         "Composite ops are defined by a body of other ops; that composition is normative.",
+        "Each op is defined in `spec/ops/<family>.py`; rows are in family order.",
         "",
-        "| op | kind | arity | attributes | saves for backward | definition and conventions |",
-        "|---|---|---|---|---|---|",
+        "| op | family | kind | arity | attributes | saves for backward | "
+        "definition and conventions |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, op in OPS.items():
         attrs = (
@@ -30,7 +32,9 @@ def op_table_markdown() -> str:
         )
         arity = "n ≥ 1" if op.arity is None else str(op.arity)
         doc = op.doc.replace("|", "\\|")
-        lines.append(f"| `{name}` | {op.kind} | {arity} | {attrs} | {op.saves} | {doc} |")
+        lines.append(
+            f"| `{name}` | {op.family} | {op.kind} | {arity} | {attrs} | {op.saves} | {doc} |"
+        )
     return "\n".join(lines) + "\n"
 
 

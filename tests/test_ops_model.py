@@ -1,5 +1,6 @@
-"""Model-scale ops (spec/ops_model.py): golden cases worked by hand, conventions, errors,
-independent references and end-to-end link checks of a small CNN and a Transformer block.
+"""Model-scale ops (spec/ops/{index,reduce,attention,conv,pool,norm,embed}.py): golden cases
+worked by hand, conventions, errors, independent references and end-to-end link checks of a
+small CNN and a Transformer block.
 
 Expected values are written down here (hand computations in exact rationals) or computed
 by independent reference code in this file (plain NumPy loops), never by the code under
@@ -22,8 +23,7 @@ from runtime.session import Session
 from spec.domains import FLOAT64, RATIONAL
 from spec.errors import GraphError, ShapeError
 from spec.graph import GraphBuilder
-from spec.ops import OPS
-from spec.ops_model import default_attention_scale
+from spec.ops import OPS, default_attention_scale
 from spec.tensor import Tensor
 
 MODEL_OPS = (

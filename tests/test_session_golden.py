@@ -3,7 +3,8 @@
 - Alias SGD: two snapshots of one parameter, gradients summed, the current storage updated
   once; a malformed gradient list is rejected before anything changes.
 - `canonical_indices` / `group_leaves`: aliasing by storage identity only.
-- The requires_grad matrix: every op of the table x every subset of trainable inputs.
+- The requires_grad matrix: every sample of every op of the table x every subset of
+  trainable inputs.
 - Stale and foreign handles in both modes: rejected, and the failed call changes nothing.
 """
 
@@ -176,88 +177,28 @@ def test_group_leaves_two_bare_leaves_stay_apart() -> None:
 # --------------------------------------------------------------------------- requires_grad
 
 
-X23 = [[1.0, -2.0, 0.5], [3.0, 0.25, -1.5]]
-POS23 = [[1.0, 2.0, 0.5], [3.0, 0.25, 1.5]]
-ROW3 = [0.5, -2.0, 2.0]  # -2 ties with X23[0][1] for maximum/minimum
-W43 = [[1.0, 0.5, -1.0], [2.0, 0.0, 1.0], [-0.5, 1.5, 0.25], [1.0, 1.0, 1.0]]
-B4 = [0.5, -1.0, 0.0, 2.0]
-M32 = [[1.0, 2.0], [0.5, -1.0], [2.0, 0.0]]
-ONEHOT23 = [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
-
-# op -> (argument values, attributes); every op of the table must be here.
-OP_CASES: dict[str, tuple[list[Any], dict[str, Any]]] = {
-    "add": ([X23, ROW3], {}),
-    "sub": ([X23, ROW3], {}),
-    "mul": ([X23, ROW3], {}),
-    "div": ([X23, ROW3], {}),
-    "maximum": ([X23, ROW3], {}),
-    "minimum": ([X23, ROW3], {}),
-    "neg": ([X23], {}),
-    "scale": ([X23], {"c": Fraction(3, 2)}),
-    "relu": ([X23], {}),
-    "abs": ([X23], {}),
-    "clamp": ([X23], {"lo": Fraction(-1), "hi": Fraction(1)}),
-    "sqrt": ([POS23], {}),
-    "exp": ([X23], {}),
-    "log": ([POS23], {}),
-    "tanh": ([X23], {}),
-    "sin": ([X23], {}),
-    "cos": ([X23], {}),
-    "detach": ([X23], {}),
-    "const": ([], {"shape": (2,), "values": [Fraction(1), Fraction(1, 2)]}),
-    "sum": ([X23], {}),
-    "reduce_sum": ([X23], {"axis": 1}),
-    "matmul": ([X23, M32], {}),
-    "linear": ([X23, W43, B4], {}),
-    "reshape": ([X23], {"shape": (3, 2)}),
-    "swap_adjacent": ([X23], {"axis": 0}),
-    "broadcast_to": ([[ROW3]], {"shape": (2, 3)}),
-    "concat": ([X23, [ROW3]], {}),
-    "slice": ([X23], {"start": 1, "stop": 2}),
-    "select": ([X23], {"index": 1}),
-    "index_select": ([X23], {"indices": [1, 0, 1]}),
-    "scatter_add": ([X23], {"indices": [2, 0], "size": 3}),
-    "softmax": ([X23], {}),
-    "log_softmax": ([X23], {}),
-    "inv": ([X23], {}),
-    "mean": ([X23], {}),
-    "reduce_mean": ([X23], {"axis": 0}),
-    "transpose": ([X23], {}),
-    "sigmoid": ([X23], {}),
-    "softplus": ([X23], {}),
-    "gelu": ([X23], {}),
-    "silu": ([X23], {}),
-    "safe_log": ([POS23], {}),
-    "mse_loss": ([X23, POS23], {}),
-    "cross_entropy": ([X23, ONEHOT23], {}),
-    # model-scale ops
-    "gather": ([X23], {"indices": [2, 3, 0], "shape": (3,)}),
-    "reduce_max": ([X23], {"axis": 1}),
-    "mask_neg_inf": ([X23], {"mask": [1, 0, 1], "mask_shape": (3,)}),
-    "conv2d": ([[X23], [[[[1.0, -1.0]]]], [0.5]], {"padding": (1, 0)}),
-    "conv_transpose2d": ([[X23], [[[[1.0, -1.0]]]], [0.5]], {"stride": (1, 2)}),
-    "avg_pool2d": ([[X23]], {"kernel_size": (1, 2), "stride": (1, 1)}),
-    "max_pool2d": ([[X23]], {"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)}),
-    "layer_norm": ([X23, ROW3, B4[:3]], {}),
-    "batch_norm": ([[X23, POS23], [1.0, 2.0], [0.0, 0.5]], {}),
-    "scaled_dot_product_attention": ([X23, X23, M32[:2]], {"causal": 1}),
-    "multi_head_attention": ([M32[:2], M32[:2], M32[1:], *([M32[:2]] * 4)], {"heads": 2}),
-    "embedding": ([M32], {"indices": [2, 0, 2]}),
-    "one_hot": ([], {"indices": [1, 0], "num_classes": 3}),
-}
+# Every sample of every op (`OpDef.samples`: ordinary points, ties, signed zeros, boundaries).
+SAMPLES = [(n, i) for n in sorted(OPS) for i in range(len(OPS[n].samples))]
 
 
-def test_op_cases_cover_the_table() -> None:
-    assert set(OP_CASES) == set(OPS)
-    for name, (args, _) in OP_CASES.items():
+def test_samples_fit_the_arity() -> None:
+    for name, i in SAMPLES:
         arity = OPS[name].arity
-        assert arity is None or arity == len(args), name
+        assert arity is None or arity == len(OPS[name].samples[i].args), (name, i)
 
 
-def _run_op(mode: str, name: str, flags: tuple[bool, ...]) -> tuple[Session, list[Any], Any]:
-    args, attrs = OP_CASES[name]
+def _sample_args(name: str, i: int) -> tuple[list[np.ndarray], dict[str, Any]]:
+    smp = OPS[name].samples[i]
+    args = [f32([float(v) for v in vals]).reshape(shape) for shape, vals in smp.args]
+    return args, dict(smp.attrs)
+
+
+def _run_op(
+    mode: str, name: str, i: int, flags: tuple[bool, ...]
+) -> tuple[Session, list[Any], Any]:
+    args, attrs = _sample_args(name, i)
     s = Session(mode=mode, dtype="float32", kernels="ordered")
-    refs = [s.input(f32(v), requires_grad=f) for v, f in zip(args, flags, strict=True)]
+    refs = [s.input(v, requires_grad=f) for v, f in zip(args, flags, strict=True)]
     n = len(s.tape)
     # every op is a session method of the table's name (const: `s.const` makes leaves)
     method = s.op if name == "const" else getattr(s, name)
@@ -276,18 +217,18 @@ def _bits(a: np.ndarray) -> bytes:
     return np.ascontiguousarray(a).tobytes()
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
-def test_requires_grad_matrix(name: str) -> None:
-    args, _ = OP_CASES[name]
+@pytest.mark.parametrize(("name", "i"), SAMPLES, ids=[f"{n}-{i}" for n, i in SAMPLES])
+def test_requires_grad_matrix(name: str, i: int) -> None:
+    args = OPS[name].samples[i].args
     for mode in MODES:
-        ref_s, _, ref_out = _run_op(mode, name, tuple(True for _ in args))
+        ref_s, _, ref_out = _run_op(mode, name, i, tuple(True for _ in args))
         seed = _seed(ref_out.shape)
         ref = ref_s.backward_dense_all(ref_out, seed)
         assert _bits(ref[ref_out.id]) == _bits(seed)
         if mode == "typed_graph" and name not in ("const", "detach"):
             _check_against_spec(ref_s, ref, seed)
         for flags in itertools.product((False, True), repeat=len(args)):
-            s, refs, out = _run_op(mode, name, flags)
+            s, refs, out = _run_op(mode, name, i, flags)
             want_flag = any(flags) and name != "detach"
             assert s.tape.nodes[out.id].requires_grad is want_flag, (mode, name, flags)
             grads = s.backward_dense_all(out, seed)

@@ -1,0 +1,478 @@
+"""The elementwise family: add sub neg mul scale div inv maximum minimum abs relu clamp sqrt
+detach const.
+
+Invariants:
+- Binary ops broadcast through `builders.elementwise2`; unary ops are `builders.unary`, one
+  domain call per element, and their JVP and VJP push through the same diagonal derivative.
+- Conventions: relu'(0) = 0; maximum/minimum ties give each side ḡ·(1/2) (NaN propagates,
+  ties, +0 vs −0 included, return a); sqrt' = 0 for x <= 0; clamp' = 0 at the bounds;
+  div's denominator cotangent is −(ḡ·((a/b)/b)); sub's second cotangent is 0 − ḡ.
+- detach and const are not differentiable (zero JVP and VJP); const casts each exact
+  rational into the domain with one rounding.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ..domains import Domain
+from ..errors import GraphError, op_error
+from ..shape import Shape, size
+from ..tensor import Tensor
+from .builders import (
+    composite,
+    elementwise2,
+    max_pick,
+    max_split,
+    max_tangent,
+    same_shape,
+    scalar_const,
+    shape_error,
+    unary,
+    zeros_like,
+)
+from .table import Attrs, AttrSpec, Env, Sample, arg, register, sample
+
+__all__ = ["FAMILY"]
+
+FAMILY = "elementwise"
+
+
+elementwise2(
+    name="add",
+    family=FAMILY,
+    f=lambda D, a, b: D.add(a, b),
+    jvp_s=lambda D, a, b, da, db: D.add(da, db),
+    vjp_s=lambda D, a, b, g: (g, g),
+    saves="nothing",
+    doc="a + b (broadcasting)",
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, Fraction(3, 2), Fraction(1, 2), Fraction(5, 4), -3),
+            arg((3,), Fraction(1, 2), -1, 2),
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            note="a second generic point",
+        ),
+        sample(
+            arg((3,), 0, -0.0, -0.0),
+            arg((3,), -0.0, 0, -0.0),
+            kind="signed_zero",
+            note="+0 + -0 = +0, -0 + -0 = -0",
+        ),
+    ),
+)
+elementwise2(
+    name="sub",
+    family=FAMILY,
+    f=lambda D, a, b: D.sub(a, b),
+    jvp_s=lambda D, a, b, da, db: D.sub(da, db),
+    vjp_s=lambda D, a, b, g: (g, D.sub(D.zero(), g)),
+    saves="nothing",
+    doc="a - b (broadcasting); second cotangent is 0 - g",
+    samples=(
+        sample(arg((2, 1), 1, -2), arg((1, 3), Fraction(1, 2), -1, 3), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            note="a second generic point",
+        ),
+        sample(
+            arg((3,), 0, -0.0, -0.0),
+            arg((3,), 0, 0, -0.0),
+            kind="signed_zero",
+            note="+0 - +0, -0 - +0 = -0, -0 - -0",
+        ),
+    ),
+)
+elementwise2(
+    name="mul",
+    family=FAMILY,
+    f=lambda D, a, b: D.mul(a, b),
+    jvp_s=lambda D, a, b, da, db: D.add(D.mul(da, b), D.mul(a, db)),
+    vjp_s=lambda D, a, b, g: (D.mul(g, b), D.mul(a, g)),
+    saves="a, b",
+    doc="a * b (broadcasting)",
+    samples=(
+        sample(arg((3,), 1, -2, Fraction(3, 4)), arg((), Fraction(-3, 2)), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            note="a second generic point",
+        ),
+        sample(
+            arg((3,), 0, -0.0, 2),
+            arg((3,), -3, 1, -0.0),
+            kind="signed_zero",
+            note="zero products carry the sign of the operands",
+        ),
+    ),
+)
+elementwise2(
+    name="div",
+    family=FAMILY,
+    f=lambda D, a, b: D.div(a, b),
+    jvp_s=lambda D, a, b, da, db: D.sub(D.div(da, b), D.mul(db, D.div(D.div(a, b), b))),
+    vjp_s=lambda D, a, b, g: (D.div(g, b), D.neg(D.mul(g, D.div(D.div(a, b), b)))),
+    saves="a, b",
+    doc="a / b (broadcasting); denominator cotangent is -(g*((a/b)/b))",
+    samples=(
+        sample(
+            arg((2, 2), 1, -2, 3, Fraction(1, 2)),
+            arg((2,), 2, Fraction(-1, 2)),
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            note="a second generic point",
+        ),
+        sample(
+            arg((2,), 0, -0.0),
+            arg((2,), 2, -3),
+            kind="signed_zero",
+            note="±0 numerators over both signs",
+        ),
+    ),
+)
+
+
+def _max_family(*, name: str, larger: bool, samples: tuple[Sample, ...]) -> None:
+    def f(D: Domain, a: Any, b: Any) -> Any:
+        return max_pick(D, a, b, larger)
+
+    def jvp_s(D: Domain, a: Any, b: Any, da: Any, db: Any) -> Any:
+        return max_tangent(D, a, b, da, db, larger)
+
+    def vjp_s(D: Domain, a: Any, b: Any, g: Any) -> tuple[Any, Any]:
+        return max_split(D, a, b, g, larger)
+
+    elementwise2(
+        name=name,
+        family=FAMILY,
+        f=f,
+        jvp_s=jvp_s,
+        vjp_s=vjp_s,
+        saves="a, b",
+        doc=f"elementwise {name} (broadcasting); NaN propagates, ties return a and split "
+        "the cotangent as g*(1/2) to each side",
+        samples=samples,
+    )
+
+
+_max_family(
+    name="maximum",
+    larger=True,
+    samples=(
+        sample(arg((3,), 1, -2, 3), arg((3,), 2, -3, Fraction(1, 2)), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            kind="tie",
+            note="b's -2 ties with a[0][1] (broadcast row)",
+        ),
+        sample(
+            arg((2,), 0, -0.0),
+            arg((2,), -0.0, 0),
+            kind="signed_zero",
+            note="+0 vs -0 compare equal: a tie, a returned",
+        ),
+    ),
+)
+_max_family(
+    name="minimum",
+    larger=False,
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(-1, 2), Fraction(1, 4), -1),
+            arg((), Fraction(1, 3)),
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            kind="tie",
+            note="b's -2 ties with a[0][1] (broadcast row)",
+        ),
+        sample(
+            arg((2,), 0, -0.0),
+            arg((2,), -0.0, 0),
+            kind="signed_zero",
+            note="+0 vs -0 compare equal: a tie, a returned",
+        ),
+    ),
+)
+
+
+unary(
+    name="neg",
+    family=FAMILY,
+    f=lambda D, x, a: D.neg(x),
+    push=lambda D, x, y, t, a: D.neg(t),
+    saves="nothing",
+    doc="-x",
+    samples=(
+        sample(arg((3,), 1, -2, Fraction(1, 2)), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+        sample(arg((3,), 0, -0.0, 1), kind="signed_zero", note="neg(+0) = -0, neg(-0) = +0"),
+    ),
+)
+
+
+def _scale_c(D: Domain, a: Attrs) -> Any:
+    return D.from_rational(a["c"])
+
+
+unary(
+    name="scale",
+    family=FAMILY,
+    f=lambda D, x, a: D.mul(_scale_c(D, a), x),
+    push=lambda D, x, y, t, a: D.mul(_scale_c(D, a), t),
+    saves="nothing",
+    attrs=(AttrSpec("c", "rational"),),
+    doc="c * x, c an exact rational cast into the domain",
+    samples=(
+        sample(arg((3,), 1, -2, Fraction(1, 2)), attrs={"c": Fraction(1, 3)}, note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"c": Fraction(3, 2)},
+            note="a second generic point",
+        ),
+        sample(
+            arg((3,), 0, -0.0, 1),
+            attrs={"c": Fraction(-1, 3)},
+            kind="signed_zero",
+            note="a negative c flips the sign of a zero",
+        ),
+    ),
+)
+
+
+def _relu(D: Domain, x: Any, a: Attrs) -> Any:
+    if D.is_nan(x):
+        return x
+    return x if D.lt(D.zero(), x) else D.zero()
+
+
+unary(
+    name="relu",
+    family=FAMILY,
+    f=_relu,
+    push=lambda D, x, y, t, a: t if D.lt(D.zero(), x) else D.zero(),
+    saves="x",
+    doc="x if x > 0 else +0 (NaN propagates); relu'(0) = 0",
+    samples=(
+        sample(arg((4,), -1, 2, Fraction(-1, 2), 3), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+        sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0: relu'(0) = 0"),
+        sample(arg((2,), -0.0, 1), kind="signed_zero", note="relu(-0) = +0"),
+    ),
+)
+
+
+def _abs_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return t
+    if D.lt(x, D.zero()):
+        return D.neg(t)
+    return D.zero()
+
+
+unary(
+    name="abs",
+    family=FAMILY,
+    f=lambda D, x, a: D.abs(x),
+    push=_abs_push,
+    saves="x",
+    doc="|x|; the derivative is sign(x) with 0 at x = 0",
+    samples=(
+        sample(arg((3,), -1, 2, Fraction(-1, 2)), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+        sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0: abs'(0) = 0"),
+        sample(arg((2,), -0.0, 1), kind="signed_zero", note="abs(-0) = +0"),
+    ),
+)
+
+
+def _clamp(D: Domain, x: Any, a: Attrs) -> Any:
+    if D.is_nan(x):
+        return x
+    lo, hi = D.from_rational(a["lo"]), D.from_rational(a["hi"])
+    if D.lt(x, lo):
+        return lo
+    if D.lt(hi, x):
+        return hi
+    return x
+
+
+def _clamp_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    lo, hi = D.from_rational(a["lo"]), D.from_rational(a["hi"])
+    return t if D.lt(lo, x) and D.lt(x, hi) else D.zero()
+
+
+def _clamp_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    if a["lo"] > a["hi"]:
+        raise op_error(
+            GraphError,
+            "clamp",
+            "bounds out of order",
+            expected="lo <= hi",
+            got=(str(a["lo"]), str(a["hi"])),
+        )
+    return shapes[0]
+
+
+unary(
+    name="clamp",
+    family=FAMILY,
+    f=_clamp,
+    push=_clamp_push,
+    saves="x",
+    shape=_clamp_shape,
+    attrs=(AttrSpec("lo", "rational"), AttrSpec("hi", "rational")),
+    doc="min(max(x, lo), hi) with rational bounds lo <= hi; clamp' = 0 at the bounds",
+    samples=(
+        sample(
+            arg((4,), -2, Fraction(-1, 2), Fraction(1, 2), 3),
+            attrs={"lo": -1, "hi": 1},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"lo": Fraction(-1), "hi": Fraction(1)},
+            kind="boundary",
+            note="x = 1 sits on hi and x = 1/2 inside",
+        ),
+        sample(
+            arg((3,), -1, 1, Fraction(1, 2)),
+            attrs={"lo": -1, "hi": 1},
+            kind="boundary",
+            note="x on lo and on hi: clamp' = 0 there",
+        ),
+    ),
+)
+
+
+def _sqrt_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    # sqrt'(x) = 1/(2*sqrt x) for x > 0; defined as 0 for x <= 0 (and NaN), where the
+    # derivative is infinite or undefined.
+    if D.lt(D.zero(), x):
+        return D.div(t, D.mul(D.from_rational(2), y))
+    return D.zero()
+
+
+unary(
+    name="sqrt",
+    family=FAMILY,
+    f=lambda D, x, a: D.sqrt(x),
+    push=_sqrt_push,
+    saves="x, y",
+    doc="sqrt(x); cotangent g/(2*y) for x > 0, else 0",
+    algebraic=False,
+    samples=(
+        sample(arg((3,), Fraction(1, 4), 4, 2), note="generic point"),
+        sample(
+            arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(3, 2)),
+            note="a second generic point",
+        ),
+        sample(
+            arg((3,), 0, Fraction(1, 4), 4), kind="boundary", note="x = +0: sqrt' is taken as 0"
+        ),
+        sample(arg((2,), -0.0, 1), kind="signed_zero", note="sqrt(-0) = -0"),
+    ),
+)
+
+
+def _identity_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    return t
+
+
+def _detach_forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+    return xs[0]
+
+
+register(
+    name="detach",
+    family=FAMILY,
+    arity=1,
+    attrs=(),
+    shape=same_shape("detach"),
+    forward=_detach_forward,
+    jvp=lambda D, xs, dxs, a, env: zeros_like(D, xs[0]),
+    vjp=lambda D, xs, g, a, env: [zeros_like(D, xs[0])],
+    saves="nothing",
+    doc="identity forward; zero JVP and VJP",
+    differentiable=False,
+    samples=(
+        sample(arg((2,), 1, -2), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- const
+
+
+def _const_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    if len(a["values"]) != size(a["shape"]):
+        raise shape_error(
+            "const", "value count does not fill the shape", None, size(a["shape"]), len(a["values"])
+        )
+    return a["shape"]
+
+
+register(
+    name="const",
+    family=FAMILY,
+    arity=0,
+    attrs=(AttrSpec("shape", "shape"), AttrSpec("values", "rationals")),
+    shape=_const_shape,
+    forward=lambda D, xs, a, env: Tensor(
+        a["shape"], tuple(D.from_rational(q) for q in a["values"])
+    ),
+    jvp=lambda D, xs, dxs, a, env: Tensor.zeros(D, a["shape"]),
+    vjp=lambda D, xs, g, a, env: [],
+    saves="nothing",
+    doc="exact rational values cast into the domain (one rounding each)",
+    differentiable=False,
+    samples=(
+        sample(attrs={"shape": (2,), "values": (Fraction(1, 3), -2)}, note="generic point"),
+        sample(
+            attrs={"shape": (2,), "values": (Fraction(1), Fraction(1, 2))},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+composite(
+    name="inv",
+    family=FAMILY,
+    arity=1,
+    body=lambda b, x, a: b.node("div", scalar_const(b, 1), x[0]),
+    doc="1 / x, as div(const 1, x)",
+    tags=frozenset({"elementwise"}),
+    samples=(
+        sample(arg((3,), 2, Fraction(-1, 2), 4), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+    ),
+)

@@ -1,0 +1,148 @@
+"""The norm family: layer_norm batch_norm (composites).
+
+Invariants:
+- Bodies are reduce_mean / sub / mul / sqrt / div with ε = LN_EPS = 1/100000 as an exact
+  `const`; the variance is biased; batch_norm uses training statistics only.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ..shape import Shape, size
+from .builders import composite, scalar_const, shape_error
+from .table import Attrs, arg, sample
+
+__all__ = ["FAMILY", "LN_EPS"]
+
+FAMILY = "norm"
+
+
+LN_EPS = Fraction(1, 100000)
+"""ε of layer_norm and batch_norm: 1e-5 as an exact rational, cast once into the domain."""
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def _affine_args(op: str, b: Any, args: list[int], want: Shape) -> None:
+    for i in (1, 2):
+        if b.shape_of(args[i]) != want:
+            raise shape_error(
+                op,
+                "weight and bias must match the normalised features",
+                i,
+                want,
+                b.shape_of(args[i]),
+            )
+
+
+def _layer_norm_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "layer_norm"
+    s = b.shape_of(args[0])
+    if len(s) < 1 or s[-1] < 1:
+        raise shape_error(op, "input must have a non-empty last axis", 0, "(..., D >= 1)", s)
+    _affine_args(op, b, args, (s[-1],))
+    ax, keep = len(s) - 1, (*s[:-1], 1)
+    x = args[0]
+    mu = b.node("reshape", b.node("reduce_mean", x, axis=ax), shape=keep)
+    xc = b.node("sub", x, mu)
+    var = b.node("reshape", b.node("reduce_mean", b.node("mul", xc, xc), axis=ax), shape=keep)
+    den = b.node("sqrt", b.node("add", var, scalar_const(b, LN_EPS)))
+    return b.node("add", b.node("mul", b.node("div", xc, den), args[1]), args[2])
+
+
+composite(
+    name="layer_norm",
+    family=FAMILY,
+    arity=3,
+    body=_layer_norm_body,
+    doc="layer_norm(x, γ, β) over the last axis (D = x.shape[-1], γ and β (D,)): mu = "
+    "reduce_mean(x), xc = sub(x, mu), var = reduce_mean(mul(xc, xc)) (biased), y = "
+    "add(mul(div(xc, sqrt(add(var, ε))), γ), β) with ε = 1/100000 an exact const",
+    algebraic=False,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            arg((3,), 1, 2, -1),
+            arg((3,), 0, 1, 2),
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((3,), Fraction(1, 2), -2, 2),
+            arg((3,), Fraction(1, 2), -1, 0),
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _channel_mean(b: Any, v: int, s: Shape, bshape: Shape) -> int:
+    """Per-channel mean over batch and spatial axes: swap C to the front, flatten, fold
+    over (n, spatial...) in row-major order, divide, reshape to the broadcast shape."""
+    c = s[1]
+    t = b.node("reshape", b.node("swap_adjacent", v, axis=0), shape=(c, size(s) // c))
+    return b.node("reshape", b.node("reduce_mean", t, axis=1), shape=bshape)
+
+
+def _batch_norm_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "batch_norm"
+    s = b.shape_of(args[0])
+    if len(s) < 2 or s[1] < 1 or size(s) == 0:
+        raise shape_error(
+            op, "input must be (N, C, ...) with N, C and spatial dims >= 1", 0, "(N, C, ...)", s
+        )
+    _affine_args(op, b, args, (s[1],))
+    bshape = (s[1], *([1] * (len(s) - 2)))
+    x = args[0]
+    xc = b.node("sub", x, _channel_mean(b, x, s, bshape))
+    var = _channel_mean(b, b.node("mul", xc, xc), s, bshape)
+    den = b.node("sqrt", b.node("add", var, scalar_const(b, LN_EPS)))
+    gamma = b.node("reshape", args[1], shape=bshape)
+    beta = b.node("reshape", args[2], shape=bshape)
+    return b.node("add", b.node("mul", b.node("div", xc, den), gamma), beta)
+
+
+composite(
+    name="batch_norm",
+    family=FAMILY,
+    arity=3,
+    body=_batch_norm_body,
+    doc="batch_norm(x, γ, β), training statistics: x (N, C, ...), γ and β (C,); per channel "
+    "mu and biased var are reduce_mean over (N, spatial...) in row-major order (after "
+    "swap_adjacent(x, 0) and a reshape to (C, -1)), y = add(mul(div(sub(x, mu), "
+    "sqrt(add(var, ε))), γ), β), ε = 1/100000 an exact const; no running statistics",
+    algebraic=False,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((2, 2, 2), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2)),
+            arg((2,), 1, 2),
+            arg((2,), 0, 1),
+            note="generic point",
+        ),
+        sample(
+            arg(
+                (2, 2, 3),
+                1,
+                -2,
+                Fraction(1, 2),
+                3,
+                Fraction(1, 4),
+                Fraction(-3, 2),
+                1,
+                2,
+                Fraction(1, 2),
+                3,
+                Fraction(1, 4),
+                Fraction(3, 2),
+            ),
+            arg((2,), 1, 2),
+            arg((2,), 0, Fraction(1, 2)),
+            note="a second generic point",
+        ),
+    ),
+)

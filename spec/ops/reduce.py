@@ -1,0 +1,260 @@
+"""The reduce family: sum reduce_sum mean reduce_mean reduce_max.
+
+Invariants:
+- sum and reduce_sum are left folds in row-major index order starting from the first
+  element; an empty fold is the domain's zero. mean and reduce_mean are composites:
+  div(fold, const N) with N >= 1 cast once.
+- reduce_max is the fold m = maximum(m, v) along an axis: NaN propagates (the first NaN
+  wins), ties keep the earlier element, and the whole cotangent (and tangent) goes to that
+  one element.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ..domains import Domain
+from ..shape import Shape, ravel_index, size, unravel_index
+from ..tensor import Tensor, fold_add
+from .builders import composite, scalar_const, shape_error
+from .table import Attrs, AttrSpec, Env, arg, register, sample
+
+__all__ = ["FAMILY"]
+
+FAMILY = "reduce"
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _sum_forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+    return Tensor((), (fold_add(D, xs[0].data),))
+
+
+register(
+    name="sum",
+    family=FAMILY,
+    arity=1,
+    attrs=(),
+    shape=lambda shapes, a: (),
+    forward=_sum_forward,
+    jvp=lambda D, xs, dxs, a, env: _sum_forward(D, dxs, a, env),
+    vjp=lambda D, xs, g, a, env: [Tensor.full(xs[0].shape, g.data[0])],
+    saves="input shape",
+    doc="sum of all elements (left fold in row-major order)",
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _axis_rule(op: str, shapes: list[Shape], a: Attrs) -> int:
+    axis = a["axis"]
+    if not 0 <= axis < len(shapes[0]):
+        raise shape_error(op, "axis out of range", 0, f"0 <= axis < {len(shapes[0])}", axis)
+    return axis
+
+
+def _reduce_sum_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    axis = _axis_rule("reduce_sum", shapes, a)
+    return shapes[0][:axis] + shapes[0][axis + 1 :]
+
+
+def _reduce_sum_forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+    x, axis = xs[0], a["axis"]
+    out_shape = x.shape[:axis] + x.shape[axis + 1 :]
+    data = []
+    for flat in range(size(out_shape)):
+        o = unravel_index(flat, out_shape)
+        data.append(
+            fold_add(
+                D,
+                (
+                    x.data[ravel_index((*o[:axis], k, *o[axis:]), x.shape)]
+                    for k in range(x.shape[axis])
+                ),
+            )
+        )
+    return Tensor(out_shape, tuple(data))
+
+
+def _reduce_sum_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
+    x, axis = xs[0], a["axis"]
+    data = []
+    for flat in range(size(x.shape)):
+        i = unravel_index(flat, x.shape)
+        data.append(g.data[ravel_index(i[:axis] + i[axis + 1 :], g.shape)])
+    return [Tensor(x.shape, tuple(data))]
+
+
+register(
+    name="reduce_sum",
+    family=FAMILY,
+    arity=1,
+    attrs=(AttrSpec("axis", "nat"),),
+    shape=_reduce_sum_shape,
+    forward=_reduce_sum_forward,
+    jvp=lambda D, xs, dxs, a, env: _reduce_sum_forward(D, dxs, a, env),
+    vjp=_reduce_sum_vjp,
+    saves="input shape",
+    doc="sum over one axis (removed), left fold in index order",
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 1}, note="generic point"
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"axis": 1},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _mean_body(b: Any, x: list[int], a: Attrs) -> int:
+    n = size(b.shape_of(x[0]))
+    if n == 0:
+        raise shape_error("mean", "mean of an empty tensor is undefined", 0, "size >= 1", 0)
+    return b.node("div", b.node("sum", x[0]), scalar_const(b, n))
+
+
+composite(
+    name="mean",
+    family=FAMILY,
+    arity=1,
+    body=_mean_body,
+    doc="div(sum(x), const N), N = size(x) >= 1 cast once",
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _reduce_mean_body(b: Any, x: list[int], a: Attrs) -> int:
+    s = b.shape_of(x[0])
+    if not 0 <= a["axis"] < len(s):
+        raise shape_error("reduce_mean", "axis out of range", 0, f"0 <= axis < {len(s)}", a["axis"])
+    n = s[a["axis"]]
+    if n == 0:
+        raise shape_error("reduce_mean", "mean over an empty axis is undefined", 0, "dim >= 1", 0)
+    return b.node("div", b.node("reduce_sum", x[0], axis=a["axis"]), scalar_const(b, n))
+
+
+composite(
+    name="reduce_mean",
+    family=FAMILY,
+    arity=1,
+    body=_reduce_mean_body,
+    attrs=(AttrSpec("axis", "nat"),),
+    doc="div(reduce_sum(x, axis), const n) with n the axis length >= 1",
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 0}, note="generic point"
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"axis": 0},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- reduce_max
+
+
+def _reduce_max_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    s, axis = shapes[0], a["axis"]
+    if not 0 <= axis < len(s):
+        raise shape_error("reduce_max", "axis out of range", 0, f"0 <= axis < {len(s)}", axis)
+    if s[axis] < 1:
+        raise shape_error(
+            "reduce_max", "max over an empty axis is undefined", 0, "dim >= 1", s[axis]
+        )
+    return s[:axis] + s[axis + 1 :]
+
+
+def _argmax_lanes(D: Domain, x: Tensor, axis: int) -> tuple[Shape, list[list[int]], list[int]]:
+    """Per output position: the flat input positions along the axis, and the chosen one:
+    the first NaN if any, else the first element attaining the maximum (the fold
+    m = maximum(m, v) keeps m on ties, and a NaN once reached)."""
+    out_shape = x.shape[:axis] + x.shape[axis + 1 :]
+    lanes, pick = [], []
+    for flat in range(size(out_shape)):
+        o = unravel_index(flat, out_shape)
+        lane = [ravel_index((*o[:axis], k, *o[axis:]), x.shape) for k in range(x.shape[axis])]
+        j, m = 0, x.data[lane[0]]
+        for k in range(1, len(lane)):
+            v = x.data[lane[k]]
+            if not D.is_nan(m) and (D.is_nan(v) or D.lt(m, v)):
+                j, m = k, v
+        lanes.append(lane)
+        pick.append(j)
+    return out_shape, lanes, pick
+
+
+def _reduce_max_fwd(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+    x = xs[0]
+    out, lanes, pick = _argmax_lanes(D, x, a["axis"])
+    return Tensor(out, tuple(x.data[lane[j]] for lane, j in zip(lanes, pick, strict=True)))
+
+
+def _reduce_max_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+    out, lanes, pick = _argmax_lanes(D, xs[0], a["axis"])
+    return Tensor(out, tuple(dxs[0].data[lane[j]] for lane, j in zip(lanes, pick, strict=True)))
+
+
+def _reduce_max_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
+    x = xs[0]
+    _, lanes, pick = _argmax_lanes(D, x, a["axis"])
+    data = [D.zero()] * size(x.shape)
+    for o, (lane, j) in enumerate(zip(lanes, pick, strict=True)):
+        data[lane[j]] = g.data[o]
+    return [Tensor(x.shape, tuple(data))]
+
+
+register(
+    name="reduce_max",
+    family=FAMILY,
+    arity=1,
+    attrs=(AttrSpec("axis", "nat"),),
+    shape=_reduce_max_shape,
+    forward=_reduce_max_fwd,
+    jvp=_reduce_max_jvp,
+    vjp=_reduce_max_vjp,
+    saves="x (the arg-max positions)",
+    doc="max over one axis (removed), the fold m = maximum(m, v) in index order: NaN "
+    "propagates (the first NaN wins), ties keep the earlier element; tie rule for the "
+    "derivative: the whole cotangent (and the tangent) goes to that one element "
+    "(the first maximal one), the others get 0",
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 1}, note="generic point"
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"axis": 1},
+            note="a second generic point",
+        ),
+        sample(
+            arg((2, 3), 1, 3, 3, -1, -1, 2),
+            attrs={"axis": 1},
+            kind="tie",
+            note="equal maxima: the first gets the cotangent",
+        ),
+    ),
+)

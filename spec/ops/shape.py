@@ -1,0 +1,271 @@
+"""The shape family: reshape swap_adjacent transpose broadcast_to concat slice.
+
+Invariants:
+- Structural ops move values without arithmetic; their JVP is the same move of the
+  tangent, and their VJP the adjoint move (broadcast_to's VJP reduces by `unbroadcast`,
+  slice's pads with zeros).
+- transpose is a composite: swap_adjacent of the last two axes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import Any
+
+from ..domains import Domain
+from ..shape import Shape, broadcasts_to, ravel_index, size, unravel_index
+from ..tensor import Tensor
+from .builders import composite, shape_error
+from .table import Attrs, AttrSpec, Env, arg, expand, register, sample, unbroadcast
+
+__all__ = ["FAMILY"]
+
+FAMILY = "shape"
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def _reshape_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    if size(shapes[0]) != size(a["shape"]):
+        raise shape_error(
+            "reshape",
+            "element counts differ",
+            0,
+            f"size {size(a['shape'])}",
+            f"{shapes[0]} (size {size(shapes[0])})",
+        )
+    return a["shape"]
+
+
+register(
+    name="reshape",
+    family=FAMILY,
+    arity=1,
+    attrs=(AttrSpec("shape", "shape"),),
+    shape=_reshape_shape,
+    forward=lambda D, xs, a, env: Tensor(a["shape"], xs[0].data),
+    jvp=lambda D, xs, dxs, a, env: Tensor(a["shape"], dxs[0].data),
+    vjp=lambda D, xs, g, a, env: [Tensor(xs[0].shape, g.data)],
+    saves="input shape",
+    doc="same row-major data, new shape",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"shape": (3, 2)},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"shape": (3, 2)},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _swap_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    s, k = shapes[0], a["axis"]
+    if not 0 <= k < len(s) - 1:
+        raise shape_error("swap_adjacent", "axis out of range", 0, f"0 <= axis < {len(s) - 1}", k)
+    return (*s[:k], s[k + 1], s[k], *s[k + 2 :])
+
+
+def _swap(t: Tensor, k: int) -> Tensor:
+    out = _swap_shape([t.shape], {"axis": k})
+    data = []
+    for flat in range(size(out)):
+        i = unravel_index(flat, out)
+        src = (*i[:k], i[k + 1], i[k], *i[k + 2 :])
+        data.append(t.data[ravel_index(src, t.shape)])
+    return Tensor(out, tuple(data))
+
+
+register(
+    name="swap_adjacent",
+    family=FAMILY,
+    arity=1,
+    attrs=(AttrSpec("axis", "nat"),),
+    shape=_swap_shape,
+    forward=lambda D, xs, a, env: _swap(xs[0], a["axis"]),
+    jvp=lambda D, xs, dxs, a, env: _swap(dxs[0], a["axis"]),
+    vjp=lambda D, xs, g, a, env: [_swap(g, a["axis"])],
+    saves="nothing",
+    doc="swap axes axis and axis+1",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 0}, note="generic point"
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"axis": 0},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _broadcast_to_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    if not broadcasts_to(shapes[0], a["shape"]):
+        raise shape_error(
+            "broadcast_to",
+            "input does not broadcast to the target",
+            0,
+            f"a shape broadcasting to {a['shape']}",
+            shapes[0],
+        )
+    return a["shape"]
+
+
+register(
+    name="broadcast_to",
+    family=FAMILY,
+    arity=1,
+    attrs=(AttrSpec("shape", "shape"),),
+    shape=_broadcast_to_shape,
+    forward=lambda D, xs, a, env: expand(xs[0], a["shape"]),
+    jvp=lambda D, xs, dxs, a, env: expand(dxs[0], a["shape"]),
+    vjp=lambda D, xs, g, a, env: [unbroadcast(D, g, xs[0].shape)],
+    saves="input shape",
+    doc="expand to a target shape; VJP reduces by unbroadcast",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(arg((2, 1), 1, -2), attrs={"shape": (2, 2, 3)}, note="generic point"),
+        sample(
+            arg((1, 3), Fraction(1, 2), -2, 2),
+            attrs={"shape": (2, 3)},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _concat_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    if not shapes:
+        raise shape_error("concat", "needs at least one input", None, ">= 1 input", 0)
+    for i, s in enumerate(shapes):
+        if len(s) < 1:
+            raise shape_error("concat", "inputs must have rank >= 1", i, "rank >= 1", s)
+        if s[1:] != shapes[0][1:]:
+            raise shape_error("concat", "trailing dims differ", i, shapes[0][1:], s[1:])
+    return (sum(s[0] for s in shapes), *shapes[0][1:])
+
+
+def _concat_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
+    out, start = [], 0
+    for x in xs:
+        n = size(x.shape)
+        out.append(Tensor(x.shape, g.data[start : start + n]))
+        start += n
+    return out
+
+
+register(
+    name="concat",
+    family=FAMILY,
+    arity=None,
+    attrs=(),
+    shape=_concat_shape,
+    forward=lambda D, xs, a, env: Tensor(
+        _concat_shape([x.shape for x in xs], a),
+        tuple(itertools.chain.from_iterable(x.data for x in xs)),
+    ),
+    jvp=lambda D, xs, dxs, a, env: Tensor(
+        _concat_shape([x.shape for x in xs], a),
+        tuple(itertools.chain.from_iterable(d.data for d in dxs)),
+    ),
+    vjp=_concat_vjp,
+    saves="input shapes",
+    doc="concatenate on the leading axis (variadic)",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(arg((1, 2), 1, -2), arg((2, 2), 3, Fraction(1, 2), 4, -1), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            arg((1, 3), Fraction(1, 2), -2, 2),
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _slice_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    s = shapes[0]
+    if len(s) < 1:
+        raise shape_error("slice", "input must have rank >= 1", 0, "rank >= 1", s)
+    if not 0 <= a["start"] <= a["stop"] <= s[0]:
+        raise shape_error(
+            "slice",
+            "bounds out of range",
+            0,
+            f"0 <= start <= stop <= {s[0]}",
+            (a["start"], a["stop"]),
+        )
+    return (a["stop"] - a["start"], *s[1:])
+
+
+def _slice_fwd(t: Tensor, a: Attrs) -> Tensor:
+    inner = size(t.shape[1:])
+    return Tensor(_slice_shape([t.shape], a), t.data[a["start"] * inner : a["stop"] * inner])
+
+
+def _slice_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
+    x = xs[0]
+    inner = size(x.shape[1:])
+    z = D.zero()
+    data = (z,) * (a["start"] * inner) + g.data + (z,) * ((x.shape[0] - a["stop"]) * inner)
+    return [Tensor(x.shape, data)]
+
+
+register(
+    name="slice",
+    family=FAMILY,
+    arity=1,
+    attrs=(AttrSpec("start", "nat"), AttrSpec("stop", "nat")),
+    shape=_slice_shape,
+    forward=lambda D, xs, a, env: _slice_fwd(xs[0], a),
+    jvp=lambda D, xs, dxs, a, env: _slice_fwd(dxs[0], a),
+    vjp=_slice_vjp,
+    saves="input shape",
+    doc="rows start..stop-1 of the leading axis; VJP pads with zeros",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(
+            arg((3, 2), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"start": 1, "stop": 3},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"start": 1, "stop": 2},
+            note="a second generic point",
+        ),
+    ),
+)
+
+
+def _transpose_body(b: Any, x: list[int], a: Attrs) -> int:
+    r = len(b.shape_of(x[0]))
+    if r < 2:
+        raise shape_error("transpose", "needs rank >= 2", 0, "rank >= 2", b.shape_of(x[0]))
+    return b.node("swap_adjacent", x[0], axis=r - 2)
+
+
+composite(
+    name="transpose",
+    family=FAMILY,
+    arity=1,
+    body=_transpose_body,
+    doc="swap the last two axes (swap_adjacent)",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+    ),
+)
