@@ -8,6 +8,7 @@ and `spec.ops.unbroadcast`, and hand-worked binary fractions.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from functools import cache
@@ -46,6 +47,36 @@ def test_kernel_table_covers_every_op() -> None:
         assert isinstance(k.saves, str) and k.saves.strip(), f"{name}: no `saves` description"
         if OPS[name].precondition is not None:
             assert k.check is not None, f"{name}: spec has a precondition, the kernel no check"
+
+
+# The fixed op families (one module per family in every layer). Hard-coded here for now;
+# the spec's own `OpDef.family` is the eventual oracle.
+FAMILIES = {
+    "elementwise": "add sub neg mul scale div inv maximum minimum abs relu clamp sqrt detach const",
+    "transcendental": "exp log safe_log tanh sigmoid softplus gelu silu sin cos",
+    "reduce": "sum reduce_sum mean reduce_mean reduce_max",
+    "linalg": "matmul linear",
+    "shape": "reshape swap_adjacent transpose broadcast_to concat slice",
+    "index": "select index_select scatter_add gather",
+    "softmax": "softmax log_softmax",
+    "loss": "mse_loss cross_entropy",
+    "conv": "conv2d conv_transpose2d",
+    "pool": "avg_pool2d max_pool2d",
+    "norm": "layer_norm batch_norm",
+    "attention": "scaled_dot_product_attention multi_head_attention mask_neg_inf",
+    "embed": "embedding one_hot",
+}
+
+
+def test_every_kernel_is_registered_by_its_family_module() -> None:
+    family_of = {op: fam for fam, ops in FAMILIES.items() for op in ops.split()}
+    assert sorted(family_of) == sorted(OPS), "the family list and the spec op table differ"
+    assert sorted(KERNELS) == sorted(OPS)
+    wrong = {n: k.family for n, k in KERNELS.items() if k.family != family_of[n]}
+    assert not wrong, f"kernels registered outside their family module: {wrong}"
+    for fam in FAMILIES:
+        module = importlib.import_module(f"runtime.kernels.{fam}")
+        assert module.__name__.rpartition(".")[2] == fam
 
 
 # --------------------------------------------------------------------------- differential

@@ -1,0 +1,96 @@
+"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max.
+
+Invariants:
+- sum and reduce_sum are the context's folds (`ctx.sum_all`, `ctx.sum_axis`: left folds in
+  index order under `ordered`); their VJPs broadcast the cotangent back.
+- reduce_max picks the same element as spec (the first NaN, else the first maximal one)
+  and routes the whole cotangent or tangent to it; its Python loop runs only over the
+  reduction lanes (vectorised over the other axes).
+- mean and reduce_mean are composite: their kernels run the spec bodies
+  (`table.register_composite`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import KernelContext
+from .table import Attrs, Env, register, register_composite
+
+__all__: list[str] = []
+
+register(
+    family=__name__,
+    name="sum",
+    forward=lambda c, xs, a, e: (c.sum_all(xs[0]), tuple(xs[0].shape)),
+    vjp=lambda c, s, g, a, e: [c.xp.broadcast_to(g, s)],
+    jvp=lambda c, s, dxs, a, e: c.sum_all(dxs[0]),
+    saves="input shape",
+)
+register(
+    family=__name__,
+    name="reduce_sum",
+    forward=lambda c, xs, a, e: (c.sum_axis(xs[0], a["axis"]), tuple(xs[0].shape)),
+    vjp=lambda c, s, g, a, e: [c.xp.broadcast_to(c.xp.expand_dims(g, axis=a["axis"]), s)],
+    jvp=lambda c, s, dxs, a, e: c.sum_axis(dxs[0], a["axis"]),
+    saves="input shape",
+)
+
+
+def _lanes(ctx: KernelContext, x: Any, axis: int) -> Any:
+    return ctx.xp.moveaxis(x, axis, -1) if axis != x.ndim - 1 else x
+
+
+def _argmax(ctx: KernelContext, x: Any) -> tuple[Any, Any]:
+    """(max, index) along the last axis: the fold m = maximum(m, v) of spec, one step per
+    lane element (vectorised over the lanes)."""
+    xp = ctx.xp
+    m = x[..., 0]
+    j = xp.zeros(tuple(m.shape), dtype=xp.int64)
+    for k in range(1, x.shape[-1]):
+        v = x[..., k]
+        take = ~ctx.isnan(m) & (ctx.isnan(v) | (m < v))
+        m = xp.where(take, v, m)
+        j = xp.where(take, k, j)
+    return ctx.arr(m), j
+
+
+def _rmax_fwd(ctx: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
+    x = _lanes(ctx, xs[0], a["axis"])
+    m, j = _argmax(ctx, x)
+    return m, (tuple(xs[0].shape), j)
+
+
+def _rmax_vjp(ctx: KernelContext, s: Any, g: Any, a: Attrs, e: Env) -> list[Any]:
+    shape, j = s
+    xp = ctx.xp
+    n = shape[a["axis"]]
+    ks = xp.reshape(xp.arange(n, dtype=xp.int64), (*([1] * len(j.shape)), n))
+    hit = xp.expand_dims(j, axis=-1) == ks
+    gb = xp.broadcast_to(xp.expand_dims(g, axis=-1), tuple(hit.shape))
+    out = xp.where(hit, gb, ctx.zeros(tuple(hit.shape)))
+    if a["axis"] != len(shape) - 1:
+        out = xp.moveaxis(out, -1, a["axis"])
+    return [ctx.arr(out)]
+
+
+def _rmax_jvp(ctx: KernelContext, s: Any, dxs: list[Any], a: Attrs, e: Env) -> Any:
+    _, j = s
+    d = _lanes(ctx, dxs[0], a["axis"])
+    out = d[..., 0]
+    for k in range(1, d.shape[-1]):
+        out = ctx.xp.where(j == k, d[..., k], out)
+    return ctx.arr(out)
+
+
+register(
+    family=__name__,
+    name="reduce_max",
+    forward=_rmax_fwd,
+    vjp=_rmax_vjp,
+    jvp=_rmax_jvp,
+    saves="input shape, arg-max positions",
+)
+
+for _name in ("mean", "reduce_mean"):
+    register_composite(family=__name__, name=_name)

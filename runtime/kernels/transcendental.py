@@ -1,0 +1,93 @@
+"""Kernels of the transcendental family: exp log safe_log tanh sigmoid softplus gelu silu sin
+cos.
+
+Invariants:
+- Every kernel is an elementwise unary (`builders.unary`): the transcendental itself is
+  `ctx.unary` (correctly rounded per profile), its derivative the spec rule's sequence.
+- log's precondition (x > 0, not NaN) is a `check` run by op constructors, not inside
+  composite bodies (as in spec).
+- safe_log, softplus, gelu and silu are composite: their kernels run the spec bodies
+  (`table.register_composite`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from spec.errors import DomainError
+
+from ..context import KernelContext
+from .builders import unary
+from .table import Attrs, register_composite
+
+__all__: list[str] = []
+
+unary(
+    family=__name__,
+    name="exp",
+    f=lambda c, x, a: c.unary("exp", x),
+    push=lambda c, x, y, t, a: t * y,
+    saves="y",
+    keep="y",
+)
+
+
+def _log_check(ctx: KernelContext, xs: list[Any], attrs: Attrs) -> None:
+    x = xs[0]
+    with np.errstate(invalid="ignore"):  # ml_dtypes flags NaN comparisons as invalid
+        bad = ctx.isnan(x) | ~(ctx.const(0) < x)
+    if bool(np.any(bad) if ctx.backend.is_numpy else ctx.xp.any(bad)):
+        to_host = ctx.backend.to_host
+        i = int(np.flatnonzero(to_host(bad).reshape(-1))[0])
+        raise DomainError(
+            f"log: input 0 element {i} is {to_host(x).reshape(-1)[i]}; log "
+            "refuses inputs <= 0 or NaN (use safe_log)"
+        )
+
+
+unary(
+    family=__name__,
+    name="log",
+    f=lambda c, x, a: c.unary("log", x),
+    push=lambda c, x, y, t, a: c.div(t, x),
+    saves="x",
+    check=_log_check,
+    keep="x",
+)
+unary(
+    family=__name__,
+    name="tanh",
+    f=lambda c, x, a: c.unary("tanh", x),
+    push=lambda c, x, y, t, a: t * (c.const(1) - y * y),
+    saves="y",
+    keep="y",
+)
+unary(
+    family=__name__,
+    name="sigmoid",
+    f=lambda c, x, a: c.div(c.const(1), c.const(1) + c.unary("exp", -x)),
+    push=lambda c, x, y, t, a: t * (y * (c.const(1) - y)),
+    saves="y",
+    keep="y",
+)
+unary(
+    family=__name__,
+    name="sin",
+    f=lambda c, x, a: c.unary("sin", x),
+    push=lambda c, x, y, t, a: t * c.unary("cos", x),
+    saves="x",
+    keep="x",
+)
+unary(
+    family=__name__,
+    name="cos",
+    f=lambda c, x, a: c.unary("cos", x),
+    push=lambda c, x, y, t, a: -(t * c.unary("sin", x)),
+    saves="x",
+    keep="x",
+)
+
+for _name in ("safe_log", "softplus", "gelu", "silu"):
+    register_composite(family=__name__, name=_name)
