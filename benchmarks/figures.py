@@ -124,7 +124,7 @@ def matmul_costs(init: Any, rounds: int) -> dict[str, Any]:
     k-loop makes two per step: the rounded products, then the rounded sums)."""
     import numpy as np
 
-    from runtime.context import KernelContext
+    from runtime.engine.context import KernelContext
 
     x, w = init.x, init.params[0][0]
     wt = w.T

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--out", default="gpu-benchmarks.json")
     a = p.parse_args(argv)
-    from runtime.backend import get_backend
+    from runtime.backends import get_backend
 
     backend = get_backend("cupy")  # raises without a GPU: nothing to measure then
     sync = _sync_cupy()

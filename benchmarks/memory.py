@@ -40,7 +40,7 @@ def buffer_bytes(arrays: Iterable[np.ndarray]) -> int:
 
 def reachable_arrays(roots: Iterable[Any]) -> list[np.ndarray]:
     """Arrays reachable from `roots` through containers and function closures."""
-    from runtime.context import KernelContext
+    from runtime.engine.context import KernelContext
 
     out: list[np.ndarray] = []
     seen: set[int] = set()

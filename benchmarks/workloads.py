@@ -86,8 +86,8 @@ def our_chain(n: int, dtype: str = "float32", mode: str = "eager", device: str =
 
 def tape_chain(n: int, dtype: str = "float32") -> Step:
     """The same chain on the bare engine (`runtime.Tape`), without the Session layer."""
-    from runtime.context import KernelContext
-    from runtime.tape import Tape
+    from runtime.engine.context import KernelContext
+    from runtime.engine.tape import Tape
 
     x0 = chain_input(dtype)
     ctx = KernelContext(dtype)

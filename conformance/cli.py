@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from runtime.backend import Backend, get_backend
+from runtime.backends import Backend, get_backend
 
 from .suite import (
     IEEE_DTYPES,

@@ -7,7 +7,7 @@ whether every value and every cotangent matched under the comparison policy of t
 both sides raise identically (e.g. log on a non-positive input) count as agreement.
 
 (Named for the suite's "link" property it checks; the comparison machinery it shares with
-`Session.check_link` lives in `runtime.linkcheck`.)
+`Session.check_link` lives in `runtime.session.link`.)
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.backend import DTYPE_DOMAIN, NUMPY, Backend, from_spec, to_spec
-from runtime.linkcheck import compare_sides, first_mismatch, runtime_side, spec_side
-from runtime.lower import lower
+from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, from_spec, to_spec
+from runtime.engine.lower import lower
+from runtime.session.link import compare_sides, first_mismatch, runtime_side, spec_side
 from spec.errors import TorchLeanError
 from spec.graph import Graph
 from spec.tensor import Tensor, TensorPack

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
-from runtime.backend import DTYPE_DOMAIN, NUMPY, Backend, get_backend
-from runtime.linkcheck import compare_sides, runtime_side
+from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend
+from runtime.session.link import compare_sides, runtime_side
 from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
 from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
@@ -41,6 +41,7 @@ __all__ = [
     "Property",
     "Row",
     "default_properties",
+    "differential_check",
     "replay",
     "run_property",
     "write_reports",
@@ -135,7 +136,7 @@ def _link(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case]
     return check
 
 
-def _differential(
+def differential_check(
     dtype: str, kernels: str, backend: Backend, against: Backend
 ) -> Callable[[Case], Outcome]:
     """The same case on two backends. `ordered`: values and cotangents bit-equal, node by
@@ -210,7 +211,7 @@ def default_properties(
                         dt,
                         k,
                         _cases(dt, specials=k == "ordered"),
-                        _differential(dt, k, B, A),
+                        differential_check(dt, k, B, A),
                         f"{B.name} vs {A.name}: "
                         + ("bit-equal per node" if k == "ordered" else "both within node bounds"),
                         _ops_for(dt),

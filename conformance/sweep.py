@@ -1,6 +1,6 @@
-"""`python -m conformance.sweep`: an opt-in exhaustive binary32 sweep of `runtime.crmath`.
+"""`python -m conformance.sweep`: an opt-in exhaustive binary32 sweep of `runtime.engine.crmath`.
 
-For each unary function of `runtime.crmath.FUNCTIONS` (or the ones named with `--fn`), every
+For each unary function of `runtime.engine.crmath.FUNCTIONS` (or the ones named with `--fn`), every
 binary32 bit pattern in `[--start, --stop)` is run, in vectorised chunks, through
 `cr_apply(fn, x, "float32")`, and each result is checked against an independent, wider
 evaluation: NumPy's long-double function (x87 extended, 64-bit significand; a different libm
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from runtime.backend import from_spec, round_f64, to_spec
-from runtime.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
+from runtime.backends import from_spec, round_f64, to_spec
+from runtime.engine.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
 from spec.domains import BINARY32
 
 __all__ = ["FnSummary", "main", "run_sweep", "sweep_chunk"]
@@ -143,7 +143,7 @@ def _int(s: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m conformance.sweep",
-        description="Exhaustive binary32 check of runtime.crmath.",
+        description="Exhaustive binary32 check of runtime.engine.crmath.",
     )
     p.add_argument(
         "--fn",

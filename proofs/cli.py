@@ -12,8 +12,8 @@ Invariants:
 - `verify PATH` re-hashes the sources and checks a certificate's digest without running
   anything: exit 0 when the digest matches and no theorem is stale, 1 otherwise.
 - `check-cert FILE` re-validates an output-bound certificate written by
-  `runtime.verify` (`proofs.certcheck`, independent of the code that wrote it): exit 0 when
-  it holds, 1 when it is rejected (the reason on stderr).
+  `runtime.verification` (`proofs.bounds_certificate_check`, independent of the code that
+  wrote it): exit 0 when it holds, 1 when it is rejected (the reason on stderr).
 - `readme` prints the theorem table that `proofs/README.md` embeds.
 - Only this module writes to the terminal.
 - Each `_cmd_*` command is a thin sequence of parse / run / report helpers; the parser is
@@ -303,7 +303,7 @@ def readme_table() -> str:
 
 
 def _cmd_check_cert(args: argparse.Namespace) -> int:
-    from .certcheck import CertificateError, check_file
+    from .bounds_certificate_check import CertificateError, check_file
 
     try:
         sys.stdout.write(check_file(args.path) + "\n")

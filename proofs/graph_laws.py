@@ -9,7 +9,7 @@ Invariants:
 - One *sweep* walks `proofs.enumeration.GRAMMARS[mode]` (mode "quick" or "full") and, per
   graph, computes the requested *parts* (one per theorem) with fresh sympy symbols as
   inputs x, tangents dx and seeds (one full seed over every value); the runtime side runs
-  the real runtime code, `runtime.lower.lower(g, x, (), dtype="symbolic",
+  the real runtime code, `runtime.engine.lower.lower(g, x, (), dtype="symbolic",
   kernels="ordered")`. Entries are equal when they are the same sympy expression, or when
   their difference expands to 0.
 - A sweep's results are cached in the run's `CheckContext` and computed once for all the
@@ -34,8 +34,8 @@ from sympy import QQ
 from sympy.polys.polyerrors import CoercionFailed
 from sympy.polys.rings import ring
 
-from runtime.backend import from_spec, to_spec
-from runtime.lower import lower
+from runtime.backends import from_spec, to_spec
+from runtime.engine.lower import lower
 from spec.domains import SYMBOLIC
 from spec.graph import backprop_all_ctx, backprop_ctx, eval_graph, format_graph, jvp_ctx
 from spec.tensor import Tensor, TensorPack, dot_list

@@ -7,7 +7,7 @@ Invariants:
 - For every op of `spec.ops.OPS` and every representative case of its law in
   `proofs.laws.LAWS` (shapes, attributes, env, region of symbolic inputs), the kernel
   `runtime.kernels.KERNELS[op]`, run in `KernelContext("symbolic", "ordered")` on the
-  case's inputs (converted with `runtime.backend.from_spec`), must:
+  case's inputs (converted with `runtime.backends.from_spec`), must:
   - accept the inputs (its precondition check, if any);
   - return the spec forward value;
   - give, for a symbolic cotangent, one VJP per argument equal to the spec rule's;
@@ -27,8 +27,8 @@ from typing import Any
 
 import sympy
 
-from runtime.backend import from_spec, to_spec
-from runtime.context import KernelContext
+from runtime.backends import from_spec, to_spec
+from runtime.engine.context import KernelContext
 from runtime.kernels import KERNELS
 from spec.domains import SYMBOLIC
 from spec.ops import OPS

@@ -7,7 +7,7 @@ Invariants:
   linear → gelu → residual → mean). The CNN's loss is mse_loss over rationals (every op
   algebraic) and cross_entropy over IEEE formats.
 - For each (graph, dtype) and each input draw k (inputs from a fixed NumPy generator,
-  the full seed from the spec RNG with seed k), `runtime.linkcheck.link_check` compares
+  the full seed from the spec RNG with seed k), `runtime.session.link.link_check` compares
   the runtime's values and `backward_dense_from(lower(g))` with spec's `eval_graph` and
   `backprop_all_ctx`: exactly for rationals, bit for bit (ordered kernels) for binary32,
   bfloat16, float16 and binary64. Quick mode draws `QUICK_DRAWS` inputs, full mode
@@ -62,7 +62,7 @@ def transformer_graph() -> Graph:
 
 
 def _inputs(g: Graph, dtype: str, k: int) -> list[Tensor]:
-    from runtime.backend import DTYPE_DOMAIN
+    from runtime.backends import DTYPE_DOMAIN
 
     D = DTYPE_DOMAIN[dtype]
     rng = np.random.default_rng(1000 + k)
@@ -78,7 +78,7 @@ def _inputs(g: Graph, dtype: str, k: int) -> list[Tensor]:
 
 
 def _check(ctx: CheckContext) -> CheckResult:
-    from runtime.linkcheck import link_check
+    from runtime.session.link import link_check
 
     draws = QUICK_DRAWS if ctx.quick else FULL_DRAWS
     rows: list[dict[str, Any]] = []

@@ -1,6 +1,6 @@
 """Proof-run certificates (`python -m proofs check`): what was checked, against which
 sources, with which result. (Not to be confused with the output-bound certificates of
-`runtime.verify`, which `proofs.certcheck` re-validates.)
+`runtime.verification`, which `proofs.bounds_certificate_check` re-validates.)
 
 Invariants:
 - A certificate is a JSON object with `format`, `mode`, `selection`, `versions` (python,

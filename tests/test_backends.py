@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.__main__ import main as conformance_main
-from conformance.suite import Case, _differential
+from conformance.suite import Case, differential_check
 from runtime.backends.base import NUMPY, Backend
 from runtime.backends.cuda import kernel_source, tf32_enabled
 from runtime.backends.registry import get_backend, namespace_backend
@@ -189,9 +189,9 @@ def test_differential_names_the_first_diverging_node() -> None:
         ordered_fold=reversed_fold,
     )
     g, xs, seed = _sum_graph()
-    ok = _differential("float32", "ordered", STRICT, NUMPY)(Case(g, xs, seed))
+    ok = differential_check("float32", "ordered", STRICT, NUMPY)(Case(g, xs, seed))
     assert ok.ok, ok.message
-    out = _differential("float32", "ordered", bad, NUMPY)(Case(g, xs, seed))
+    out = differential_check("float32", "ordered", bad, NUMPY)(Case(g, xs, seed))
     assert not out.ok
     assert out.message is not None and out.message.startswith("value of value %1")
     assert "reversed" in out.message and "numpy" in out.message

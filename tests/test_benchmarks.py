@@ -17,8 +17,8 @@ import numpy as np
 from benchmarks.memory import buffer_bytes, tape_bytes
 from benchmarks.report import BEGIN, END, markdown, summary, write_markdown
 from benchmarks.workloads import PEERS
-from runtime.context import KernelContext
-from runtime.tape import Tape
+from runtime.engine.context import KernelContext
+from runtime.engine.tape import Tape
 
 ROOT = Path(__file__).resolve().parent.parent
 

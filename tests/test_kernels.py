@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.graphs import scalars
-from runtime.backend import DTYPE_DOMAIN, from_spec, to_spec
-from runtime.context import KernelContext
+from runtime.backends import DTYPE_DOMAIN, from_spec, to_spec
+from runtime.engine.context import KernelContext
 from runtime.kernels import KERNELS, Kernel
 from spec.domains import BINARY32, FLOAT16, Domain, IEEEDomain
 from spec.errors import TorchLeanError

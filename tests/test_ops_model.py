@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.backend import DTYPE_DOMAIN
-from runtime.linkcheck import link_check
+from runtime.backends import DTYPE_DOMAIN
 from runtime.session import Session
+from runtime.session.link import link_check
 from spec.domains import FLOAT64, RATIONAL
 from spec.errors import GraphError, ShapeError
 from spec.graph import GraphBuilder

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runtime.backend import DTYPE_DOMAIN, to_spec
+from runtime.backends import DTYPE_DOMAIN, to_spec
 from runtime.session import Cell, Param, Session, canonical_indices, group_leaves
 from spec.errors import ShapeError, StaleHandleError, TorchLeanError
 from spec.graph import backprop_all_ctx

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import proofs.bounds_certificate_check as bcc
 import runtime.verification as verification
 from proofs.bounds_certificate_check import CertificateError, check_certificate
-from runtime.backend import DTYPE_DOMAIN, get_backend
+from runtime.backends import DTYPE_DOMAIN, get_backend
 from runtime.nn import (
     GELU,
     BatchNorm1d,

@@ -22,9 +22,9 @@ from typing import Any
 
 import gmpy2
 
-from runtime.backend import DTYPE_DOMAIN, NUMPY, Backend
-from runtime.context import KernelContext
-from runtime.lower import lower
+from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend
+from runtime.engine.context import KernelContext
+from runtime.engine.lower import lower
 from spec.domains import IEEEDomain
 from spec.errors import TorchLeanError
 from spec.graph import Graph

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from runtime.backend import DTYPE_DOMAIN
+from runtime.backends import DTYPE_DOMAIN
 from runtime.session import Session, TensorRef
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from hypothesis.stateful import invariant
 
-from runtime.backend import to_spec
+from runtime.backends import to_spec
 from spec.graph import backprop_all_ctx, eval_graph
 from spec.tensor import Tensor, TensorPack
 

@@ -98,7 +98,7 @@ class Backend:
     to the namespace's dtype objects; `to_host_fn` / `from_host_fn` move arrays to and from
     NumPy; `ordered_fold(x)` (sum over axis 0, left fold) and `ordered_matmul(a, b)` (the
     k-loop) are optional device implementations of the `ordered` profile's reductions,
-    each bit-identical to the generic ones in `runtime.context`, returning None for a
+    each bit-identical to the generic ones in `runtime.engine.context`, returning None for a
     dtype they have no kernel for (the generic ones then run); `guard(profile)` (optional)
     raises when the backend cannot honour a profile right now (e.g. TF32 enabled)."""
 

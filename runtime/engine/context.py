@@ -6,7 +6,7 @@ Invariants:
   `unbroadcast`), `matmul` and the transcendental functions (`unary`).
 - `ordered`: every reduction is a left fold in index order with one rounding per step;
   matmul is the k-loop C = C + A[..., :, p] * B[..., p, :] (no FMA); transcendentals are
-  correctly rounded (`runtime.crmath`). This profile is bit-identical to `spec`.
+  correctly rounded (`runtime.engine.crmath`). This profile is bit-identical to `spec`.
 - `fast`: NumPy reductions (pairwise), BLAS matmul, vendor libm; checked against per-node
   error bounds instead of bits.
 - + - * / sqrt and comparisons are the same in both profiles: NumPy's are correctly rounded
@@ -25,7 +25,7 @@ Invariants:
 - Other backends (CuPy, array-API namespaces): arrays are the backend's (`atype`);
   constants are rounded on the host (MPFR) and moved over once per context; the `ordered`
   fold and matmul use the backend's device kernels when it has them, else the generic
-  loops below; `ordered` transcendentals are computed on the host by `runtime.crmath`
+  loops below; `ordered` transcendentals are computed on the host by `runtime.engine.crmath`
   (correct rounding needs MPFR for the hard cases) and moved back.
 """
 
@@ -107,9 +107,9 @@ class KernelContext:
         if backend.guard is not None:
             backend.guard(profile)
         self._consts: dict[Any, Any] = {}
-        self._const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
+        self.const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
-        self._np = backend.is_numpy and not self.exact
+        self.numpy_fast = backend.is_numpy and not self.exact
 
     def __repr__(self) -> str:
         return f"KernelContext({self.dtype!r}, {self.profile!r}, backend={self.backend.name!r})"
@@ -158,7 +158,7 @@ class KernelContext:
     def zeros(self, shape: tuple[int, ...]) -> Any:
         if self.exact:
             return np.full(shape, self.domain.zero(), dtype=object)
-        if self._np:
+        if self.numpy_fast:
             return np.zeros(shape, dtype=self.dt)
         return self.xp.zeros(shape, dtype=self.dt)
 
@@ -167,7 +167,7 @@ class KernelContext:
         the context's dtype, equal shapes, both C-contiguous (so the result has the layout
         `np.where` would give, and a later pairwise reduction sums in the same order)."""
         return (
-            self._np
+            self.numpy_fast
             and type(cond) is np.ndarray
             and type(v) is np.ndarray
             and cond.ndim > 0
@@ -199,7 +199,7 @@ class KernelContext:
     def isnan(self, x: Any) -> Any:
         if self.exact:
             return np.zeros(np.shape(x), dtype=bool)
-        if self._np:
+        if self.numpy_fast:
             return np.isnan(x)
         return self.xp.isnan(x)
 
@@ -209,7 +209,7 @@ class KernelContext:
                 return self.arr(np.divide(a, b))
             except ZeroDivisionError:
                 raise DomainError("exact: division by zero") from None
-        if self._np:
+        if self.numpy_fast:
             y = np.divide(a, b)
             return y if type(y) is np.ndarray else self.arr(y)
         return self.arr(self.xp.divide(a, b))
@@ -221,7 +221,7 @@ class KernelContext:
         if k == 0:
             return self.zeros(x.shape[1:])
         if not self.ordered:
-            if self._np:
+            if self.numpy_fast:
                 return self.arr(np.sum(x, axis=0, dtype=self.dt))
             return self.arr(self.xp.sum(x, axis=0, dtype=self.dt))
         if self.backend.is_numpy:
@@ -265,7 +265,7 @@ class KernelContext:
     def matmul(self, a: Any, b: Any) -> Any:
         """a (..., m, k) @ b (..., k, n) with equal batch prefixes."""
         if not self.ordered:
-            y = self.arr(np.matmul(a, b) if self._np else self.xp.matmul(a, b))
+            y = self.arr(np.matmul(a, b) if self.numpy_fast else self.xp.matmul(a, b))
             # ml_dtypes' bfloat16 matmul accumulates and returns float32: round once.
             return y if y.dtype == self.dt else y.astype(self.dt)
         k = a.shape[-1]
@@ -276,7 +276,7 @@ class KernelContext:
             if y is not None:  # None: no device kernel for this dtype
                 return y
         acc = a[..., :, 0:1] * b[..., 0:1, :]
-        if self._np:
+        if self.numpy_fast:
             # The same k-loop, C = C + A[..., :, p] * B[..., p, :] (a product rounded, then
             # a sum rounded: no FMA, same operand order), into preallocated buffers instead
             # of two new arrays per step.
@@ -300,13 +300,13 @@ class KernelContext:
                 h = cr_apply(fn, self.backend.to_host(x), self.dtype)
                 return self.backend.from_host(np.asarray(h))
             return self.arr(cr_apply(fn, x, self.dtype))
-        y = getattr(np if self._np else self.xp, fn)(x)
+        y = getattr(np if self.numpy_fast else self.xp, fn)(x)
         return y if type(y) is self.atype else self.arr(y)
 
     def sqrt(self, x: Any) -> Any:
         if self.exact:
             return self._exact_map("sqrt", x)
-        y = np.sqrt(x) if self._np else self.xp.sqrt(x)
+        y = np.sqrt(x) if self.numpy_fast else self.xp.sqrt(x)
         return y if type(y) is self.atype else self.arr(y)
 
     def _exact_map(self, fn: str, x: Any) -> Any:

@@ -7,7 +7,7 @@ Invariants:
   so the mask is exact on every backend and dtype.
 - `uniform01` is u rounded once into the dtype: u = nat * 2**-32 is exact in binary64;
   its cast to binary32 is one rounding on every backend; float16 and bfloat16 are rounded
-  on the host by `runtime.backend.round_f64` (CuPy's double -> half conversion goes
+  on the host by `runtime.backends.round_f64` (CuPy's double -> half conversion goes
   through binary32, a second rounding).
 """
 

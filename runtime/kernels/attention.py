@@ -19,8 +19,8 @@ import numpy as np
 from spec.ops import neg_inf
 from spec.tensor import Tensor
 
-from ..backend import from_spec
-from ..context import KernelContext
+from ..backends import from_spec
+from ..engine.context import KernelContext
 from .builders import device_array
 from .table import Attrs, Env, register, register_composite
 

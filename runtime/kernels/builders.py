@@ -9,7 +9,7 @@ Invariants:
 - `binary`/`unary` register through `table.register` with the caller's `family` (its
   module `__name__`); this module registers no kernel itself.
 - Written against `ctx.xp`; NumPy is used only to precompute host structures and where a
-  NumPy-only fast path is guarded (`ctx._np`, `ctx.maskable`).
+  NumPy-only fast path is guarded (`ctx.numpy_fast`, `ctx.maskable`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .table import Attrs, Env, register
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .builders import binary, pick, unary, where
 from .table import Attrs, Env, register, register_composite
 
@@ -121,7 +121,7 @@ unary(
 
 
 def _relu(c: KernelContext, x: Any, a: Attrs) -> Any:
-    if c._np:
+    if c.numpy_fast:
         drop = x <= c.const(0)
         if c.maskable(drop, x):
             # x <= 0 is false exactly for x > 0 and NaN, which keep x; every other x
@@ -196,13 +196,13 @@ def _const_forward(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[A
     returns a fresh copy."""
     try:
         key: Any = (a["shape"], tuple(a["values"]))
-        hit = c._const_arrays.get(key)
+        hit = c.const_arrays.get(key)
     except TypeError:
         key, hit = None, None
     if hit is None:
         from spec.tensor import Tensor
 
-        from ..backend import from_spec
+        from ..backends import from_spec
 
         D = c.domain
         t = Tensor(a["shape"], tuple(D.from_rational(q) for q in a["values"]))
@@ -210,9 +210,9 @@ def _const_forward(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[A
         if not c.backend.is_numpy:
             hit = c.backend.from_host(hit)
         if key is not None and len(a["values"]) <= 1024:
-            if len(c._const_arrays) >= 256:
-                c._const_arrays.clear()
-            c._const_arrays[key] = hit
+            if len(c.const_arrays) >= 256:
+                c.const_arrays.clear()
+            c.const_arrays[key] = hit
     if c.backend.is_numpy:
         return np.array(hit, copy=True), a["shape"]
     return c.xp.asarray(hit, copy=True), a["shape"]

@@ -23,7 +23,7 @@ import numpy as np
 
 from spec.errors import GraphError, ShapeError
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .builders import device_array, pad_rows, scatter, take
 from .table import Attrs, Env, register
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .table import Attrs, Env, register
 
 __all__: list[str] = []
@@ -82,7 +82,7 @@ def _lin(c: KernelContext, x: Any, w: Any) -> Any:
 def _linear_fwd(c: KernelContext, xs: list[Any], a: Attrs, e: Env) -> tuple[Any, Any]:
     x, w, b = xs
     y = _lin(c, x, w)
-    if c._np and y.flags.writeable and y.shape[-1:] == b.shape:
+    if c.numpy_fast and y.flags.writeable and y.shape[-1:] == b.shape:
         np.add(y, b, out=y)  # y + b, into the matmul's fresh result (no new array)
     else:
         y = y + b

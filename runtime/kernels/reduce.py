@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .table import Attrs, Env, register, register_composite
 
 __all__: list[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .builders import pad_rows
 from .table import Attrs, Env, register, register_composite
 

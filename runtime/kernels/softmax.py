@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .builders import pick
 from .table import Attrs, Env, register
 

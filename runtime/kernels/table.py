@@ -26,7 +26,7 @@ from typing import Any
 from spec.errors import GraphError
 from spec.ops import OPS, OpDef
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 
 __all__ = [
     "KERNELS",

@@ -18,7 +18,7 @@ import numpy as np
 
 from spec.errors import DomainError
 
-from ..context import KernelContext
+from ..engine.context import KernelContext
 from .builders import unary
 from .table import Attrs, register_composite
 

@@ -193,8 +193,8 @@ class Result:
         property: Any = "bounds",
         algorithm: str = "ibp",
     ) -> Any:
-        """Certified output bounds on the box center +- radius: `runtime.verify.verify`."""
-        from ..verify import verify
+        """Certified output bounds on the box center +- radius: `runtime.verification.verify`."""
+        from ..verification import verify
 
         return verify(self, center, radius, norm, property, algorithm)
 

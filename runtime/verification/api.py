@@ -24,7 +24,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpq
 
-from runtime.backend import DTYPE_DOMAIN
+from runtime.backends import DTYPE_DOMAIN
 from spec.domains import IEEEDomain
 from spec.errors import TorchLeanError
 

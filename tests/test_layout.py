@@ -1,0 +1,218 @@
+"""The layout's invariants, checked on the source tree (issue 14).
+
+- Layering: `spec` imports nothing from `runtime`, `conformance`, `proofs` or `benchmarks`;
+  `runtime` nothing from `conformance`, `proofs` or `benchmarks` — at any nesting level
+  (a function-local import counts too).
+- No import cycle between modules (module-level imports, the ones that run at import time).
+- No source module (packages and tests) is over 800 lines.
+- No module imports another module's private (`_name`) attribute.
+- One module per op family in every layer, and every op's entry in each layer is
+  registered from the module named after the op's family (`OpDef.family`).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("spec", "runtime", "conformance", "proofs", "benchmarks")
+FORBIDDEN = {
+    "spec": {"runtime", "conformance", "proofs", "benchmarks"},
+    "runtime": {"conformance", "proofs", "benchmarks"},
+}
+MAX_LINES = 800
+FAMILIES = (
+    "elementwise",
+    "transcendental",
+    "reduce",
+    "linalg",
+    "shape",
+    "index",
+    "softmax",
+    "loss",
+    "conv",
+    "pool",
+    "norm",
+    "attention",
+    "embed",
+)
+# The per-family packages of each layer: spec rule, runtime kernel, fast-profile bound,
+# graph strategy, proof law.
+FAMILY_PACKAGES = (
+    "spec/ops",
+    "runtime/kernels",
+    "conformance/bounds",
+    "conformance/graphs",
+    "proofs/laws",
+)
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for p in sorted((ROOT / pkg).rglob("*.py")):
+            parts = p.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = p
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, tree: ast.AST, *, top_level_only: bool) -> list[tuple[str, str]]:
+    """(imported module, imported attribute or '') for each import in the tree."""
+    nodes = tree.body if top_level_only else list(ast.walk(tree))  # type: ignore[attr-defined]
+    is_pkg = MODULES[name].name == "__init__.py"
+    out: list[tuple[str, str]] = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base if is_pkg else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out += [(mod, a.name) for a in node.names]
+    return out
+
+
+def _resolve(mod: str, attr: str) -> str | None:
+    """The project module an import binds to (a submodule if `attr` names one)."""
+    if attr and f"{mod}.{attr}" in MODULES:
+        return f"{mod}.{attr}"
+    while mod and mod not in MODULES:
+        mod = mod.rpartition(".")[0]
+    return mod or None
+
+
+def _trees() -> dict[str, ast.AST]:
+    return {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+TREES = _trees()
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layering_is_one_way(layer: str) -> None:
+    bad = []
+    for name, tree in TREES.items():
+        if name.split(".")[0] != layer:
+            continue
+        for mod, _ in _imports(name, tree, top_level_only=False):
+            if mod.split(".")[0] in FORBIDDEN[layer]:
+                bad.append(f"{name} imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, tree in TREES.items():
+        graph[name]
+        for mod, attr in _imports(name, tree, top_level_only=True):
+            target = _resolve(mod, attr)
+            if target and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def test_no_import_cycle() -> None:
+    assert _cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph: dict[str, set[str]] = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_module_over_800_lines() -> None:
+    files = [*MODULES.values(), *sorted((ROOT / "tests").rglob("*.py"))]
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in files
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _private_imports(name: str, tree: ast.AST) -> list[str]:
+    bad = []
+    for mod, attr in _imports(name, tree, top_level_only=False):
+        target = _resolve(mod, attr)
+        if target and attr.startswith("_") and not attr.startswith("__") and target != name:
+            bad.append(f"{name}: from {mod} import {attr}")
+    return bad
+
+
+def test_no_private_name_imported_across_modules() -> None:
+    bad = [line for name, tree in TREES.items() for line in _private_imports(name, tree)]
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        MODULES.setdefault(f"tests.{path.stem}", path)
+        bad += _private_imports(f"tests.{path.stem}", ast.parse(path.read_text()))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("package", FAMILY_PACKAGES)
+def test_every_layer_has_one_module_per_family(package: str) -> None:
+    present = {p.stem for p in (ROOT / package).glob("*.py")}
+    assert set(FAMILIES) <= present, sorted(set(FAMILIES) - present)
+
+
+def test_op_families_are_the_documented_ones() -> None:
+    from spec.ops import OPS
+
+    assert {op.family for op in OPS.values()} == set(FAMILIES)
+    for name, op in OPS.items():
+        assert op.forward.__module__ in (f"spec.ops.{op.family}", "spec.ops.builders"), name
+
+
+def _registering_module(obj: object) -> str:
+    return importlib.import_module(type(obj).__module__).__name__
