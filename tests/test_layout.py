@@ -216,3 +216,54 @@ def test_op_families_are_the_documented_ones() -> None:
 
 def _registering_module(obj: object) -> str:
     return importlib.import_module(type(obj).__module__).__name__
+
+
+# Each layer's per-family package: (package, module holding the table, table name).
+LAYER_TABLES = (
+    ("spec.ops", "table", "OPS"),
+    ("runtime.kernels", "table", "KERNELS"),
+    ("conformance.bounds", "core", "BOUNDS"),
+    ("conformance.graphs", "core", "BUILDERS"),
+    ("proofs.laws", "core", "LAWS"),
+)
+
+_PROBE = """
+import importlib, json, sys
+package, core_name, table = sys.argv[1:4]
+core = importlib.import_module(f"{package}.{core_name}")
+full = dict(getattr(core, table))
+by_module = {}
+for family in sys.argv[4:]:
+    setattr(core, table, {})
+    importlib.reload(importlib.import_module(f"{package}.{family}"))
+    by_module[family] = sorted(getattr(core, table))
+setattr(core, table, full)
+print(json.dumps({"full": sorted(full), "by_module": by_module}))
+"""
+
+
+@pytest.mark.parametrize(("package", "core", "table"), LAYER_TABLES)
+def test_each_op_is_registered_by_its_family_module(package: str, core: str, table: str) -> None:
+    """Re-running each family module of a layer against an empty table (in a separate
+    process) shows exactly which ops it registers: each op of the layer's table comes from
+    the module named after its `OpDef.family`, and from no other."""
+    import json
+    import subprocess
+
+    from spec.ops import OPS
+
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, package, core, table, *FAMILIES],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    got = json.loads(out.stdout)
+    owner: dict[str, list[str]] = defaultdict(list)
+    for family, names in got["by_module"].items():
+        for name in names:
+            owner[name].append(family)
+    assert set(owner) == set(got["full"]), "an entry is registered outside the family modules"
+    wrong = {n: fams for n, fams in owner.items() if fams != [OPS[n].family]}
+    assert wrong == {}, f"{package}: ops registered outside their family module: {wrong}"
