@@ -1,29 +1,5 @@
-"""public import path of runtime.training.checkpoint"""
+"""The public import path `runtime.checkpoint`: the names of `runtime.training.checkpoint`, the same
+objects (README examples import from here)."""
 
-from .training.checkpoint import (
-    STATE_TAGS,
-    TRAINING_TAG,
-    canonical_nan_bits,
-    decode_array,
-    decode_list,
-    encode_array,
-    load_state,
-    read_json,
-    save_state,
-    state_from_json,
-    write_bytes_atomic,
-)
-
-__all__ = [
-    "STATE_TAGS",
-    "TRAINING_TAG",
-    "canonical_nan_bits",
-    "decode_array",
-    "decode_list",
-    "encode_array",
-    "load_state",
-    "read_json",
-    "save_state",
-    "state_from_json",
-    "write_bytes_atomic",
-]
+from .training.checkpoint import *  # noqa: F403
+from .training.checkpoint import __all__ as __all__

@@ -1,67 +1,9 @@
-"""public import path of runtime.training.layers (with runtime.training.model_layers)"""
+"""The public import path `runtime.nn`: the layers of `runtime.training.layers` and
+`runtime.training.model_layers`, the same objects (README examples import from here)."""
 
-from .training.layers import (
-    GELU,
-    INITIALISERS,
-    LOSSES,
-    BatchNorm1d,
-    Dropout,
-    Forward,
-    Layer,
-    LayerNorm,
-    Linear,
-    ReLU,
-    SeedStream,
-    Sequential,
-    Sigmoid,
-    StateSpec,
-    Tanh,
-    cross_entropy,
-    init_values,
-    kaiming_uniform,
-    mse,
-    normal,
-    uniform,
-    xavier_uniform,
-)
-from .training.model_layers import (
-    AvgPool2d,
-    BatchNorm2d,
-    Conv2d,
-    Embedding,
-    Flatten,
-    MaxPool2d,
-    MultiHeadAttention,
-)
+from .training import layers as layers
+from .training import model_layers as model_layers
+from .training.layers import *  # noqa: F403
+from .training.model_layers import *  # noqa: F403
 
-__all__ = [
-    "GELU",
-    "INITIALISERS",
-    "LOSSES",
-    "AvgPool2d",
-    "BatchNorm1d",
-    "BatchNorm2d",
-    "Conv2d",
-    "Dropout",
-    "Embedding",
-    "Flatten",
-    "Forward",
-    "Layer",
-    "LayerNorm",
-    "Linear",
-    "MaxPool2d",
-    "MultiHeadAttention",
-    "ReLU",
-    "SeedStream",
-    "Sequential",
-    "Sigmoid",
-    "StateSpec",
-    "Tanh",
-    "cross_entropy",
-    "init_values",
-    "kaiming_uniform",
-    "mse",
-    "normal",
-    "uniform",
-    "xavier_uniform",
-]
+__all__ = [*layers.__all__, *model_layers.__all__]

@@ -1,41 +1,5 @@
-"""public import path of runtime.training.optim"""
+"""The public import path `runtime.optim`: the names of `runtime.training.optim`, the same
+objects (README examples import from here)."""
 
-from .training.optim import (
-    SCHEDULERS,
-    SGD,
-    Adadelta,
-    AdaGrad,
-    Adam,
-    AdamW,
-    Optimizer,
-    OptState,
-    RMSProp,
-    Scheduler,
-    check_value,
-    constant,
-    exponential,
-    format_name,
-    scalar,
-    step,
-    warmup_cosine,
-)
-
-__all__ = [
-    "SCHEDULERS",
-    "SGD",
-    "AdaGrad",
-    "Adadelta",
-    "Adam",
-    "AdamW",
-    "OptState",
-    "Optimizer",
-    "RMSProp",
-    "Scheduler",
-    "check_value",
-    "constant",
-    "exponential",
-    "format_name",
-    "scalar",
-    "step",
-    "warmup_cosine",
-]
+from .training.optim import *  # noqa: F403
+from .training.optim import __all__ as __all__

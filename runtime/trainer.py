@@ -1,17 +1,5 @@
-"""public import path of runtime.training.trainer"""
+"""The public import path `runtime.trainer`: the names of `runtime.training.trainer`, the same
+objects (README examples import from here)."""
 
-from .training.trainer import (
-    Result,
-    Trainer,
-    TrainingSession,
-    pairwise_mean,
-    save_loss_curve,
-)
-
-__all__ = [
-    "Result",
-    "Trainer",
-    "TrainingSession",
-    "pairwise_mean",
-    "save_loss_curve",
-]
+from .training.trainer import *  # noqa: F403
+from .training.trainer import __all__ as __all__
