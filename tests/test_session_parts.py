@@ -18,7 +18,14 @@ import pytest
 import runtime.session.link as rlink
 import runtime.session.streams as rstreams
 from runtime.backends.base import np_dtype
-from runtime.session import Rng, Session
+from runtime.session import (
+    GraphExport,
+    ParameterStore,
+    RandomStreams,
+    Recording,
+    Rng,
+    Session,
+)
 from spec import rng as srng
 from spec.errors import (
     DomainError,
@@ -348,3 +355,52 @@ def test_natref_given_as_tensor_is_a_usage_error_not_a_stale_one() -> None:
     with pytest.raises(TorchLeanError, match="NatRef was given") as ei:
         s.relu(r)
     assert not isinstance(ei.value, StaleHandleError)
+
+
+# --------------------------------------------------------------------------- the parts
+
+
+def test_session_is_a_facade_over_its_parts() -> None:
+    s = Session(mode="typed_graph", dtype="exact", seed=5)
+    parts = (s.recording, s.store, s.streams, s.export)
+    assert isinstance(s.recording, Recording) and isinstance(s.store, ParameterStore)
+    assert isinstance(s.streams, RandomStreams) and isinstance(s.export, GraphExport)
+    assert s.tape is s.recording.tape and s.rng is s.streams.rng
+    p = s.param([1, 2], name="w")
+    assert s.store.params == (p,)
+    x = s.use(p)
+    assert dict(s.store.leaf_params) == {x.id: p}
+    r = s.input_nat(1)
+    assert s.recording.env == (1,) and not s.graph_has_nodes
+    m = s.recording.mark()
+    with pytest.raises(ShapeError):
+        s.matmul(x, 2)  # the scalar became a const leaf, then the op failed: rolled back
+    assert s.recording.mark() == m and s.recording.num_leaves == 1
+    y = s.select(s.reshape(x, shape=(2, 1)), index=r)
+    assert s.graph_has_nodes and s.recording.has_nodes and s.recording.num_leaves == 1
+    assert s.graph().graph.num_inputs == 1 and s.check_link().ok
+    assert y.shape == (1,)
+    s.reset_tape()
+    assert (s.recording, s.store, s.streams, s.export) == parts  # the same parts, reset
+    assert len(s.tape) == 0 and s.recording.env == () and not s.graph_has_nodes
+    assert s.store.params == (p,) and dict(s.store.leaf_params) == {}
+
+
+def test_no_session_module_reads_another_objects_private_names() -> None:
+    # A part reaches another part (and the session its parts) through public names only:
+    # a private attribute is read on `self` only, never on another object.
+    import ast
+    from pathlib import Path
+
+    import runtime.session as rs
+
+    for path in sorted(Path(rs.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                on_self = isinstance(node.value, ast.Name) and node.value.id == "self"
+                assert on_self, f"{path.name}:{node.lineno}: .{node.attr} read on another object"

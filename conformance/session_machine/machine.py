@@ -244,7 +244,7 @@ class SessionMachine(SessionOracles, RuleBasedStateMachine):
         i = data.draw(st.integers(0, len(self.nats) - 1), label="nat")
         n = data.draw(st.integers(0, 1), label="n")
         typed_locked = any(
-            self.s[lane].mode == "typed_graph" and self.s[lane]._graph_has_nodes
+            self.s[lane].mode == "typed_graph" and self.s[lane].graph_has_nodes
             for lane in self.nats[i]
         )
         if typed_locked:

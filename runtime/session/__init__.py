@@ -1,25 +1,32 @@
 """The Session: TorchLean's training-loop environment, in eager and typed-graph modes.
 
 Invariants:
-- `Session` (`runtime.session.core`) is a thin facade composed of named parts, each in its
-  own module: handles and their checks (`handles`), recording and rollback (`recording`),
-  the parameter store (`params`), random streams (`streams`), the typed graph and the link
-  check (`link`); the state they share is declared in `state`.
+- `Session` (`runtime.session.core`) is a thin facade that owns named parts, each an object
+  of its own module with its own state and a public interface: recording and rollback
+  (`recording.Recording`), the parameter store (`params.ParameterStore`), random streams
+  (`streams.RandomStreams`), the typed graph and the link check (`link.GraphExport`);
+  handles and their checks are in `handles`. No part reads another's private attributes,
+  and the session reaches its parts only through their public names.
 - Every public name of the session API is importable from `runtime.session`.
 """
 
 from .core import Session
 from .handles import NatRef, TensorRef
-from .link import LinkCheck, RecordedGraph
-from .params import Cell, Param, canonical_indices, group_leaves
-from .streams import Rng
+from .link import GraphExport, LinkCheck, RecordedGraph
+from .params import Cell, Param, ParameterStore, canonical_indices, group_leaves
+from .recording import Recording
+from .streams import RandomStreams, Rng
 
 __all__ = [
     "Cell",
+    "GraphExport",
     "LinkCheck",
     "NatRef",
     "Param",
+    "ParameterStore",
+    "RandomStreams",
     "RecordedGraph",
+    "Recording",
     "Rng",
     "Session",
     "TensorRef",

@@ -22,9 +22,12 @@ Invariants:
   update (`sgd_step_all`) marks the host stale; every public read synchronises.
 - Random tensors come from `runtime.engine.rng` (vectorised SplitMix64, the same bits as
   `spec.rng` on every backend).
-- `Session` is composed of the parts of this package (handles, recording, parameters,
-  random streams, graph export); this module holds construction, leaves, values and the
-  reverse and forward passes, and attaches one method per op of the table.
+- `Session` is a facade over the parts of this package, each an object it owns and reaches
+  through public names only: `recording` (tape, environment, typed graph, rollback),
+  `store` (parameters), `streams` (RNG) and `export` (typed graph, link check). This module
+  holds construction, handle checks, leaves, values and the reverse and forward passes,
+  orchestrates the parts in each public method (validate handles, then call the parts),
+  and attaches one method per op of the table.
 """
 
 from __future__ import annotations
@@ -38,16 +41,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from spec.errors import DomainError, ShapeError, TorchLeanError
+from spec.errors import GraphError, ShapeError, TorchLeanError
 from spec.ops import OPS
 
-from ..backends.base import DTYPE_DOMAIN, DTYPES, NUMPY, OBJECT_DTYPES, to_spec
+from ..backends.base import DTYPES, NUMPY, OBJECT_DTYPES
 from ..backends.registry import get_backend
 from ..engine.context import KernelContext
-from .handles import HandleChecks, TensorRef
-from .link import GraphExport
-from .params import Param, ParameterStore, check_exact_elems, frozen_copy
-from .recording import Recording
+from ..engine.tape import Tape
+from .handles import NatRef, TensorRef, check_nat_ref, check_tensor_ref
+from .link import GraphExport, LinkCheck, RecordedGraph
+from .params import Param, ParameterStore, check_exact_elems, frozen_copy, grad_array, is_scalar
+from .recording import Mark, Recording, typed_const_attrs
 from .streams import RandomStreams, Rng
 
 __all__ = ["Session"]
@@ -64,7 +68,7 @@ def _next_owner() -> int:
 # --------------------------------------------------------------------------- the session
 
 
-class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExport):
+class Session:
     """TorchLean's session. See the module docstring for its invariants."""
 
     def __init__(
@@ -100,10 +104,11 @@ class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExpor
         self.requires_grad_by_default = requires_grad_by_default
         self.owner = _next_owner()
         self.generation = 0
-        self.rng = Rng(int(seed))
+        self._streams = RandomStreams(seed, dtype, self.ctx)
         self._self_ref = weakref.ref(self)
-        self._params: list[Param] = []
-        self._reset_recording()
+        self._store = ParameterStore(self.owner, dtype, self.ctx)
+        self._recording = Recording(self.ctx, typed=mode == "typed_graph")
+        self._export = GraphExport(self._recording, dtype)
 
     def __repr__(self) -> str:
         return (
@@ -133,13 +138,61 @@ class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExpor
             self._host_ctx = KernelContext(self.dtype, self.kernels, NUMPY)
         return self._host_ctx
 
+    # ------------------------------------------------------------------ parts
+    @property
+    def recording(self) -> Recording:
+        """The recording part: tape, integer environment and (typed graph) spec graph."""
+        return self._recording
+
+    @property
+    def store(self) -> ParameterStore:
+        """The parameter store part: parameters and the leaves that snapshot them."""
+        return self._store
+
+    @property
+    def streams(self) -> RandomStreams:
+        """The random streams part: the session's RNG and random tensor values."""
+        return self._streams
+
+    @property
+    def export(self) -> GraphExport:
+        """The graph export part: the recorded typed graph and its link check."""
+        return self._export
+
+    @property
+    def tape(self) -> Tape:
+        """The runtime tape of the current recording."""
+        return self._recording.tape
+
+    @property
+    def rng(self) -> Rng:
+        """The session's own RNG stream (used when a draw is given no `rng`)."""
+        return self._streams.rng
+
+    @rng.setter
+    def rng(self, rng: Rng) -> None:
+        self._streams.rng = rng
+
+    @property
+    def graph_has_nodes(self) -> bool:
+        """Whether the typed graph has op nodes yet (then no new leaf or NatRef change)."""
+        return self._recording.has_nodes
+
+    # ------------------------------------------------------------------ handles
+    def _ref(self, i: int) -> TensorRef:
+        return TensorRef(
+            i, tuple(self.tape.nodes[i].value.shape), self.owner, self.generation, self._self_ref
+        )
+
+    def _check(self, x: Any, what: str = "argument") -> int:
+        return check_tensor_ref(x, self.owner, self.generation, what)
+
+    def _check_nat(self, r: Any, what: str = "argument") -> int:
+        return check_nat_ref(r, self.owner, self.generation, what)
+
     # ------------------------------------------------------------------ leaves
     def _leaf(self, value: Any, requires_grad: bool, name: str) -> TensorRef:
-        self._no_leaf_after_ops(name)
-        i = self.tape.leaf(value, requires_grad=requires_grad and self.grad_enabled, name=name)
-        if self._builder is not None:
-            self._builder.input(tuple(value.shape))
-        return self._ref(i)
+        return self._ref(self._recording.leaf(value, requires_grad and self.grad_enabled, name))
 
     def input(self, value: Any, name: str | None = None, requires_grad: bool = False) -> TensorRef:
         return self._leaf(self._array(value), requires_grad, name or "input")
@@ -148,22 +201,9 @@ class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExpor
         """A frozen constant: a leaf before any op; in typed-graph mode after ops, a `const`
         graph node holding the exact rational of every element."""
         arr = self._array(value)
-        if self.mode == "typed_graph" and self._graph_has_nodes:
-            return self._const_node(arr)
+        if self._recording.has_nodes:
+            return self._record("const", [], typed_const_attrs(arr, self.dtype))
         return self._leaf(arr, False, "const")
-
-    def _const_node(self, arr: Any) -> TensorRef:
-        t = to_spec(arr, self.dtype)
-        D = DTYPE_DOMAIN[self.dtype]
-        try:
-            values = [
-                v if isinstance(v, Fraction) else D.to_rational(v)  # type: ignore[attr-defined]
-                for v in t.data
-            ]
-        except DomainError as e:
-            raise DomainError(f"const: a typed graph const must be finite ({e})") from None
-        attrs = {"shape": tuple(arr.shape), "values": values}
-        return self._record("const", [], attrs)
 
     def get_value(self, x: TensorRef) -> Any:
         v = self.tape.nodes[self._check(x, "get_value")].value
@@ -184,15 +224,8 @@ class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExpor
         return s
 
     def _grad_array(self, g: Any) -> Any:
-        """A gradient or seed as a backend array (host arrays are moved to the device;
-        no casts: a wrong dtype is reported by the tape's check)."""
-        if isinstance(g, self.backend.array_type):
-            return g
-        if isinstance(g, np.generic):  # a NumPy scalar keeps its dtype (no casts)
-            g = np.asarray(g)
-        if isinstance(g, np.ndarray):
-            return g if self.backend.is_numpy else self.backend.from_host(g)
-        return self.backend.asarray(g, self.dtype)
+        """A gradient or seed as a backend array (see `params.grad_array`)."""
+        return grad_array(self.backend, self.dtype, g)
 
     def backward_dense_all(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
@@ -246,7 +279,7 @@ class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExpor
             )
 
     def _num_leaves(self) -> int:
-        return 0 if self._builder is None else self._builder.num_inputs
+        return self._recording.num_leaves
 
     def jvp_dense_all(self, out: TensorRef, dxs: Sequence[Any]) -> Any:
         """Tangent of `out` given one tangent per leaf (frozen leaves contribute zero)."""
@@ -273,6 +306,142 @@ class Session(HandleChecks, Recording, ParameterStore, RandomStreams, GraphExpor
         if loss.shape != ():
             raise ShapeError(f"jvp_scalar_leaf: loss has shape {loss.shape}, expected ()")
         return self.jvp_leaf(loss, x, dx)
+
+    # ------------------------------------------------------------------ recording
+    def input_nat(self, n: int) -> NatRef:
+        return NatRef(self._recording.append_nat(n), self.owner, self.generation)
+
+    def get_nat(self, r: NatRef) -> int:
+        return self._recording.nat(self._check_nat(r, "get_nat"))
+
+    def set_nat(self, r: NatRef, n: int) -> None:
+        """Replace a NatRef's value. Eager: later ops read the new value. Typed graph: only
+        before the first op node, since the recorded graph reads the environment when it is
+        evaluated and earlier nodes were computed with the old value."""
+        self._recording.set_nat(self._check_nat(r, "set_nat"), n)
+
+    def _record(self, op: str, args: Sequence[int], attrs: dict[str, Any]) -> TensorRef:
+        """Validate, run on the tape, and (typed graph) record: all or nothing."""
+        return self._ref(self._recording.record(op, args, attrs))
+
+    def _coerce(self, x: Any, what: str) -> int:
+        if is_scalar(x):
+            return self.const(x).id
+        return self._check(x, what)
+
+    def op(self, name: str, *args: Any, **attrs: Any) -> TensorRef:
+        """Apply op `name` of the table to TensorRefs (NatRef attributes read the env)."""
+        if name not in OPS:
+            raise GraphError(f"unknown op {name!r}")
+        # Every handle is validated before anything is created (Python scalars become
+        # consts only afterwards) ...
+        ids: list[int] = []
+        for k, a in enumerate(args):
+            if not is_scalar(a):
+                ids.append(self._check(a, f"{name}: input {k}"))
+        plain = len(ids) == len(args)
+        for key, v in list(attrs.items()):
+            if isinstance(v, NatRef):
+                slot = self._check_nat(v, f"{name}: attribute {key}")
+                if name == "select" and key == "index":
+                    attrs.pop("index")
+                    attrs["env_slot"] = slot
+                else:
+                    attrs[key] = self._recording.nat(slot)
+        if plain:  # no scalar to turn into a const: _record is all or nothing by itself
+            return self._record(name, ids, attrs)
+        # ... and a failure after a scalar became a const (a shape error, exact division by
+        # zero) drops that const again: a failed call leaves the recording unchanged.
+        mark = self._recording.mark()
+        try:
+            ids = [self._coerce(a, f"{name}: input {k}") for k, a in enumerate(args)]
+            return self._record(name, ids, attrs)
+        except BaseException:
+            self._rollback(mark)
+            raise
+
+    def _rollback(self, mark: Mark) -> None:
+        self._recording.rollback(mark)
+
+    def detach(self, x: TensorRef) -> TensorRef:
+        """Eager: a frozen node with parent x and no contributions; typed graph: the spec
+        `detach` op (identity forward, zero JVP and VJP), frozen on the tape as well."""
+        return self.op("detach", x)
+
+    def reset_tape(self) -> None:
+        """Drop the recording; bump the generation (parameters and RNG survive)."""
+        self.generation += 1
+        self._recording.reset()
+        self._store.clear_leaves()
+
+    # ------------------------------------------------------------------ parameters
+    def param(self, init: Any, name: str | None = None, requires_grad: bool | None = None) -> Param:
+        """A mutable parameter (not on the tape)."""
+        return self._store.param(init, name, requires_grad, self.requires_grad_by_default)
+
+    def use(self, p: Param) -> TensorRef:
+        """A new leaf holding the parameter's current value (a snapshot)."""
+        r = self._leaf(self._store.leaf_value(p), p.requires_grad, f"use({p.name})")
+        self._store.bind_leaf(r.id, p)
+        return r
+
+    def sgd_step_all(self, lr: float | Fraction, grads: Sequence[Any]) -> None:
+        """p ← p − g·lr for every parameter used on this tape; the gradients of leaves that
+        alias one storage are summed (leaf order) and the *current* storage updated once.
+        Everything is validated before anything is mutated."""
+        if not self.grad_enabled:
+            raise TorchLeanError(
+                "sgd_step_all: this is an inference session "
+                "(grad_enabled=False); it has no trainable leaves"
+            )
+        self._store.sgd_step(lr, grads, self.tape)
+
+    # ------------------------------------------------------------------ random streams
+    def init_rng(self, seed: int) -> Rng:
+        return self._streams.init_rng(seed)
+
+    def fresh_seed(self) -> int:
+        """The only entropy source: 64 bits from the operating system."""
+        return self._streams.fresh_seed()
+
+    def split_rng(self, rng: Rng) -> tuple[Rng, Rng]:
+        return self._streams.split_rng(rng)
+
+    def rand_uniform(self, shape: Sequence[int], rng: Rng | None = None) -> TensorRef:
+        """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance (after
+        the shape is validated: a failed call does not move the RNG)."""
+        return self.const(self._streams.uniform(shape, rng))
+
+    def bernoulli_mask(
+        self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None
+    ) -> TensorRef:
+        """1 where kept (u >= p), 0 where dropped, as a frozen constant (shape and p are
+        validated before the RNG advances)."""
+        return self.const(self._streams.mask(shape, p, rng))
+
+    def dropout(
+        self, rng: Rng | None, x: TensorRef, p: float | Fraction, train: bool = True
+    ) -> TensorRef:
+        """p outside [0, 1] raises; not training or p = 0: x itself; p = 1: x scaled by 0;
+        else div(mul(x, mask), 1 − p) with one RNG advance."""
+        self._check(x, "dropout")
+        q = self._streams.probability(p, "dropout")
+        if not train or q == 0:
+            return x
+        if q == 1:
+            return self.op("scale", x, c=0)
+        m = self.bernoulli_mask(x.shape, q, rng)
+        return self.op("div", self.op("mul", x, m), self.const(self._streams.scalar(1 - q)))
+
+    # ------------------------------------------------------------------ graph export
+    def graph(self) -> RecordedGraph:
+        """The recorded spec graph with its leaf values (typed-graph mode)."""
+        return self._export.graph()
+
+    def check_link(self, seed: int = 0) -> LinkCheck:
+        """Runtime backward_dense_from(lower(g)) vs spec backprop_all_ctx(g) on the recorded
+        graph (see `GraphExport.check_link`)."""
+        return self._export.check_link(seed)
 
 
 def _op_method(name: str) -> Callable[..., TensorRef]:

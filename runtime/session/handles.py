@@ -1,5 +1,5 @@
 """Session handles: `TensorRef` (one tape value) and `NatRef` (one slot of the integer
-environment), and the checks a session runs on them.
+environment), and the checks a session runs on them (`check_tensor_ref`, `check_nat_ref`).
 
 Invariants:
 - Handles carry (owner, generation). Every session call validates its handles *before*
@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from spec.errors import StaleHandleError, TorchLeanError
 
-from .state import SessionState
-
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["HandleChecks", "NatRef", "TensorRef"]
+__all__ = ["NatRef", "TensorRef", "check_nat_ref", "check_tensor_ref"]
 
 
 @dataclass(frozen=True)
@@ -81,45 +79,40 @@ class NatRef:
     generation: int
 
 
-class HandleChecks(SessionState):
-    """The session part that makes and validates handles."""
-
-    def _ref(self, i: int) -> TensorRef:
-        return TensorRef(
-            i, tuple(self.tape.nodes[i].value.shape), self.owner, self.generation, self._self_ref
+def check_tensor_ref(x: Any, owner: int, generation: int, what: str = "argument") -> int:
+    """The tape id of `x`, a TensorRef of session `owner` at `generation`; else raises
+    (a NatRef is reported as stale or foreign first, then as a NatRef)."""
+    if isinstance(x, NatRef):
+        check_nat_ref(x, owner, generation, what)  # a stale or foreign NatRef first
+        raise TorchLeanError(f"{what}: a NatRef was given where a TensorRef is expected")
+    if not isinstance(x, TensorRef):
+        raise TorchLeanError(f"{what}: expected a TensorRef, got {type(x).__name__}")
+    if x.owner != owner:
+        raise StaleHandleError(
+            f"{what}: foreign TensorRef %{x.id} from session #{x.owner}; this is session #{owner}"
         )
+    if x.generation != generation:
+        raise StaleHandleError(
+            f"{what}: stale TensorRef %{x.id} from generation {x.generation}; current "
+            f"generation is {generation} (reset_tape invalidates every TensorRef and "
+            "NatRef)"
+        )
+    return x.id
 
-    def _check(self, x: Any, what: str = "argument") -> int:
-        if isinstance(x, NatRef):
-            self._check_nat(x, what)  # a stale or foreign NatRef is reported as such first
-            raise TorchLeanError(f"{what}: a NatRef was given where a TensorRef is expected")
-        if not isinstance(x, TensorRef):
-            raise TorchLeanError(f"{what}: expected a TensorRef, got {type(x).__name__}")
-        if x.owner != self.owner:
-            raise StaleHandleError(
-                f"{what}: foreign TensorRef %{x.id} from session "
-                f"#{x.owner}; this is session #{self.owner}"
-            )
-        if x.generation != self.generation:
-            raise StaleHandleError(
-                f"{what}: stale TensorRef %{x.id} from generation {x.generation}; current "
-                f"generation is {self.generation} (reset_tape invalidates every TensorRef and "
-                "NatRef)"
-            )
-        return x.id
 
-    def _check_nat(self, r: Any, what: str = "argument") -> int:
-        if not isinstance(r, NatRef):
-            raise TorchLeanError(f"{what}: expected a NatRef, got {type(r).__name__}")
-        if r.owner != self.owner:
-            raise StaleHandleError(
-                f"{what}: foreign NatRef slot {r.slot} from session "
-                f"#{r.owner}; this is session #{self.owner}"
-            )
-        if r.generation != self.generation:
-            raise StaleHandleError(
-                f"{what}: stale NatRef slot {r.slot} from generation {r.generation}; current "
-                f"generation is {self.generation} (reset_tape invalidates every TensorRef and "
-                "NatRef)"
-            )
-        return r.slot
+def check_nat_ref(r: Any, owner: int, generation: int, what: str = "argument") -> int:
+    """The environment slot of `r`, a NatRef of session `owner` at `generation`; else raises."""
+    if not isinstance(r, NatRef):
+        raise TorchLeanError(f"{what}: expected a NatRef, got {type(r).__name__}")
+    if r.owner != owner:
+        raise StaleHandleError(
+            f"{what}: foreign NatRef slot {r.slot} from session "
+            f"#{r.owner}; this is session #{owner}"
+        )
+    if r.generation != generation:
+        raise StaleHandleError(
+            f"{what}: stale NatRef slot {r.slot} from generation {r.generation}; current "
+            f"generation is {generation} (reset_tape invalidates every TensorRef and "
+            "NatRef)"
+        )
+    return r.slot

@@ -1,6 +1,7 @@
 """The link check on one graph: runtime `backward_dense_from(lower(g))` against spec
 `backprop_all_ctx(g)`, and runtime values against `eval_graph`; and the session part that
-exports its recorded typed graph and checks the link on it.
+exports its recorded typed graph and checks the link on it (`GraphExport`, which reads the
+session's `Recording` through its public interface only).
 
 Invariants:
 - `link_check` returns (ok, text) and never raises on a mismatch; the text names the first
@@ -25,7 +26,7 @@ from spec.tensor import Tensor, TensorPack
 from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, to_spec
 from ..engine.context import KernelContext
 from ..engine.lower import lower
-from .state import SessionState
+from .recording import Recording
 
 __all__ = [
     "GraphExport",
@@ -148,16 +149,21 @@ class LinkCheck:
         return self.ok
 
 
-class GraphExport(SessionState):
-    """The session part that exports the typed graph and checks the link theorem on it."""
+class GraphExport:
+    """A session's graph export: its recorded typed graph and the link check on it."""
+
+    def __init__(self, recording: Recording, dtype: str) -> None:
+        self._recording = recording
+        self._dtype = dtype
 
     def graph(self) -> RecordedGraph:
         """The recorded spec graph with its leaf values (typed-graph mode)."""
-        if self._builder is None:
+        rec = self._recording
+        if not rec.typed:
             raise TorchLeanError("graph(): only typed_graph sessions record a graph")
-        g = self._builder.build()
-        inputs = [to_spec(self.tape.nodes[i].value, self.dtype) for i in range(g.num_inputs)]
-        return RecordedGraph(g, inputs, list(self._env), self.dtype)
+        g = rec.build_graph()
+        inputs = [to_spec(rec.tape.nodes[i].value, self._dtype) for i in range(g.num_inputs)]
+        return RecordedGraph(g, inputs, list(rec.env), self._dtype)
 
     def check_link(self, seed: int = 0) -> LinkCheck:
         """Runtime backward_dense_from(lower(g)) vs spec backprop_all_ctx(g) on the recorded
@@ -165,5 +171,5 @@ class GraphExport(SessionState):
         bit equality, computed with the `ordered` kernels (the fast kernels are checked by
         per-node bounds in the conformance suite, not bitwise)."""
         rec = self.graph()
-        ok, text = link_check(rec.graph, rec.inputs, rec.env, self.dtype, seed)
-        return LinkCheck(ok, text, "exact" if self.dtype in OBJECT_DTYPES else "ordered")
+        ok, text = link_check(rec.graph, rec.inputs, rec.env, self._dtype, seed)
+        return LinkCheck(ok, text, "exact" if self._dtype in OBJECT_DTYPES else "ordered")

@@ -1,6 +1,9 @@
 """The parameter store: storage cells, parameters and the session's optimizer step.
 
 Invariants:
+- A `ParameterStore` owns a session's parameters and the map from the `use` leaves of the
+  current tape to their parameters; `reset_tape` clears the map (`clear_leaves`), never
+  the parameters.
 - A `Param` is a name plus storage cells (host value, device mirror, host-current flag); it
   is not on the tape, and `Session.use` snapshots its current value as a new leaf.
 - Parameters alias only when they share the same storage cells (never by value or name):
@@ -18,15 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from spec.errors import ShapeError, StaleHandleError, TorchLeanError
 
-from ..backends.base import NUMPY
-from .handles import TensorRef
-from .state import SessionState
+from ..backends.base import NUMPY, Backend
+from ..engine.context import KernelContext
+from ..engine.tape import Tape
 
 __all__ = [
     "Cell",
@@ -35,6 +39,7 @@ __all__ = [
     "canonical_indices",
     "check_exact_elems",
     "frozen_copy",
+    "grad_array",
     "group_leaves",
     "is_scalar",
 ]
@@ -187,81 +192,116 @@ def group_leaves(leaves: Mapping[int, Param]) -> list[tuple[int, list[int]]]:
     return sorted(groups.values())
 
 
-class ParameterStore(SessionState):
-    """The session part that owns the parameters: creation, use on the tape, the step."""
+def grad_array(backend: Backend, dtype: str, g: Any) -> Any:
+    """A gradient or seed as a `backend` array (host arrays are moved to the device; no
+    casts: a wrong dtype is reported by the tape's check)."""
+    if isinstance(g, backend.array_type):
+        return g
+    if isinstance(g, np.generic):  # a NumPy scalar keeps its dtype (no casts)
+        g = np.asarray(g)
+    if isinstance(g, np.ndarray):
+        return g if backend.is_numpy else backend.from_host(g)
+    return backend.asarray(g, dtype)
+
+
+class ParameterStore:
+    """A session's parameters: creation, the leaves that snapshot them, the SGD step."""
+
+    def __init__(self, owner: int, dtype: str, ctx: KernelContext) -> None:
+        self._owner = owner
+        self._dtype = dtype
+        self._ctx = ctx
+        self._backend = ctx.backend
+        self._params: list[Param] = []
+        self._leaf_param: dict[int, Param] = {}
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """Every parameter created, in creation order."""
+        return tuple(self._params)
+
+    @property
+    def leaf_params(self) -> Mapping[int, Param]:
+        """The parameter behind each `use` leaf of the current tape (read-only)."""
+        return MappingProxyType(self._leaf_param)
 
     def _host_array(self, value: Any) -> Any:
         """A host (NumPy) array of the dtype: what parameters store."""
-        if isinstance(value, self.backend.array_type) and not self.backend.is_numpy:
-            value = self.backend.to_host(value)
-        return frozen_copy(NUMPY.asarray(value, self.dtype))
+        if isinstance(value, self._backend.array_type) and not self._backend.is_numpy:
+            value = self._backend.to_host(value)
+        return frozen_copy(NUMPY.asarray(value, self._dtype))
 
-    def param(self, init: Any, name: str | None = None, requires_grad: bool | None = None) -> Param:
-        """A mutable parameter (not on the tape)."""
+    def param(
+        self, init: Any, name: str | None, requires_grad: bool | None, default_requires_grad: bool
+    ) -> Param:
+        """A new parameter holding `init` (`requires_grad` None: the default)."""
         value = self._host_array(init)
-        rg = self.requires_grad_by_default if requires_grad is None else bool(requires_grad)
+        rg = default_requires_grad if requires_grad is None else bool(requires_grad)
         p = Param(
             name or f"p{len(self._params)}",
             Cell(value),
             Cell(None),
             Cell(True),
             rg,
-            self.dtype,
-            self.owner,
+            self._dtype,
+            self._owner,
         )
         self._params.append(p)
         return p
 
-    def use(self, p: Param) -> TensorRef:
-        """A new leaf holding the parameter's current value (a snapshot)."""
+    def leaf_value(self, p: Param) -> Any:
+        """The current value of this store's parameter `p` on the session's device (what
+        a `use` leaf holds); a foreign parameter raises `StaleHandleError`."""
         if not isinstance(p, Param):
             raise TorchLeanError(f"use: expected a Param, got {type(p).__name__}")
-        if p.owner != self.owner:
+        if p.owner != self._owner:
             raise StaleHandleError(
                 f"use: foreign parameter {p.name!r} from session "
-                f"#{p.owner}; this is session #{self.owner}"
+                f"#{p.owner}; this is session #{self._owner}"
             )
-        r = self._leaf(p.device_value(self.backend), p.requires_grad, f"use({p.name})")
-        self._leaf_param[r.id] = p
-        return r
+        return p.device_value(self._backend)
 
-    def sgd_step_all(self, lr: float | Fraction, grads: Sequence[Any]) -> None:
-        """p ← p − g·lr for every parameter used on this tape; the gradients of leaves that
+    def bind_leaf(self, leaf: int, p: Param) -> None:
+        """Record that tape node `leaf` snapshots `p` (the step updates `p` through it)."""
+        self._leaf_param[leaf] = p
+
+    def clear_leaves(self) -> None:
+        """Forget every leaf (the tape was dropped); the parameters stay."""
+        self._leaf_param = {}
+
+    def sgd_step(self, lr: float | Fraction, grads: Sequence[Any], tape: Tape) -> None:
+        """p <- p - g*lr for every parameter used on `tape`; the gradients of leaves that
         alias one storage are summed (leaf order) and the *current* storage updated once.
         Everything is validated before anything is mutated."""
-        if not self.grad_enabled:
-            raise TorchLeanError(
-                "sgd_step_all: this is an inference session "
-                "(grad_enabled=False); it has no trainable leaves"
-            )
-        if len(grads) != len(self.tape):
+        if len(grads) != len(tape):
             raise ShapeError(
-                f"sgd_step_all: {len(grads)} gradients for a tape of {len(self.tape)} nodes"
+                f"sgd_step_all: {len(grads)} gradients for a tape of {len(tape)} nodes"
             )
-        garr = {leaf: self._grad_array(grads[leaf]) for leaf in self._leaf_param}
+        ctx, backend = self._ctx, self._backend
+        garr = {leaf: grad_array(backend, self._dtype, grads[leaf]) for leaf in self._leaf_param}
         for leaf in self._leaf_param:
-            self.tape.check_grad(leaf, garr[leaf], "sgd_step_all")
-            if self.ctx.exact:
+            tape.check_grad(leaf, garr[leaf], "sgd_step_all")
+            if ctx.exact:
                 check_exact_elems(grads[leaf], f"sgd_step_all: gradient for node {leaf}")
-        lr_c = self.ctx.const(Fraction(lr))
+        lr_c = ctx.const(Fraction(lr))
         updates = []
         for first, leaves in group_leaves(self._leaf_param):
             p = self._leaf_param[first]
-            if not p.requires_grad or not self.grad_enabled:
+            if not p.requires_grad:
                 continue
             g = garr[leaves[0]]
             for leaf in leaves[1:]:
-                g = self.ctx.arr(g + garr[leaf])
-            cur = p.device_value(self.backend)
+                g = ctx.arr(g + garr[leaf])
+            cur = p.device_value(backend)
             if tuple(cur.shape) != tuple(g.shape):
                 raise ShapeError(
                     f"sgd_step_all: parameter {p.name!r} now has shape "
                     f"{tuple(cur.shape)}, gradient has {tuple(g.shape)}"
                 )
             with np.errstate(all="ignore"):
-                updates.append((p, self.ctx.arr(cur - g * lr_c)))
+                updates.append((p, ctx.arr(cur - g * lr_c)))
         for p, v in updates:
-            if self.backend.is_numpy:
+            if backend.is_numpy:
                 p.set(v)
             else:
-                p.set_device(self.backend, v)
+                p.set_device(backend, v)

@@ -2,151 +2,183 @@
 the spec graph, appended all or nothing.
 
 Invariants:
+- A `Recording` owns its tape, its integer environment (the values behind NatRefs), and in
+  typed-graph mode its spec graph (`spec.graph.GraphBuilder`) and whether the graph has op
+  nodes yet; nothing else writes them.
 - Both modes run every op on the same runtime tape (so they return the same gradients);
-  typed-graph mode also records a spec graph (`spec.graph.GraphBuilder`) and requires every
-  leaf and NatRef before the first op node.
-- An op call validates every handle before anything is created; a failed call leaves the
-  recording unchanged (tape, graph, environment): a const made from a Python scalar is
-  rolled back with the tape and the graph when the op then fails.
-- `reset_tape()` drops the recording and bumps the generation; parameters, the owner and
-  the RNG counter survive.
+  typed-graph mode also records the spec graph and requires every leaf and NatRef before
+  the first op node.
+- `record` is all or nothing: it validates before it appends to the tape or the graph.
+  `mark`/`rollback` undo a sequence of appends (the session uses them for an op call whose
+  Python scalars became consts before the op failed): a failed call leaves the recording
+  unchanged (tape, graph, environment).
+- `reset()` drops the recording in place (a new tape, environment and graph).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from fractions import Fraction
+from typing import Any, NamedTuple
 
-from spec.errors import GraphError, TorchLeanError
-from spec.graph import GraphBuilder
-from spec.ops import OPS
+from spec.errors import DomainError, GraphError, TorchLeanError
+from spec.graph import Graph, GraphBuilder
 
+from ..backends.base import DTYPE_DOMAIN, to_spec
+from ..engine.context import KernelContext
 from ..engine.tape import Tape, validated
-from .handles import NatRef, TensorRef
-from .params import Param, is_scalar
-from .state import SessionState
 
-__all__ = ["Recording"]
+__all__ = ["Mark", "Recording", "typed_const_attrs"]
 
 
-class Recording(SessionState):
-    """The session part that records ops on the tape (and the typed graph)."""
+class Mark(NamedTuple):
+    """The sizes of a recording at one point, for `Recording.rollback`."""
 
-    def _reset_recording(self) -> None:
-        self.tape = Tape(self.ctx)
-        self._leaf_param: dict[int, Param] = {}
+    tape_nodes: int
+    graph_inputs: int
+    graph_nodes: int
+    graph_values: int
+    has_nodes: bool
+
+
+def typed_const_attrs(arr: Any, dtype: str) -> dict[str, Any]:
+    """The attributes of a typed-graph `const` node holding `arr`: its shape and the exact
+    rational of every element (a non-finite element raises `DomainError`)."""
+    t = to_spec(arr, dtype)
+    D = DTYPE_DOMAIN[dtype]
+    try:
+        values = [
+            v if isinstance(v, Fraction) else D.to_rational(v)  # type: ignore[attr-defined]
+            for v in t.data
+        ]
+    except DomainError as e:
+        raise DomainError(f"const: a typed graph const must be finite ({e})") from None
+    return {"shape": tuple(arr.shape), "values": values}
+
+
+def _check_nat_value(n: Any, what: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise TorchLeanError(f"{what}: expected a non-negative int, got {n!r}")
+
+
+class Recording:
+    """A session's recording: the tape, the environment and (typed graph) the spec graph."""
+
+    def __init__(self, ctx: KernelContext, typed: bool) -> None:
+        self._ctx = ctx
+        self._typed = typed
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop everything recorded: a new tape, environment and graph."""
+        self._tape = Tape(self._ctx)
         self._env: list[int] = []
-        self._builder = GraphBuilder() if self.mode == "typed_graph" else None
-        self._graph_has_nodes = False
+        self._builder = GraphBuilder() if self._typed else None
+        self._has_nodes = False
 
-    def _no_leaf_after_ops(self, what: str) -> None:
-        if self.mode == "typed_graph" and self._graph_has_nodes:
+    # ------------------------------------------------------------------ reading
+    @property
+    def tape(self) -> Tape:
+        """The runtime tape (one node per leaf, const and op)."""
+        return self._tape
+
+    @property
+    def typed(self) -> bool:
+        """Whether a spec graph is recorded (typed-graph mode)."""
+        return self._typed
+
+    @property
+    def has_nodes(self) -> bool:
+        """Whether the spec graph has op nodes yet (always False in eager mode)."""
+        return self._has_nodes
+
+    @property
+    def num_leaves(self) -> int:
+        """The number of leaves of the spec graph (0 in eager mode)."""
+        return 0 if self._builder is None else self._builder.num_inputs
+
+    @property
+    def env(self) -> tuple[int, ...]:
+        """The integer environment, one value per NatRef slot."""
+        return tuple(self._env)
+
+    def nat(self, slot: int) -> int:
+        return self._env[slot]
+
+    def build_graph(self) -> Graph:
+        """The spec graph recorded so far (typed-graph mode only)."""
+        if self._builder is None:
+            raise TorchLeanError("build_graph: only a typed recording has a graph")
+        return self._builder.build()
+
+    # ------------------------------------------------------------------ appending
+    def check_no_nodes(self, what: str) -> None:
+        """Typed graph: leaves and NatRefs come before the first op node."""
+        if self._typed and self._has_nodes:
             raise GraphError(
                 f"{what}: cannot add a new leaf after graph nodes have been "
                 "created (reset_tape first)"
             )
 
-    def input_nat(self, n: int) -> NatRef:
-        self._no_leaf_after_ops("input_nat")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise TorchLeanError(f"input_nat: expected a non-negative int, got {n!r}")
+    def leaf(self, value: Any, requires_grad: bool, name: str) -> int:
+        """Append a leaf holding `value`; its tape id."""
+        self.check_no_nodes(name)
+        i = self._tape.leaf(value, requires_grad=requires_grad, name=name)
+        if self._builder is not None:
+            self._builder.input(tuple(value.shape))
+        return i
+
+    def append_nat(self, n: int) -> int:
+        """Append `n` to the environment; its slot."""
+        self.check_no_nodes("input_nat")
+        _check_nat_value(n, "input_nat")
         self._env.append(n)
-        return NatRef(len(self._env) - 1, self.owner, self.generation)
+        return len(self._env) - 1
 
-    def get_nat(self, r: NatRef) -> int:
-        return self._env[self._check_nat(r, "get_nat")]
-
-    def set_nat(self, r: NatRef, n: int) -> None:
-        """Replace a NatRef's value. Eager: later ops read the new value. Typed graph: only
-        before the first op node, since the recorded graph reads the environment when it is
-        evaluated and earlier nodes were computed with the old value."""
-        slot = self._check_nat(r, "set_nat")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise TorchLeanError(f"set_nat: expected a non-negative int, got {n!r}")
-        if self.mode == "typed_graph" and self._graph_has_nodes:
+    def set_nat(self, slot: int, n: int) -> None:
+        """Replace the value of a slot. Typed graph: only before the first op node."""
+        _check_nat_value(n, "set_nat")
+        if self._typed and self._has_nodes:
             raise GraphError(
                 "set_nat: cannot change a NatRef after graph nodes have been "
                 "created (reset_tape first)"
             )
         self._env[slot] = n
 
-    def _coerce(self, x: Any, what: str) -> int:
-        if is_scalar(x):
-            return self.const(x).id
-        return self._check(x, what)
-
-    def _record(self, op: str, args: Sequence[int], attrs: dict[str, Any]) -> TensorRef:
-        """Validate, run on the tape, and (typed graph) record: all or nothing."""
+    def record(self, op: str, args: Sequence[int], attrs: dict[str, Any]) -> int:
+        """Validate, run on the tape, and (typed graph) record: all or nothing. The new
+        node's tape id."""
         env = tuple(self._env)
         if self._builder is None and op != "detach":
             # eager: Tape.op validates (memoised) before it appends anything
-            return self._ref(self.tape.op(op, args, env, **attrs))
-        shapes = tuple([tuple(self.tape.nodes[a].value.shape) for a in args])
+            return self._tape.op(op, args, env, **attrs)
+        shapes = tuple([tuple(self._tape.nodes[a].value.shape) for a in args])
         norm, _ = validated(op, attrs, shapes)
         if op == "detach":
             (a,) = args
-            i = self.tape.add_node("detach", self.tape.nodes[a].value, False, (a,), None)
+            i = self._tape.add_node("detach", self._tape.nodes[a].value, False, (a,), None)
         else:
-            i = self.tape.op(op, list(args), env, **norm)
+            i = self._tape.op(op, list(args), env, **norm)
         if self._builder is not None:
             self._builder.node(op, *args, **norm)  # cannot fail: same checks as above
-            self._graph_has_nodes = True
-        return self._ref(i)
+            self._has_nodes = True
+        return i
 
-    def op(self, name: str, *args: Any, **attrs: Any) -> TensorRef:
-        """Apply op `name` of the table to TensorRefs (NatRef attributes read the env)."""
-        if name not in OPS:
-            raise GraphError(f"unknown op {name!r}")
-        # Every handle is validated before anything is created (Python scalars become
-        # consts only afterwards) ...
-        ids: list[int] = []
-        for k, a in enumerate(args):
-            if not is_scalar(a):
-                ids.append(self._check(a, f"{name}: input {k}"))
-        plain = len(ids) == len(args)
-        for key, v in list(attrs.items()):
-            if isinstance(v, NatRef):
-                slot = self._check_nat(v, f"{name}: attribute {key}")
-                if name == "select" and key == "index":
-                    attrs.pop("index")
-                    attrs["env_slot"] = slot
-                else:
-                    attrs[key] = self._env[slot]
-        if plain:  # no scalar to turn into a const: _record is all or nothing by itself
-            return self._record(name, ids, attrs)
-        # ... and a failure after a scalar became a const (a shape error, exact division by
-        # zero) drops that const again: a failed call leaves the recording unchanged.
-        mark = self._mark()
-        try:
-            ids = [self._coerce(a, f"{name}: input {k}") for k, a in enumerate(args)]
-            return self._record(name, ids, attrs)
-        except BaseException:
-            self._rollback(mark)
-            raise
-
-    def _mark(self) -> tuple[int, int, int, int, bool]:
+    # ------------------------------------------------------------------ rollback
+    def mark(self) -> Mark:
         b = self._builder
-        return (
-            len(self.tape.nodes),
+        return Mark(
+            len(self._tape.nodes),
             b.num_inputs if b else 0,
             b.num_nodes if b else 0,
             b.num_values if b else 0,
-            self._graph_has_nodes,
+            self._has_nodes,
         )
 
-    def _rollback(self, mark: tuple[int, int, int, int, bool]) -> None:
+    def rollback(self, mark: Mark) -> None:
+        """Drop everything appended to the tape and the graph since `mark`."""
         n, n_in, n_nodes, n_shapes, has_nodes = mark
-        del self.tape.nodes[n:]
+        del self._tape.nodes[n:]
         if self._builder is not None:
             self._builder.truncate(n_in, n_nodes, n_shapes)
-        self._graph_has_nodes = has_nodes
-
-    def detach(self, x: TensorRef) -> TensorRef:
-        """Eager: a frozen node with parent x and no contributions; typed graph: the spec
-        `detach` op (identity forward, zero JVP and VJP), frozen on the tape as well."""
-        return self.op("detach", x)
-
-    def reset_tape(self) -> None:
-        """Drop the recording; bump the generation (parameters and RNG survive)."""
-        self.generation += 1
-        self._reset_recording()
+        self._has_nodes = has_nodes

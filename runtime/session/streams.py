@@ -1,9 +1,9 @@
 """Random streams: SplitMix64 keys, uniform tensors, Bernoulli masks and dropout.
 
 Invariants:
-- A session owns its RNG counter (`Session.rng`); an explicit `Rng` stream advances only
-  itself. Each draw uses `key_of(seed, counter)` and advances the counter once, after its
-  arguments are validated (a failed call does not move the RNG).
+- A session owns its RNG counter (`Session.rng`, held by its `RandomStreams`); an explicit
+  `Rng` stream advances only itself. Each draw uses `key_of(seed, counter)` and advances
+  the counter once, after its arguments are validated (a failed call does not move the RNG).
 - Random tensors come from `runtime.engine.rng` (vectorised SplitMix64, the same bits as
   `spec.rng` on every backend); object dtypes use `spec.rng` directly.
 - `fresh_seed` is the only entropy source: 64 bits from the operating system.
@@ -23,9 +23,8 @@ from spec.shape import as_shape, size
 from spec.tensor import Tensor
 
 from ..backends.base import DTYPE_DOMAIN, OBJECT_DTYPES, from_spec
+from ..engine.context import KernelContext
 from ..engine.rng import keep_mask, uniform01
-from .handles import TensorRef
-from .state import SessionState
 
 __all__ = ["RandomStreams", "Rng"]
 
@@ -43,8 +42,13 @@ class Rng:
         return k
 
 
-class RandomStreams(SessionState):
-    """The session part that draws random tensors."""
+class RandomStreams:
+    """A session's random streams: its own `rng` and the values of random tensors."""
+
+    def __init__(self, seed: int, dtype: str, ctx: KernelContext) -> None:
+        self.rng = Rng(int(seed))
+        self._dtype = dtype
+        self._ctx = ctx
 
     def init_rng(self, seed: int) -> Rng:
         return Rng(int(seed))
@@ -60,7 +64,7 @@ class RandomStreams(SessionState):
     def _key(self, rng: Rng | None) -> int:
         return (rng or self.rng).next_key()
 
-    def _probability(self, p: Any, what: str) -> Fraction:
+    def probability(self, p: Any, what: str) -> Fraction:
         """p as an exact rational in [0, 1] (a float is its exact binary64 value)."""
         try:
             q = Fraction(p)
@@ -70,51 +74,36 @@ class RandomStreams(SessionState):
             raise DomainError(f"{what}: p must be in [0, 1], got {p!r}")
         return q
 
-    def rand_uniform(self, shape: Sequence[int], rng: Rng | None = None) -> TensorRef:
+    def uniform(self, shape: Sequence[int], rng: Rng | None = None) -> Any:
         """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance (after
         the shape is validated: a failed call does not move the RNG)."""
         shape = as_shape(shape, "rand_uniform")
-        D = DTYPE_DOMAIN[self.dtype]
+        D = DTYPE_DOMAIN[self._dtype]
         key = self._key(rng)
         n = size(shape)
-        if self.dtype in OBJECT_DTYPES:
+        if self._dtype in OBJECT_DTYPES:
             t = Tensor(tuple(shape), tuple(srng.uniform(D, key, i) for i in range(n)))
-            return self.const(from_spec(t, self.dtype))
-        u = uniform01(self.backend, key, n, self.dtype)
-        return self.const(self.ctx.xp.reshape(u, tuple(shape)))
+            return from_spec(t, self._dtype)
+        u = uniform01(self._ctx.backend, key, n, self._dtype)
+        return self._ctx.xp.reshape(u, tuple(shape))
 
-    def bernoulli_mask(
-        self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None
-    ) -> TensorRef:
-        """1 where kept (u >= p), 0 where dropped, as a frozen constant (shape and p are
-        validated before the RNG advances)."""
+    def mask(self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None) -> Any:
+        """1 where kept (u >= p), 0 where dropped (shape and p are validated before the RNG
+        advances)."""
         shape = as_shape(shape, "bernoulli_mask")
-        q = self._probability(p, "bernoulli_mask")
+        q = self.probability(p, "bernoulli_mask")
         key = self._key(rng)
         n = size(shape)
-        if self.dtype in OBJECT_DTYPES:
-            D = DTYPE_DOMAIN[self.dtype]
+        if self._dtype in OBJECT_DTYPES:
+            D = DTYPE_DOMAIN[self._dtype]
             t = Tensor(
                 tuple(shape), tuple(D.one() if srng.mask(key, i, q) else D.zero() for i in range(n))
             )
-            return self.const(from_spec(t, self.dtype))
-        xp = self.ctx.xp
-        keep = xp.reshape(keep_mask(self.backend, key, n, q), tuple(shape))
-        return self.const(xp.where(keep, self.ctx.const(1), self.ctx.const(0)))
+            return from_spec(t, self._dtype)
+        xp = self._ctx.xp
+        keep = xp.reshape(keep_mask(self._ctx.backend, key, n, q), tuple(shape))
+        return xp.where(keep, self._ctx.const(1), self._ctx.const(0))
 
-    def dropout(
-        self, rng: Rng | None, x: TensorRef, p: float | Fraction, train: bool = True
-    ) -> TensorRef:
-        """p outside [0, 1] raises; not training or p = 0: x itself; p = 1: x scaled by 0;
-        else div(mul(x, mask), 1 − p) with one RNG advance."""
-        self._check(x, "dropout")
-        q = self._probability(p, "dropout")
-        if not train or q == 0:
-            return x
-        if q == 1:
-            return self.op("scale", x, c=0)
-        m = self.bernoulli_mask(x.shape, q, rng)
-        return self.op("div", self.op("mul", x, m), self.const(self._scalar(1 - q)))
-
-    def _scalar(self, q: Fraction) -> Any:
-        return from_spec(Tensor((), (DTYPE_DOMAIN[self.dtype].from_rational(q),)), self.dtype)
+    def scalar(self, q: Fraction) -> Any:
+        """The rational q as a 0-d array of the dtype (rounded once)."""
+        return from_spec(Tensor((), (DTYPE_DOMAIN[self._dtype].from_rational(q),)), self._dtype)
