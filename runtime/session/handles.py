@@ -13,12 +13,9 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spec.errors import StaleHandleError, TorchLeanError
-
-if TYPE_CHECKING:
-    from .core import Session
 
 __all__ = ["NatRef", "TensorRef", "check_nat_ref", "check_tensor_ref"]
 
@@ -33,7 +30,7 @@ class TensorRef:
     generation: int
     _session: Any = field(default=None, repr=False, compare=False, hash=False)
 
-    def _s(self) -> Session:
+    def _s(self) -> Any:  # the owning Session (typed Any: core imports this module)
         s = self._session() if self._session is not None else None
         if s is None:
             raise StaleHandleError(f"TensorRef %{self.id}: its session no longer exists")
