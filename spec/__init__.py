@@ -37,13 +37,13 @@ from .graph import (
     node_vjp_dense,
 )
 from .ops import OPS, OpDef, get_op
-from .probe import FloatEnvironmentError, check_subnormals
+from .probe import FloatEnvironmentError, check_float_environment, check_subnormals
 from .serialize import graph_from_json, graph_to_json, tensor_from_dict, tensor_to_dict
 from .shape import Shape, broadcast_shapes, broadcasts_to, size, sliding_window_out_dim
 from .tensor import SomeTensor, Tensor, TensorPack, dot, dot_list
 from .validate import validate_graph
 
-check_subnormals()
+check_float_environment()
 
 __all__ = [
     "BFLOAT16",
@@ -76,6 +76,7 @@ __all__ = [
     "backprop_ctx",
     "broadcast_shapes",
     "broadcasts_to",
+    "check_float_environment",
     "check_subnormals",
     "domain_by_name",
     "dot",

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 import array_api_compat
+import gmpy2
 import ml_dtypes
 import numpy as np
 
@@ -40,7 +41,7 @@ from spec.domains import (
     Domain,
     IEEEDomain,
 )
-from spec.errors import DomainError, TorchLeanError
+from spec.errors import DomainError, ShapeError, TorchLeanError
 from spec.tensor import Tensor
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "NUMPY",
     "OBJECT_DTYPES",
     "Backend",
+    "convert_host",
     "from_spec",
     "np_dtype",
     "round_f64",
@@ -143,28 +145,111 @@ class Backend:
         """A backend array as a spec tensor (lossless)."""
         return to_spec(self.to_host(a), dtype)
 
-    def asarray(self, value: Any, dtype: str) -> Any:
-        """`value` as an array of `dtype`; numbers are converted with one rounding (exact
-        values go through the spec domain), arrays of another dtype are refused."""
+    def asarray(self, value: Any, dtype: str, what: str = "value") -> Any:
+        """`value` as an array of `dtype`; numbers are converted with one rounding
+        (`convert_host`), arrays of another dtype are refused; errors name `what`."""
         dt = self.dtype(dtype)
         if not self.is_numpy:
             if isinstance(value, self.array_type):
                 return _same_dtype(value, dt, dtype)
             # host values (NumPy arrays, numbers) are checked / rounded by the NumPy path
-            return self.from_host(NUMPY.asarray(value, dtype))
+            return self.from_host(NUMPY.asarray(value, dtype, what))
         if isinstance(value, np.ndarray):
+            if dtype == "exact" and value.dtype == dt:
+                for v in value.reshape(-1):
+                    if _KINDS.get(type(v)) not in ("int", "fraction") or isinstance(v, bool):
+                        raise DomainError(
+                            f"{what}: an exact-dtype array holds exact rationals (int, "
+                            f"Fraction) only, got {type(v).__name__} {v!r:.40}"
+                        )
             return _same_dtype(value, dt, dtype)
         if dtype == "symbolic":
             return np.array(value, dtype=object)
-        if dtype == "exact":
-            arr = np.array(value, dtype=object)
-            out = np.empty(arr.shape, dtype=object)
-            for idx, v in np.ndenumerate(arr):
-                if isinstance(v, float) and not np.isfinite(v):
-                    raise DomainError(f"exact dtype cannot hold {v!r}")
-                out[idx] = Fraction(v)
-            return out
-        return round_f64(np.asarray(value, dtype=np.float64), dtype)
+        return convert_host(value, dtype, what)
+
+
+def _elements(value: Any, what: str) -> Any:
+    """`value` (a number or nested lists/tuples of numbers) as a NumPy object array; a
+    ragged nesting or an element that is not a real number raises naming `what`."""
+    if value is None:
+        raise DomainError(f"{what}: expected a real number or nested lists of them, got None")
+    try:
+        arr = np.array(value, dtype=object)
+    except (ValueError, TypeError, RecursionError) as e:
+        raise ShapeError(f"{what}: not a rectangular array of numbers ({e})") from None
+    for v in arr.reshape(-1):
+        _element_kind(v, what)
+    return arr
+
+
+def _element_kind(v: Any, what: str) -> str:
+    """'float' (a binary64 value, exact in float64), 'int' or 'fraction'; else raises."""
+    t = type(v)
+    kind = _KINDS.get(t)
+    if kind is not None:
+        return kind
+    if isinstance(v, np.generic) and v.dtype.kind in "fiub":
+        return "float" if v.dtype.kind == "f" else "int"
+    if isinstance(v, (list, tuple)):
+        raise ShapeError(f"{what}: ragged nested sequence (rows of different lengths)")
+    if isinstance(v, np.ndarray):
+        raise ShapeError(f"{what}: nested arrays of different shapes")
+    if isinstance(v, (bool, int, float, Fraction)):  # subclasses
+        return "fraction"
+    raise DomainError(
+        f"{what}: expected a real number (int, float, Fraction), got {t.__name__} {v!r:.60}"
+    )
+
+
+_KINDS = {float: "float", int: "int", bool: "int", Fraction: "fraction"}
+_F64_EXACT_INT = 2**53
+
+
+def convert_host(value: Any, dtype: str, what: str = "value") -> Any:
+    """`value` (numbers or nested lists of numbers) as a NumPy array of `dtype`, each
+    element rounded **once** (nearest-even) from its exact value: floats are exact binary64
+    values; ints and Fractions are exact rationals, rounded by MPFR straight into the
+    format (never through float64). "exact": exact rationals (non-finite floats refused).
+    An int or Fraction whose correctly rounded value overflows the format raises
+    `DomainError` (a float keeps IEEE overflow to +-inf). Ragged nestings, None, strings,
+    complex numbers and other objects raise naming `what`."""
+    arr = _elements(value, what)
+    flat = arr.reshape(-1)
+    if dtype == "exact":
+        out = np.empty(arr.shape, dtype=object)
+        oflat = out.reshape(-1)
+        for i, v in enumerate(flat):
+            if _element_kind(v, what) == "float" and not np.isfinite(v):
+                raise DomainError(f"{what}: exact dtype cannot hold {v!r}")
+            oflat[i] = Fraction(v) if not isinstance(v, np.generic) else Fraction(v.item())
+        return out
+    kinds = {_element_kind(v, what) for v in flat}
+    if "fraction" not in kinds and (
+        "int" not in kinds or all(abs(int(v)) <= _F64_EXACT_INT for v in flat)
+    ):
+        # every element is exact in float64: one rounding float64 -> dtype
+        return round_f64(np.asarray(flat.astype(np.float64)).reshape(arr.shape), dtype)
+    D = DTYPE_DOMAIN[dtype]
+    assert isinstance(D, IEEEDomain)
+    vals = []
+    for v in flat:
+        if _element_kind(v, what) == "float":
+            vals.append(D.from_float(float(v)))
+            continue
+        q = Fraction(v.item() if isinstance(v, np.generic) else v)
+        x = D.from_rational(q)
+        if not gmpy2.is_finite(x):
+            raise DomainError(
+                f"{what}: {_short(q)} is out of range for {dtype} (its correctly rounded "
+                "value overflows to infinity)"
+            )
+        vals.append(x)
+    return from_spec(Tensor(tuple(int(d) for d in arr.shape), tuple(vals)), dtype)
+
+
+def _short(q: Fraction) -> str:
+    text = str(q)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
 
 
 def _same_dtype(value: Any, dt: Any, dtype: str) -> Any:

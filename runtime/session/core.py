@@ -43,11 +43,21 @@ import numpy as np
 
 from spec.errors import GraphError, ShapeError, TorchLeanError
 from spec.ops import OPS
+from spec.probe import check_float_environment
 
 from ..backends.base import DTYPES, NUMPY, OBJECT_DTYPES
 from ..backends.registry import get_backend
 from ..engine.context import KernelContext
 from ..engine.tape import Tape
+from .calls import (
+    check_flag,
+    check_seed,
+    matmul_plan,
+    matmul_result_shape,
+    op_arguments,
+    rng_guard,
+)
+from .gradients import GradientList, apply_hook, check_gradient_list, learning_rate
 from .handles import NatRef, TensorRef, check_nat_ref, check_tensor_ref
 from .link import GraphExport, LinkCheck, RecordedGraph
 from .params import Param, ParameterStore, check_exact_elems, frozen_copy, grad_array, is_scalar
@@ -93,6 +103,11 @@ class Session:
             raise TorchLeanError(
                 f"Session: device 'cuda' needs a native float dtype, got {dtype!r}"
             )
+        check_flag(grad_enabled, "Session: grad_enabled")
+        check_flag(requires_grad_by_default, "Session: requires_grad_by_default")
+        seed = check_seed(seed, "Session: seed")
+        if dtype not in OBJECT_DTYPES:
+            check_float_environment()  # live: a library may have enabled FTZ/DAZ since
         self.mode = mode
         self.device = device
         self.dtype = dtype
@@ -116,8 +131,8 @@ class Session:
             f"owner={self.owner}, generation={self.generation}, tape={len(self.tape)})"
         )
 
-    def _array(self, value: Any) -> Any:
-        a = self.backend.asarray(value, self.dtype)
+    def _array(self, value: Any, what: str) -> Any:
+        a = self.backend.asarray(value, self.dtype, what)
         if not self.backend.is_numpy:
             # a host value was uploaded into a fresh array already; copy only the caller's
             # own device array (device arrays cannot be made read-only)
@@ -195,12 +210,12 @@ class Session:
         return self._ref(self._recording.leaf(value, requires_grad and self.grad_enabled, name))
 
     def input(self, value: Any, name: str | None = None, requires_grad: bool = False) -> TensorRef:
-        return self._leaf(self._array(value), requires_grad, name or "input")
+        return self._leaf(self._array(value, "input"), requires_grad, name or "input")
 
-    def const(self, value: Any) -> TensorRef:
+    def const(self, value: Any, what: str = "const") -> TensorRef:
         """A frozen constant: a leaf before any op; in typed-graph mode after ops, a `const`
         graph node holding the exact rational of every element."""
-        arr = self._array(value)
+        arr = self._array(value, what)
         if self._recording.has_nodes:
             return self._record("const", [], typed_const_attrs(arr, self.dtype))
         return self._leaf(arr, False, "const")
@@ -217,36 +232,30 @@ class Session:
 
     # ------------------------------------------------------------------ reverse mode
     def _seed(self, out: int, seed: Any) -> Any:
-        s = self._grad_array(seed)
+        s = self._grad_array(seed, "seed")
         self.tape.check_grad(out, s, "seed")
         if self.ctx.exact:
             check_exact_elems(s, "seed")
         return s
 
-    def _grad_array(self, g: Any) -> Any:
+    def _grad_array(self, g: Any, what: str = "gradient") -> Any:
         """A gradient or seed as a backend array (see `params.grad_array`)."""
-        return grad_array(self.backend, self.dtype, g)
+        return grad_array(self.backend, self.dtype, g, what)
+
+    def _gradients(self, grads: Sequence[Any]) -> GradientList:
+        return GradientList(grads, self.owner, self.generation)
 
     def backward_dense_all(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
-    ) -> list[Any]:
+    ) -> GradientList:
+        """One gradient per tape id (a `GradientList`); with `hook`, see
+        `backward_dense_all_with_hook`."""
         i = self._check(out, "backward_dense_all")
-        return self.tape.backward_dense_all(i, self._seed(i, seed), self._wrap_hook(hook))
-
-    def _wrap_hook(self, hook: Callable[[int, Any], Any] | None) -> Any:
-        """Exact dtype: NumPy turns arithmetic on a 0-d object array into a bare Fraction, so
-        `lambda i, g: g * 2` would "change the dtype" of every scalar gradient; such a
-        result is given back its 0-d array form. Anything else is checked by the tape."""
-        if hook is None or not self.ctx.exact:
-            return hook
-
-        def wrapped(i: int, g: Any) -> Any:
-            h = hook(i, g)
-            if isinstance(h, Fraction) and getattr(g, "shape", None) == ():
-                return self.ctx.arr(h)
-            return h
-
-        return wrapped
+        grads = self.tape.backward_dense_all(i, self._seed(i, seed))
+        if hook is not None:
+            names = [n.name for n in self.tape.nodes]
+            grads = apply_hook(hook, grads, names, self.ctx.exact, self.ctx.arr)
+        return self._gradients(grads)
 
     def backward_scalar_dense_all(self, loss: TensorRef) -> list[Any]:
         i = self._check(loss, "backward_scalar_dense_all")
@@ -254,11 +263,18 @@ class Session:
             raise ShapeError(
                 f"backward_scalar_dense_all: loss %{i} has shape {loss.shape}, expected a scalar ()"
             )
-        return self.tape.backward_dense_all(i, self.ctx.const(1))
+        return self._gradients(self.tape.backward_dense_all(i, self.ctx.const(1)))
 
     def backward_dense_all_with_hook(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any]
-    ) -> list[Any]:
+    ) -> GradientList:
+        """TorchLean's `backwardDenseAllWithHook` (seed 001): `backward_dense_all`, then the
+        hook applied pointwise to the dense array, `hook(i, grads[i])` in id order, each
+        result checked to keep its gradient's shape and dtype (`HookError` naming the id,
+        expected and got; exact dtype: exact rationals only). The hook never runs inside
+        the reverse sweep: a doubling hook doubles every gradient once."""
+        if hook is None:
+            raise TorchLeanError("backward_dense_all_with_hook: hook is None")
         return self.backward_dense_all(out, seed, hook)
 
     def grad(self, grads: Sequence[Any], x: TensorRef) -> Any:
@@ -326,13 +342,18 @@ class Session:
 
     def _coerce(self, x: Any, what: str) -> int:
         if is_scalar(x):
-            return self.const(x).id
+            return self.const(x, what).id
         return self._check(x, what)
 
-    def op(self, name: str, *args: Any, **attrs: Any) -> TensorRef:
-        """Apply op `name` of the table to TensorRefs (NatRef attributes read the env)."""
+    def op(self, name: str, *given: Any, **attrs: Any) -> TensorRef:
+        """Apply op `name` of the table to TensorRefs (NatRef attributes read the env).
+        Attributes may also be given positionally after the tensor arguments, in the op's
+        schema order, and `sum`/`mean` with a dimension are `reduce_sum`/`reduce_mean`
+        (PyTorch's spellings; see `calls.op_arguments`); `matmul` follows `torch.matmul`
+        for 1-D operands."""
         if name not in OPS:
             raise GraphError(f"unknown op {name!r}")
+        name, args, attrs = op_arguments(name, given, attrs)
         # Every handle is validated before anything is created (Python scalars become
         # consts only afterwards) ...
         ids: list[int] = []
@@ -340,6 +361,10 @@ class Session:
             if not is_scalar(a):
                 ids.append(self._check(a, f"{name}: input {k}"))
         plain = len(ids) == len(args)
+        if name == "matmul" and plain and len(args) == 2 and not attrs:
+            plan = matmul_plan(args[0].shape, args[1].shape)
+            if plan is not None:
+                return self._matmul_1d(args[0], args[1], *plan)
         for key, v in list(attrs.items()):
             if isinstance(v, NatRef):
                 slot = self._check_nat(v, f"{name}: attribute {key}")
@@ -356,6 +381,22 @@ class Session:
         try:
             ids = [self._coerce(a, f"{name}: input {k}") for k, a in enumerate(args)]
             return self._record(name, ids, attrs)
+        except BaseException:
+            self._rollback(mark)
+            raise
+
+    def _matmul_1d(
+        self, a: TensorRef, b: TensorRef, a2: tuple[int, ...] | None, b2: tuple[int, ...] | None
+    ) -> TensorRef:
+        """`torch.matmul` with a 1-D operand, through table ops (reshape, matmul, reshape);
+        all or nothing."""
+        mark = self._recording.mark()
+        try:
+            A = a if a2 is None else self._record("reshape", [a.id], {"shape": a2})
+            B = b if b2 is None else self._record("reshape", [b.id], {"shape": b2})
+            out = self._record("matmul", [A.id, B.id], {})
+            shape = matmul_result_shape(out.shape, a2 is not None, b2 is not None)
+            return self._record("reshape", [out.id], {"shape": shape})
         except BaseException:
             self._rollback(mark)
             raise
@@ -388,36 +429,42 @@ class Session:
     def sgd_step_all(self, lr: float | Fraction, grads: Sequence[Any]) -> None:
         """p ← p − g·lr for every parameter used on this tape; the gradients of leaves that
         alias one storage are summed (leaf order) and the *current* storage updated once.
-        Everything is validated before anything is mutated."""
+        Everything is validated before anything is mutated: a `GradientList` of another
+        session or generation raises `StaleHandleError`; `lr` must be a real, finite
+        number >= 0 that is finite in the dtype (else `DomainError`)."""
         if not self.grad_enabled:
             raise TorchLeanError(
                 "sgd_step_all: this is an inference session "
                 "(grad_enabled=False); it has no trainable leaves"
             )
-        self._store.sgd_step(lr, grads, self.tape)
+        check_gradient_list(grads, self.owner, self.generation, "sgd_step_all")
+        self._store.sgd_step(learning_rate(lr, self.dtype), grads, self.tape)
 
     # ------------------------------------------------------------------ random streams
     def init_rng(self, seed: int) -> Rng:
-        return self._streams.init_rng(seed)
+        return self._streams.init_rng(check_seed(seed, "init_rng: seed"))
 
     def fresh_seed(self) -> int:
         """The only entropy source: 64 bits from the operating system."""
         return self._streams.fresh_seed()
 
     def split_rng(self, rng: Rng) -> tuple[Rng, Rng]:
-        return self._streams.split_rng(rng)
+        with rng_guard(rng):
+            return self._streams.split_rng(rng)
 
     def rand_uniform(self, shape: Sequence[int], rng: Rng | None = None) -> TensorRef:
-        """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance (after
-        the shape is validated: a failed call does not move the RNG)."""
-        return self.const(self._streams.uniform(shape, rng))
+        """u_i = spec.rng.uniform(D, key, i) in row-major order, one RNG advance; a failed
+        call (bad shape, MemoryError, anything) leaves the RNG counter unchanged."""
+        with rng_guard(rng or self.rng):
+            return self.const(self._streams.uniform(shape, rng))
 
     def bernoulli_mask(
         self, shape: Sequence[int], p: float | Fraction, rng: Rng | None = None
     ) -> TensorRef:
-        """1 where kept (u >= p), 0 where dropped, as a frozen constant (shape and p are
-        validated before the RNG advances)."""
-        return self.const(self._streams.mask(shape, p, rng))
+        """1 where kept (u >= p), 0 where dropped, as a frozen constant; a failed call
+        leaves the RNG counter unchanged."""
+        with rng_guard(rng or self.rng):
+            return self.const(self._streams.mask(shape, p, rng))
 
     def dropout(
         self, rng: Rng | None, x: TensorRef, p: float | Fraction, train: bool = True
@@ -430,8 +477,14 @@ class Session:
             return x
         if q == 1:
             return self.op("scale", x, c=0)
-        m = self.bernoulli_mask(x.shape, q, rng)
-        return self.op("div", self.op("mul", x, m), self.const(self._streams.scalar(1 - q)))
+        mark = self._recording.mark()
+        with rng_guard(rng or self.rng):
+            try:
+                m = self.bernoulli_mask(x.shape, q, rng)
+                return self.op("div", self.op("mul", x, m), self.const(self._streams.scalar(1 - q)))
+            except BaseException:
+                self._rollback(mark)
+                raise
 
     # ------------------------------------------------------------------ graph export
     def graph(self) -> RecordedGraph:

@@ -192,7 +192,7 @@ def group_leaves(leaves: Mapping[int, Param]) -> list[tuple[int, list[int]]]:
     return sorted(groups.values())
 
 
-def grad_array(backend: Backend, dtype: str, g: Any) -> Any:
+def grad_array(backend: Backend, dtype: str, g: Any, what: str = "gradient") -> Any:
     """A gradient or seed as a `backend` array (host arrays are moved to the device; no
     casts: a wrong dtype is reported by the tape's check)."""
     if isinstance(g, backend.array_type):
@@ -201,7 +201,7 @@ def grad_array(backend: Backend, dtype: str, g: Any) -> Any:
         g = np.asarray(g)
     if isinstance(g, np.ndarray):
         return g if backend.is_numpy else backend.from_host(g)
-    return backend.asarray(g, dtype)
+    return backend.asarray(g, dtype, what)
 
 
 class ParameterStore:
@@ -229,7 +229,7 @@ class ParameterStore:
         """A host (NumPy) array of the dtype: what parameters store."""
         if isinstance(value, self._backend.array_type) and not self._backend.is_numpy:
             value = self._backend.to_host(value)
-        return frozen_copy(NUMPY.asarray(value, self._dtype))
+        return frozen_copy(NUMPY.asarray(value, self._dtype, "param"))
 
     def param(
         self, init: Any, name: str | None, requires_grad: bool | None, default_requires_grad: bool

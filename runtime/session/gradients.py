@@ -1,0 +1,141 @@
+"""Gradient lists, the gradient hook and the learning-rate check of the SGD step.
+
+Invariants:
+- `GradientList` is what every backward of a session returns: a `list` (it indexes,
+  iterates, compares and slices like the dense list indexed by tape id that it is) that
+  also carries the session that made it (`owner`), the tape generation (`generation`) and
+  the tape length at the time (`tape_len`). `check_gradient_list` refuses a list from
+  another session or another generation (`StaleHandleError`); a plain list or tuple built by
+  the caller carries no provenance and is validated element by element as before.
+- The gradient hook follows TorchLean's `backwardDenseAllWithHook` (seed 001,
+  `Internal.applyGradHook`): the backward runs to completion first, then `apply_hook` maps
+  the hook pointwise over the dense array, in id order, checking that each result keeps
+  the gradient's shape and dtype (`HookError` naming the id, expected and got). The hook
+  never runs inside the sweep, so a doubling hook doubles each gradient once. In the exact
+  dtype every element of a hook's result must be an exact rational.
+- `learning_rate` accepts a real, finite number >= 0 (int, Fraction, float, NumPy real)
+  whose value rounded into the session's format is finite; everything else raises
+  `DomainError` before anything is mutated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from spec.errors import DomainError, HookError, StaleHandleError
+
+from ..backends.base import DTYPE_DOMAIN
+
+__all__ = ["GradientList", "apply_hook", "check_gradient_list", "learning_rate"]
+
+
+class GradientList(list[Any]):
+    """A dense gradient list (one entry per tape id) with its provenance."""
+
+    __slots__ = ("generation", "owner", "tape_len")
+
+    def __init__(self, grads: Iterable[Any], owner: int, generation: int) -> None:
+        super().__init__(grads)
+        self.owner = owner
+        self.generation = generation
+        self.tape_len = len(self)
+
+
+def check_gradient_list(grads: Any, owner: int, generation: int, what: str) -> None:
+    """A `GradientList` must come from session `owner` at `generation` (else
+    `StaleHandleError`); other sequences carry no provenance and pass."""
+    if not isinstance(grads, GradientList):
+        return
+    if grads.owner != owner:
+        raise StaleHandleError(
+            f"{what}: foreign gradient list from session #{grads.owner}; this is session #{owner}"
+        )
+    if grads.generation != generation:
+        raise StaleHandleError(
+            f"{what}: stale gradient list from generation {grads.generation}; current "
+            f"generation is {generation} (reset_tape invalidates earlier gradients)"
+        )
+
+
+def _describe(h: Any) -> str:
+    shape = getattr(h, "shape", None)
+    dtype = getattr(h, "dtype", None)
+    if shape is None or dtype is None:
+        return f"a {type(h).__name__}"
+    return f"shape {tuple(shape)} dtype {dtype}"
+
+
+def apply_hook(
+    hook: Callable[[int, Any], Any],
+    grads: Sequence[Any],
+    names: Sequence[str],
+    exact: bool,
+    as_array: Callable[[Any], Any],
+) -> list[Any]:
+    """`[hook(i, g) for i, g in enumerate(grads)]`, each result checked against its
+    gradient's shape and dtype (`HookError`). Exact dtype: a bare Fraction returned for a
+    0-d gradient is given back its 0-d array form (`as_array`: NumPy turns arithmetic on a
+    0-d object array into a Fraction), and every element must be an exact rational."""
+    if not callable(hook):
+        raise HookError(f"gradient hook must be callable, got {type(hook).__name__}")
+    out = []
+    for i, g in enumerate(grads):
+        h = hook(i, g)
+        if isinstance(h, np.generic) or (
+            exact and isinstance(h, (Fraction, int)) and tuple(g.shape) == ()
+        ):
+            h = as_array(h)  # NumPy arithmetic on a 0-d array gives a scalar
+        if tuple(getattr(h, "shape", ("?",))) != tuple(g.shape) or (
+            getattr(h, "dtype", None) != g.dtype
+        ):
+            raise HookError(
+                f"gradient hook changed the gradient of node {i} ({names[i]}): expected "
+                f"shape {tuple(g.shape)} dtype {g.dtype}, got {_describe(h)}"
+            )
+        if exact:
+            for v in np.asarray(h).reshape(-1):
+                if not isinstance(v, (Fraction, int)) or isinstance(v, bool):
+                    raise HookError(
+                        f"gradient hook returned a non-exact value for node {i} "
+                        f"({names[i]}): the exact dtype holds exact rationals only, got "
+                        f"{type(v).__name__} {v!r}"
+                    )
+        out.append(h)
+    return out
+
+
+def learning_rate(lr: Any, dtype: str, what: str = "sgd_step_all") -> Fraction:
+    """`lr` as an exact rational: a real, finite number >= 0 whose value rounded into
+    `dtype` is finite; else `DomainError` naming `what`."""
+    if isinstance(lr, (bool, np.bool_)) or not isinstance(
+        lr, (int, float, Fraction, np.integer, np.floating)
+    ):
+        raise DomainError(
+            f"{what}: lr must be a real number (int, float or Fraction), got "
+            f"{type(lr).__name__} {lr!r:.40}"
+        )
+    if isinstance(lr, (float, np.floating)) and not math.isfinite(float(lr)):
+        raise DomainError(f"{what}: lr must be finite, got {lr!r}")
+    q = Fraction(lr.item() if isinstance(lr, np.generic) else lr)
+    if q < 0:
+        raise DomainError(f"{what}: lr must be >= 0, got {lr!r:.40}")
+    D = DTYPE_DOMAIN[dtype]
+    if not D.exact:
+        if not _finite(D, D.from_rational(q)):
+            raise DomainError(
+                f"{what}: lr {str(q)[:40]} is out of range for {dtype} (it rounds to infinity)"
+            )
+    return q
+
+
+def _finite(D: Any, x: Any) -> bool:
+    try:
+        D.to_rational(x)
+    except DomainError:
+        return False
+    return True
