@@ -23,6 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from runtime.backends import Backend, get_backend
+from spec.probe import check_float_environment
 
 from .suite import (
     IEEE_DTYPES,
@@ -123,7 +124,9 @@ def replay_file(path: str) -> int:
 
 
 def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
-    """The backend and the properties the flags ask for (raises `TorchLeanError`)."""
+    """The backend and the properties the flags ask for (raises `TorchLeanError`, and
+    `FloatEnvironmentError` if the process flushes subnormals now)."""
+    check_float_environment()
     backend = get_backend(a.backend)
     if a.against:
         get_backend(a.against)

@@ -228,7 +228,12 @@ def convert_host(value: Any, dtype: str, what: str = "value") -> Any:
         "int" not in kinds or all(abs(int(v)) <= _F64_EXACT_INT for v in flat)
     ):
         # every element is exact in float64: one rounding float64 -> dtype
-        return round_f64(np.asarray(flat.astype(np.float64)).reshape(arr.shape), dtype)
+        out = round_f64(np.asarray(flat.astype(np.float64)).reshape(arr.shape), dtype)
+        if "int" in kinds and not np.all(np.isfinite(out)):
+            for v, o in zip(flat, out.reshape(-1), strict=True):
+                if _element_kind(v, what) == "int" and not np.isfinite(o):
+                    raise _overflow(what, Fraction(int(v)), dtype)
+        return out
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
     vals = []
@@ -239,12 +244,16 @@ def convert_host(value: Any, dtype: str, what: str = "value") -> Any:
         q = Fraction(v.item() if isinstance(v, np.generic) else v)
         x = D.from_rational(q)
         if not gmpy2.is_finite(x):
-            raise DomainError(
-                f"{what}: {_short(q)} is out of range for {dtype} (its correctly rounded "
-                "value overflows to infinity)"
-            )
+            raise _overflow(what, q, dtype)
         vals.append(x)
     return from_spec(Tensor(tuple(int(d) for d in arr.shape), tuple(vals)), dtype)
+
+
+def _overflow(what: str, q: Fraction, dtype: str) -> DomainError:
+    return DomainError(
+        f"{what}: {_short(q)} is out of range for {dtype} (its correctly rounded value "
+        "overflows to infinity)"
+    )
 
 
 def _short(q: Fraction) -> str:
