@@ -13,7 +13,9 @@ Semantics (DESIGN.md, the link theorem's right-hand side):
   here, never by rules).
 - `backprop_all_ctx(seed)`: nil -> seed; snoc(prefix, node) -> contrib =
   node_vjp_dense(eval(prefix), seed_out); recurse on prefix with `seed_prev + contrib`
-  (existing on the left); append seed_out. One cotangent per value.
+  (existing on the left); append seed_out. One cotangent per value. Computed in time
+  linear in the graph (runs of zero additions collapsed into one, which is exact: adding
+  zero is idempotent in every domain).
 - `backprop_ctx`: the first |Γ| entries of `backprop_all_ctx`.
 A non-differentiable integer environment `env` is threaded through every node.
 """
@@ -229,6 +231,29 @@ def node_vjp_dense(
     env: Sequence[int],
 ) -> list[Tensor]:
     """The node's VJP as one cotangent per prefix value (fan-in folded in argument order)."""
+    sparse = _node_vjp_sparse(D, node, prefix_shapes, vals, seed_out, env)
+    return [
+        Tensor.zeros(D, s) if j not in sparse else sparse[j] for j, s in enumerate(prefix_shapes)
+    ]
+
+
+def _check_seed(what: str, g: Graph, seed: TensorPack) -> None:
+    if seed.shapes != g.shapes:
+        raise ShapeError(
+            f"{what}: seed shapes (expected {list(g.shapes)}, got {list(seed.shapes)})"
+        )
+
+
+def _node_vjp_sparse(
+    D: Domain,
+    node: Node,
+    prefix_shapes: Sequence[Shape],
+    vals: Sequence[Tensor],
+    seed_out: Tensor,
+    env: Sequence[int],
+) -> dict[int, Tensor]:
+    """The node's VJP for its arguments only (fan-in folded in argument order): the
+    entries of `node_vjp_dense` that are not the zero tensor."""
     d = get_op(node.op)
     per_arg = d.vjp(D, [vals[a] for a in node.args], seed_out, dict(node.attrs), env)
     buckets: dict[int, list[Tensor]] = {}
@@ -239,25 +264,22 @@ def node_vjp_dense(
                 f"{prefix_shapes[a]}, got {ct.shape})"
             )
         buckets.setdefault(a, []).append(ct)
-    out = []
-    for j, s in enumerate(prefix_shapes):
-        cts = buckets.get(j)
-        if cts is None:
-            out.append(Tensor.zeros(D, s))
-        else:
-            out.append(
-                Tensor(
-                    s, tuple(fold_add(D, col) for col in zip(*(c.data for c in cts), strict=True))
-                )
-            )
-    return out
-
-
-def _check_seed(what: str, g: Graph, seed: TensorPack) -> None:
-    if seed.shapes != g.shapes:
-        raise ShapeError(
-            f"{what}: seed shapes (expected {list(g.shapes)}, got {list(seed.shapes)})"
+    return {
+        j: Tensor(
+            prefix_shapes[j],
+            tuple(fold_add(D, col) for col in zip(*(c.data for c in cts), strict=True)),
         )
+        for j, cts in buckets.items()
+    }
+
+
+def _add_zero(D: Domain, t: Tensor) -> Tensor:
+    zero = D.zero()
+    return Tensor(t.shape, tuple(D.add(p, zero) for p in t.data))
+
+
+def _add(D: Domain, a: Tensor, b: Tensor) -> Tensor:
+    return Tensor(a.shape, tuple(D.add(p, q) for p, q in zip(a.data, b.data, strict=True)))
 
 
 def backprop_all_ctx(
@@ -269,18 +291,34 @@ def backprop_all_ctx(
     *,
     check: bool = True,
 ) -> TensorPack:
-    """One cotangent per value (inputs and intermediates); the last entry equals its seed."""
+    """One cotangent per value (inputs and intermediates); the last entry equals its seed.
+
+    The definition: nodes last to first, each adding its dense VJP (`node_vjp_dense`: the
+    folded contributions for its arguments, the zero tensor for every other earlier value)
+    to the cotangents of all earlier values, `existing + new`. Computed here in time linear
+    in the graph: adding the zero tensor is idempotent in every domain (IEEE: -0 + +0 = +0,
+    any other value unchanged; rationals and sympy: unchanged), so each run of consecutive
+    zero additions to one value is performed once, just before that value's next real
+    contribution (or at the end), which gives the same values, signed zeros included."""
     _check_seed("backprop_all_ctx", g, seed)
     vals = eval_graph(D, g, xs, env, check=check).tensors
     ct = list(seed.tensors)
-    for k in range(len(g.nodes) - 1, -1, -1):
-        idx = g.num_inputs + k
-        contrib = node_vjp_dense(D, g.nodes[k], g.shapes[:idx], vals, ct[idx], env)
-        for j in range(idx):
-            ct[j] = Tensor(
-                ct[j].shape,
-                tuple(D.add(p, q) for p, q in zip(ct[j].data, contrib[j].data, strict=True)),
-            )
+    n_in, n_nodes = g.num_inputs, len(g.nodes)
+    last: dict[int, int] = {}  # value id -> the node that last added a real contribution
+    for k in range(n_nodes - 1, -1, -1):
+        idx = n_in + k
+        contrib = _node_vjp_sparse(D, g.nodes[k], g.shapes[:idx], vals, ct[idx], env)
+        for j, c in contrib.items():
+            # the nodes after k (and before the previous real contribution) added zero
+            if last.get(j, n_nodes) - k > 1:
+                ct[j] = _add_zero(D, ct[j])
+            ct[j] = _add(D, ct[j], c)
+            last[j] = k
+    for j in range(len(ct)):
+        # nodes first..: every node k with n_in + k > j added zero after the last real one
+        first_after = max(0, j - n_in + 1)
+        if first_after < last.get(j, n_nodes):
+            ct[j] = _add_zero(D, ct[j])
     return TensorPack(g.shapes, tuple(ct))
 
 

@@ -330,3 +330,79 @@ def test_positional_attributes_like_pytorch() -> None:
         assert got.shape == want.shape
         assert s.get_value(got).tolist() == s.get_value(want).tolist()
     assert s.get_value(s.sum(x, 0)).tolist() == [5, 7, 9]
+
+
+# --------------------------------------------------------------------------- linear check_link
+
+
+def _dense_backprop_all(D: Any, g: Any, xs: Any, seed: Any, env: Any = ()) -> list[Any]:
+    """The definition of backprop_all_ctx, written out densely (quadratic): every node adds
+    its dense VJP to every earlier value."""
+    from spec.graph import eval_graph, node_vjp_dense
+    from spec.tensor import Tensor
+
+    vals = eval_graph(D, g, xs, env).tensors
+    ct = list(seed.tensors)
+    for k in range(len(g.nodes) - 1, -1, -1):
+        idx = g.num_inputs + k
+        contrib = node_vjp_dense(D, g.nodes[k], g.shapes[:idx], vals, ct[idx], env)
+        for j in range(idx):
+            ct[j] = Tensor(
+                ct[j].shape,
+                tuple(D.add(p, q) for p, q in zip(ct[j].data, contrib[j].data, strict=True)),
+            )
+    return ct
+
+
+@pytest.mark.parametrize("domain", [BINARY32, FLOAT16, "rational"])
+def test_linear_backprop_all_ctx_equals_the_dense_definition(domain: Any) -> None:
+    from hypothesis import given as given_
+
+    from conformance.graphs.values import graph_cases
+    from spec.domains import RATIONAL
+    from spec.graph import backprop_all_ctx
+
+    D = RATIONAL if domain == "rational" else domain
+
+    @given_(case=graph_cases(D, specials=D is not RATIONAL, max_nodes=8))
+    def check(case: Any) -> None:
+        g, xs, seed = case
+        try:
+            want = _dense_backprop_all(D, g, xs, seed)
+        except Exception as e:  # a precondition (e.g. log of a negative) refuses both
+            with pytest.raises(type(e)):
+                backprop_all_ctx(D, g, xs, seed)
+            return
+        got = backprop_all_ctx(D, g, xs, seed).tensors
+        assert all(a.same(D, b) for a, b in zip(got, want, strict=True))
+
+    check()
+
+
+def test_check_link_cost_is_linear_in_the_tape() -> None:
+    """Counted, not timed: the spec side performs a number of scalar additions linear in
+    the number of ops (the dense definition would need one per earlier value per node)."""
+    from spec.domains import BINARY32 as D32
+
+    counts = []
+    for n in (50, 100, 200):
+        s = Session(mode="typed_graph", dtype="float32", kernels="ordered")
+        x = s.input(np.array([1.0, -0.0], dtype=np.float32), requires_grad=True)
+        y = x
+        for i in range(n):
+            y = s.add(y, x) if i % 2 else s.scale(y, c=1)
+        calls = [0]
+        orig = type(D32).add
+
+        def counting(self: Any, a: Any, b: Any, orig: Any = orig, calls: Any = calls) -> Any:
+            calls[0] += 1
+            return orig(self, a, b)
+
+        type(D32).add = counting  # type: ignore[method-assign]
+        try:
+            assert s.check_link().ok
+        finally:
+            type(D32).add = orig  # type: ignore[method-assign]
+        counts.append(calls[0])
+    # doubling the ops at most doubles the additions (+ a small constant), not quadruples
+    assert counts[1] <= 2 * counts[0] + 64 and counts[2] <= 2 * counts[1] + 64, counts
