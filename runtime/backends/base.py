@@ -151,7 +151,7 @@ class Backend:
         dt = self.dtype(dtype)
         if not self.is_numpy:
             if isinstance(value, self.array_type):
-                return _same_dtype(value, dt, dtype)
+                return _same_dtype(value, dt, dtype, what)
             # host values (NumPy arrays, numbers) are checked / rounded by the NumPy path
             return self.from_host(NUMPY.asarray(value, dtype, what))
         if isinstance(value, np.ndarray):
@@ -162,7 +162,7 @@ class Backend:
                             f"{what}: an exact-dtype array holds exact rationals (int, "
                             f"Fraction) only, got {type(v).__name__} {v!r:.40}"
                         )
-            return _same_dtype(value, dt, dtype)
+            return _same_dtype(value, dt, dtype, what)
         if dtype == "symbolic":
             return np.array(value, dtype=object)
         return convert_host(value, dtype, what)
@@ -261,10 +261,10 @@ def _short(q: Fraction) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
 
 
-def _same_dtype(value: Any, dt: Any, dtype: str) -> Any:
+def _same_dtype(value: Any, dt: Any, dtype: str, what: str = "value") -> Any:
     if value.dtype != dt:
         raise TorchLeanError(
-            f"array of dtype {value.dtype} given where {dtype} is expected "
+            f"{what}: array of dtype {value.dtype} given where {dtype} is expected "
             "(convert explicitly; no silent casts)"
         )
     return value
