@@ -15,7 +15,8 @@ Invariants:
 - NaN is one class: writing canonicalises every NaN to the positive quiet NaN with a zero
   payload; reading rejects any other NaN encoding.
 - safetensors files hold tensors `state.0`, `state.1`, ... (bfloat16 as its uint16 bit
-  view) and metadata `format`, `dtype`, `count` and `tying` (a JSON list).
+  view) and metadata `format`, `dtype`, `count`, `tying` (a JSON list) and `digest`; other
+  metadata keys are refused.
 - Integrity: every file torchlean writes carries a SHA-256 digest of its content. JSON
   files (state files and full training checkpoints) end with a field `"digest":
   "sha256:<hex>"`, the hash of the file's compact JSON text without that field (the bytes
@@ -74,6 +75,7 @@ __all__ = [
     "encode_array",
     "json_bytes_with_digest",
     "load_state",
+    "note_unchecked",
     "read_json",
     "save_state",
     "state_from_json",
@@ -207,7 +209,9 @@ def json_bytes_with_digest(obj: dict[str, Any]) -> bytes:
     return _compact({**obj, "digest": _sha256(_compact(obj))})
 
 
-def _unchecked(path: str | os.PathLike[str]) -> None:
+def note_unchecked(path: str | os.PathLike[str]) -> None:
+    """Give the `IntegrityNotCheckedWarning` of a loaded file without a digest (called by
+    readers after the load succeeded)."""
     warnings.warn(
         IntegrityNotCheckedWarning(
             f"{path}: no content digest (written by TorchLean or an older torchlean); "
@@ -217,14 +221,12 @@ def _unchecked(path: str | os.PathLike[str]) -> None:
     )
 
 
-def checked_json(path: str | os.PathLike[str], obj: Any) -> Any:
-    """`obj` (a parsed JSON file) without its "digest" field, the digest verified; a file
-    without one gives an `IntegrityNotCheckedWarning`. Non-objects are returned as given."""
-    if not isinstance(obj, dict):
-        return obj
-    if "digest" not in obj:
-        _unchecked(path)
-        return obj
+def checked_json(path: str | os.PathLike[str], obj: Any) -> tuple[Any, bool]:
+    """(`obj` without its "digest" field, True) with the digest verified, or (obj, False)
+    for a file without one (the caller gives `note_unchecked` once the load succeeded).
+    Non-objects are returned as given."""
+    if not isinstance(obj, dict) or "digest" not in obj:
+        return obj, False
     want = obj["digest"]
     rest = {k: v for k, v in obj.items() if k != "digest"}
     if not isinstance(want, str) or not _DIGEST.fullmatch(want):
@@ -235,7 +237,7 @@ def checked_json(path: str | os.PathLike[str], obj: Any) -> Any:
             f"{path}: content digest mismatch, the file is corrupt (stored {want[:19]}..., "
             f"content hashes to {got[:19]}...)"
         )
-    return rest
+    return rest, True
 
 
 def _tensors_digest(meta: dict[str, str], tensors: dict[str, Any]) -> str:
@@ -430,7 +432,7 @@ def state_from_json(
 ) -> list[np.ndarray]:
     """Validate and decode an already parsed JSON state file (named `path` in errors); its
     digest is checked (or, absent, an `IntegrityNotCheckedWarning` is given)."""
-    obj = checked_json(path, obj)
+    obj, checked = checked_json(path, obj)
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     tag = obj.get("format")
@@ -440,7 +442,10 @@ def state_from_json(
     extra = set(obj) - {"format", "state"}
     if extra:
         raise CheckpointError(f"{path}: unexpected keys {sorted(extra)}")
-    return decode_list(obj.get("state"), dtype, shapes, f"{path}: state")
+    out = decode_list(obj.get("state"), dtype, shapes, f"{path}: state")
+    if not checked:
+        note_unchecked(path)
+    return out
 
 
 def _save_safetensors(
@@ -485,13 +490,15 @@ def _load_safetensors(
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise CheckpointError(f"{path}: corrupt safetensors file (no string metadata)")
-    if "digest" in meta:
+    extra = sorted(set(meta) - {"format", "dtype", "count", "tying", "digest"})
+    if extra:
+        raise CheckpointError(f"{path}: unexpected metadata keys {extra}")
+    checked = "digest" in meta
+    if checked:
         want = meta["digest"]
         meta = {k: v for k, v in meta.items() if k != "digest"}
         if _tensors_digest(meta, tensors) != want:
             raise CheckpointError(f"{path}: content digest mismatch, the file is corrupt")
-    else:
-        _unchecked(path)
     if meta.get("format") != SAFETENSORS_TAG:
         raise CheckpointError(
             f"{path}: format tag {meta.get('format')!r} is not {SAFETENSORS_TAG!r}"
@@ -521,4 +528,6 @@ def _load_safetensors(
         bits = np.ascontiguousarray(t).view(_UINT[want_dt.itemsize])
         entry = {"shape": [int(d) for d in t.shape], "values": [int(b) for b in bits.reshape(-1)]}
         out.append(decode_array(entry, dtype, sh, f"{path}: state[{i}]"))
+    if not checked:
+        note_unchecked(path)
     return out

@@ -696,7 +696,7 @@ class TrainingSession:
         def bad(msg: str) -> CheckpointError:
             return CheckpointError(f"{path}: {msg}")
 
-        obj = ckpt.checked_json(path, obj)
+        obj, checked = ckpt.checked_json(path, obj)
 
         want_keys = {
             "format", "dtype", "tying", "state", "optimizer", "opt_slots", "opt_shared",
@@ -749,6 +749,8 @@ class TrainingSession:
         self._opt = OptState(slots, shared)
         self._steps = steps
         self._s.rng.counter = rng["counter"]
+        if not checked:
+            ckpt.note_unchecked(path)
 
     # ------------------------------------------------------------------ finish
     def finish(self, before: Any = None, after: Any = None) -> Result:
