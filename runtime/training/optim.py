@@ -210,8 +210,7 @@ class Optimizer(ABC):
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        ps = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        ps += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
+        ps = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
                for n, d in cls.params]  # fmt: skip
         cls.__signature__ = inspect.Signature(ps)  # type: ignore[attr-defined]
 
