@@ -18,7 +18,7 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     if a.replay:
-        return replay_file(a.replay)
+        return replay_file(a.replay, a.backend, a.against)
     try:
         backend, props = select(a)
     except TorchLeanError as e:

@@ -6,6 +6,14 @@ Invariants:
   0 when every property passed, 1 when one failed (or a replayed reproducer fails), 2 when
   the backend, reference backend or dtypes cannot be used (`TorchLeanError` from `select`,
   printed as `python -m conformance: <message>` on stderr).
+- Counts are checked by the parser (exit 2 with argparse's message): `--max-examples` >= 1,
+  `--per-op` >= 0 and `--session-examples` >= 0 (0 skips that part); the `--report`
+  prefix's directory must exist and be writable, checked by `select` before anything
+  runs; a run that tested 0 cases fails (exit 1, a `python -m conformance:` line on stderr).
+- `--replay FILE` takes the backend from `--backend` (and the reference backend from
+  `--against`) only; the file is validated by `conformance.reproducer` first, and a file
+  naming other backends, or malformed in any way, is one `python -m conformance: <message>`
+  line on stderr and exit 2; nothing the file names is imported.
 - Output order: the stderr note (Session machine skipped off NumPy), the progress bar
   (stderr, only on a terminal), then on stdout the table, each failure with its graph and
   reproducer, and the summary line; the JSON and Markdown reports are written before the
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -23,8 +32,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from runtime.backends import Backend, get_backend
+from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
 
+from .reproducer import read_reproducer
 from .suite import (
     IEEE_DTYPES,
     Property,
@@ -35,7 +46,17 @@ from .suite import (
     write_reports,
 )
 
-__all__ = ["DESCRIPTION", "build_parser", "parse_args", "replay_file", "report", "run", "select"]
+__all__ = [
+    "DESCRIPTION",
+    "build_parser",
+    "check_report_path",
+    "count_arg",
+    "parse_args",
+    "replay_file",
+    "report",
+    "run",
+    "select",
+]
 
 DESCRIPTION = "`python -m conformance`: run the conformance suite and write its report."
 
@@ -53,6 +74,35 @@ def _progress_bar(total: int):  # type: ignore[no-untyped-def]
     return tqdm(
         total=total, file=sys.stderr, disable=not sys.stderr.isatty(), unit="case", leave=False
     )
+
+
+def count_arg(low: int) -> Any:
+    """An argparse type: an int >= `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+
+    parse.__name__ = f"int >= {low}"
+    return parse
+
+
+def check_report_path(prefix: str) -> None:
+    """`TorchLeanError` unless PREFIX.json and PREFIX.md can be written (the directory
+    exists and is writable, neither name is a directory)."""
+    d = os.path.dirname(prefix) or "."
+    if not os.path.isdir(d):
+        raise TorchLeanError(f"--report {prefix!r}: the directory {d!r} does not exist")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise TorchLeanError(f"--report {prefix!r}: the directory {d!r} is not writable")
+    for ext in (".json", ".md"):
+        if os.path.isdir(prefix + ext):
+            raise TorchLeanError(f"--report {prefix!r}: {prefix + ext!r} is a directory")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,13 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kernels", default="all", choices=["all", "fast", "ordered"])
     p.add_argument(
-        "--max-examples", type=int, default=60, help="cases per property over all ops (default 60)"
+        "--max-examples",
+        type=count_arg(1),
+        default=60,
+        help="cases per property over all ops (>= 1; default 60)",
     )
     p.add_argument(
         "--per-op",
-        type=int,
+        type=count_arg(0),
         default=2,
-        help="further cases per property focused on each op in turn (default 2)",
+        help="further cases per property focused on each op in turn (>= 0; default 2)",
     )
     p.add_argument(
         "--seed",
@@ -98,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--session-examples",
-        type=int,
+        type=count_arg(0),
         default=30,
         help="runs of the Session state machine (0 to skip; default 30)",
     )
@@ -106,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--replay",
         default=None,
         metavar="FILE",
-        help="re-run the JSON reproducer of a failing case and exit",
+        help="re-run the JSON reproducer of a failing case on --backend (and --against) and "
+        "exit; a file naming another backend is refused",
     )
     return p
 
@@ -115,10 +169,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def replay_file(path: str) -> int:
-    """Re-run the JSON reproducer in `path`; print ok or the failure; 0 or 1."""
-    with open(path) as f:
-        out = replay(json.load(f))
+def replay_file(path: str, backend: str = "numpy", against: str | None = None) -> int:
+    """Re-run the JSON reproducer in `path` on `backend` (see the module docstring); print
+    ok or the failure; 0, 1, or 2 with one stderr line when it cannot be replayed."""
+    try:
+        out = replay(read_reproducer(path), backend, against)
+    except TorchLeanError as e:
+        print(f"python -m conformance: {e}", file=sys.stderr)
+        return 2
     print("ok" if out.ok else f"FAILED: {out.message}")
     return 0 if out.ok else 1
 
@@ -127,6 +185,7 @@ def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
     """The backend and the properties the flags ask for (raises `TorchLeanError`, and
     `FloatEnvironmentError` if the process flushes subnormals now)."""
     check_float_environment()
+    check_report_path(a.report)
     backend = get_backend(a.backend)
     if a.against:
         get_backend(a.against)
@@ -200,4 +259,7 @@ def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
     jpath, mpath = write_reports(rows, a.report, meta)
     total = sum(r.cases for r in rows)
     print(f"\n{total} cases, {len(failed)} failing properties; reports: {jpath}, {mpath}")
+    if total == 0:
+        print("python -m conformance: the run tested 0 cases; nothing passed", file=sys.stderr)
+        return 1
     return 1 if failed else 0

@@ -27,12 +27,13 @@ from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend
 from runtime.session.link import compare_sides, runtime_side
 from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
-from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
+from spec.serialize import graph_to_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .link_property import check_dense_all_vs_from, check_link
+from .reproducer import Reproducer, ReproducerError, check_backends, validate
 
 __all__ = [
     "IEEE_DTYPES",
@@ -383,26 +384,32 @@ def _run_one(
         }
 
 
-def replay(repro: dict[str, Any]) -> Outcome:
-    """Re-run the check of a JSON reproducer (as written in a failure report)."""
-    kernels = ["ordered" if repro["kernels"] == "exact" else repro["kernels"]]
-    name = repro["property"]
-    against = name.removeprefix("differential_") if name.startswith("differential_") else None
-    backend = repro.get("backend", "numpy")
+def replay(repro: dict[str, Any], backend: str = "numpy", against: str | None = None) -> Outcome:
+    """Re-run the check of a JSON reproducer (as written in a failure report) on `backend`
+    (and `against` for a differential property), which come from the caller, never from
+    the file: `conformance.reproducer` validates the file and refuses one naming other
+    backends before anything is imported or run (`ReproducerError`)."""
+    r = repro if isinstance(repro, Reproducer) else validate(repro)
+    B = get_backend(backend)
+    A = get_backend(against) if against else None
+    check_backends(r, backend, B.name, against, A.name if A else None)
+    kernels = ["ordered" if r.kernels == "exact" else r.kernels]
     props = [
         p
-        for p in default_properties([repro["dtype"]], kernels, backend, against)
-        if p.name == name and p.kernels == repro["kernels"]
+        for p in default_properties([r.dtype], kernels, backend, against)
+        if p.name == r.property and p.kernels == r.kernels
     ]
     if not props:
-        raise ValueError(
-            f"replay: unknown property {repro['property']!r}/{repro['dtype']!r}/"
-            f"{repro['kernels']!r}"
+        known = sorted({f"{p.name}/{p.kernels}" for p in default_properties(
+            [r.dtype], ["fast", "ordered"], backend, against)})  # fmt: skip
+        raise ReproducerError(
+            f"unknown property {r.property!r:.80}/{r.dtype}/{r.kernels} for backend "
+            f"{backend!r}; known for dtype {r.dtype}: {known}"
         )
-    g = graph_from_dict(repro["graph"])
-    xs = tuple(tensor_from_dict(d)[1] for d in repro["inputs"])
-    seed = TensorPack.of([tensor_from_dict(d)[1] for d in repro["seed"]])
-    return props[0].check(Case(g, xs, seed, tuple(repro.get("env", ()))))
+    try:
+        return props[0].check(Case(r.graph, r.inputs, r.seed, r.env))
+    except TorchLeanError as e:
+        raise ReproducerError(f"the case does not fit property {r.property!r}: {e}") from None
 
 
 def _md_table(rows: Sequence[Row]) -> str:

@@ -31,14 +31,20 @@ def session(dtype: str = "float32") -> Any:
 
 
 def test_json_format_float32_and_float64_golden(tmp_path: Path) -> None:
+    """The exact bytes: TorchLean's layout, then the digest field (sha256 of the text
+    before it, issue 15), hashed here with hashlib from the hand-written text."""
+    import hashlib
+
     ck.save_state(tmp_path / "a.json", [np.array([1.0, -2.0], np.float32)], "float32")
-    obj = json.loads((tmp_path / "a.json").read_text())
-    assert obj == {
-        "format": "torchlean_state_float32_bits_v1",
-        "state": [{"shape": [2], "values": [0x3F800000, 0xC0000000]}],
-    }
+    body = (
+        '{"format":"torchlean_state_float32_bits_v1",'
+        f'"state":[{{"shape":[2],"values":[{0x3F800000},{0xC0000000}]}}]}}'
+    )
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    assert (tmp_path / "a.json").read_text() == body[:-1] + f',"digest":"sha256:{digest}"}}'
     ck.save_state(tmp_path / "b.json", [np.array([[0.5]], np.float64)], "float64")
     obj = json.loads((tmp_path / "b.json").read_text())
+    assert obj.pop("digest").startswith("sha256:")
     assert obj == {
         "format": "torchlean_state_bits_v1",
         "state": [{"shape": [1, 1], "values": [0x3FE0000000000000]}],
@@ -119,6 +125,7 @@ def test_failed_load_leaves_session_unchanged(mutate: Any, text: str, tmp_path: 
     run.step(([1.0, 2.0], [0.5]))
     run.save(tmp_path / "ok.json")
     obj = json.loads((tmp_path / "ok.json").read_text())
+    del obj["digest"]  # a file without digest: the structure checks below apply
     bad = _write(tmp_path / "bad.json", mutate(obj))
     other = session()
     snap, steps, opt = bits(other.state()), other.steps(), other._opt.copy()
@@ -209,7 +216,7 @@ def test_atomic_write_keeps_old_file_on_failure(
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CheckpointError, match="disk full"):  # OS errors name the path
         ck.save_state(p, [np.array([2.0], np.float32)], "float32")
     assert p.read_bytes() == old
     assert sorted(x.name for x in tmp_path.iterdir()) == ["s.json"]  # no temp file left
@@ -223,6 +230,7 @@ def test_exact_state_files(tmp_path: Path) -> None:
     )
     run.save(tmp_path / "e.json")
     obj = json.loads((tmp_path / "e.json").read_text())
+    del obj["digest"]  # a file without digest: the structure checks below apply
     assert obj["format"] == "torchlean_state_exact_v1"
     assert obj["state"][0]["values"] == ["1/3"] and obj["state"][1]["values"] == ["-2/7"]
     other = Trainer(Sequential(Linear(1, 1))).open_typed("exact")
@@ -280,6 +288,7 @@ def test_exact_values_are_canonical_p_over_q(tmp_path: Path) -> None:
     vals = [Fraction(3), Fraction(0), Fraction(-1, 2), Fraction(7, 3)]
     ck.save_state(tmp_path / "e.json", [np.array(vals, dtype=object)], "exact")
     obj = json.loads((tmp_path / "e.json").read_text())
+    del obj["digest"]  # a file without digest: the structure checks below apply
     assert obj["state"][0]["values"] == ["3/1", "0/1", "-1/2", "7/3"]
     got = ck.load_state(tmp_path / "e.json", [(4,)], "exact")
     assert got[0].tolist() == vals

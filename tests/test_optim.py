@@ -224,24 +224,37 @@ class Boom(Linear):
 
 
 @pytest.mark.parametrize(
+    "make, text",
+    [
+        (lambda: SGD(-0.1), "lr = -0.1"),
+        (lambda: SGD(float("nan")), "lr = nan"),
+        (lambda: SGD(float("inf")), "lr = inf"),
+        (lambda: SGD(0.1, momentum=1.0), "momentum = 1.0"),
+        (lambda: Adam(beta1=-0.1), "beta1"),
+        (lambda: Adam(eps=0.0), "eps = 0.0"),
+        (lambda: AdaGrad(eps=-1.0), "eps"),
+        (lambda: RMSProp(alpha=1.0), "alpha"),
+        (lambda: Adadelta(rho=1.5), "rho"),
+        (lambda: AdamW(weight_decay=-1.0), "weight_decay"),
+    ],
+)
+def test_validation_at_construction(make: Any, text: str) -> None:
+    """Values outside their domain are refused when the optimizer is made (issue 15)."""
+    with pytest.raises(TorchLeanError, match=text.replace("(", r"\(").replace(".", r"\.")):
+        make()
+
+
+@pytest.mark.parametrize(
     "opt, text",
     [
-        (SGD(-0.1), "lr = -0.1"),
-        (SGD(float("nan")), "lr = nan"),
-        (SGD(float("inf")), "lr = inf"),
         (SGD(1e39), "after conversion to binary32"),
-        (SGD(0.1, momentum=1.0), "momentum = 1.0"),
         (Adam(beta2=0.99999999), "after conversion to binary32"),
-        (Adam(beta1=-0.1), "beta1"),
-        (Adam(eps=0.0), "eps = 0.0"),
         (Adam(eps=1e-50), "after conversion to binary32"),
-        (AdaGrad(eps=-1.0), "eps"),
-        (RMSProp(alpha=1.0), "alpha"),
-        (Adadelta(rho=1.5), "rho"),
-        (AdamW(weight_decay=-1.0), "weight_decay"),
     ],
 )
 def test_validation_before_instantiation(opt: Any, text: str) -> None:
+    """Values valid in binary64 but not after rounding into the run's dtype: refused by
+    open(), before the model is instantiated."""
     tr = Trainer(Sequential(Boom(1, 1)), optimizer=opt, dtype="float32")
     with pytest.raises(TorchLeanError, match=text.replace("(", r"\(").replace(".", r"\.")):
         tr.open()

@@ -154,12 +154,16 @@ def test_pairwise_mean_within_range_and_exact_for_rationals(xs: list[float]) -> 
     assert q == sum(Fraction(x) for x in xs) / len(xs)
 
 
-def test_loss_batch_empty_is_zero_and_eval_mode_mutates_nothing() -> None:
+def test_loss_batch_empty_is_refused_and_eval_mode_mutates_nothing() -> None:
     model = Sequential(Linear(2, 3), Dropout(0.5), BatchNorm1d(3), Linear(3, 1))
     run = Trainer(model, optimizer=Adam(0.01)).open()
     run.step(([1.0, 2.0], [0.5]))
     snap, counter, steps = bits(run.state()), run._s.rng.counter, run.steps()
-    assert run.loss([], batch=True) == 0.0
+    # a mean over no samples is refused (issue 15: it used to be 0.0)
+    with pytest.raises(TorchLeanError, match="empty"):
+        run.loss([], batch=True)
+    with pytest.raises(TorchLeanError, match="empty"):
+        run.eval([])
     a = run.predict([1.0, 2.0])
     b = run.predict([1.0, 2.0])  # no dropout in evaluation mode: deterministic
     assert np.array_equal(a, b)
@@ -267,10 +271,14 @@ def test_finish_snapshot_isolation(tmp_path: Path) -> None:
     res = run.finish(before=1.0, after=0.5)
     st0, p0 = bits(res.state()), res.predict([1.0, 1.0])
     res.save(tmp_path / "r1.json")
-    for _ in range(3):
+    # after finish() the session refuses mutation (issue 15) and nothing changes
+    snap = bits(run.state())
+    with pytest.raises(TorchLeanError, match="finished"):
         run.step(data[1])
-    run.load(tmp_path / "early.json")
-    run.step(data[0])
+    with pytest.raises(TorchLeanError, match="finished"):
+        run.load(tmp_path / "early.json")
+    assert bits(run.state()) == snap and run.steps() == 1
+    res.state()[0][...] = 7.0  # state() hands out copies
     assert bits(res.state()) == st0
     assert np.array_equal(res.predict([1.0, 1.0]), p0)
     res.save(tmp_path / "r2.json")

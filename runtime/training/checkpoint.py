@@ -15,23 +15,45 @@ Invariants:
 - NaN is one class: writing canonicalises every NaN to the positive quiet NaN with a zero
   payload; reading rejects any other NaN encoding.
 - safetensors files hold tensors `state.0`, `state.1`, ... (bfloat16 as its uint16 bit
-  view) and metadata `format`, `dtype`, `count` and `tying` (a JSON list).
-- Every write is atomic: a temporary file in the target's directory, flushed and fsynced,
-  then `os.replace`. A reader sees the old file or the new one, never a mixture.
-- Every read validates everything (format tag, dtype, counts, shapes, integer ranges, NaN
-  encodings, missing and extra tensors) and only then returns values; it never mutates
-  anything. Errors are `CheckpointError`s naming the path and the problem.
+  view) and metadata `format`, `dtype`, `count`, `tying` (a JSON list) and `digest`; other
+  metadata keys are refused.
+- Integrity: every file torchlean writes carries a SHA-256 digest of its content. JSON
+  files (state files and full training checkpoints) end with a field `"digest":
+  "sha256:<hex>"`, the hash of the file's compact JSON text without that field (the bytes
+  the writer produced before appending it); safetensors files carry metadata `digest`, the
+  hash of the other metadata (sorted) and of every tensor's name, dtype, shape and bytes
+  (name order). A read recomputes it from what it parsed and refuses a mismatch, so a
+  corrupted file either is refused or parses to exactly what was written. A file without
+  a digest (written by TorchLean or by an earlier torchlean) still loads, with an
+  `IntegrityNotCheckedWarning` saying that integrity was not checked. The digest detects
+  corruption, not tampering: anyone can write a file with a matching digest.
+- Every write is atomic: a temporary file in the target's directory (created with mode
+  0o666 & ~umask), flushed and fsynced, then `os.replace`, then the directory is fsynced.
+  A reader sees the old file or the new one, never a mixture; a crash during a save leaves
+  the previous file loadable. Targets: the path must be a `str` or `os.PathLike`; an
+  existing target must be a regular file (symbolic links are refused, not followed:
+  `save` never replaces a link nor writes where it points; directories, devices, FIFOs and
+  sockets are refused); an existing file's permission bits are kept; every OS error
+  (missing directory, permission, full disk) is a `CheckpointError` naming the path.
+  Replacing a file breaks its hard links (it is a new inode).
+- Every read validates everything (path type, regular file, JSON nesting depth <= 32,
+  integers below 2**64, no NaN/Infinity literals, the digest, format tag, dtype, counts,
+  shapes, integer ranges, NaN encodings, missing and extra tensors) and only then returns
+  values; it never mutates anything. Errors are `CheckpointError`s naming the path and the
+  problem.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import re
-import tempfile
+import secrets
+import stat
+import warnings
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,13 +63,19 @@ from spec.errors import CheckpointError
 from ..backends.base import np_dtype
 
 __all__ = [
+    "MAX_DEPTH",
     "STATE_TAGS",
     "TRAINING_TAG",
+    "IntegrityNotCheckedWarning",
     "canonical_nan_bits",
+    "check_path",
+    "checked_json",
     "decode_array",
     "decode_list",
     "encode_array",
+    "json_bytes_with_digest",
     "load_state",
+    "note_unchecked",
     "read_json",
     "save_state",
     "state_from_json",
@@ -86,21 +114,139 @@ def _is_nan_bits(dtype: str, b: int) -> bool:
     return (b & exp) == exp and (b & mant) != 0
 
 
+class IntegrityNotCheckedWarning(UserWarning):
+    """A checkpoint without a content digest was loaded: its integrity was not checked."""
+
+
+MAX_DEPTH = 32  # JSON nesting accepted on read (torchlean's own files nest at most 5 deep)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def check_path(path: Any) -> str:
+    """`path` as a str (a `str` or `os.PathLike` naming a non-empty path), else
+    `CheckpointError`."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(
+            f"{path!r}: a checkpoint path must be a str or os.PathLike, got {type(path).__name__}"
+        )
+    p = os.fspath(path)
+    if not isinstance(p, str) or not p:
+        raise CheckpointError(f"{path!r}: a checkpoint path must be a non-empty str path")
+    return p
+
+
+def _existing_target(p: str) -> os.stat_result | None:
+    """The lstat of an existing save target (a regular file), None when there is none."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CheckpointError(f"{p}: cannot save ({e.strerror or e})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise CheckpointError(
+            f"{p}: is a symbolic link; save refuses to replace links (pass the target path, "
+            f"{os.path.realpath(p)!r}, to write there)"
+        )
+    if stat.S_ISDIR(st.st_mode):
+        raise CheckpointError(f"{p}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{p}: is not a regular file (a device, FIFO or socket)")
+    return st
+
+
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file in the same directory + os.replace)."""
-    p = Path(path)
-    d = p.parent if str(p.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=d)
+    """Write `data` to `path` atomically (see the module docstring: targets, permissions,
+    errors). On any failure the previous file is untouched and no temporary file is left."""
+    p = check_path(path)
+    st = _existing_target(p)
+    d = os.path.dirname(p) or "."
+    if not os.path.isdir(d):
+        raise CheckpointError(f"{p}: cannot save: the directory {d!r} does not exist")
+    tmp = os.path.join(d, f".{os.path.basename(p)[:64]}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    except OSError as e:
+        raise CheckpointError(f"{p}: cannot save ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            if st is not None:
+                os.chmod(f.fileno(), stat.S_IMODE(st.st_mode))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if os.path.lexists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise CheckpointError(f"{p}: cannot save ({e.strerror or e})") from None
         raise
+    try:  # make the rename durable; some file systems cannot fsync a directory
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- digests
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _compact(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def json_bytes_with_digest(obj: dict[str, Any]) -> bytes:
+    """The compact JSON text of `obj` with a last field "digest" (see the module docstring)."""
+    return _compact({**obj, "digest": _sha256(_compact(obj))})
+
+
+def note_unchecked(path: str | os.PathLike[str]) -> None:
+    """Give the `IntegrityNotCheckedWarning` of a loaded file without a digest (called by
+    readers after the load succeeded)."""
+    warnings.warn(
+        IntegrityNotCheckedWarning(
+            f"{path}: no content digest (written by TorchLean or an older torchlean); "
+            "integrity not checked"
+        ),
+        stacklevel=3,
+    )
+
+
+def checked_json(path: str | os.PathLike[str], obj: Any) -> tuple[Any, bool]:
+    """(`obj` without its "digest" field, True) with the digest verified, or (obj, False)
+    for a file without one (the caller gives `note_unchecked` once the load succeeded).
+    Non-objects are returned as given."""
+    if not isinstance(obj, dict) or "digest" not in obj:
+        return obj, False
+    want = obj["digest"]
+    rest = {k: v for k, v in obj.items() if k != "digest"}
+    if not isinstance(want, str) or not _DIGEST.fullmatch(want):
+        raise CheckpointError(f"{path}: digest {want!r:.80} is not 'sha256:<64 hex digits>'")
+    got = _sha256(_compact(rest))
+    if got != want:
+        raise CheckpointError(
+            f"{path}: content digest mismatch, the file is corrupt (stored {want[:19]}..., "
+            f"content hashes to {got[:19]}...)"
+        )
+    return rest, True
+
+
+def _tensors_digest(meta: dict[str, str], tensors: dict[str, Any]) -> str:
+    h = hashlib.sha256(json.dumps(sorted(meta.items())).encode("utf-8"))
+    for name in sorted(tensors):
+        t = np.ascontiguousarray(tensors[name])
+        h.update(json.dumps([name, t.dtype.str, list(t.shape)]).encode("utf-8"))
+        h.update(t.tobytes())
+    return "sha256:" + h.hexdigest()
 
 
 # --------------------------------------------------------------------------- arrays
@@ -196,15 +342,56 @@ def decode_list(
     ]
 
 
+def _refuse_constant(name: str) -> Any:
+    raise CheckpointError(f"the JSON constant {name} is not allowed")
+
+
+def _check_tree(path: str | os.PathLike[str], obj: Any) -> None:
+    """Nesting depth <= MAX_DEPTH and every integer in (-2**64, 2**64) (iteratively)."""
+    stack = [(obj, 1)]
+    while stack:
+        o, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise CheckpointError(f"{path}: JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(o, int) and not isinstance(o, bool) and not -(2**64) < o < 2**64:
+            raise CheckpointError(f"{path}: integer out of range (|value| >= 2**64)")
+        if isinstance(o, dict):
+            stack.extend((v, depth + 1) for v in o.values())
+        elif isinstance(o, list):
+            stack.extend((v, depth + 1) for v in o)
+
+
+def _read_regular(path: Any) -> tuple[str, bytes]:
+    p = check_path(path)
+    try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise CheckpointError(f"{p}: cannot read ({kind})")
+        with open(p, "rb") as f:
+            return p, f.read()
+    except OSError as e:
+        raise CheckpointError(f"{p}: cannot read ({e.strerror or e})") from None
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON checkpoint (depth, integer range and constants checked; the digest is
+    checked by `checked_json`)."""
+    p, data = _read_regular(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: cannot read ({e})") from None
-    try:
-        return json.loads(text)
+        obj = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{p}: not UTF-8 text, corrupt ({e})") from None
     except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: not valid JSON, truncated or corrupt ({e})") from None
+        raise CheckpointError(f"{p}: not valid JSON, truncated or corrupt ({e})") from None
+    except RecursionError:
+        raise CheckpointError(f"{p}: JSON nested deeper than {MAX_DEPTH} levels") from None
+    except CheckpointError as e:
+        raise CheckpointError(f"{p}: {e}") from None
+    except ValueError as e:  # e.g. an integer beyond Python's digit limit
+        raise CheckpointError(f"{p}: not a valid checkpoint ({e})") from None
+    _check_tree(p, obj)
+    return obj
 
 
 # --------------------------------------------------------------------------- state files
@@ -224,7 +411,7 @@ def save_state(
     if dtype not in STATE_TAGS:
         raise CheckpointError(f"{path}: no state format for dtype {dtype!r}")
     obj = {"format": STATE_TAGS[dtype], "state": [encode_array(a, dtype) for a in arrays]}
-    write_bytes_atomic(path, json.dumps(obj, separators=(",", ":")).encode("utf-8"))
+    write_bytes_atomic(path, json_bytes_with_digest(obj))
 
 
 def load_state(
@@ -234,6 +421,7 @@ def load_state(
     tying: list[int] | None = None,
 ) -> list[np.ndarray]:
     """Read and fully validate a state file; returns the arrays, mutates nothing."""
+    check_path(path)
     if _is_safetensors(path):
         return _load_safetensors(path, shapes, dtype, tying or [])
     return state_from_json(path, read_json(path), shapes, dtype)
@@ -242,7 +430,9 @@ def load_state(
 def state_from_json(
     path: str | os.PathLike[str], obj: Any, shapes: list[tuple[int, ...]], dtype: str
 ) -> list[np.ndarray]:
-    """Validate and decode an already parsed JSON state file (named `path` in errors)."""
+    """Validate and decode an already parsed JSON state file (named `path` in errors); its
+    digest is checked (or, absent, an `IntegrityNotCheckedWarning` is given)."""
+    obj, checked = checked_json(path, obj)
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     tag = obj.get("format")
@@ -252,7 +442,10 @@ def state_from_json(
     extra = set(obj) - {"format", "state"}
     if extra:
         raise CheckpointError(f"{path}: unexpected keys {sorted(extra)}")
-    return decode_list(obj.get("state"), dtype, shapes, f"{path}: state")
+    out = decode_list(obj.get("state"), dtype, shapes, f"{path}: state")
+    if not checked:
+        note_unchecked(path)
+    return out
 
 
 def _save_safetensors(
@@ -274,6 +467,7 @@ def _save_safetensors(
         "count": str(len(arrays)),
         "tying": json.dumps(list(tying)),
     }
+    meta["digest"] = _tensors_digest(meta, tensors)
     write_bytes_atomic(path, save(tensors, metadata=meta))
 
 
@@ -282,10 +476,7 @@ def _load_safetensors(
 ) -> list[np.ndarray]:
     from safetensors.numpy import load
 
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read ({e})") from None
+    _, data = _read_regular(path)
     if len(data) < 8:
         raise CheckpointError(f"{path}: truncated safetensors file ({len(data)} bytes)")
     n = int.from_bytes(data[:8], "little")
@@ -296,7 +487,18 @@ def _load_safetensors(
         tensors = load(data)
     except Exception as e:  # the library's own parse errors
         raise CheckpointError(f"{path}: corrupt safetensors file ({e})") from None
-    meta = header.get("__metadata__") or {}
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CheckpointError(f"{path}: corrupt safetensors file (no string metadata)")
+    extra = sorted(set(meta) - {"format", "dtype", "count", "tying", "digest"})
+    if extra:
+        raise CheckpointError(f"{path}: unexpected metadata keys {extra}")
+    checked = "digest" in meta
+    if checked:
+        want = meta["digest"]
+        meta = {k: v for k, v in meta.items() if k != "digest"}
+        if _tensors_digest(meta, tensors) != want:
+            raise CheckpointError(f"{path}: content digest mismatch, the file is corrupt")
     if meta.get("format") != SAFETENSORS_TAG:
         raise CheckpointError(
             f"{path}: format tag {meta.get('format')!r} is not {SAFETENSORS_TAG!r}"
@@ -326,4 +528,6 @@ def _load_safetensors(
         bits = np.ascontiguousarray(t).view(_UINT[want_dt.itemsize])
         entry = {"shape": [int(d) for d in t.shape], "values": [int(b) for b in bits.reshape(-1)]}
         out.append(decode_array(entry, dtype, sh, f"{path}: state[{i}]"))
+    if not checked:
+        note_unchecked(path)
     return out

@@ -7,9 +7,27 @@ Invariants:
   so `validate` cannot be bypassed by changing a rate after a session was opened (and a
   session holds its own deep copy). Its state (moments, cached powers) lives in an
   `OptState` owned by one training session, never in the optimizer or in module globals.
-- `validate(dtype)` runs before any state exists: rates finite and >= 0; beta / rho / decay
-  / momentum in [0, 1); eps > 0; each checked on the given value and again after rounding
-  into the run's dtype (messages say "... after conversion to binary32").
+- Construction: positional arguments in the documented order, then torchlean keywords;
+  a keyword that is neither torchlean's nor an accepted PyTorch spelling is an
+  `OptionError` (a `TypeError`) naming it, listing the accepted ones and suggesting the
+  nearest. PyTorch spellings are accepted only where they mean exactly the same thing in
+  this optimizer: `betas=(b1, b2)` is `beta1=b1, beta2=b2` (Adam, AdamW); PyTorch options
+  that torchlean does not implement are accepted only at the value that turns them off
+  (`weight_decay=0` for SGD/Adam/AdaGrad/RMSProp/Adadelta, `nesterov=False`,
+  `dampening=0`, `amsgrad=False`, `centered=False`, `momentum=0` for RMSProp,
+  `lr_decay=0`, `initial_accumulator_value=0`, `maximize=False`) and are not stored;
+  any other value, and PyTorch's implementation switches (`foreach`, `fused`,
+  `capturable`, `differentiable`), are `OptionError`s saying what torchlean has instead
+  (e.g. Adam's `weight_decay` is L2 added to the gradient in PyTorch; torchlean's
+  decoupled decay is `AdamW(weight_decay=...)`). The update formulas (and so the bits)
+  are torchlean's, written below, not PyTorch's.
+- Hyperparameters are checked at construction (a number, not a bool; rates finite and
+  >= 0; beta / rho / decay / momentum in [0, 1); eps > 0: `HyperparameterError`) and
+  again by `validate(dtype)` before any state exists, after rounding into the run's dtype
+  (messages say "... after conversion to binary32").
+- `check_state(state, steps, where)` is the domain of an optimizer state read from a file:
+  every moment finite, second moments (sums and averages of squares) >= 0, beta powers
+  exactly 1 before the first step and in [0, 1) after; else `CheckpointError`.
 - Arithmetic is in the run's dtype: NumPy arrays of that dtype, one rounding per scalar
   operation (NumPy's + - * / sqrt are correctly rounded), or object arrays of Fractions for
   "exact" (sqrt of a non-square raises `DomainError`). Hyperparameters are rounded once
@@ -24,6 +42,8 @@ Invariants:
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -35,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from spec.domains import FLOAT64
-from spec.errors import TorchLeanError
+from spec.errors import CheckpointError, TorchLeanError
 
 from ..engine.context import KernelContext, fp_quiet
 
@@ -46,10 +66,13 @@ __all__ = [
     "Adadelta",
     "Adam",
     "AdamW",
+    "HyperparameterError",
     "OptState",
     "Optimizer",
+    "OptionError",
     "RMSProp",
     "Scheduler",
+    "check_raw",
     "check_value",
     "constant",
     "exponential",
@@ -66,6 +89,15 @@ _FORMAT = {
     "float16": "binary16",
     "exact": "exact rationals",
 }
+
+
+class OptionError(TorchLeanError, TypeError):
+    """An optimizer keyword that is not accepted (unknown, given twice, or a PyTorch option
+    at a value torchlean does not implement)."""
+
+
+class HyperparameterError(TorchLeanError, ValueError):
+    """A hyperparameter outside its domain (or not a number)."""
 
 
 def format_name(dtype: str) -> str:
@@ -94,28 +126,32 @@ def _as_fraction(x: Any) -> Fraction | None:
     return Fraction(f) if math.isfinite(f) else None
 
 
-def check_value(who: str, name: str, v: Any, kind: str, ctx: KernelContext) -> None:
-    """kind: "rate" (finite, >= 0), "unit" ([0, 1)), "pos" (finite, > 0)."""
-    want = {"rate": "a finite value >= 0", "unit": "a value in [0, 1)", "pos": "a value > 0"}[kind]
+_WANT = {"rate": "a finite value >= 0", "unit": "a value in [0, 1)", "pos": "a value > 0"}
+_IN = {
+    "rate": lambda q: q >= 0,
+    "unit": lambda q: 0 <= q < 1,
+    "pos": lambda q: q > 0,
+}
+
+
+def check_raw(who: str, name: str, v: Any, kind: str) -> None:
+    """The given value of a hyperparameter: a number (not a bool) in its domain;
+    kind: "rate" (finite, >= 0), "unit" ([0, 1)), "pos" (finite, > 0)."""
     if isinstance(v, bool) or not isinstance(v, (int, float, Fraction)):
-        raise TorchLeanError(f"{who}: {name} must be a number, got {v!r}")
-
-    def ok(q: Fraction | None) -> bool:
-        if q is None:
-            return False
-        if kind == "rate":
-            return q >= 0
-        if kind == "unit":
-            return 0 <= q < 1
-        return q > 0
-
+        raise HyperparameterError(f"{who}: {name} must be a number, got {v!r}")
     q0 = Fraction(v) if not isinstance(v, float) or math.isfinite(v) else None
-    if not ok(q0):
-        raise TorchLeanError(f"{who}: {name} = {v!r}: expected {want}")
+    if q0 is None or not _IN[kind](q0):
+        raise HyperparameterError(f"{who}: {name} = {v!r}: expected {_WANT[kind]}")
+
+
+def check_value(who: str, name: str, v: Any, kind: str, ctx: KernelContext) -> None:
+    """`check_raw`, and the value after rounding into the context's dtype in the domain."""
+    check_raw(who, name, v, kind)
+    want = _WANT[kind]
     r = _as_fraction(scalar(ctx, v))
-    if not ok(r):
+    if r is None or not _IN[kind](r):
         got = np.asarray(scalar(ctx, v)).reshape(()).item()
-        raise TorchLeanError(
+        raise HyperparameterError(
             f"{who}: {name} = {v!r} is {got!r} after conversion to {format_name(ctx.dtype)}, "
             f"expected {want}"
         )
@@ -136,17 +172,97 @@ class OptState:
         )
 
 
+_IMPL_SWITCHES = ("foreach", "fused", "capturable", "differentiable")
+_OFF = {"maximize": False}  # PyTorch options every optimizer accepts when off
+_OFF_WHY = {
+    "maximize": "torchlean optimizers minimise; negate the loss to maximise",
+    "weight_decay": "PyTorch adds weight_decay * p to the gradient (L2); torchlean has no L2 "
+    "term here: add it to the loss, or use AdamW(weight_decay=...) for decoupled decay",
+    "nesterov": "torchlean's SGD has heavy-ball momentum only",
+    "dampening": "torchlean's SGD momentum is b <- (b * momentum) + g (no dampening)",
+    "amsgrad": "torchlean's Adam has no AMSGrad variant",
+    "centered": "torchlean's RMSProp is not centred",
+    "momentum": "torchlean's RMSProp has no momentum",
+    "lr_decay": "use a scheduler (runtime.optim.exponential, step, ...) for a decaying rate",
+    "initial_accumulator_value": "torchlean's AdaGrad sum starts at 0",
+}
+
+
+def _is_off(v: Any, off: Any) -> bool:
+    if isinstance(off, bool):
+        return v is off
+    return not isinstance(v, bool) and isinstance(v, (int, float, Fraction)) and v == off
+
+
 class Optimizer(ABC):
-    """Base class. Subclasses declare their hyperparameters (`spec`: name -> kind) and
-    define `update`."""
+    """Base class. Subclasses declare their hyperparameters in positional order with their
+    defaults (`params`), their domains (`spec`: name -> kind), the PyTorch options they
+    accept only when off (`torch_off`: name -> the value that changes nothing), the domain
+    of each state slot (`slot_domains`: "finite" or "nonneg") and define `update`."""
 
     name: ClassVar[str] = ""
+    params: ClassVar[tuple[tuple[str, Any], ...]] = ()
     spec: ClassVar[dict[str, str]] = {}
+    torch_off: ClassVar[dict[str, Any]] = {}
     slot_names: ClassVar[tuple[str, ...]] = ()
     shared_names: ClassVar[tuple[str, ...]] = ()
+    slot_domains: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, **hyper: Any) -> None:
-        self._hyper: dict[str, Any] = dict(hyper)
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        ps = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
+               for n, d in cls.params]  # fmt: skip
+        cls.__signature__ = inspect.Signature(ps)  # type: ignore[attr-defined]
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        names = [n for n, _ in self.params]
+        if len(args) > len(names):
+            raise OptionError(
+                f"{self.name}: takes at most {len(names)} positional arguments "
+                f"({', '.join(names)}), got {len(args)}"
+            )
+        given = dict(zip(names, args, strict=False))
+        for k, v in kw.items():
+            self._keyword(given, k, v)
+        hyper = {n: given.get(n, d) for n, d in self.params}
+        for k, kind in self.spec.items():
+            check_raw(self.name, k, hyper[k], kind)
+        self._hyper: dict[str, Any] = hyper
+
+    def _keyword(self, given: dict[str, Any], k: str, v: Any) -> None:
+        """Take keyword `k` into `given` (torchlean names) or raise `OptionError`."""
+        names = [n for n, _ in self.params]
+        if k in names:
+            if k in given:
+                raise OptionError(f"{self.name}: {k} given twice (positionally and by keyword)")
+            given[k] = v
+            return
+        off = {**_OFF, **self.torch_off}
+        if k == "betas" and "beta1" in names:
+            if not isinstance(v, (tuple, list)) or len(v) != 2:
+                raise OptionError(f"{self.name}: betas must be a pair (beta1, beta2), got {v!r}")
+            if "beta1" in given or "beta2" in given:
+                raise OptionError(f"{self.name}: betas given together with beta1/beta2")
+            given["beta1"], given["beta2"] = v
+            return
+        if k in off:
+            if not _is_off(v, off[k]):
+                raise OptionError(
+                    f"{self.name}: PyTorch's {k}={v!r} is not implemented (only {k}={off[k]!r}, "
+                    f"which changes nothing, is accepted): {_OFF_WHY.get(k, '')}"
+                )
+            return
+        if k in _IMPL_SWITCHES:
+            raise OptionError(
+                f"{self.name}: {k} is a PyTorch implementation switch; torchlean has one "
+                "implementation with a normative operation order (drop the keyword)"
+            )
+        accepted = names + (["betas"] if "beta1" in names else []) + sorted(off)
+        near = difflib.get_close_matches(k, accepted, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise OptionError(
+            f"{self.name}: unknown keyword {k!r}; accepted: {', '.join(accepted)}{hint}"
+        )
 
     @property
     def hyper(self) -> Mapping[str, Any]:
@@ -169,6 +285,26 @@ class Optimizer(ABC):
     def validate(self, ctx: KernelContext) -> None:
         for k, kind in self.spec.items():
             check_value(self.name, k, self.hyper[k], kind, ctx)
+
+    def check_state(self, st: OptState, steps: int, where: str) -> None:
+        """The domain of a state read from a file (module docstring); `CheckpointError`."""
+        for i, slots in enumerate(st.slots):
+            for n, a in slots.items():
+                kind = self.slot_domains.get(n, "finite")
+                bad = _outside(a, kind)
+                if bad is not None:
+                    want = "finite" if kind == "finite" else "finite and >= 0"
+                    raise CheckpointError(
+                        f"{where}: parameter {i}: {n}: element {bad[0]} is {bad[1]!r}, "
+                        f"expected {want}"
+                    )
+        for n, a in st.shared.items():
+            q = _as_fraction(a)
+            ok = q == 1 if steps == 0 else q is not None and 0 <= q < 1
+            if not ok:
+                want = "exactly 1 (no step yet)" if steps == 0 else f"in [0, 1) after {steps} steps"
+                got = np.asarray(a).reshape(()).item()
+                raise CheckpointError(f"{where}: {n} is {got!r}, expected {want}")
 
     def consts(self, ctx: KernelContext) -> dict[str, Any]:
         return {k: scalar(ctx, v) for k, v in self.hyper.items()}
@@ -203,6 +339,19 @@ class Optimizer(ABC):
             ]
 
 
+def _outside(a: Any, kind: str) -> tuple[int, Any] | None:
+    """(index, value) of the first element of `a` outside `kind` ("finite", "nonneg")."""
+    flat = np.asarray(a).reshape(-1)
+    if flat.dtype == object:  # exact rationals are finite
+        bad = [i for i, v in enumerate(flat) if kind == "nonneg" and v < 0]
+        return (bad[0], flat[bad[0]]) if bad else None
+    out = ~np.isfinite(flat)
+    if kind == "nonneg":
+        out |= flat < 0
+    idx = np.flatnonzero(out)
+    return (int(idx[0]), float(flat[idx[0]])) if idx.size else None
+
+
 def _a(ctx: KernelContext, x: Any) -> Any:
     return ctx.arr(x)
 
@@ -219,10 +368,9 @@ class SGD(Optimizer):
     Otherwise, b starting at zeros: b <- (b * mu) + g; p <- p - (b * lr)."""
 
     name = "SGD"
+    params = (("lr", 0.01), ("momentum", 0.0))
     spec: ClassVar[dict[str, str]] = {"lr": "rate", "momentum": "unit"}
-
-    def __init__(self, lr: float | Fraction = 0.01, momentum: float | Fraction = 0.0) -> None:
-        super().__init__(lr=lr, momentum=momentum)
+    torch_off: ClassVar[dict[str, Any]] = {"weight_decay": 0, "nesterov": False, "dampening": 0}
 
     @property
     def slot_names(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -243,11 +391,13 @@ class AdaGrad(Optimizer):
     """s <- s + (g * g); p <- p - ((g * lr) / (sqrt(s) + eps)). eps = 1e-10."""
 
     name = "AdaGrad"
+    params = (("lr", 0.01), ("eps", 1e-10))
     spec: ClassVar[dict[str, str]] = {"lr": "rate", "eps": "pos"}
+    torch_off: ClassVar[dict[str, Any]] = {
+        "weight_decay": 0, "lr_decay": 0, "initial_accumulator_value": 0,
+    }  # fmt: skip
     slot_names = ("sum",)
-
-    def __init__(self, lr: float | Fraction = 0.01, eps: float | Fraction = 1e-10) -> None:
-        super().__init__(lr=lr, eps=eps)
+    slot_domains: ClassVar[dict[str, str]] = {"sum": "nonneg"}
 
     def update(
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any
@@ -264,16 +414,11 @@ class RMSProp(Optimizer):
     alpha (decay) = 0.99, eps = 1e-8."""
 
     name = "RMSProp"
+    params = (("lr", 0.01), ("alpha", 0.99), ("eps", 1e-8))
     spec: ClassVar[dict[str, str]] = {"lr": "rate", "alpha": "unit", "eps": "pos"}
+    torch_off: ClassVar[dict[str, Any]] = {"weight_decay": 0, "momentum": 0, "centered": False}
     slot_names = ("square_avg",)
-
-    def __init__(
-        self,
-        lr: float | Fraction = 0.01,
-        alpha: float | Fraction = 0.99,
-        eps: float | Fraction = 1e-8,
-    ) -> None:
-        super().__init__(lr=lr, alpha=alpha, eps=eps)
+    slot_domains: ClassVar[dict[str, str]] = {"square_avg": "nonneg"}
 
     def update(
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any
@@ -294,19 +439,14 @@ class Adam(Optimizer):
     beta1 = 0.9, beta2 = 0.999, eps = 1e-8."""
 
     name = "Adam"
+    params: ClassVar[tuple[tuple[str, Any], ...]] = (
+        ("lr", 0.001), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8),
+    )  # fmt: skip
     spec: ClassVar[dict[str, str]] = {"lr": "rate", "beta1": "unit", "beta2": "unit", "eps": "pos"}
+    torch_off: ClassVar[dict[str, Any]] = {"weight_decay": 0, "amsgrad": False}
     slot_names = ("m", "v")
     shared_names = ("beta1_power", "beta2_power")
-
-    def __init__(
-        self,
-        lr: float | Fraction = 0.001,
-        beta1: float | Fraction = 0.9,
-        beta2: float | Fraction = 0.999,
-        eps: float | Fraction = 1e-8,
-        **more: Any,
-    ) -> None:
-        super().__init__(lr=lr, beta1=beta1, beta2=beta2, eps=eps, **more)
+    slot_domains: ClassVar[dict[str, str]] = {"m": "finite", "v": "nonneg"}
 
     def begin_step(self, ctx: KernelContext, c: dict[str, Any], st: OptState) -> None:
         one = ctx.const(1)
@@ -334,17 +474,9 @@ class AdamW(Adam):
     that p. weight_decay = 0.01."""
 
     name = "AdamW"
+    params = (*Adam.params, ("weight_decay", 0.01))
     spec: ClassVar[dict[str, str]] = {**Adam.spec, "weight_decay": "rate"}
-
-    def __init__(
-        self,
-        lr: float | Fraction = 0.001,
-        beta1: float | Fraction = 0.9,
-        beta2: float | Fraction = 0.999,
-        eps: float | Fraction = 1e-8,
-        weight_decay: float | Fraction = 0.01,
-    ) -> None:
-        super().__init__(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    torch_off: ClassVar[dict[str, Any]] = {"amsgrad": False}
 
     def update(
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any
@@ -360,16 +492,11 @@ class Adadelta(Optimizer):
     lr = 1.0, rho = 0.9, eps = 1e-6."""
 
     name = "Adadelta"
+    params = (("lr", 1.0), ("rho", 0.9), ("eps", 1e-6))
     spec: ClassVar[dict[str, str]] = {"lr": "rate", "rho": "unit", "eps": "pos"}
+    torch_off: ClassVar[dict[str, Any]] = {"weight_decay": 0}
     slot_names = ("square_avg", "acc_delta")
-
-    def __init__(
-        self,
-        lr: float | Fraction = 1.0,
-        rho: float | Fraction = 0.9,
-        eps: float | Fraction = 1e-6,
-    ) -> None:
-        super().__init__(lr=lr, rho=rho, eps=eps)
+    slot_domains: ClassVar[dict[str, str]] = {"square_avg": "nonneg", "acc_delta": "nonneg"}
 
     def update(
         self, ctx: KernelContext, c: dict[str, Any], st: OptState, k: int, p: Any, g: Any, lr: Any

@@ -35,7 +35,19 @@ Invariants:
   children's range (so every finite partial mean lies between its children and a large
   finite sum never overflows). This bounds each merge, it is not an accuracy guarantee
   under cancellation.
+- Training data is checked before a step runs: every input and target value, after
+  conversion to the run's dtype, must be finite, else `DataError` naming the sample, the
+  input or target and the element (a NaN label or an infinite input would turn every
+  parameter NaN); the step is refused and nothing changes. `eval`/`loss(batch=True)` of
+  an empty dataset is a `DataError` (a mean of nothing is not 0.0).
 - `finish()` returns a `Result` holding copies: later steps or loads do not change it.
+  After `finish()` the session is closed for mutation: `step` and `load` raise
+  `FinishedError`; `loss`, `eval`, `predict`, `state` and `save` still work.
+- Full checkpoints are validated before anything changes (see `checkpoint` for the file
+  checks): the digest, keys, dtype, tying, optimizer and scheduler configuration, the step
+  count and RNG counter (ints >= 0), every tensor's shape and the optimizer state's domain
+  (`Optimizer.check_state`: moments finite, second moments >= 0, beta powers 1 before the
+  first step and in [0, 1) after).
 - Devices: `Trainer(device="cuda")` (eager, float64/float32/float16; bfloat16 is refused
   by `open()`, CuPy has no bfloat16 dtype) runs every training forward and backward on
   the CUDA backend; the gradients come back to the host, where the optimizer update, the
@@ -67,10 +79,20 @@ from ..backends.registry import get_backend
 from ..engine.context import KernelContext, fp_quiet
 from ..session import Param, Session, TensorRef
 from . import checkpoint as ckpt
+from .guards import DataError, FinishedError, check_finite, nonempty
 from .layers import LOSSES, Forward, Sequential
 from .optim import SGD, Optimizer, OptState, Scheduler, check_value, format_name, scalar
 
-__all__ = ["Result", "Trainer", "TrainingSession", "pairwise_mean", "save_loss_curve"]
+__all__ = [
+    "DataError",
+    "FinishedError",
+    "Result",
+    "Trainer",
+    "TrainingSession",
+    "pairwise_mean",
+    "save_loss_curve",
+]
+
 
 _NATIVE_FLOATS = ("float64", "float32", "bfloat16", "float16")
 # the CUDA backend (CuPy) has no bfloat16 dtype, so a CUDA run cannot hold bfloat16 arrays
@@ -179,8 +201,8 @@ class Result:
         return self._eval().loss(self._state, sample, batch, self.typed)
 
     def eval(self, data: Iterable[Any]) -> Any:
-        """The pairwise mean loss over `data` at the snapshot's state."""
-        return self.loss(data, batch=True)
+        """The pairwise mean loss over `data` (non-empty) at the snapshot's state."""
+        return self.loss(nonempty(data, "eval"), batch=True)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         ckpt.save_state(path, self._state, self.dtype, self.model.tying())
@@ -250,8 +272,9 @@ class _Evaluator:
     def loss(self, state: list[Any], samples: Any, batch: bool, typed: bool) -> Any:
         if not batch:
             return self.out(self.sample_loss(state, samples, typed), typed)
+        items = nonempty(samples, "loss(batch=True)")
         return self.out(
-            pairwise_mean(self.ctx, (self.sample_loss(state, sm, typed) for sm in samples)), typed
+            pairwise_mean(self.ctx, (self.sample_loss(state, sm, typed) for sm in items)), typed
         )
 
     def predict(self, state: list[Any], x: Any, batch: bool, typed: bool) -> Any:
@@ -368,7 +391,7 @@ class Trainer:
         if plot is not None:
             _require_matplotlib()
         run = self.open(scheduler)
-        before = run.eval(data) if report_loss else None
+        before = run.eval(data) if report_loss and data else None
         curve: list[float] = []
         interactive = sys.stderr.isatty()
         bar = tqdm(total=steps, file=sys.stderr, disable=not interactive, desc="train")
@@ -388,7 +411,7 @@ class Trainer:
                 bar.update(1)
         finally:
             bar.close()
-        after = run.eval(data) if report_loss else None
+        after = run.eval(data) if report_loss and data else None
         res = run.finish(before=before, after=after)
         if plot is not None:
             save_loss_curve(plot, curve)
@@ -478,6 +501,7 @@ class TrainingSession:
         self._trainable = [i for i, sp in enumerate(self._specs) if sp.trainable]
         self._opt = self.optimizer.init(self.ctx, [self._shapes[i] for i in self._trainable])
         self._steps = 0
+        self._finished = False
         self._eval = _Evaluator(self.model, t.objective, dtype, t.mode, t.kernels)
 
     def __repr__(self) -> str:
@@ -552,9 +576,14 @@ class TrainingSession:
     def step(self, sample: Any, batch: bool = False, loss: bool = False) -> Any:
         """One update from one sample, or (batch=True) from a non-empty list of samples
         whose gradients are averaged. `loss=True` returns the mean loss of the forwards."""
+        self._check_open("step")
         samples = list(sample) if batch else [sample]
         if not samples:
             raise TorchLeanError("step(batch=True): the batch is empty")
+        for i, sm in enumerate(samples):
+            x, t = _split(sm)
+            check_finite(self._eval.convert(x, self.typed), f"step: sample {i}: input")
+            check_finite(self._eval.convert(t, self.typed), f"step: sample {i}: target")
         lr = self._lr()  # raises before anything runs or changes
         snap = self._current()
         rng_counter = self._s.rng.counter
@@ -591,6 +620,13 @@ class TrainingSession:
             return None
         return self._eval.out(pairwise_mean(self.ctx, losses), self.typed)
 
+    def _check_open(self, what: str) -> None:
+        if self._finished:
+            raise FinishedError(
+                f"{what}: this training session was finished; open a new one (Trainer.open) "
+                "or load its checkpoint into one"
+            )
+
     def steps(self) -> int:
         """The number of completed updates."""
         return self._steps
@@ -601,7 +637,8 @@ class TrainingSession:
         return self._eval.loss(self._current(), sample, batch, self.typed)
 
     def eval(self, data: Iterable[Any]) -> Any:
-        return self.loss(data, batch=True)
+        """The pairwise mean loss over `data` (non-empty, else `DataError`)."""
+        return self.loss(nonempty(data, "eval"), batch=True)
 
     def predict(self, x: Any, batch: bool = False) -> Any:
         return self._eval.predict(self._current(), x, batch, self.typed)
@@ -636,12 +673,14 @@ class TrainingSession:
             "scheduler": None if self.scheduler is None else self.scheduler.config(),
             "rng": {"seed": self._s.rng.seed, "counter": self._s.rng.counter},
         }
-        ckpt.write_bytes_atomic(path, json.dumps(obj, separators=(",", ":")).encode("utf-8"))
+        ckpt.write_bytes_atomic(path, ckpt.json_bytes_with_digest(obj))
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace parameters and buffers from a state file (optimizer history and the step
         count are kept), or restore everything from a full training checkpoint. Everything
-        is validated before anything changes."""
+        is validated before anything changes (see the module docstring)."""
+        self._check_open("load")
+        ckpt.check_path(path)
         if str(path).endswith(".safetensors"):
             values = ckpt.load_state(path, self._shapes, self.dtype, self._tying)
         else:
@@ -656,6 +695,8 @@ class TrainingSession:
     def _load_full(self, path: str | os.PathLike[str], obj: dict[str, Any]) -> None:
         def bad(msg: str) -> CheckpointError:
             return CheckpointError(f"{path}: {msg}")
+
+        obj, checked = ckpt.checked_json(path, obj)
 
         want_keys = {
             "format", "dtype", "tying", "state", "optimizer", "opt_slots", "opt_shared",
@@ -701,16 +742,20 @@ class TrainingSession:
             n: ckpt.decode_array(shared_in[n], self.dtype, (), f"{path}: opt_shared.{n}")
             for n in self.optimizer.shared_names
         }
+        self.optimizer.check_state(OptState(slots, shared), steps, f"{path}: optimizer state")
         # validated: commit
         for p, v in zip(self._params, state, strict=True):
             p.set(v)
         self._opt = OptState(slots, shared)
         self._steps = steps
         self._s.rng.counter = rng["counter"]
+        if not checked:
+            ckpt.note_unchecked(path)
 
     # ------------------------------------------------------------------ finish
     def finish(self, before: Any = None, after: Any = None) -> Result:
-        """A snapshot: state copies and a report (updates, dtype/scalar, supplied losses)."""
+        """A snapshot: state copies and a report (updates, dtype/scalar, supplied losses).
+        Afterwards `step` and `load` raise `FinishedError`."""
         report = {
             "updates": self._steps,
             "dtype": self.dtype,
@@ -720,6 +765,7 @@ class TrainingSession:
             "mode": self.mode,
             "kernels": self.kernels,
         }
+        self._finished = True
         return Result(
             self.model,
             self.objective,
