@@ -20,7 +20,23 @@ import numpy as np
 
 from .core import Dyn, Emitter, Static, Unsupported, is_float
 
-__all__ = ["ATEN", "Poison", "Rule"]
+__all__ = [
+    "ATEN",
+    "Poison",
+    "Rule",
+    "cat",
+    "clamp",
+    "embedding",
+    "expand",
+    "gelu",
+    "index_select",
+    "pow_rule",
+    "scalar_mul",
+    "select",
+    "slice_rule",
+    "squeeze",
+    "view",
+]
 
 Rule = Callable[..., Any]
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -50,7 +66,7 @@ def _resolve(shape: Sequence[int], total: int) -> tuple[int, ...]:
     return tuple(s)
 
 
-def _scalar_mul(E: Emitter, v: Any, c: Any) -> Any:
+def scalar_mul(E: Emitter, v: Any, c: Any) -> Any:
     return v if c == 1 else E.node("scale", v, c=Fraction(c))
 
 
@@ -63,11 +79,11 @@ def _binary(op: str) -> Rule:
 
 
 def _add(E: Emitter, a: Any, b: Any, alpha: Any = 1) -> Any:
-    return E.node("add", a, _scalar_mul(E, b, alpha) if isinstance(b, Dyn) else b * alpha)
+    return E.node("add", a, scalar_mul(E, b, alpha) if isinstance(b, Dyn) else b * alpha)
 
 
 def _sub(E: Emitter, a: Any, b: Any, alpha: Any = 1) -> Any:
-    return E.node("sub", a, _scalar_mul(E, b, alpha) if isinstance(b, Dyn) else b * alpha)
+    return E.node("sub", a, scalar_mul(E, b, alpha) if isinstance(b, Dyn) else b * alpha)
 
 
 def _rsub(E: Emitter, a: Any, b: Any, alpha: Any = 1) -> Any:
@@ -94,7 +110,7 @@ def _to_copy(E: Emitter, x: Any, dtype: Any = None, **kw: Any) -> Any:
     return x
 
 
-def _gelu(E: Emitter, x: Any, approximate: str = "none") -> Any:
+def gelu(E: Emitter, x: Any, approximate: str = "none") -> Any:
     if approximate != "tanh":
         raise Unsupported("erf form (approximate='none'); the table's gelu is the tanh form")
     return E.node("gelu", x)
@@ -106,7 +122,7 @@ def _softplus(E: Emitter, x: Any, beta: Any = 1, threshold: Any = 20) -> Any:
     return E.node("softplus", x)  # torch returns x above the threshold; the table's is exact
 
 
-def _clamp(E: Emitter, x: Any, min: Any = None, max: Any = None) -> Any:
+def clamp(E: Emitter, x: Any, min: Any = None, max: Any = None) -> Any:
     if isinstance(min, Dyn | Static) or isinstance(max, Dyn | Static):
         raise Unsupported("tensor bounds")
     if min is not None and max is not None:
@@ -119,10 +135,10 @@ def _clamp(E: Emitter, x: Any, min: Any = None, max: Any = None) -> Any:
 
 
 def _hardtanh(E: Emitter, x: Any, min_val: Any = -1.0, max_val: Any = 1.0) -> Any:
-    return _clamp(E, x, min_val, max_val)
+    return clamp(E, x, min_val, max_val)
 
 
-def _pow(E: Emitter, x: Any, e: Any) -> Any:
+def pow_rule(E: Emitter, x: Any, e: Any) -> Any:
     rules = {
         1: lambda: x,
         2: lambda: E.node("mul", x, x),
@@ -142,7 +158,7 @@ def _dropout(E: Emitter, x: Any, p: Any = 0.5, train: Any = False) -> Any:
 
 
 # --------------------------------------------------------------------------- shape
-def _view(E: Emitter, x: Any, shape: Sequence[int]) -> Any:
+def view(E: Emitter, x: Any, shape: Sequence[int]) -> Any:
     return E.reshape(x, _resolve(shape, int(np.prod(E.shape(x)))))
 
 
@@ -160,7 +176,7 @@ def _unflatten(E: Emitter, x: Any, dim: int, sizes: Sequence[int]) -> Any:
     return E.reshape(x, (*s[:d], *_resolve(sizes, s[d]), *s[d + 1 :]))
 
 
-def _squeeze(E: Emitter, x: Any, dim: Any = None) -> Any:
+def squeeze(E: Emitter, x: Any, dim: Any = None) -> Any:
     s = E.shape(x)
     dims = range(len(s)) if dim is None else [dim] if isinstance(dim, int) else dim
     drop = {d % len(s) for d in dims if s[d % len(s)] == 1} if s else set()
@@ -184,20 +200,20 @@ def _t(E: Emitter, x: Any) -> Any:
     return x if len(E.shape(x)) < 2 else _transpose(E, x, 0, 1)
 
 
-def _expand(E: Emitter, x: Any, size: Sequence[int], implicit: bool = False) -> Any:
+def expand(E: Emitter, x: Any, size: Sequence[int], implicit: bool = False) -> Any:
     s = E.shape(x)
     off = len(size) - len(s)
     target = tuple(s[i - off] if d == -1 else int(d) for i, d in enumerate(size))
     return x if target == s else E.node("broadcast_to", x, shape=target)
 
 
-def _select(E: Emitter, x: Any, dim: int, index: int) -> Any:
+def select(E: Emitter, x: Any, dim: int, index: int) -> Any:
     s = E.shape(x)
     i = index % s[dim % len(s)]
     return E.node("select", E.move_axis(x, dim, 0), index=i)
 
 
-def _slice(
+def slice_rule(
     E: Emitter, x: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
 ) -> Any:
     n = E.shape(x)[dim % len(E.shape(x))]
@@ -211,7 +227,7 @@ def _slice(
     return x if len(rows) == n and step == 1 else E.on_axis(x, dim, 0, fn)
 
 
-def _cat(E: Emitter, xs: Sequence[Any], dim: int = 0) -> Any:
+def cat(E: Emitter, xs: Sequence[Any], dim: int = 0) -> Any:
     xs = [x for x in xs if int(np.prod(E.shape(x))) or len(E.shape(x)) != 1]
     n = len(E.shape(xs[0]))
     moved = [E.move_axis(x, dim, 0) for x in xs]
@@ -219,13 +235,13 @@ def _cat(E: Emitter, xs: Sequence[Any], dim: int = 0) -> Any:
 
 
 def _stack(E: Emitter, xs: Sequence[Any], dim: int = 0) -> Any:
-    return _cat(E, [_unsqueeze(E, x, dim) for x in xs], dim)
+    return cat(E, [_unsqueeze(E, x, dim) for x in xs], dim)
 
 
 def _split_sizes(E: Emitter, x: Any, sizes: Sequence[int], dim: int = 0) -> tuple[Any, ...]:
     out, start = [], 0
     for k in sizes:
-        out.append(_slice(E, x, dim, start, start + k))
+        out.append(slice_rule(E, x, dim, start, start + k))
         start += k
     return tuple(out)
 
@@ -243,15 +259,15 @@ def _chunk(E: Emitter, x: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
 
 
 def _unbind(E: Emitter, x: Any, dim: int = 0) -> tuple[Any, ...]:
-    return tuple(_select(E, x, dim, i) for i in range(E.shape(x)[dim % len(E.shape(x))]))
+    return tuple(select(E, x, dim, i) for i in range(E.shape(x)[dim % len(E.shape(x))]))
 
 
-def _index_select(E: Emitter, x: Any, dim: int, index: Any) -> Any:
+def index_select(E: Emitter, x: Any, dim: int, index: Any) -> Any:
     idx = tuple(int(i) for i in E.static_ints(index, "the index").reshape(-1))
     return E.on_axis(x, dim, 0, lambda v: E.node("index_select", v, indices=idx))
 
 
-def _embedding(E: Emitter, w: Any, ids: Any, padding_idx: int = -1, *a: Any, **k: Any) -> Any:
+def embedding(E: Emitter, w: Any, ids: Any, padding_idx: int = -1, *a: Any, **k: Any) -> Any:
     idx = E.static_ints(ids, "embedding ids")
     flat = tuple(int(i) for i in idx.reshape(-1))
     return E.node("embedding", w, indices=flat, shape=tuple(idx.shape))
@@ -282,8 +298,8 @@ def _linear(E: Emitter, x: Any, w: Any, b: Any = None) -> Any:
 
 
 def _addmm(E: Emitter, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
-    y = _scalar_mul(E, E.matmul(a, b), alpha)
-    return E.node("add", y, _scalar_mul(E, bias, beta) if isinstance(bias, Dyn) else bias)
+    y = scalar_mul(E, E.matmul(a, b), alpha)
+    return E.node("add", y, scalar_mul(E, bias, beta) if isinstance(bias, Dyn) else bias)
 
 
 def _matmul(E: Emitter, a: Any, b: Any) -> Any:
@@ -593,12 +609,12 @@ ATEN: dict[str, Rule] = {
     "aten.sigmoid": _unary("sigmoid"),
     "aten.silu": _unary("silu"),
     "aten.softplus": _softplus,
-    "aten.gelu": _gelu,
-    "aten.clamp": _clamp,
-    "aten.clamp_min": lambda E, x, m: _clamp(E, x, m, None),
-    "aten.clamp_max": lambda E, x, m: _clamp(E, x, None, m),
+    "aten.gelu": gelu,
+    "aten.clamp": clamp,
+    "aten.clamp_min": lambda E, x, m: clamp(E, x, m, None),
+    "aten.clamp_max": lambda E, x, m: clamp(E, x, None, m),
     "aten.hardtanh": _hardtanh,
-    "aten.pow": _pow,
+    "aten.pow": pow_rule,
     "aten.square": lambda E, x: E.node("mul", x, x),
     "aten.detach": _unary("detach"),
     "aten.dropout": _dropout,
@@ -612,28 +628,28 @@ ATEN: dict[str, Rule] = {
         E, x, next((v for v in (*a, *k.values()) if hasattr(v, "is_floating_point")), None)
     ),
     # shape
-    "aten.view": _view,
-    "aten.reshape": _view,
-    "aten._unsafe_view": _view,
+    "aten.view": view,
+    "aten.reshape": view,
+    "aten._unsafe_view": view,
     "aten.flatten": _flatten,
     "aten.unflatten": _unflatten,
-    "aten.squeeze": _squeeze,
+    "aten.squeeze": squeeze,
     "aten.unsqueeze": _unsqueeze,
     "aten.permute": lambda E, x, dims: E.permute(x, dims),
     "aten.transpose": _transpose,
     "aten.t": _t,
-    "aten.expand": _expand,
-    "aten.select": _select,
-    "aten.slice": _slice,
-    "aten.cat": _cat,
-    "aten.concat": _cat,
+    "aten.expand": expand,
+    "aten.select": select,
+    "aten.slice": slice_rule,
+    "aten.cat": cat,
+    "aten.concat": cat,
     "aten.stack": _stack,
     "aten.split": _split,
     "aten.split_with_sizes": _split_sizes,
     "aten.chunk": _chunk,
     "aten.unbind": _unbind,
-    "aten.index_select": _index_select,
-    "aten.embedding": _embedding,
+    "aten.index_select": index_select,
+    "aten.embedding": embedding,
     "aten.gather": _gather,
     # linalg, reduce, softmax
     "aten.linear": _linear,
