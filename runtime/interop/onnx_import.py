@@ -401,9 +401,9 @@ def _runtime_inputs(m: Any, given: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if vi.name in given:
             out[vi.name] = np.asarray(given[vi.name]).astype(dt)
             continue
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if None in dims:
+        if not all(d.HasField("dim_value") for d in tt.shape.dim):
             raise ModelImportError(f"input {vi.name!r} has a symbolic dimension; pass inputs=")
+        dims = tuple(int(d.dim_value) for d in tt.shape.dim)
         fill = rng.standard_normal(dims) if np.issubdtype(dt, np.floating) else np.zeros(dims)
         out[vi.name] = np.asarray(fill).astype(dt)
     return out
