@@ -14,19 +14,22 @@ from __future__ import annotations
 
 from .aten import ATEN
 from .core import ModelImportError, UnsupportedOpsError, nearest_table_op
+from .files import LOADERS, load_model
 from .imported import Imported
 from .onnx_import import ONNX_OPS, from_onnx
 from .torch_import import from_exported, from_torch, load_exported
 
 __all__ = [
     "ATEN",
-    "Imported",
+    "LOADERS",
     "ONNX_OPS",
+    "Imported",
     "ModelImportError",
     "UnsupportedOpsError",
     "from_exported",
     "from_onnx",
     "from_torch",
     "load_exported",
+    "load_model",
     "nearest_table_op",
 ]
