@@ -133,6 +133,11 @@ class Emitter:
         if why and name not in self.reasons:
             self.reasons[name] = why
 
+    def stand_in(self, shape: Sequence[int]) -> Dyn:
+        """A zero of `shape` standing in for an unmapped node's value (error path only)."""
+        z = self.node("const", shape=(), values=(Fraction(0),))
+        return self.node("broadcast_to", z, shape=tuple(shape)) if tuple(shape) else z
+
     def raise_if_unsupported(self, source: str) -> None:
         if self.unsupported:
             raise UnsupportedOpsError(

@@ -432,8 +432,9 @@ def _attrs(node: Any) -> dict[str, Any]:
     return out
 
 
-def _step(E: Emitter, node: Any, xs: list[Any], opset: int) -> tuple[Any, ...]:
-    n_out = len(node.output)
+def _step(
+    E: Emitter, node: Any, xs: list[Any], opset: int, shapes: Mapping[str, tuple[int, ...]]
+) -> tuple[Any, ...]:
     poisons = [x for x in xs if isinstance(x, Poison)]
     if poisons:
         for p in poisons:
@@ -441,19 +442,43 @@ def _step(E: Emitter, node: Any, xs: list[Any], opset: int) -> tuple[Any, ...]:
                 E.fail(p.name, p.why)
         if node.op_type not in ONNX_OPS:
             E.fail(node.op_type)
-        return (Poison(),) * n_out
+        return _stand_ins(E, node, shapes)
     if not any(isinstance(x, Dyn) for x in xs) and node.op_type != "Shape":
         return _static_eval(node, xs, opset)
     rule = ONNX_OPS.get(node.op_type)
     if rule is None:
         E.fail(node.op_type)
-        return (Poison(),) * n_out
+        return _stand_ins(E, node, shapes)
     try:
         out = rule(E, xs, _attrs(node), opset)
     except (Unsupported, TypeError, KeyError) as e:
         E.fail(node.op_type, str(e))
-        return (Poison(),) * n_out
+        return _stand_ins(E, node, shapes)
     return out if isinstance(out, tuple) else (out,)
+
+
+def _stand_ins(E: Emitter, node: Any, shapes: Mapping[str, tuple[int, ...]]) -> tuple[Any, ...]:
+    """Stand-in values (inferred float shapes) for a node that could not be mapped, so the
+    nodes after it are still checked; the graph is never returned."""
+    return tuple(E.stand_in(shapes[o]) if o in shapes else Poison() for o in node.output)
+
+
+def _float_shapes(m: Any) -> dict[str, tuple[int, ...]]:
+    """Statically known shapes of the float values (ONNX shape inference)."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m)
+    except Exception:  # shape inference is a best effort for error reporting only
+        return {}
+    out = {}
+    for vi in inferred.graph.value_info:
+        tt = vi.type.tensor_type
+        if not np.issubdtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type), np.floating):
+            continue
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            out[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    return out
 
 
 def _build(m: Any, runtime: dict[str, np.ndarray]) -> Imported:
@@ -471,12 +496,15 @@ def _build(m: Any, runtime: dict[str, np.ndarray]) -> Imported:
             env[name], names[d.id], values[name] = d, name, arr
         else:
             env[name] = Static(arr)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if any(n.op_type not in ONNX_OPS for n in m.graph.node):
+        shapes = _float_shapes(m)
     for node in m.graph.node:
         if node.domain not in ("", "ai.onnx"):
             E.fail(f"{node.domain}.{node.op_type}", "custom domain")
             env.update({o: Poison() for o in node.output})
             continue
-        outs = _step(E, node, [env[i] for i in node.input], opset)
+        outs = _step(E, node, [env[i] for i in node.input], opset, shapes)
         env.update(zip(node.output, outs, strict=False))
     E.raise_if_unsupported("ONNX model")
     outs = E.output_ids([env[o.name] for o in m.graph.output])

@@ -127,18 +127,32 @@ def _step(E: Emitter, node: Any, argkw: Any) -> Any:
                 E.fail(p.name, p.why)
         if packet not in ATEN:
             E.fail(full)
-        return Poison()
+        return _stand_in(E, node)
     if not any(isinstance(v, Dyn) for v in leaves):  # known at import time: torch computes it
         return _from_torch(node.target(*_to_torch(list(args)), **_to_torch_kw(kwargs)))
     rule = ATEN.get(packet)
     if rule is None:
         E.fail(full)
-        return Poison()
+        return _stand_in(E, node)
     try:
         return rule(E, *args, **kwargs)
     except (Unsupported, TypeError) as e:
         E.fail(full, str(e))
+        return _stand_in(E, node)
+
+
+def _stand_in(E: Emitter, node: Any) -> Any:
+    """A value of the right shape for a node that could not be mapped, so the nodes after
+    it are still checked (their variants reported too); the graph is never returned."""
+    import torch
+
+    def one(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            return E.stand_in(tuple(v.shape))
         return Poison()
+
+    val = node.meta.get("val")
+    return tuple(one(v) for v in val) if isinstance(val, list | tuple) else one(val)
 
 
 def _to_torch_kw(kw: Mapping[str, Any]) -> dict[str, Any]:
