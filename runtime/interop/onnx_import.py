@@ -259,8 +259,8 @@ def _layer_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     x, w, b = [*xs, None, None][:3]
     s = E.shape(x)
     axis = a.get("axis", -1) % len(s)
-    if a.get("stash_type", 1) != 1:
-        raise Unsupported("stash_type other than float")
+    if a.get("stash_type", 1) not in (1, 11):
+        raise Unsupported(f"stash_type {a['stash_type']} (statistics are in the run's dtype)")
     p = Poison("LayerNormalization (mean / inv_std_dev outputs)")
     return E.layer_norm(x, w, b, s[axis:], a.get("epsilon", 1e-5)), p, p
 
@@ -399,7 +399,13 @@ def _runtime_inputs(m: Any, given: Mapping[str, Any]) -> dict[str, np.ndarray]:
         tt = vi.type.tensor_type
         dt = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if vi.name in given:
-            out[vi.name] = np.asarray(given[vi.name]).astype(dt)
+            arr = np.asarray(given[vi.name]).astype(dt)
+            want = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            if len(want) != arr.ndim or any(w not in (None, g) for w, g in zip(want, arr.shape)):
+                raise ModelImportError(
+                    f"input {vi.name!r}: expected shape {want}, got {list(arr.shape)}"
+                )
+            out[vi.name] = arr
             continue
         if not all(d.HasField("dim_value") for d in tt.shape.dim):
             raise ModelImportError(f"input {vi.name!r} has a symbolic dimension; pass inputs=")
