@@ -571,3 +571,26 @@ def test_onnx_input_shape_is_checked():
     m, feeds = onnx_models()["cnn"]
     with pytest.raises(ModelImportError, match="expected shape"):
         from_onnx(m, inputs={"x": feeds["x"][:1]})
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_to_onnx_runs_in_other_runtimes(name):
+    _onnx()
+    from onnx.reference import ReferenceEvaluator
+
+    m, feeds = onnx_models()[name]
+    imp = from_onnx(m, inputs=feeds)
+    want = imp.run()[0][0]
+    exported = imp.to_onnx()
+    float_feeds = {k: v for k, v in feeds.items() if k in imp.values}
+    close(ReferenceEvaluator(exported).run(None, float_feeds)[0], want, 1e-12)
+    back = from_onnx(exported, inputs=float_feeds)  # and back again: the same values
+    close(back.run()[0][0], want, 1e-12)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    model32 = imp.to_onnx(dtype="float32")
+    sess = ort.InferenceSession(model32.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {k: v.astype(np.float32) for k, v in float_feeds.items()})[0]
+    close(got, want, 1e-5)

@@ -16,11 +16,13 @@ from .aten import ATEN
 from .core import ModelImportError, UnsupportedOpsError, nearest_table_op
 from .files import LOADERS, load_model
 from .imported import Imported
+from .onnx_export import EXPORT, to_onnx
 from .onnx_import import ONNX_OPS, from_onnx
 from .torch_import import from_exported, from_torch, load_exported
 
 __all__ = [
     "ATEN",
+    "EXPORT",
     "LOADERS",
     "ONNX_OPS",
     "Imported",
@@ -32,4 +34,5 @@ __all__ = [
     "load_exported",
     "load_model",
     "nearest_table_op",
+    "to_onnx",
 ]

@@ -178,6 +178,16 @@ class Imported:
         ok, text = link_check(self.graph, self.spec_inputs(dtype), (), dtype, seed)
         return LinkCheck(ok, text, "exact" if dtype in OBJECT_DTYPES else "ordered")
 
+    def to_onnx(self, dtype: str = "float64") -> Any:
+        """This graph as an ONNX model: parameters as initializers, the float runtime inputs
+        as ONNX inputs (integer ids are baked in, as in the graph)."""
+        from .onnx_export import to_onnx
+
+        params = {n: self.values[n] for n in self.parameter_names}
+        return to_onnx(
+            self.graph, names=self.names, outputs=self.outputs, values=params, dtype=dtype
+        )
+
     def summary(self) -> str:
         ops: dict[str, int] = {}
         for n in self.graph.nodes:

@@ -315,6 +315,30 @@ def _expand(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     return ar.expand(E, xs[0], target)
 
 
+def _pad(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
+    """Constant zero padding as concatenations with zero constants, axis by axis."""
+    x = xs[0]
+    n = len(E.shape(x))
+    pads = [int(p) for p in (a["pads"] if "pads" in a else _static(xs[1], "pads").reshape(-1))]
+    value = (
+        float(_static(xs[2], "value").reshape(-1)[0]) if len(xs) > 2 and xs[2] is not None else 0.0
+    )
+    if a.get("mode", "constant") != "constant" or value != 0.0 or min(pads, default=0) < 0:
+        raise Unsupported("only constant zero padding with pads >= 0")
+    axes = _axes(E, xs, {}, 3) or list(range(n))
+    k = len(axes)
+    for i, ax in enumerate(axes):
+        before, after = pads[i], pads[i + k]
+        parts = []
+        for count in (before, after):
+            s = list(E.shape(x))
+            s[ax % n] = count
+            parts.append(Static(np.zeros(s)) if count else None)
+        seq = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = ar.cat(E, seq, ax % n) if len(seq) > 1 else x
+    return x
+
+
 def _gelu(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     return ar.gelu(E, xs[0], a.get("approximate", "none"))
 
@@ -340,6 +364,7 @@ ONNX_OPS: dict[str, OnnxRule] = {
     "Sigmoid": _unary("sigmoid"),
     "Softplus": _unary("softplus"),
     "Gelu": _gelu,
+    "Pad": _pad,
     "Clip": _clip,
     "Identity": lambda E, xs, a, v: xs[0],
     "Dropout": _dropout,
@@ -401,7 +426,9 @@ def _runtime_inputs(m: Any, given: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if vi.name in given:
             arr = np.asarray(given[vi.name]).astype(dt)
             want = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-            if len(want) != arr.ndim or any(w not in (None, g) for w, g in zip(want, arr.shape)):
+            if len(want) != arr.ndim or any(
+                w not in (None, g) for w, g in zip(want, arr.shape, strict=True)
+            ):
                 raise ModelImportError(
                     f"input {vi.name!r}: expected shape {want}, got {list(arr.shape)}"
                 )
