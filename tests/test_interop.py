@@ -594,3 +594,27 @@ def test_to_onnx_runs_in_other_runtimes(name):
     sess = ort.InferenceSession(model32.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {k: v.astype(np.float32) for k, v in float_feeds.items()})[0]
     close(got, want, 1e-5)
+
+
+def test_ops_without_a_rule_are_decomposed_by_torch_first():
+    torch = _torch()
+    from runtime.interop import ATEN, from_torch
+
+    assert "aten.hardswish" not in ATEN
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Hardswish()).double().eval()
+    x = torch.linspace(-4, 4, 6, dtype=torch.float64).reshape(2, 3)
+    imp = from_torch(m, (x,))
+    out, grads, _ = torch_reference(m, (x,))
+    outs, g = imp.run()
+    close(outs[0], out)
+    close(g["0.weight"], grads["0.weight"])
+
+
+def test_docs_list_every_mapping_key():
+    from pathlib import Path
+
+    from runtime.interop import ATEN, EXPORT, ONNX_OPS
+
+    text = (Path(__file__).parent.parent / "docs" / "INTEROP.md").read_text()
+    for key in [*ATEN, *ONNX_OPS, *EXPORT]:
+        assert f"`{key}`" in text, key
