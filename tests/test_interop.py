@@ -618,3 +618,74 @@ def test_docs_list_every_mapping_key():
     text = (Path(__file__).parent.parent / "docs" / "INTEROP.md").read_text()
     for key in [*ATEN, *ONNX_OPS, *EXPORT]:
         assert f"`{key}`" in text, key
+
+
+def _layout_model(shape, perm, gather_axis, gather_ids, slice_spec, concat_axis):
+    """x -> Transpose(perm) -> Gather(axis, ids) -> Slice -> Concat(with itself) -> Mul w."""
+    onnx = _onnx()
+    h, nh = onnx.helper, onnx.numpy_helper
+    D = onnx.TensorProto.DOUBLE
+    start, stop, step, axis = slice_spec
+    inits = [
+        nh.from_array(np.asarray(gather_ids, dtype=np.int64), "ids"),
+        nh.from_array(np.array([start]), "st"),
+        nh.from_array(np.array([stop]), "sp"),
+        nh.from_array(np.array([axis]), "ax"),
+        nh.from_array(np.array([step]), "se"),
+        nh.from_array(np.array(1.5), "w"),
+    ]
+    nodes = [
+        h.make_node("Transpose", ["x"], ["t"], perm=list(perm)),
+        h.make_node("Gather", ["t", "ids"], ["g"], axis=gather_axis),
+        h.make_node("Slice", ["g", "st", "sp", "ax", "se"], ["s"]),
+        h.make_node("Concat", ["s", "s"], ["c"], axis=concat_axis),
+        h.make_node("Mul", ["c", "w"], ["y"]),
+    ]
+    g = h.make_graph(
+        nodes, "layout", [h.make_tensor_value_info("x", D, list(shape))],
+        [h.make_tensor_value_info("y", D, None)], inits,
+    )  # fmt: skip
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_layout_ops_match_the_onnx_reference_property():
+    _onnx()
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from onnx.reference import ReferenceEvaluator
+
+    @st.composite
+    def cases(draw):
+        shape = tuple(draw(st.lists(st.integers(1, 3), min_size=2, max_size=4)))
+        perm = draw(st.permutations(range(len(shape))))
+        tshape = [shape[p] for p in perm]
+        gax = draw(st.integers(0, len(shape) - 1))
+        ids_shape = draw(st.sampled_from([(), (2,), (1, 2)]))
+        ids = draw(st.lists(st.integers(-tshape[gax], tshape[gax] - 1), min_size=2, max_size=2))
+        ids = np.array(ids[: int(np.prod(ids_shape))]).reshape(ids_shape)
+        gshape = tshape[:gax] + list(ids_shape) + tshape[gax + 1 :]
+        sax = draw(st.integers(0, len(gshape) - 1))
+        n = gshape[sax]
+        start = draw(st.integers(0, n - 1))
+        stop = draw(st.integers(start + 1, n + 2))
+        step = draw(st.integers(1, 2))
+        cax = draw(st.integers(0, len(gshape) - 1))
+        return shape, perm, gax, ids, (start, stop, step, sax), cax
+
+    @settings(max_examples=25)
+    @given(cases())
+    def check(case):
+        m = _layout_model(*case)
+        x = np.arange(int(np.prod(case[0])), dtype=np.float64).reshape(case[0]) - 2.5
+        imp = from_onnx(m, inputs={"x": x})
+        (got,), grads = imp.run()
+        ref = ReferenceEvaluator(m)
+        want = ref.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        assert np.array_equal(got, want)  # data movement and one exact scaling by 1.5
+        # y is linear in x: <grad, d> = sum(y(d)), exactly, for small integer directions d
+        d = (np.arange(x.size).reshape(x.shape) * 7 % 5 - 2).astype(np.float64)
+        assert float(np.sum(grads["x"] * d)) == float(np.sum(ref.run(None, {"x": d})[0]))
+        assert imp.check_link("float64").ok
+
+    check()
