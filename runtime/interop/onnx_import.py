@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from spec.errors import TorchLeanError
+
 from . import aten as ar
 from .aten import Poison
 from .core import Dyn, Emitter, ModelImportError, Static, Unsupported, is_float
@@ -477,14 +479,18 @@ def _step(
             E.fail(node.op_type)
         return _stand_ins(E, node, shapes)
     if not any(isinstance(x, Dyn) for x in xs) and node.op_type != "Shape":
-        return _static_eval(node, xs, opset)
+        try:
+            return _static_eval(node, xs, opset)
+        except Exception as e:  # reported with the other unsupported ops
+            E.fail(node.op_type, f"evaluation at import time failed: {type(e).__name__}: {e}")
+            return _stand_ins(E, node, shapes)
     rule = ONNX_OPS.get(node.op_type)
     if rule is None:
         E.fail(node.op_type)
         return _stand_ins(E, node, shapes)
     try:
         out = rule(E, xs, _attrs(node), opset)
-    except (Unsupported, TypeError, KeyError) as e:
+    except (Unsupported, TypeError, KeyError, TorchLeanError) as e:
         E.fail(node.op_type, str(e))
         return _stand_ins(E, node, shapes)
     return out if isinstance(out, tuple) else (out,)

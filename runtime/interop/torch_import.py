@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from spec.errors import TorchLeanError
+
 from .aten import ATEN, Poison
 from .core import Dyn, Emitter, ModelImportError, Static, Unsupported, is_float
 from .imported import Imported
@@ -94,9 +96,7 @@ def _placeholders(ep: Any, args: Sequence[Any]) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _walk(
-    ep: Any, arrays: Mapping[str, np.ndarray], inputs: Sequence[str]
-) -> tuple[Emitter, dict[str, Any], Any]:
+def _walk(ep: Any, arrays: Mapping[str, np.ndarray]) -> tuple[Emitter, dict[str, Any], Any]:
     import torch.fx as fx
 
     E = Emitter()
@@ -129,14 +129,18 @@ def _step(E: Emitter, node: Any, argkw: Any) -> Any:
             E.fail(full)
         return _stand_in(E, node)
     if not any(isinstance(v, Dyn) for v in leaves):  # known at import time: torch computes it
-        return _from_torch(node.target(*_to_torch(list(args)), **_to_torch_kw(kwargs)))
+        try:
+            return _from_torch(node.target(*_to_torch(list(args)), **_to_torch_kw(kwargs)))
+        except Exception as e:  # reported with the other unsupported ops
+            E.fail(full, f"evaluation at import time failed: {type(e).__name__}: {e}")
+            return _stand_in(E, node)
     rule = ATEN.get(packet)
     if rule is None:
         E.fail(full)
         return _stand_in(E, node)
     try:
         return rule(E, *args, **kwargs)
-    except (Unsupported, TypeError) as e:
+    except (Unsupported, TypeError, KeyError, TorchLeanError) as e:
         E.fail(full, str(e))
         return _stand_in(E, node)
 
@@ -189,7 +193,7 @@ def from_exported(ep: Any, example_args: Sequence[Any] | None = None) -> Importe
 def _build(
     ep: Any, arrays: dict[str, np.ndarray], torch_names: dict[str, str], user: tuple[str, ...]
 ) -> Imported:
-    E, env, out = _walk(ep, arrays, user)
+    E, env, out = _walk(ep, arrays)
     E.raise_if_unsupported("torch.export program")
     outs = E.output_ids([v for v in _flat(out) if v is not None])
     graph = E.build()
