@@ -11,6 +11,7 @@ import sys
 from spec.errors import TorchLeanError
 
 from .cli import parse_args, replay_file, report, run, select
+from .model_check import run_model_file
 
 __all__ = ["main"]
 
@@ -19,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     if a.replay:
         return replay_file(a.replay, a.backend, a.against)
+    if a.model:
+        return run_model_file(a)
     try:
         backend, props = select(a)
     except TorchLeanError as e:

@@ -162,6 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-run the JSON reproducer of a failing case on --backend (and --against) and "
         "exit; a file naming another backend is refused",
     )
+    p.add_argument(
+        "model",
+        nargs="?",
+        default=None,
+        help="a model file (.onnx, or a .pt2 torch.export program): run the link check and "
+        "the suite's properties on its imported graph instead (conformance.model_check)",
+    )
+    p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="FILE.npz",
+        help="with MODEL: named arrays replacing its inputs / parameters (default: the "
+        "model's own values, seeded random runtime inputs)",
+    )
     return p
 
 

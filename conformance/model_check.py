@@ -1,0 +1,174 @@
+"""`python -m conformance MODEL`: the suite's properties on an imported model's graph.
+
+Invariants:
+- The model (`.onnx`, or a `.pt2` exported program) is imported with
+  `runtime.interop.load_model`; `--inputs FILE.npz` replaces values by name (runtime
+  inputs, integer ids, parameters).
+- Each property runs first on the model's own values (its parameters and the given or
+  default inputs) and then on `--max-examples` Hypothesis-drawn inputs and seeds for the
+  same graph; both count in the property's row. The properties are the suite's: `link`
+  (ordered kernels, bit equality with the spec; exact equality for "exact"),
+  `node_bounds` (fast kernels, per-node error bounds) and `dense_all_vs_from` (exact).
+- The report is the suite's (`cli.report`): the same table, files and exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+
+from runtime.backends import DTYPE_DOMAIN, NUMPY
+from runtime.interop import Imported, load_model
+from spec.errors import TorchLeanError
+from spec.graph import format_graph
+from spec.serialize import graph_to_dict, tensor_to_dict
+
+from .bounds import check_bounds
+from .graphs import inputs_for, seeds_for
+from .link_property import check_dense_all_vs_from, check_link
+from .suite import IEEE_DTYPES, Case, Outcome, Property, Row, run_property
+
+__all__ = ["model_properties", "run_model", "run_model_file"]
+
+
+def _cases(imp: Imported, dtype: str) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+    D = DTYPE_DOMAIN[dtype]
+    g = imp.graph
+
+    def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
+        return st.tuples(inputs_for(g, D), seeds_for(g, D)).map(
+            lambda xs_seed: Case(g, tuple(xs_seed[0]), xs_seed[1])
+        )
+
+    return strategy
+
+
+def _link(dtype: str) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_link(c.graph, c.inputs, c.seed, c.env, dtype=dtype, kernels="ordered")
+        return Outcome(r.ok, r.first_mismatch)
+
+    return check
+
+
+def _bounds(dtype: str) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_bounds(c.graph, c.inputs, c.env, dtype=dtype, kernels="fast")
+        return Outcome(r.ok, r.first_violation, r.max_ulp, r.worst_ratio)
+
+    return check
+
+
+def _dense_all(c: Case) -> Outcome:
+    r = check_dense_all_vs_from(c.graph, c.inputs, c.seed.tensors[-1], c.env, dtype="exact")
+    return Outcome(r.ok, r.first_mismatch)
+
+
+def model_properties(
+    imp: Imported, dtypes: Sequence[str], kernels: Sequence[str]
+) -> list[Property]:
+    """The suite's properties over this model's graph, with cases drawn for its shapes."""
+    ops = tuple(sorted({n.op for n in imp.graph.nodes}))
+    props = []
+    for dt in dtypes:
+        if dt == "exact":
+            props.append(Property("link", dt, "exact", _cases(imp, dt), _link(dt), "exact", ops))
+            props.append(
+                Property("dense_all_vs_from", dt, "exact", _cases(imp, dt), _dense_all, "", ops)
+            )
+            continue
+        if "ordered" in kernels:
+            props.append(Property("link", dt, "ordered", _cases(imp, dt), _link(dt), "bits", ops))
+        if "fast" in kernels:
+            props.append(
+                Property("node_bounds", dt, "fast", _cases(imp, dt), _bounds(dt), "bounds", ops)
+            )
+    return props
+
+
+def _own_case(imp: Imported, dtype: str) -> Case:
+    return Case(imp.graph, tuple(imp.spec_inputs(dtype)), imp.seed_pack(dtype, 0))
+
+
+def _failure(case: Case, prop: Property, out: Outcome) -> dict[str, Any]:
+    D = DTYPE_DOMAIN[prop.dtype]
+    return {
+        "message": f"at the model's own values: {out.message}",
+        "graph_text": format_graph(case.graph),
+        "repro": {
+            "property": prop.name,
+            "dtype": prop.dtype,
+            "kernels": prop.kernels,
+            "backend": "numpy",
+            "graph": graph_to_dict(case.graph),
+            "inputs": [tensor_to_dict(D, x) for x in case.inputs],
+            "seed": [tensor_to_dict(D, t) for t in case.seed.tensors],
+            "env": [],
+        },
+    }
+
+
+def run_model(
+    imp: Imported, props: Sequence[Property], max_examples: int, seed: int | None
+) -> list[Row]:
+    """One row per property: the model's own values first, then the drawn cases."""
+    rows = []
+    for prop in props:
+        try:
+            own = _own_case(imp, prop.dtype)
+            out = prop.check(own)
+        except TorchLeanError as e:  # e.g. the exact dtype and an op without exact results
+            out, own = Outcome(False, f"{type(e).__name__}: {e}"), None
+        if not out.ok:
+            row = Row(prop.name, prop.dtype, prop.kernels, cases=1, failed=1)
+            row.failure = (
+                _failure(own, prop, out)
+                if own is not None
+                else {"message": out.message, "graph_text": format_graph(imp.graph), "repro": {}}
+            )
+            rows.append(row)
+            continue
+        row = run_property(prop, max_examples, seed)
+        row.passed, row.cases = row.passed + 1, row.cases + 1
+        row.max_ulp = max(row.max_ulp, out.max_ulp)
+        row.worst_bound_ratio = max(row.worst_bound_ratio, out.worst_ratio)
+        rows.append(row)
+    return rows
+
+
+def _dtypes(a: argparse.Namespace, imp: Imported) -> list[str]:
+    if a.dtype != "all":
+        return a.dtype.split(",")
+    exact_ok = all(n.op in _ALGEBRAIC for n in imp.graph.nodes)
+    return (["exact"] if exact_ok else []) + list(IEEE_DTYPES[:2])
+
+
+def _algebraic() -> frozenset[str]:
+    from spec.ops import OPS
+
+    return frozenset(name for name, op in OPS.items() if op.algebraic)
+
+
+_ALGEBRAIC = _algebraic()
+
+
+def run_model_file(a: argparse.Namespace) -> int:
+    """Import `a.model` (with `a.inputs`), run the properties, report; 2 if it cannot be
+    imported."""
+    from .cli import report
+
+    try:
+        imp = load_model(a.model, inputs=a.inputs)
+    except (TorchLeanError, OSError) as e:
+        print(f"python -m conformance: {e}", file=sys.stderr)
+        return 2
+    print(imp.summary(), file=sys.stderr)
+    kernels = ["fast", "ordered"] if a.kernels == "all" else [a.kernels]
+    props = model_properties(imp, _dtypes(a, imp), kernels)
+    rows = run_model(imp, props, a.max_examples, a.seed)
+    a.per_op = 0
+    return report(a, NUMPY, rows)

@@ -1,0 +1,200 @@
+"""`Imported`: an imported model as a spec graph with its values, and how to run and check it.
+
+Invariants:
+- `graph` is a validated `spec.graph.Graph`; input id i is named `names[i]` (the torch
+  parameter / buffer / input name, or the ONNX input / initializer name) and has the array
+  `values[names[i]]` (stored in the model's own float dtype).
+- Integer inputs (token ids, class ids) are not graph inputs: the op table takes indices
+  as attributes, so they are baked into the graph. `int_inputs` holds their values;
+  `with_inputs` (and `run(inputs=...)` with an integer name) rebuilds the graph from the
+  same program with new ids, never mutating this object.
+- `run` lowers the graph with the runtime (`runtime.engine.lower`) and returns the
+  outputs and, per name, the gradient of the sum of all outputs (seed 1 at every output
+  value, 0 elsewhere, `backward_dense_from`). Nothing is cached between runs.
+- `check_link` is `runtime.session.link.link_check` on this graph: runtime
+  `backward_dense_from(lower(g))` with the `ordered` kernels against spec
+  `backprop_all_ctx(g)`, bit for bit (exact equality for "exact").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spec.graph import Graph
+from spec.tensor import Tensor, TensorPack
+
+from ..backends.base import NUMPY, OBJECT_DTYPES, round_f64, to_spec
+from ..engine.context import KernelContext
+from ..engine.lower import lower
+from ..session.link import LinkCheck, link_check, random_seed_pack
+from .core import ModelImportError
+
+__all__ = ["Imported", "as_dtype"]
+
+
+def as_dtype(arr: Any, dtype: str) -> Any:
+    """A float array as a runtime array of `dtype` (one rounding from its exact value;
+    exact: object array of Fractions)."""
+    a = np.asarray(arr)
+    if dtype in OBJECT_DTYPES:
+        return (
+            NUMPY.asarray(a.astype(np.float64).tolist(), dtype)
+            if a.ndim
+            else NUMPY.asarray(float(a), dtype)
+        )
+    return round_f64(a.astype(np.float64), dtype)
+
+
+Rebuild = Callable[[Mapping[str, np.ndarray]], "Imported"]
+
+
+@dataclass
+class Imported:
+    """An imported model (see the module docstring). `outputs` are the graph ids of the
+    model's outputs, in the model's order; `input_names` the model's runtime inputs (float
+    and integer), in order; `source` "torch" or "onnx"."""
+
+    graph: Graph
+    names: dict[int, str]
+    values: dict[str, np.ndarray]
+    outputs: tuple[int, ...]
+    input_names: tuple[str, ...]
+    int_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    source: str = ""
+    rebuild: Rebuild | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------------ inputs
+    @property
+    def ids(self) -> dict[str, int]:
+        """name -> graph input id."""
+        return {n: i for i, n in self.names.items()}
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """The float graph inputs that are not runtime inputs (parameters, buffers,
+        initializers), in graph order."""
+        return tuple(n for _, n in sorted(self.names.items()) if n not in self.input_names)
+
+    def with_inputs(self, inputs: Mapping[str, Any]) -> Imported:
+        """A copy with some values replaced: float names replace graph input values (same
+        shape), integer names rebuild the graph with the new ids."""
+        ints = {k: np.asarray(v) for k, v in inputs.items() if k in self.int_inputs}
+        unknown = [k for k in inputs if k not in self.values and k not in self.int_inputs]
+        if unknown:
+            raise ModelImportError(
+                f"unknown input name(s) {unknown}; known: {sorted(self.values)} "
+                f"and integer inputs {sorted(self.int_inputs)}"
+            )
+        out = self
+        if ints:
+            if self.rebuild is None:
+                raise ModelImportError("this import cannot be rebuilt with new integer inputs")
+            out = self.rebuild({**self.int_inputs, **ints})
+        vals = dict(out.values)
+        for k, v in inputs.items():
+            if k in ints:
+                continue
+            a = np.asarray(v)
+            if a.shape != vals[k].shape:
+                raise ModelImportError(
+                    f"input {k!r}: expected shape {vals[k].shape}, got {a.shape}"
+                )
+            if not np.issubdtype(a.dtype, np.floating):
+                raise ModelImportError(f"input {k!r}: expected a float array, got {a.dtype}")
+            vals[k] = a
+        return Imported(
+            out.graph,
+            out.names,
+            vals,
+            out.outputs,
+            out.input_names,
+            out.int_inputs,
+            out.source,
+            out.rebuild,
+        )
+
+    def arrays(self, dtype: str) -> list[Any]:
+        """The graph inputs in id order as runtime arrays of `dtype`."""
+        return [as_dtype(self.values[self.names[i]], dtype) for i in range(self.graph.num_inputs)]
+
+    def spec_inputs(self, dtype: str) -> list[Tensor]:
+        """The graph inputs as spec tensors in the domain of `dtype` (for the spec side
+        of a check, or an engine comparison)."""
+        return [to_spec(a, dtype) for a in self.arrays(dtype)]
+
+    def output_seed(self, dtype: str) -> list[Any]:
+        """The full seed of `run`'s gradients: 1 at every output value, 0 elsewhere."""
+        ctx = KernelContext(dtype, "ordered")
+        seeds = [ctx.zeros(s) for s in self.graph.shapes]
+        for o in self.outputs:
+            seeds[o] = seeds[o] + as_dtype(np.ones(self.graph.shapes[o]), dtype)
+        return seeds
+
+    # ------------------------------------------------------------------ running
+    def run(
+        self,
+        dtype: str = "float64",
+        kernels: str = "fast",
+        inputs: Mapping[str, Any] | None = None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """(outputs, grads): the model's outputs and, per graph input name, the gradient of
+        the sum of the outputs, computed by lowering the graph in `dtype` with the
+        `kernels` profile. `inputs` replaces values by name (see `with_inputs`)."""
+        if inputs:
+            return self.with_inputs(inputs).run(dtype, kernels)
+        tape = lower(self.graph, self.arrays(dtype), (), dtype=dtype, kernels=kernels)
+        grads = tape.backward_dense_from(self.output_seed(dtype))
+        outs = [tape.nodes[o].value for o in self.outputs]
+        return outs, {self.names[i]: grads[i] for i in range(self.graph.num_inputs)}
+
+    def spec_run(self, dtype: str = "float32") -> tuple[list[Tensor], dict[str, Tensor]]:
+        """The same as `run`, computed by the spec (`eval_graph`, `backprop_all_ctx`) in the
+        dtype's domain: slow, exact reference semantics (small models only)."""
+        from spec.graph import backprop_all_ctx, eval_graph
+
+        from ..backends.base import DTYPE_DOMAIN
+
+        D = DTYPE_DOMAIN[dtype]
+        xs = self.spec_inputs(dtype)
+        vals = eval_graph(D, self.graph, xs).tensors
+        seed = TensorPack.of([to_spec(s, dtype) for s in self.output_seed(dtype)])
+        cts = backprop_all_ctx(D, self.graph, xs, seed).tensors
+        return [vals[o] for o in self.outputs], {
+            self.names[i]: cts[i] for i in range(self.graph.num_inputs)
+        }
+
+    # ------------------------------------------------------------------ checking
+    def seed_pack(self, dtype: str, seed: int = 0) -> TensorPack:
+        """A full pseudo-random seed over every value (the link check's, spec RNG)."""
+        return random_seed_pack(self.graph, dtype, seed)
+
+    def check_link(self, dtype: str = "float32", seed: int = 0) -> LinkCheck:
+        """The link theorem on this graph at these values: runtime (`ordered` kernels) vs
+        spec, every value and every cotangent, bit for bit (exact for "exact")."""
+        ok, text = link_check(self.graph, self.spec_inputs(dtype), (), dtype, seed)
+        return LinkCheck(ok, text, "exact" if dtype in OBJECT_DTYPES else "ordered")
+
+    def to_onnx(self, dtype: str = "float64") -> Any:
+        """This graph as an ONNX model: parameters as initializers, the float runtime inputs
+        as ONNX inputs (integer ids are baked in, as in the graph)."""
+        from .onnx_export import to_onnx
+
+        params = {n: self.values[n] for n in self.parameter_names}
+        return to_onnx(
+            self.graph, names=self.names, outputs=self.outputs, values=params, dtype=dtype
+        )
+
+    def summary(self) -> str:
+        ops: dict[str, int] = {}
+        for n in self.graph.nodes:
+            ops[n.op] = ops.get(n.op, 0) + 1
+        return (
+            f"{self.source} model: {self.graph.num_inputs} graph inputs "
+            f"({len(self.input_names)} runtime inputs, {len(self.int_inputs)} integer), "
+            f"{len(self.graph.nodes)} nodes: "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items()))
+        )
