@@ -24,6 +24,7 @@ from typing import Any
 
 from runtime.backends import Backend, get_backend
 
+from .distributed import add_cluster_arguments, run_sharded, sharded
 from .suite import (
     IEEE_DTYPES,
     Property,
@@ -34,7 +35,16 @@ from .suite import (
     write_reports,
 )
 
-__all__ = ["DESCRIPTION", "build_parser", "parse_args", "replay_file", "report", "run", "select"]
+__all__ = [
+    "DESCRIPTION",
+    "build_parser",
+    "parse_args",
+    "replay_file",
+    "report",
+    "run",
+    "run_rows",
+    "select",
+]
 
 DESCRIPTION = "`python -m conformance`: run the conformance suite and write its report."
 
@@ -107,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="re-run the JSON reproducer of a failing case and exit",
     )
+    add_cluster_arguments(p, seeds=True)
     return p
 
 
@@ -164,6 +175,12 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
     finally:
         bar.close()
     return rows
+
+
+def run_rows(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
+    """`run`, or the same rows as shards when the flags ask for a cluster or several seeds
+    (`conformance.distributed`; raises its `DistributedError`)."""
+    return run_sharded(a, backend, props) if sharded(a) else run(a, backend, props)
 
 
 def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
