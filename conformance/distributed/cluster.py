@@ -136,7 +136,7 @@ class Vetting:
 
     def update(self, client: Any) -> set[str]:
         """Vet the workers not seen before; return the accepted ones still alive."""
-        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        alive = set(client.scheduler_info()["workers"])
         new = sorted(alive - self.accepted - set(self.refused))
         if new:
             got = client.run(fingerprint, workers=new, on_error="return")
