@@ -9,7 +9,8 @@ Invariants:
 - The result is one `(Theorem, CheckResult)` per selected theorem, in the selection's
   order, keyed by theorem name; only `seconds` can differ from a serial run.
 - `proofs` is imported inside the functions only (conformance does not depend on proofs
-  at import time).
+  at import time). A cluster error (no Dask, no usable worker) is raised as `ProofError`,
+  which `python -m proofs` reports with exit status 2.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def run_theorems_sharded(
 ) -> list[tuple[Any, Any]]:
     """Run the theorems `ths` as shards on the cluster `args` names (`--workers`,
     `--scheduler`); the results in `ths` order."""
+    from proofs.registry import ProofError
+
     from .cli import execute
+    from .cluster import DistributedError
 
     by_name = {t.name: t for t in ths}
     shards = plan([t.name for t in ths], [t.isolated for t in ths], quick)
@@ -64,5 +68,8 @@ def run_theorems_sharded(
             if on_result is not None:
                 on_result(by_name[name], r)
 
-    execute(shards, run_theorem_shard, args, on_result=done)
+    try:
+        execute(shards, run_theorem_shard, args, on_result=done)
+    except DistributedError as e:  # `python -m proofs` reports ProofError, exit status 2
+        raise ProofError(str(e)) from e
     return [(t, got[t.name]) for t in ths]
