@@ -8,6 +8,8 @@
 - A worker started from a copy of the sources with one changed byte is refused, with a
   message naming the source hash, and gets no shard.
 - The sweep's progress file resumes: recorded shards are not re-run.
+- A failing shard's reproducer replays locally (`python -m conformance --replay`).
+- `--scheduler ADDRESS` writes the serial report; without Dask the message names it.
 Skipped, naming the package, when `dask[distributed]` is not installed.
 """
 
@@ -268,3 +270,32 @@ def test_missing_dask_names_the_package(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setitem(sys.modules, "distributed", None)
     assert main([*FLAGS, "--workers", "2", "--report", os.devnull]) == 2
     assert "dask[distributed]" in capsys.readouterr().err
+
+
+def test_failing_shard_reproducer_replays_locally(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import types
+
+    import conformance.suite as suite
+
+    real = suite.check_link
+
+    def broken(g: Any, *a: Any, **k: Any) -> Any:  # "fails" on any graph with a mul node
+        if any(n.op == "mul" for n in g.nodes):
+            return types.SimpleNamespace(ok=False, first_mismatch="planted: mul")
+        return real(g, *a, **k)
+
+    monkeypatch.setattr(suite, "check_link", broken)
+    argv = ["--dtype", "exact", "--max-examples", "30", "--per-op", "1", "--session-examples", "0"]
+    shards = _shards(argv)
+    rows, _ = suite_shards.merge(
+        shards, cluster.run_local([(sh.id, sh) for sh in shards], suite_shards.local_runner)
+    )
+    link = next(r for r in rows if r.property == "link")
+    assert link.failed == 1 and link.failure["message"] == "planted: mul"
+    path = tmp_path / "repro.json"
+    path.write_text(json.dumps(link.failure["repro"]))
+    assert cli.replay_file(str(path)) == 1  # still failing with the planted bug
+    monkeypatch.setattr(suite, "check_link", real)
+    assert cli.replay_file(str(path)) == 0  # and passes once it is gone
