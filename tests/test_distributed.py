@@ -154,7 +154,18 @@ def _where(x: int) -> str:
     return f"{x}@{get_worker().address}"
 
 
-def test_worker_with_other_sources_is_refused(client: Any, tmp_path: Path) -> None:
+def _worker(cmd: list[str], tree: Path) -> subprocess.Popen[bytes]:
+    """A `dask worker` process importing torchlean from `tree`."""
+    return subprocess.Popen(
+        cmd,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def test_worker_with_other_sources_or_threads_is_refused(client: Any, tmp_path: Path) -> None:
     copy = tmp_path / "tree"
     for pkg in env.PACKAGES:
         shutil.copytree(ROOT / pkg, copy / pkg, ignore=shutil.ignore_patterns("__pycache__"))
@@ -162,29 +173,33 @@ def test_worker_with_other_sources_is_refused(client: Any, tmp_path: Path) -> No
         f.write("# one changed line\n")
     assert env.source_hash(copy) != env.source_hash()
     addr = client.scheduler.address
-    proc = subprocess.Popen(
-        [*WORKER, addr, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1"],
-        cwd=copy,
-        env={**os.environ, "PYTHONPATH": str(copy)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    good = set(client.scheduler_info()["workers"])
+    flags = ["--no-nanny", "--no-dashboard", "--host", "127.0.0.1"]
+    procs = [  # other sources, one thread; this checkout, two threads
+        _worker([*WORKER, addr, "--nthreads", "1", *flags], copy),
+        _worker([*WORKER, addr, "--nthreads", "2", *flags], ROOT),
+    ]
     try:
-        n = len(client.scheduler_info()["workers"])
-        client.wait_for_workers(n + 1, timeout=60)
-        bad = set(client.scheduler_info()["workers"]) - set(cluster.Vetting().update(client))
+        client.wait_for_workers(len(good) + 2, timeout=60)
+        info = client.scheduler_info()["workers"]
+        other = {a for a in set(info) - good if info[a]["nthreads"] == 1}
+        threaded = {a for a in set(info) - good if info[a]["nthreads"] == 2}
+        assert len(other) == len(threaded) == 1
         logged: list[str] = []
         vet = cluster.Vetting(log=logged.append)
         results = cluster.run_shards(client, [(f"s{i}", i) for i in range(12)], _where, vet=vet)
-        assert set(vet.refused) == bad and len(bad) == 1
-        assert "source hash" in vet.refused[next(iter(bad))]
-        assert any("source hash" in s and next(iter(bad)) in s for s in logged)
+        assert set(vet.refused) == other | threaded and vet.accepted == good
+        (o,), (t,) = other, threaded
+        assert "source hash: worker" in vet.refused[o]
+        assert "runs 2 threads" in vet.refused[t] and "source hash" not in vet.refused[t]
+        assert any("source hash" in s and o in s for s in logged)
         assert sorted(results) == sorted(f"s{i}" for i in range(12))
         used = {v.split("@", 1)[1] for v in results.values()}
-        assert used <= vet.accepted and not used & bad
+        assert used <= good
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=30)
 
 
 def test_fingerprint_differences_name_the_key() -> None:

@@ -7,9 +7,11 @@ Invariants:
   processes bound to 127.0.0.1, with the scheduler and worker dashboards disabled.
   `scheduler=ADDRESS` connects to an existing scheduler (an address such as
   `tcp://host:8786`, or the path of a scheduler file).
-- A worker gets work only after its `env.fingerprint()` equals the driver's (`vet`): a
-  worker that differs, or cannot even import torchlean, is refused once, with a message
-  naming every difference, and never gets a shard. Workers that join later (a restarted
+- A worker gets work only after its `env.fingerprint()` equals the driver's (`vet`) and it
+  runs one thread (a shard's Hypothesis run and the runtime's caches are per process, not
+  made thread-safe): a worker that differs, runs more threads, or cannot even import
+  torchlean, is refused once, with a message naming every difference, and never gets a
+  shard. Workers that join later (a restarted
   worker, a scaled cluster) are vetted when they are first seen.
 - `run_shards` returns exactly one result per shard id. Each shard is submitted with a
   worker restriction to the accepted workers; a shard whose worker is lost is re-run by
@@ -136,8 +138,16 @@ class Vetting:
 
     def update(self, client: Any) -> set[str]:
         """Vet the workers not seen before; return the accepted ones still alive."""
-        alive = set(client.scheduler_info()["workers"])
+        info = client.scheduler_info()["workers"]
+        alive = set(info)
         new = sorted(alive - self.accepted - set(self.refused))
+        for addr in [a for a in new if info[a].get("nthreads", 1) != 1]:
+            new.remove(addr)
+            self.refuse(
+                addr,
+                f"it runs {info[addr].get('nthreads')} threads; shards need one thread per "
+                "worker process (start it with --nthreads 1)",
+            )
         if new:
             got = client.run(fingerprint, workers=new, on_error="return")
             for addr in new:
