@@ -10,7 +10,7 @@ import sys
 
 from spec.errors import TorchLeanError
 
-from .cli import parse_args, replay_file, report, run, select
+from .cli import parse_args, replay_file, report, run_rows, select
 from .model_check import run_model_file
 
 __all__ = ["main"]
@@ -27,7 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     except TorchLeanError as e:
         print(f"python -m conformance: {e}", file=sys.stderr)
         return 2
-    rows = run(a, backend, props)
+    try:
+        rows = run_rows(a, backend, props)
+    except TorchLeanError as e:  # conformance.distributed.DistributedError: no Dask, no worker
+        print(f"python -m conformance: {e}", file=sys.stderr)
+        return 2
     return report(a, backend, rows)
 
 

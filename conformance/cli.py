@@ -35,6 +35,7 @@ from runtime.backends import Backend, get_backend
 from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
 
+from .distributed import add_cluster_arguments, run_sharded, sharded
 from .reproducer import read_reproducer
 from .suite import (
     IEEE_DTYPES,
@@ -55,6 +56,7 @@ __all__ = [
     "replay_file",
     "report",
     "run",
+    "run_rows",
     "select",
 ]
 
@@ -176,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with MODEL: named arrays replacing its inputs / parameters (default: the "
         "model's own values, seeded random runtime inputs)",
     )
+    add_cluster_arguments(p, seeds=True)
     return p
 
 
@@ -240,6 +243,12 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
     finally:
         bar.close()
     return rows
+
+
+def run_rows(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
+    """`run`, or the same rows as shards when the flags ask for a cluster or several seeds
+    (`conformance.distributed`; raises its `DistributedError`)."""
+    return run_sharded(a, backend, props) if sharded(a) else run(a, backend, props)
 
 
 def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:

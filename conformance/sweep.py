@@ -12,8 +12,11 @@ if `cr_apply` agrees with MPFR the long-double reference was wrong (counted, not
 otherwise it is a disagreement, i.e. a counterexample to `cr_apply`'s correctness assumption.
 
 The full sweep (`--start 0 --stop 2**32`, the default) takes hours; the unit test runs a small
-range. Progress goes to stderr (tqdm, only on a TTY); the summary table goes to stdout and a
-JSON summary to `--json`. Exit status: 0 when there is no disagreement, 1 otherwise.
+range. With `--workers N` / `--scheduler ADDRESS` the range is cut into shards of
+`--shard-size` patterns run on Dask, and `--progress FILE` makes a run resumable
+(`conformance.distributed.sweep_shards`); the summary is the serial one, except `seconds`.
+Progress goes to stderr (tqdm, only on a TTY); the summary table goes to stdout and a JSON
+summary to `--json`. Exit status: 0 when there is no disagreement, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ import numpy as np
 from runtime.backends import from_spec, round_f64, to_spec
 from runtime.engine.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
 from spec.domains import BINARY32
+from spec.errors import TorchLeanError
 
-__all__ = ["FnSummary", "main", "run_sweep", "sweep_chunk"]
+__all__ = ["FnSummary", "build_parser", "main", "run_sweep", "sweep_chunk"]
 
 MAX_EXAMPLES = 20
 
@@ -140,7 +144,9 @@ def _int(s: str) -> int:
     return int(s, 0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    from .distributed import add_cluster_arguments
+
     p = argparse.ArgumentParser(
         prog="python -m conformance.sweep",
         description="Exhaustive binary32 check of runtime.engine.crmath.",
@@ -157,14 +163,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--chunk", type=_int, default=2**20, help="patterns per chunk (2**20)")
     p.add_argument("--json", default="crmath-sweep.json", help="JSON summary path")
-    a = p.parse_args(argv)
-    fns = a.fn or list(FUNCTIONS)
-    if not 0 <= a.start <= a.stop <= 2**32:
-        p.error(f"need 0 <= start <= stop <= 2**32, got [{a.start}, {a.stop})")
-    if a.chunk < 1:
-        p.error("--chunk must be >= 1")
+    p.add_argument(
+        "--progress",
+        default=None,
+        metavar="FILE",
+        help="record finished shards in FILE (JSON lines) and resume from it: a rerun with "
+        "the same flags skips the shards already there",
+    )
+    p.add_argument(
+        "--shard-size",
+        type=_int,
+        default=2**24,
+        help="bit patterns per shard with --workers/--scheduler/--progress (default 2**24)",
+    )
+    add_cluster_arguments(p)
+    return p
 
+
+def _sweep(a: argparse.Namespace, fns: list[str]) -> dict[str, FnSummary]:
+    """Serial `run_sweep`, or shards (`conformance.distributed`) when the flags ask."""
     from tqdm import tqdm
+
+    from .distributed import uses_cluster
 
     bar = tqdm(
         total=(a.stop - a.start) * len(fns),
@@ -175,9 +195,21 @@ def main(argv: list[str] | None = None) -> int:
         leave=False,
     )
     try:
-        res = run_sweep(fns, a.start, a.stop, a.chunk, progress=bar.update)
+        if not (uses_cluster(a) or a.progress):
+            return run_sweep(fns, a.start, a.stop, a.chunk, progress=bar.update)
+        from .distributed.cli import execute
+        from .distributed.sweep_shards import header, plan, run_planned
+
+        shards = plan(fns, a.start, a.stop, a.chunk, a.shard_size)
+        head = header(fns, a.start, a.stop, a.chunk, a.shard_size)
+        return run_planned(
+            shards, a.progress, head, lambda *x, **k: execute(*x, a, **k), bar.update
+        )
     finally:
         bar.close()
+
+
+def _report(a: argparse.Namespace, res: dict[str, FnSummary]) -> int:
     print(
         f"{'fn':<6}{'elements':>12}{'cr_fallbacks':>14}{'ref_mpfr':>10}{'ref_wrong':>11}"
         f"{'disagree':>10}{'s':>8}"
@@ -207,6 +239,22 @@ def main(argv: list[str] | None = None) -> int:
         f"summary: {a.json}"
     )
     return 1 if total else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    a = p.parse_args(argv)
+    fns = a.fn or list(FUNCTIONS)
+    if not 0 <= a.start <= a.stop <= 2**32:
+        p.error(f"need 0 <= start <= stop <= 2**32, got [{a.start}, {a.stop})")
+    if a.chunk < 1 or a.shard_size < 1 or a.workers < 1:
+        p.error("--chunk, --shard-size and --workers must be >= 1")
+    try:
+        res = _sweep(a, fns)
+    except TorchLeanError as e:  # no Dask, no usable worker, a foreign progress file
+        print(f"python -m conformance.sweep: {e}", file=sys.stderr)
+        return 2
+    return _report(a, res)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ def _run_check(ths: Sequence[Theorem], args: argparse.Namespace) -> _CheckRun:
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
-        results = run_theorems(
+        results = _dispatch(ths, args, bar) or run_theorems(
             ths,
             quick=args.quick,
             jobs=args.jobs,
@@ -166,6 +166,17 @@ def _run_check(ths: Sequence[Theorem], args: argparse.Namespace) -> _CheckRun:
     finally:
         bar.close()
     return _CheckRun(list(results), started, time.perf_counter() - t0)
+
+
+def _dispatch(ths: Sequence[Theorem], args: argparse.Namespace, bar: _Progress) -> list[Any]:
+    """The theorems as shards on Dask with --workers N / --scheduler (conformance.distributed);
+    [] when neither is given."""
+    from conformance.distributed import uses_cluster
+    from conformance.distributed.theorem_shards import run_theorems_sharded
+
+    if not uses_cluster(args):
+        return []
+    return run_theorems_sharded(ths, quick=args.quick, args=args, on_result=bar.result)
 
 
 def _report_results(results: Sequence[tuple[Theorem, CheckResult]], out: TextIO) -> list[str]:
@@ -347,6 +358,9 @@ def _add_check(p: argparse.ArgumentParser) -> None:
         help="worker processes (default: the CPUs available)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from conformance.distributed import add_cluster_arguments  # --workers, --scheduler (Dask)
+
+    add_cluster_arguments(p)
 
 
 def _add_path(p: argparse.ArgumentParser) -> None:
