@@ -12,6 +12,9 @@ Invariants:
 - + - * / sqrt and comparisons are the same in both profiles: NumPy's are correctly rounded
   for float64/float32/float16 and ml_dtypes' for bfloat16 (computed in float32, which has
   more than 2p+2 bits, then rounded once).
+- `ordered` on NumPy float64/float32: the folds and the matmul run as compiled loops
+  (`runtime.engine.compiled`, numba, no fastmath) that equal the NumPy paths below bit
+  for bit; those stay the reference (`compiled=False` or TORCHLEAN_COMPILED=0 force them).
 - Constants are built in the operand's dtype (`const`), never as float64 scalars.
 - "exact" runs the same code on object arrays of Fractions; transcendental functions and
   division by zero raise `DomainError`.
@@ -40,6 +43,7 @@ import numpy as np
 from spec.errors import DomainError, TorchLeanError
 
 from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec, np_dtype
+from . import compiled as _compiled_mod
 from .crmath import cr_apply
 
 __all__ = ["PROFILES", "KernelContext", "fp_quiet"]
@@ -91,7 +95,11 @@ class KernelContext:
     """Everything a kernel needs to know about where and how it computes."""
 
     def __init__(
-        self, dtype: str = "float32", profile: str = "fast", backend: Backend = NUMPY
+        self,
+        dtype: str = "float32",
+        profile: str = "fast",
+        backend: Backend = NUMPY,
+        compiled: bool | None = None,
     ) -> None:
         if profile not in PROFILES:
             raise TorchLeanError(f"unknown kernel profile {profile!r}; choose one of {PROFILES}")
@@ -110,6 +118,15 @@ class KernelContext:
         self.const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
         self.numpy_fast = backend.is_numpy and not self.exact
+        # `ordered` folds and matmul through the compiled kernels (float64/float32 NumPy
+        # arrays; `runtime.engine.compiled`); compiled=False forces the NumPy reference
+        # path, None follows the environment switch TORCHLEAN_COMPILED.
+        self.compiled = (
+            self.ordered
+            and self.numpy_fast
+            and compiled is not False
+            and _compiled_mod.enabled(self.dt)
+        )
 
     def __repr__(self) -> str:
         return f"KernelContext({self.dtype!r}, {self.profile!r}, backend={self.backend.name!r})"
@@ -224,6 +241,10 @@ class KernelContext:
             if self.numpy_fast:
                 return self.arr(np.sum(x, axis=0, dtype=self.dt))
             return self.arr(self.xp.sum(x, axis=0, dtype=self.dt))
+        if self.compiled:
+            y = _compiled_mod.fold_axis(x, 0)
+            if y is not None:
+                return y
         if self.backend.is_numpy:
             # add.accumulate is sequential by definition: out[i] = out[i-1] + x[i].
             return self.arr(np.add.accumulate(x, axis=0, dtype=self.dt)[-1])
@@ -238,6 +259,10 @@ class KernelContext:
 
     def sum_axis(self, x: Any, axis: int) -> Any:
         axis = axis % x.ndim
+        if self.compiled and x.shape[axis]:
+            y = _compiled_mod.fold_axis(x, axis)
+            if y is not None:
+                return y
         if axis == 0:
             return self.fold0(x)
         perm = (axis, *[i for i in range(x.ndim) if i != axis])
@@ -274,6 +299,10 @@ class KernelContext:
         if self.backend.ordered_matmul is not None:
             y = self.backend.ordered_matmul(a, b)
             if y is not None:  # None: no device kernel for this dtype
+                return y
+        if self.compiled:
+            y = _compiled_mod.matmul(a, b)
+            if y is not None:
                 return y
         acc = a[..., :, 0:1] * b[..., 0:1, :]
         if self.numpy_fast:
