@@ -49,8 +49,24 @@ def special_values(domain: IEEEDomain) -> list[Any]:
     ]
 
 
+_SCALARS: dict[Any, st.SearchStrategy[Any]] = {}
+
+
 def scalars(domain: Domain, *, specials: bool = False) -> st.SearchStrategy[Any]:
-    """Elements of a domain (see the module docstring)."""
+    """Elements of a domain (see the module docstring). Memoised per (domain, specials):
+    the same strategy object each time, so Hypothesis validates its tree once instead of
+    once per drawn case (performance only: a strategy's draws do not depend on which
+    equal object is drawn from)."""
+    try:
+        hit = _SCALARS.get((domain, specials))
+    except TypeError:  # an unhashable domain: build it every time
+        return _scalars(domain, specials)
+    if hit is None:
+        hit = _SCALARS[(domain, specials)] = _scalars(domain, specials)
+    return hit
+
+
+def _scalars(domain: Domain, specials: bool) -> st.SearchStrategy[Any]:
     kind = domain_kind_of(domain)
     if kind == "rational":
         return RAT.map(domain.from_rational)

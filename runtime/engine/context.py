@@ -46,7 +46,7 @@ from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_sp
 from . import compiled as _compiled_mod
 from .crmath import cr_apply
 
-__all__ = ["PROFILES", "KernelContext", "fp_quiet"]
+__all__ = ["PROFILES", "KernelContext", "fp_enter", "fp_exit", "fp_quiet"]
 
 PROFILES = ("fast", "ordered")
 _INT_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
@@ -64,30 +64,50 @@ except ImportError:  # pragma: no cover - NumPy 1.x: plain errstate
 _FP_IGNORE: dict[Any, Any] = {}
 
 
+def fp_enter() -> Any:
+    """Enter the quiet floating-point state (`fp_quiet` without the context-manager object,
+    for the per-op entry points); returns the token to give `fp_exit`. Already quiet: no
+    change, token None."""
+    if _FP_VAR is None:  # pragma: no cover - NumPy 1.x
+        cm = np.errstate(all="ignore")
+        cm.__enter__()
+        return cm
+    cur = _FP_VAR.get()
+    ign = _FP_IGNORE.get(cur)
+    if ign is None:
+        with np.errstate(all="ignore"):
+            ign = _FP_VAR.get()
+        if len(_FP_IGNORE) > 64:
+            _FP_IGNORE.clear()
+        _FP_IGNORE[cur] = ign
+        _FP_IGNORE[ign] = ign  # quiet again from a quiet state: the same state
+    if ign is cur:
+        return None
+    return _FP_VAR.set(ign)
+
+
+def fp_exit(token: Any) -> None:
+    """Leave the state `fp_enter` entered (restores the state before it)."""
+    if token is None:
+        return
+    if _FP_VAR is None:  # pragma: no cover - NumPy 1.x
+        token.__exit__(None, None, None)
+        return
+    _FP_VAR.reset(token)
+
+
 class _Quiet:
     __slots__ = ("_token",)
 
     def __enter__(self) -> None:
-        assert _FP_VAR is not None
-        cur = _FP_VAR.get()
-        ign = _FP_IGNORE.get(cur)
-        if ign is None:
-            with np.errstate(all="ignore"):
-                ign = _FP_VAR.get()
-            if len(_FP_IGNORE) > 64:
-                _FP_IGNORE.clear()
-            _FP_IGNORE[cur] = ign
-        self._token = _FP_VAR.set(ign)
+        self._token = fp_enter()
 
     def __exit__(self, *exc: object) -> None:
-        assert _FP_VAR is not None
-        _FP_VAR.reset(self._token)
+        fp_exit(self._token)
 
 
 def fp_quiet() -> AbstractContextManager[Any]:
     """`np.errstate(all="ignore")`, cheaper: IEEE exceptions give their IEEE values."""
-    if _FP_VAR is None:  # pragma: no cover
-        return np.errstate(all="ignore")
     return _Quiet()
 
 
