@@ -112,17 +112,19 @@ def _cases(
     kind = "rational" if dtype == "exact" else "float"
     default_ops = _ops_for(dtype)
 
+    # Performance only (the same draws in the same order): the composite is defined once
+    # per property, not once per run (Hypothesis parses its source when it decorates), and
+    # the graph strategy is built once per run, not once per case.
+    @st.composite
+    def build(draw: Any, gs: st.SearchStrategy[Graph]) -> Case:
+        g = draw(gs)
+        xs = draw(inputs_for(g, D, specials=specials))
+        seed = draw(seeds_for(g, D, specials=specials))
+        return Case(g, tuple(xs), seed)
+
     def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
         ops = list(focus) if focus is not None else list(default_ops)
-
-        @st.composite
-        def build(draw: Any) -> Case:
-            g = draw(graphs(ops, max_nodes=max_nodes, domain_kind=kind))
-            xs = draw(inputs_for(g, D, specials=specials))
-            seed = draw(seeds_for(g, D, specials=specials))
-            return Case(g, tuple(xs), seed)
-
-        return build()
+        return build(graphs(ops, max_nodes=max_nodes, domain_kind=kind))
 
     return strategy
 

@@ -79,9 +79,18 @@ def _scalars(domain: Domain, specials: bool) -> st.SearchStrategy[Any]:
     return finite
 
 
+_TENSORS: dict[Any, tuple[st.SearchStrategy[Any], st.SearchStrategy[Tensor]]] = {}
+
+
 def _tensor(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Tensor]:
-    n = size(shape)
-    return st.lists(elems, min_size=n, max_size=n).map(lambda v: Tensor(shape, tuple(v)))
+    # memoised per (shape, element strategy object), like `scalars`: performance only
+    key = (type(shape), tuple(shape), id(elems))
+    hit = _TENSORS.get(key)
+    if hit is None or hit[0] is not elems:
+        n = size(shape)
+        strat = st.lists(elems, min_size=n, max_size=n).map(lambda v: Tensor(shape, tuple(v)))
+        hit = _TENSORS[key] = (elems, strat)
+    return hit[1]
 
 
 def tensors_for(
