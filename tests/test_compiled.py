@@ -35,7 +35,7 @@ _SPECIAL = {
 
 
 def _ctxs(dtype: str) -> tuple[KernelContext, KernelContext]:
-    fast = KernelContext(dtype, "ordered")
+    fast = KernelContext(dtype, "ordered", compiled=True)  # every size compiled
     ref = KernelContext(dtype, "ordered", compiled=False)
     assert fast.compiled and not ref.compiled
     return fast, ref
@@ -182,7 +182,17 @@ def test_switch_forces_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(compiled.ENV_SWITCH, "0")
     assert not KernelContext("float32", "ordered").compiled
     monkeypatch.setenv(compiled.ENV_SWITCH, "1")
-    assert KernelContext("float32", "ordered").compiled
+    auto = KernelContext("float32", "ordered")
+    assert auto.compiled and auto.compiled_min_work == compiled.MIN_WORK
+    monkeypatch.setenv(compiled.ENV_SWITCH, "force")
+    assert KernelContext("float32", "ordered").compiled_min_work == 0
+    # auto: small problems take the reference path, large ones the compiled loops
+    x = np.ones((3, 4), dtype=np.float32)
+    assert compiled.fold_axis(x, 0, compiled.MIN_WORK) is None
+    assert compiled.matmul(x, x.T.copy(), compiled.MIN_WORK) is None
+    big = np.ones((64, 64), dtype=np.float32)
+    assert compiled.matmul(big, big, compiled.MIN_WORK) is not None
+    assert compiled.fold_axis(big, 0, compiled.MIN_WORK) is not None
     assert not KernelContext("float32", "fast").compiled
     for dtype in ("float16", "bfloat16", "exact"):  # keep the NumPy path
         assert not KernelContext(dtype, "ordered").compiled

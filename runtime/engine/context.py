@@ -14,7 +14,8 @@ Invariants:
   more than 2p+2 bits, then rounded once).
 - `ordered` on NumPy float64/float32: the folds and the matmul run as compiled loops
   (`runtime.engine.compiled`, numba, no fastmath) that equal the NumPy paths below bit
-  for bit; those stay the reference (`compiled=False` or TORCHLEAN_COMPILED=0 force them).
+  for bit; those stay the reference (`compiled=False` or TORCHLEAN_COMPILED=0 force them)
+  and serve problems under `compiled.MIN_WORK` operations unless TORCHLEAN_COMPILED=force.
 - Constants are built in the operand's dtype (`const`), never as float64 scalars.
 - "exact" runs the same code on object arrays of Fractions; transcendental functions and
   division by zero raise `DomainError`.
@@ -139,14 +140,17 @@ class KernelContext:
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
         self.numpy_fast = backend.is_numpy and not self.exact
         # `ordered` folds and matmul through the compiled kernels (float64/float32 NumPy
-        # arrays; `runtime.engine.compiled`); compiled=False forces the NumPy reference
-        # path, None follows the environment switch TORCHLEAN_COMPILED.
+        # arrays; `runtime.engine.compiled`): compiled=False forces the NumPy reference
+        # path, True the compiled one for every size; None follows the environment switch
+        # TORCHLEAN_COMPILED (default: compiled from `compiled.MIN_WORK` operations on).
         self.compiled = (
             self.ordered
             and self.numpy_fast
             and compiled is not False
             and _compiled_mod.enabled(self.dt)
         )
+        forced = compiled is True or (compiled is None and _compiled_mod.mode() == "force")
+        self.compiled_min_work = 0 if forced else _compiled_mod.MIN_WORK
 
     def __repr__(self) -> str:
         return f"KernelContext({self.dtype!r}, {self.profile!r}, backend={self.backend.name!r})"
@@ -262,7 +266,7 @@ class KernelContext:
                 return self.arr(np.sum(x, axis=0, dtype=self.dt))
             return self.arr(self.xp.sum(x, axis=0, dtype=self.dt))
         if self.compiled:
-            y = _compiled_mod.fold_axis(x, 0)
+            y = _compiled_mod.fold_axis(x, 0, self.compiled_min_work)
             if y is not None:
                 return y
         if self.backend.is_numpy:
@@ -280,7 +284,7 @@ class KernelContext:
     def sum_axis(self, x: Any, axis: int) -> Any:
         axis = axis % x.ndim
         if self.compiled and x.shape[axis]:
-            y = _compiled_mod.fold_axis(x, axis)
+            y = _compiled_mod.fold_axis(x, axis, self.compiled_min_work)
             if y is not None:
                 return y
         if axis == 0:
@@ -321,7 +325,7 @@ class KernelContext:
             if y is not None:  # None: no device kernel for this dtype
                 return y
         if self.compiled:
-            y = _compiled_mod.matmul(a, b)
+            y = _compiled_mod.matmul(a, b, self.compiled_min_work)
             if y is not None:
                 return y
         acc = a[..., :, 0:1] * b[..., 0:1, :]
