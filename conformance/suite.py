@@ -22,7 +22,6 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
-from hypothesis.internal.reflection import function_digest
 
 from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend
 from runtime.session.link import compare_sides, runtime_side
@@ -372,7 +371,10 @@ def _run_one(
         if progress is not None:
             progress()
 
-    test = hyp_seed(seed if seed is not None else _derandomised_seed(test))(test)
+    if seed is not None:
+        test = hyp_seed(seed)(test)
+    elif function_digest is not None:
+        test = hyp_seed(_derandomised_seed(test))(test)
     # No example database (database=None above): the key Hypothesis would digest the
     # test's source for on every run is never read.
     test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]
@@ -387,6 +389,11 @@ def _run_one(
             "repro": _repro(e.case, prop),
         }
 
+
+try:  # Hypothesis's digest of a test function (what `derandomize=True` seeds from)
+    from hypothesis.internal.reflection import function_digest
+except ImportError:  # pragma: no cover - another Hypothesis layout: plain derandomize
+    function_digest = None
 
 _DIGEST_SEEDS: dict[Any, int] = {}
 
