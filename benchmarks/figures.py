@@ -119,9 +119,10 @@ def fig_ordered(cfg: dict[str, Any], dtype: str) -> dict[str, Any]:
 
 
 def matmul_costs(init: Any, rounds: int) -> dict[str, Any]:
-    """The first layer's x @ W^T alone: BLAS (fast) against the ordered k-loop, in ns per
-    multiply-add pair, next to the cost of one NumPy pass over the (m, n) accumulator (the
-    k-loop makes two per step: the rounded products, then the rounded sums)."""
+    """The first layer's x @ W^T alone: BLAS (fast) against the ordered k-loop (compiled,
+    when numba serves the dtype, and the NumPy reference loop), in ns per multiply-add
+    pair, next to the cost of one NumPy pass over the (m, n) accumulator (the NumPy k-loop
+    makes two per step: the rounded products, then the rounded sums)."""
     import numpy as np
 
     from runtime.engine.context import KernelContext
@@ -131,6 +132,7 @@ def matmul_costs(init: Any, rounds: int) -> dict[str, Any]:
     m, k = x.shape
     n = w.shape[0]
     fast, ordered = KernelContext(init.dtype, "fast"), KernelContext(init.dtype, "ordered")
+    reference = KernelContext(init.dtype, "ordered", compiled=False)  # the NumPy k-loop
     acc = np.ones((m, n), dtype=x.dtype)
     tmp = np.empty_like(acc)
     col, row = x[:, :1], wt[:1, :]
@@ -138,6 +140,7 @@ def matmul_costs(init: Any, rounds: int) -> dict[str, Any]:
         {
             "fast": lambda: fast.matmul(x, wt),
             "ordered": lambda: ordered.matmul(x, wt),
+            "reference": lambda: reference.matmul(x, wt),
             "add_pass": lambda: np.add(acc, tmp, out=tmp),
             "mul_pass": lambda: np.multiply(col, row, out=tmp),
         },
@@ -148,6 +151,8 @@ def matmul_costs(init: Any, rounds: int) -> dict[str, Any]:
         "shape": [m, k, n],
         "fast_ns_per_pair": t.median("fast") / pairs * 1e9,
         "ordered_ns_per_pair": t.median("ordered") / pairs * 1e9,
+        "ordered_compiled": bool(ordered.compiled),
+        "reference_ns_per_pair": t.median("reference") / pairs * 1e9,
         "add_pass_ns_per_element": t.median("add_pass") / (m * n) * 1e9,
         "mul_pass_ns_per_element": t.median("mul_pass") / (m * n) * 1e9,
     }

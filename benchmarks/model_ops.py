@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .harness import fmt_ratio, fmt_time, interleaved, median_rows, table
+from .harness import fmt_ratio, fmt_time, interleaved, median_rows, paired_ratio, table
 
 __all__ = ["fig_model", "markdown_model"]
 
@@ -137,7 +137,11 @@ def fig_model(cfg: dict[str, Any], have_torch: bool) -> dict[str, Any]:
             contenders = {**contenders, "torch": torch_step}
         t = interleaved(contenders, rounds)
         rows = median_rows(t, labels, "torch" if torch_step else None)
-        out["workloads"][key] = {"what": what, "rows": rows}
+        out["workloads"][key] = {
+            "what": what,
+            "rows": rows,
+            "ordered_over_fast": paired_ratio(t, "ours_ordered", "ours"),
+        }
     if not have_torch:
         out["skipped"] = "PyTorch is not installed: no reference column (pip install torch)"
     return out
@@ -156,6 +160,13 @@ def markdown_model(m: dict[str, Any]) -> list[str]:
                 [w["what"], r["label"], fmt_time(r["median_s"]), fmt_ratio(r["ratio_to_torch"])]
             )
     L.append(table(["workload", "implementation", "step", "× PyTorch"], rows))
+    L.append("")
+    L.append(
+        table(
+            ["workload", "ordered / fast (paired)"],
+            [[k, fmt_ratio(w["ordered_over_fast"])] for k, w in m["workloads"].items()],
+        )
+    )
     if "skipped" in m:
         L.append(f"\nPyTorch skipped: {m['skipped']}.")
     L.append("")

@@ -49,8 +49,24 @@ def special_values(domain: IEEEDomain) -> list[Any]:
     ]
 
 
+_SCALARS: dict[Any, st.SearchStrategy[Any]] = {}
+
+
 def scalars(domain: Domain, *, specials: bool = False) -> st.SearchStrategy[Any]:
-    """Elements of a domain (see the module docstring)."""
+    """Elements of a domain (see the module docstring). Memoised per (domain, specials):
+    the same strategy object each time, so Hypothesis validates its tree once instead of
+    once per drawn case (performance only: a strategy's draws do not depend on which
+    equal object is drawn from)."""
+    try:
+        hit = _SCALARS.get((domain, specials))
+    except TypeError:  # an unhashable domain: build it every time
+        return _scalars(domain, specials)
+    if hit is None:
+        hit = _SCALARS[(domain, specials)] = _scalars(domain, specials)
+    return hit
+
+
+def _scalars(domain: Domain, specials: bool) -> st.SearchStrategy[Any]:
     kind = domain_kind_of(domain)
     if kind == "rational":
         return RAT.map(domain.from_rational)
@@ -63,9 +79,18 @@ def scalars(domain: Domain, *, specials: bool = False) -> st.SearchStrategy[Any]
     return finite
 
 
+_TENSORS: dict[Any, tuple[st.SearchStrategy[Any], st.SearchStrategy[Tensor]]] = {}
+
+
 def _tensor(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Tensor]:
-    n = size(shape)
-    return st.lists(elems, min_size=n, max_size=n).map(lambda v: Tensor(shape, tuple(v)))
+    # memoised per (shape, element strategy object), like `scalars`: performance only
+    key = (type(shape), tuple(shape), id(elems))
+    hit = _TENSORS.get(key)
+    if hit is None or hit[0] is not elems:
+        n = size(shape)
+        strat = st.lists(elems, min_size=n, max_size=n).map(lambda v: Tensor(shape, tuple(v)))
+        hit = _TENSORS[key] = (elems, strat)
+    return hit[1]
 
 
 def tensors_for(

@@ -12,6 +12,10 @@ Invariants:
 - + - * / sqrt and comparisons are the same in both profiles: NumPy's are correctly rounded
   for float64/float32/float16 and ml_dtypes' for bfloat16 (computed in float32, which has
   more than 2p+2 bits, then rounded once).
+- `ordered` on NumPy float64/float32: the folds and the matmul run as compiled loops
+  (`runtime.engine.compiled`, numba, no fastmath) that equal the NumPy paths below bit
+  for bit; those stay the reference (`compiled=False` or TORCHLEAN_COMPILED=0 force them)
+  and serve problems under `compiled.MIN_WORK` operations unless TORCHLEAN_COMPILED=force.
 - Constants are built in the operand's dtype (`const`), never as float64 scalars.
 - "exact" runs the same code on object arrays of Fractions; transcendental functions and
   division by zero raise `DomainError`.
@@ -40,9 +44,10 @@ import numpy as np
 from spec.errors import DomainError, TorchLeanError
 
 from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec, np_dtype
+from . import compiled as _compiled_mod
 from .crmath import cr_apply
 
-__all__ = ["PROFILES", "KernelContext", "fp_quiet"]
+__all__ = ["PROFILES", "KernelContext", "fp_enter", "fp_exit", "fp_quiet"]
 
 PROFILES = ("fast", "ordered")
 _INT_OF_SIZE = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
@@ -60,30 +65,50 @@ except ImportError:  # pragma: no cover - NumPy 1.x: plain errstate
 _FP_IGNORE: dict[Any, Any] = {}
 
 
+def fp_enter() -> Any:
+    """Enter the quiet floating-point state (`fp_quiet` without the context-manager object,
+    for the per-op entry points); returns the token to give `fp_exit`. Already quiet: no
+    change, token None."""
+    if _FP_VAR is None:  # pragma: no cover - NumPy 1.x
+        cm = np.errstate(all="ignore")
+        cm.__enter__()
+        return cm
+    cur = _FP_VAR.get()
+    ign = _FP_IGNORE.get(cur)
+    if ign is None:
+        with np.errstate(all="ignore"):
+            ign = _FP_VAR.get()
+        if len(_FP_IGNORE) > 64:
+            _FP_IGNORE.clear()
+        _FP_IGNORE[cur] = ign
+        _FP_IGNORE[ign] = ign  # quiet again from a quiet state: the same state
+    if ign is cur:
+        return None
+    return _FP_VAR.set(ign)
+
+
+def fp_exit(token: Any) -> None:
+    """Leave the state `fp_enter` entered (restores the state before it)."""
+    if token is None:
+        return
+    if _FP_VAR is None:  # pragma: no cover - NumPy 1.x
+        token.__exit__(None, None, None)
+        return
+    _FP_VAR.reset(token)
+
+
 class _Quiet:
     __slots__ = ("_token",)
 
     def __enter__(self) -> None:
-        assert _FP_VAR is not None
-        cur = _FP_VAR.get()
-        ign = _FP_IGNORE.get(cur)
-        if ign is None:
-            with np.errstate(all="ignore"):
-                ign = _FP_VAR.get()
-            if len(_FP_IGNORE) > 64:
-                _FP_IGNORE.clear()
-            _FP_IGNORE[cur] = ign
-        self._token = _FP_VAR.set(ign)
+        self._token = fp_enter()
 
     def __exit__(self, *exc: object) -> None:
-        assert _FP_VAR is not None
-        _FP_VAR.reset(self._token)
+        fp_exit(self._token)
 
 
 def fp_quiet() -> AbstractContextManager[Any]:
     """`np.errstate(all="ignore")`, cheaper: IEEE exceptions give their IEEE values."""
-    if _FP_VAR is None:  # pragma: no cover
-        return np.errstate(all="ignore")
     return _Quiet()
 
 
@@ -91,7 +116,11 @@ class KernelContext:
     """Everything a kernel needs to know about where and how it computes."""
 
     def __init__(
-        self, dtype: str = "float32", profile: str = "fast", backend: Backend = NUMPY
+        self,
+        dtype: str = "float32",
+        profile: str = "fast",
+        backend: Backend = NUMPY,
+        compiled: bool | None = None,
     ) -> None:
         if profile not in PROFILES:
             raise TorchLeanError(f"unknown kernel profile {profile!r}; choose one of {PROFILES}")
@@ -110,6 +139,18 @@ class KernelContext:
         self.const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
         self.numpy_fast = backend.is_numpy and not self.exact
+        # `ordered` folds and matmul through the compiled kernels (float64/float32 NumPy
+        # arrays; `runtime.engine.compiled`): compiled=False forces the NumPy reference
+        # path, True the compiled one for every size; None follows the environment switch
+        # TORCHLEAN_COMPILED (default: compiled from `compiled.MIN_WORK` operations on).
+        self.compiled = (
+            self.ordered
+            and self.numpy_fast
+            and compiled is not False
+            and _compiled_mod.enabled(self.dt)
+        )
+        forced = compiled is True or (compiled is None and _compiled_mod.mode() == "force")
+        self.compiled_min_work = 0 if forced else _compiled_mod.MIN_WORK
 
     def __repr__(self) -> str:
         return f"KernelContext({self.dtype!r}, {self.profile!r}, backend={self.backend.name!r})"
@@ -224,6 +265,10 @@ class KernelContext:
             if self.numpy_fast:
                 return self.arr(np.sum(x, axis=0, dtype=self.dt))
             return self.arr(self.xp.sum(x, axis=0, dtype=self.dt))
+        if self.compiled:
+            y = _compiled_mod.fold_axis(x, 0, self.compiled_min_work)
+            if y is not None:
+                return y
         if self.backend.is_numpy:
             # add.accumulate is sequential by definition: out[i] = out[i-1] + x[i].
             return self.arr(np.add.accumulate(x, axis=0, dtype=self.dt)[-1])
@@ -238,6 +283,10 @@ class KernelContext:
 
     def sum_axis(self, x: Any, axis: int) -> Any:
         axis = axis % x.ndim
+        if self.compiled and x.shape[axis]:
+            y = _compiled_mod.fold_axis(x, axis, self.compiled_min_work)
+            if y is not None:
+                return y
         if axis == 0:
             return self.fold0(x)
         perm = (axis, *[i for i in range(x.ndim) if i != axis])
@@ -274,6 +323,10 @@ class KernelContext:
         if self.backend.ordered_matmul is not None:
             y = self.backend.ordered_matmul(a, b)
             if y is not None:  # None: no device kernel for this dtype
+                return y
+        if self.compiled:
+            y = _compiled_mod.matmul(a, b, self.compiled_min_work)
+            if y is not None:
                 return y
         acc = a[..., :, 0:1] * b[..., 0:1, :]
         if self.numpy_fast:

@@ -28,7 +28,7 @@ from spec.errors import GraphError, HookError, ShapeError
 from spec.validate import check_node
 
 from ..kernels import KERNELS, fold_fanin, kernel_for
-from .context import KernelContext, fp_quiet
+from .context import KernelContext, fp_enter, fp_exit, fp_quiet
 
 __all__ = ["Backward", "Tape", "TapeNode", "validated"]
 
@@ -129,10 +129,13 @@ class Tape:
         xs = [nodes[a].value for a in args]
         norm, _ = validated(name, attrs, tuple([tuple(x.shape) for x in xs]))
         kern = KERNELS.get(name) or kernel_for(name)
-        with fp_quiet():
+        tok = fp_enter()  # `with fp_quiet()`, without the manager object
+        try:
             if kern.check is not None:
                 kern.check(ctx, xs, norm)
             y, saved = kern.forward(ctx, xs, norm, env)
+        finally:
+            fp_exit(tok)
         if type(y) is not ctx.atype:
             y = ctx.arr(y)
         arg_ids = tuple(args)
