@@ -18,10 +18,11 @@ Invariants:
   points (drawn deterministically from `key`, respecting each symbol's sign assumptions);
   every |value| must be below 1e-40. This is evidence, not proof, and the result says so.
 - Refutation: when structural, expand, rewrite-exp and cancel fail, `e` is evaluated (30 digits) at
-  `REFUTE_POINTS` exact rational points respecting the symbols' assumptions; a real value
+  `REFUTE_POINTS` exact rational points respecting the symbols' assumptions; a value
   of magnitude above 1e-10 at one of them shows `e` is not identically 0, and the decision
   is None at once, without the expensive methods (simplify on a non-identity can run for
-  minutes). A value that is undefined or not real there decides nothing.
+  minutes). An undefined value decides nothing. Refutation can only fail an obligation,
+  never pass one.
 - Nothing here depends on the global random state, dicts of unordered sets or hash
   randomisation: the same expression and key always give the same decision.
 """
@@ -134,8 +135,8 @@ def refuted(e: Any, key: str = "refute") -> bool:
             v = e.evalf(30, subs=pt)
         except (ValueError, TypeError, ZeroDivisionError, ArithmeticError):
             continue
-        if v.is_number and v.is_real and not v.has(sympy.nan, sympy.zoo, sympy.oo):
-            if abs(v) > _REFUTE_TOL:
+        if v.is_number and not v.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo):
+            if abs(v) > _REFUTE_TOL:  # complex intermediates (Euler forms) included
                 return True
     return False
 

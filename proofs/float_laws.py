@@ -111,7 +111,7 @@ def register_all() -> None:
             bounds=f"{QUICK_CASES} quick / {FULL_CASES} full derandomised Hypothesis cases per "
             f"(format, property), {len(FORMATS) * len(PROPERTIES)} rows",
             witness=graph_witnesses()["float.ordered_bitwise"],
-            time_limit=(120.0, 300.0),
+            time_limit=(240.0, 900.0),
             check=_check,
             status="checked",
             sources=("spec", "runtime", "conformance", "proofs"),

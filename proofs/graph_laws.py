@@ -385,7 +385,7 @@ def _scope(ops: Sequence[str], graphs: str) -> Scope:
 
 
 GRAPH_GROUP = "graph"
-_TIME_LIMITS = (60.0, 420.0)
+_TIME_LIMITS = (120.0, 900.0)
 """Per theorem (quick, full); the first graph theorem of a run computes the shared sweep."""
 
 

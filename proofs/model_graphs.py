@@ -126,7 +126,7 @@ def register_all() -> None:
             evidence=("random cases",),
             bounds=f"{QUICK_DRAWS} quick / {FULL_DRAWS} full input draws per (graph, dtype)",
             witness=graph_witnesses()["link.model_graphs_bitwise"],
-            time_limit=(120.0, 300.0),
+            time_limit=(240.0, 900.0),
             check=_check,
             status="checked",
             sources=("spec", "runtime", "proofs"),

@@ -2,8 +2,10 @@
 
 Invariants:
 - Every check runs in a forked worker process that leads its own process group; the
-  parent waits for it with a deadline and, when a theorem runs past its time limit
-  (`Theorem.time_limit` for the mode, times `time_scale`), kills the whole group (the
+  parent polls it and, when a theorem runs past its time limit (`Theorem.time_limit` for
+  the mode, times `time_scale`, in CPU seconds of the whole process group, so that a
+  loaded machine does not turn a slow pass into a time-out; or WALL_FACTOR times that in
+  wall-clock seconds), kills the whole group (the
   worker and any pool it started) and records the theorem as "undecided (time limit)",
   which fails the run. No check can hang the run; a worker that dies records a failed
   result naming its exit code. The parent never runs a check itself.
@@ -33,7 +35,7 @@ from typing import Any
 
 from .registry import CheckContext, CheckResult, Theorem, get, run_check
 
-__all__ = ["default_jobs", "run_theorem", "run_theorems"]
+__all__ = ["WALL_FACTOR", "default_jobs", "group_cpu_seconds", "run_theorem", "run_theorems"]
 
 _MP = multiprocessing.get_context("fork")
 
@@ -46,19 +48,22 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _worker(names: Sequence[str], quick: bool, jobs: int, witness: bool, conn: Connection) -> None:
-    """A worker process: run `names` in order with one shared context; report over `conn`."""
+def _worker(
+    ths: Sequence[Theorem], quick: bool, jobs: int, witness: bool, conn: Connection
+) -> None:
+    """A worker process (forked: `ths` are the parent's objects, not pickled): run them in
+    order with one shared context; report over `conn`."""
     os.setpgid(0, 0)
     try:
         ctx = CheckContext(
             quick=quick,
             jobs=jobs,
-            selected=frozenset(names),
+            selected=frozenset(t.name for t in ths),
             progress=lambda d, a, b: conn.send(("progress", d, a, b)),
         )
-        for name in names:
+        for th in ths:
+            name = th.name
             conn.send(("start", name))
-            th = get(name)
             if witness:
                 if th.witness is None:
                     conn.send(("result", name, CheckResult(False, {}, {"error": "no witness"})))
@@ -72,17 +77,46 @@ def _worker(names: Sequence[str], quick: bool, jobs: int, witness: bool, conn: C
 
 @dataclass
 class _Unit:
-    names: list[str]
+    ths: list[Theorem]
     jobs: int
     proc: Any = None
     conn: Connection | None = None
     current: str | None = None
     started: float = 0.0
+    cpu0: float = 0.0
     pending: list[str] = field(default_factory=list)
 
 
 def _limit(th: Theorem, quick: bool, scale: float) -> float:
     return th.time_limit[0 if quick else 1] * scale
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+WALL_FACTOR = 4.0
+"""A theorem is also stopped when its wall time exceeds WALL_FACTOR times its limit (so
+that a worker blocked without using CPU cannot hang the run either)."""
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU seconds (user + system, with reaped children) of the live processes of a process
+    group, from /proc (Linux); 0.0 where /proc is unavailable (then only the wall limit
+    applies)."""
+    total = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ...
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return total / _TICK
 
 
 def _kill(u: _Unit) -> None:
@@ -108,27 +142,30 @@ class _Scheduler:
         self.quick, self.scale, self.witness = quick, scale, witness
         self.on_start, self.on_result, self.progress = on_start, on_result, progress
         self.results: dict[str, CheckResult] = {}
+        self.by_name: dict[str, Theorem] = {}
+
+    def get(self, name: str) -> Theorem:
+        return self.by_name[name]
 
     def _done(self, name: str, r: CheckResult) -> None:
         self.results[name] = r
         if self.on_result is not None:
-            self.on_result(get(name), r)
+            self.on_result(self.get(name), r)
 
     def _start(self, u: _Unit) -> None:
         parent, child = _MP.Pipe(duplex=False)
-        u.proc = _MP.Process(
-            target=_worker, args=(u.names, self.quick, u.jobs, self.witness, child)
-        )
+        u.proc = _MP.Process(target=_worker, args=(u.ths, self.quick, u.jobs, self.witness, child))
         u.proc.start()
         child.close()
-        u.conn, u.pending = parent, list(u.names)
+        u.conn, u.pending = parent, [t.name for t in u.ths]
 
     def _message(self, u: _Unit, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
         if kind == "start":
             u.current, u.started = msg[1], time.perf_counter()
+            u.cpu0 = group_cpu_seconds(u.proc.pid)
             if self.on_start is not None:
-                self.on_start(get(msg[1]))
+                self.on_start(self.get(msg[1]))
         elif kind == "progress":
             if self.progress is not None:
                 self.progress(*msg[1:])
@@ -156,13 +193,7 @@ class _Scheduler:
                     u = queue.pop(0)
                     self._start(u)
                     active.append(u)
-                now = time.perf_counter()
-                deadlines = [
-                    u.started + _limit(get(u.current), self.quick, self.scale)
-                    for u in active
-                    if u.current is not None
-                ]
-                timeout = max(0.0, min(deadlines) - now) if deadlines else 1.0
+                timeout = 0.5 if any(u.current is not None for u in active) else 1.0
                 for conn in wait([u.conn for u in active if u.conn is not None], timeout):
                     u = next(x for x in active if x.conn is conn)
                     try:
@@ -176,9 +207,14 @@ class _Scheduler:
                 now = time.perf_counter()
                 for u in active:
                     if u.current is not None and u.conn is not None:
-                        limit = _limit(get(u.current), self.quick, self.scale)
-                        if now - u.started > limit:
-                            self._stop(u, f"undecided: time limit of {limit:.0f} s", True)
+                        limit = _limit(self.get(u.current), self.quick, self.scale)
+                        cpu = group_cpu_seconds(u.proc.pid) - u.cpu0
+                        if cpu > limit or now - u.started > WALL_FACTOR * limit:
+                            why = (
+                                f"undecided: time limit of {limit:.0f} CPU s (used {cpu:.0f} "
+                                f"CPU s, {now - u.started:.0f} s wall)"
+                            )
+                            self._stop(u, why, True)
                             u.conn = None
                 active = [u for u in active if u.conn is not None]
         finally:
@@ -200,7 +236,8 @@ def run_theorems(
 ) -> list[tuple[Theorem, CheckResult]]:
     """Run the checks of `ths` (see the module invariants)."""
     sched = _Scheduler(quick, time_scale, witness, on_start, on_result, progress)
-    isolated = [_Unit([t.name], 1) for t in ths if t.isolated]
+    sched.by_name = {t.name: t for t in ths}
+    isolated = [_Unit([t], 1) for t in ths if t.isolated]
     rest: list[_Unit] = []
     groups: dict[str, _Unit] = {}
     for t in ths:
@@ -210,9 +247,9 @@ def run_theorems(
             if t.group not in groups:
                 groups[t.group] = _Unit([], jobs)
                 rest.append(groups[t.group])
-            groups[t.group].names.append(t.name)
+            groups[t.group].ths.append(t)
         else:
-            rest.append(_Unit([t.name], jobs))
+            rest.append(_Unit([t], jobs))
     sched.run(isolated, max(1, jobs))
     sched.run(rest, 1)
     return [(t, sched.results[t.name]) for t in ths]
