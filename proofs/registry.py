@@ -229,13 +229,17 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import float_laws, graph_laws, kernel_laws, laws, model_graphs
+    from . import float_laws, graph_laws, kernel_laws, laws, model_graphs, verify_laws
 
     laws.register_all()
+    from .laws import closed_form
+
+    closed_form.register_all()
     graph_laws.register_all()
     kernel_laws.register_all()
     float_laws.register_all()
     model_graphs.register_all()
+    verify_laws.register_all()
 
 
 def theorems() -> list[Theorem]:
