@@ -1,10 +1,13 @@
 """torchlean's checked obligations with stable, citable names.
 
-`proofs.registry` holds the theorems: per-op laws (`op.<name>.adjoint|derivative|forward`,
-`proofs.laws`), the graph-level link, adjointness, prefix and tape theorems
-(`proofs.graph_laws`, over the bounded grammar of `proofs.enumeration`) and the IEEE
-bit-equality theorem (`proofs.float_laws`). `python -m proofs check` re-runs them and
-writes a certificate (`proofs.run_certificate`); see proofs/README.md.
+`proofs.registry` holds the theorems: per-op laws (`op.<name>.adjoint|derivative|forward`
+and `.vjp_closed_form`, `proofs.laws`), the graph-level link, adjointness and tape theorems
+(`proofs.graph_laws`, over the bounded grammars of `proofs.enumeration` and, op-agnostic,
+`proofs.opaque_ops`), the kernel laws, the IEEE bit-equality theorems (`proofs.float_laws`,
+`proofs.model_graphs`) and verify's op order (`proofs.verify_laws`); each has a witness
+(`proofs.witnesses`). `python -m proofs check` re-runs them in worker processes under time
+limits (`proofs.runner.run_theorem` for one) and writes a certificate
+(`proofs.run_certificate`); see proofs/README.md.
 
 Invariants: importing `proofs` runs no check; `proofs` imports `spec`, and `runtime` /
 `conformance` only for the theorems that are about them; nothing in `spec` or `runtime`
@@ -13,12 +16,14 @@ imports `proofs`.
 
 from .registry import (
     EVIDENCE_KINDS,
+    RESULTS,
     STATUSES,
     CheckContext,
     CheckResult,
     ProofError,
     Scope,
     Theorem,
+    Witness,
     get,
     run_check,
     select,
@@ -27,12 +32,14 @@ from .registry import (
 
 __all__ = [
     "EVIDENCE_KINDS",
+    "RESULTS",
     "STATUSES",
     "CheckContext",
     "CheckResult",
     "ProofError",
     "Scope",
     "Theorem",
+    "Witness",
     "get",
     "run_check",
     "select",

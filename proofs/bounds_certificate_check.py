@@ -33,6 +33,14 @@ Invariants (what `check_certificate` establishes before it accepts):
   FORMATS; PRECISION is this checker's own, finer than the writer's 160 bits) are restated
   here, not imported; tests/test_verify.py pins each equal to its `runtime.verification`
   counterpart.
+- `kernels` is "ordered" or "fast"; each level's `statement` equals the one regenerated
+  from the certificate's dtype and kernels (`statement`, restated from the writer and pinned
+  equal by tests), so a rewritten or stronger statement is refused; a result whose kernels
+  the runtime level does not model (not "ordered", dtype not exact) must claim nothing at
+  the runtime level (`holds` null); unknown levels or level fields are refused.
+- The file is parsed by `parse`: nesting deeper than MAX_DEPTH, integers longer than
+  MAX_INT_DIGITS, NaN/Infinity and files over MAX_BYTES are refused before any check, and
+  'p/q' strings over MAX_RATIONAL_CHARS are refused where they are read.
 A rejected certificate raises `CertificateError` naming the first failed check; so does a
 malformed one (wrong types or shapes: every layer tensor is checked against the sizes the
 box and the previous layers declare, and any other error while parsing is reported as
@@ -57,12 +65,18 @@ __all__ = [
     "FORMAT",
     "FORMATS",
     "GELU_GRID",
+    "KERNELS",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "MAX_RATIONAL_CHARS",
     "PIECES",
     "PRECISION",
     "CertificateError",
     "check_certificate",
     "check_file",
     "mpfr_format",
+    "parse",
+    "statement",
 ]
 
 FORMAT = "torchlean_output_bounds_v1"
@@ -76,8 +90,93 @@ GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 
 ]
 
 
+MAX_DEPTH = 32
+"""JSON nesting deeper than this is refused before parsing (the format needs 6 levels)."""
+MAX_BYTES = 64 * 2**20
+MAX_INT_DIGITS = 30
+"""JSON integers are only small counts and indices (property's label): longer ones are
+refused while parsing."""
+MAX_RATIONAL_CHARS = 2000
+"""A 'p/q' string longer than this is refused (the writer's rationals are a few hundred
+characters: binary64 values and 160-bit bounds)."""
+KERNELS = ("ordered", "fast")
+
+
 class CertificateError(Exception):
     """The certificate is malformed or does not hold."""
+
+
+def statement(level: str, dtype: str, kernels: str) -> str:
+    """The statement a certificate's level must carry, regenerated from its fields
+    (restated from `runtime.verification.results.statement`; tests pin them equal)."""
+    if level == "real":
+        return (
+            "level 1: every output of the real-valued network (exact real arithmetic on the "
+            "stored parameters) for every real input in the box lies in [lower, upper]; "
+            "computed with outward rounding"
+        )
+    if dtype == "exact":
+        return (
+            "level 2: the runtime computes exactly in dtype 'exact', so its outputs for every"
+            " rational input in the box lie in the level-1 bounds"
+        )
+    s = (
+        f"level 2: Result.predict with kernels='ordered' in {dtype} returns, for every "
+        "binary64 input in the box, outputs in [lower, upper] (directed rounding in the "
+        f"{dtype} format following the ordered op order)"
+    )
+    if kernels != "ordered":
+        s += (
+            f"; this result uses kernels={kernels!r}, whose summation order and libm are not"
+            " covered"
+        )
+    return s
+
+
+def _depth_ok(text: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH (counted outside strings) before parsing."""
+    depth, in_str, esc = 0, False, False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise CertificateError(
+                    f"JSON nested deeper than {MAX_DEPTH} levels: refused (not a certificate)"
+                )
+        elif ch in "]}":
+            depth -= 1
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise CertificateError(
+            f"a JSON integer of {len(text)} digits (at most {MAX_INT_DIGITS}): refused"
+        )
+    return int(text)
+
+
+def _constant(name: str) -> Any:
+    raise CertificateError(f"JSON constant {name} is not allowed in a certificate")
+
+
+def parse(text: str) -> Any:
+    """A certificate's JSON, refusing deep nesting, long integers and NaN/Infinity."""
+    if len(text) > MAX_BYTES:
+        raise CertificateError(f"certificate of {len(text)} characters (at most {MAX_BYTES})")
+    _depth_ok(text)
+    try:
+        return json.loads(text, parse_int=_int, parse_constant=_constant)
+    except ValueError as e:
+        raise CertificateError(f"cannot parse the certificate as JSON: {e}") from None
 
 
 def _sha(obj: Any) -> str:
@@ -88,7 +187,11 @@ def _sha(obj: Any) -> str:
 
 def _rat(s: Any, what: str) -> Fraction:
     if not isinstance(s, str) or "/" not in s:
-        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}")
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {_short(s)}")
+    if len(s) > MAX_RATIONAL_CHARS:
+        raise CertificateError(
+            f"{what}: a rational of {len(s)} characters (at most {MAX_RATIONAL_CHARS}): refused"
+        )
     try:
         p, q = s.split("/")
         return Fraction(int(p), int(q))
@@ -558,8 +661,41 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
             if _rat(cm[j], f"levels.{level}.margins") > mj:
                 raise CertificateError(f"levels.{level}.margins[{j}]: not established")
         holds = all(_rat(cm[j], "margin") > 0 for j in range(m) if j != top)
+        uncovered = level == "runtime" and cert["kernels"] != "ordered" and dt != "exact"
+        if uncovered and claim.get("holds") is None:
+            return  # no claim about what kernels the runtime level does not model make
         if claim.get("holds") is not holds:
             raise CertificateError(f"levels.{level}.holds: expected {holds}")
+
+
+def _check_claims(cert: dict[str, Any], dt: str, kernels: str) -> None:
+    """Every level's statement is the one its fields give, and a result whose kernels the
+    runtime level does not model (kernels other than "ordered", dtype not exact) claims
+    nothing about what it computes: its runtime `holds` is null."""
+    expected_keys = {"statement", "lower", "upper", "margins", "holds", "witness"}
+    for level in ("real", "runtime"):
+        claim = cert["levels"].get(level)
+        if not isinstance(claim, dict):
+            raise CertificateError(f"levels.{level}: missing")
+        extra = sorted(set(claim) - expected_keys)
+        if extra:
+            raise CertificateError(f"levels.{level}: unknown fields {extra}")
+        want = statement(level, dt, kernels)
+        if claim.get("statement") != want:
+            raise CertificateError(
+                f"levels.{level}.statement: does not match what the certificate proves "
+                f"(dtype {dt!r}, kernels {kernels!r}); expected {want!r}"
+            )
+    extra_levels = sorted(set(cert["levels"]) - {"real", "runtime"})
+    if extra_levels:
+        raise CertificateError(f"levels: unknown levels {extra_levels}")
+    covered = kernels == "ordered" or dt == "exact"
+    rt = cert["levels"]["runtime"]
+    if not covered and "holds" in rt and rt["holds"] is not None:
+        raise CertificateError(
+            f"levels.runtime.holds: kernels {kernels!r} are not modelled by the runtime level; "
+            "a certificate of such a result may not claim it (expected null)"
+        )
 
 
 def check_certificate(cert: Any) -> str:
@@ -599,6 +735,9 @@ def _check(cert: Any) -> str:
     ]:
         raise CertificateError("box: lower/upper are not center -+ radius")
     dt, stages, m = _network(cert["network"], len(lo))
+    kernels = cert.get("kernels")
+    if kernels not in KERNELS:
+        raise CertificateError(f"kernels: expected one of {KERNELS}, got {_short(kernels)}")
     if cert.get("algorithm") not in ("ibp", "crown"):
         raise CertificateError(f"algorithm: unknown {cert.get('algorithm')!r}")
     if not isinstance(cert.get("levels"), dict):
@@ -614,6 +753,7 @@ def _check(cert: Any) -> str:
                 f"property: top_label expects an integer 0 <= k < {m} (the outputs), got {k!r}"
             )
         top = k
+    _check_claims(cert, dt, kernels)
     for level in ("real", "runtime"):
         _check_level(cert, stages, dt, level, lo, hi, top)
     return (
@@ -625,7 +765,11 @@ def _check(cert: Any) -> str:
 def check_file(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as fh:
-            cert = json.load(fh)
+            text = fh.read(MAX_BYTES + 1)
     except (OSError, ValueError) as e:
         raise CertificateError(f"{path}: cannot read a JSON certificate: {e}") from None
+    try:
+        cert = parse(text)
+    except CertificateError as e:
+        raise CertificateError(f"{path}: {e}") from None
     return check_certificate(cert)

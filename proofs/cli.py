@@ -3,9 +3,12 @@
 Invariants:
 - `list [NAME ...]` prints every (or every selected) theorem: name, evidence, status, scope;
   `show NAME ...` prints the selected theorems in full.
-- `check [NAME ...] [--quick] [--certificate PATH] [--against PATH] [--jobs N]` re-runs
-  the checks (names may be dotted prefixes such as `op.relu`), shows a progress bar on
-  stderr (tqdm; disabled when stderr is not a TTY or with `--no-progress`), prints a result
+- `check [NAME ...] [--quick] [--certificate PATH] [--against PATH] [--jobs N]
+  [--witnesses] [--time-scale X]` re-runs the checks, each in a worker under its time limit
+  (a theorem past it is "undecided (time limit)" and fails the run; `--witnesses` also runs
+  every theorem on its witness defect, which it must fail; names may be dotted prefixes
+  such as `op.relu`), shows a progress bar on stderr (tqdm; disabled when stderr is not a
+  TTY or with `--no-progress`), prints a result
   table on stdout, writes the certificate (default `proofs-certificate.json`) and, with
   `--against`, reports theorems whose result changed or that are stale. Exit status: 0 when
   every check passed, 1 when one failed, 2 on a usage error (e.g. an unknown name).
@@ -68,8 +71,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     rows = [("name", "evidence", "status", "scope")]
     for t in ths:
         scope = t.scope.summary()
+        ev = t.evidence_label()
         rows.append(
-            (t.name, " + ".join(t.evidence), t.status, scope if args.long else _short(scope, 90))
+            (
+                t.name,
+                ev if args.long else _short(ev, 60),
+                t.status,
+                scope if args.long else _short(scope, 90),
+            )
         )
     _table(rows, sys.stdout)
     sys.stdout.write(f"\n{len(ths)} theorems\n")
@@ -123,14 +132,23 @@ def _cmd_check(args: argparse.Namespace) -> int:
     against = run_certificate.load(args.against) if args.against else None
     run = _run_check(ths, args)
     mode = "quick" if args.quick else "full"
+    wit = _run_check(ths, args, witness=True) if args.witnesses else None
     cert = run_certificate.build(
-        mode, args.names, run.results, elapsed=run.elapsed, started=run.started, jobs=args.jobs
+        mode,
+        args.names,
+        run.results,
+        elapsed=run.elapsed,
+        started=run.started,
+        jobs=args.jobs,
+        witnesses=wit.results if wit else None,
     )
     failed = _report_results(run.results, sys.stdout)
     sys.stdout.write(
         f"\n{len(run.results) - len(failed)}/{len(run.results)} theorems pass ({mode} mode, "
         f"{run.elapsed:.1f} s, {args.jobs} jobs)\n"
     )
+    if wit is not None:
+        failed += _report_witnesses(wit, sys.stdout)
     if args.certificate != "-":
         run_certificate.write(cert, args.certificate)
         sys.stdout.write(f"certificate: {args.certificate} ({cert['certificate_digest']})\n")
@@ -148,8 +166,26 @@ class _CheckRun:
     elapsed: float
 
 
-def _run_check(ths: Sequence[Theorem], args: argparse.Namespace) -> _CheckRun:
-    """Run the selected theorems with a progress bar (see `_Progress`)."""
+def _report_witnesses(wit: _CheckRun, out: TextIO) -> list[str]:
+    """Each theorem's result on its witness; the names whose witness was not caught."""
+    missed = []
+    for th, r in wit.results:
+        if r.result != "fail":
+            missed.append(th.name)
+            what = th.witness.defect if th.witness else "no witness"
+            out.write(f"WITNESS NOT CAUGHT {th.name}: {what} ({r.result})\n")
+    out.write(
+        f"witnesses: {len(wit.results) - len(missed)}/{len(wit.results)} theorems fail on their "
+        f"defect ({wit.elapsed:.1f} s, quick bounds)\n"
+    )
+    return missed
+
+
+def _run_check(
+    ths: Sequence[Theorem], args: argparse.Namespace, *, witness: bool = False
+) -> _CheckRun:
+    """Run the selected theorems with a progress bar (see `_Progress`); with `witness`,
+    each on its witness, in quick mode."""
     enabled = sys.stderr.isatty() and not args.no_progress
     bar = _Progress(len(ths), enabled)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -157,8 +193,10 @@ def _run_check(ths: Sequence[Theorem], args: argparse.Namespace) -> _CheckRun:
     try:
         results = _dispatch(ths, args, bar) or run_theorems(
             ths,
-            quick=args.quick,
+            quick=args.quick or witness,
             jobs=args.jobs,
+            time_scale=args.time_scale,
+            witness=witness,
             on_result=bar.result,
             on_start=bar.start,
             progress=bar.inner,
@@ -176,6 +214,8 @@ def _dispatch(ths: Sequence[Theorem], args: argparse.Namespace, bar: _Progress) 
 
     if not uses_cluster(args):
         return []
+    if getattr(args, "witnesses", False):
+        raise ProofError("--witnesses runs on this machine only; drop --workers/--scheduler")
     return run_theorems_sharded(ths, quick=args.quick, args=args, on_result=bar.result)
 
 
@@ -186,7 +226,7 @@ def _report_results(results: Sequence[tuple[Theorem, CheckResult]], out: TextIO)
         rows.append(
             (
                 th.name,
-                "pass" if r.passed else "FAIL",
+                {"pass": "pass", "fail": "FAIL"}.get(r.result, "UNDECIDED (time limit)"),
                 " + ".join(th.evidence),
                 summarize_counts(r),
                 f"{r.seconds:.1f}",
@@ -309,7 +349,8 @@ def readme_table() -> str:
     for t in select(()):
         scope = t.scope.shapes if t.name.startswith("op.") else t.scope.graphs
         scope = _short(scope.replace("|", "\\|"), 160)
-        lines.append(f"| `{t.name}` | {' + '.join(t.evidence)} | {t.status} | {scope} |")
+        ev = _short(t.evidence_label().replace("|", "\\|"), 120)
+        lines.append(f"| `{t.name}` | {ev} | {t.status} | {scope} |")
     return "\n".join(lines)
 
 
@@ -358,6 +399,17 @@ def _add_check(p: argparse.ArgumentParser) -> None:
         help="worker processes (default: the CPUs available)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--witnesses",
+        action="store_true",
+        help="also run every theorem on its witness (a defect it must catch; quick bounds)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply every per-theorem time limit (default 1; for slow machines)",
+    )
     from conformance.distributed import add_cluster_arguments  # --workers, --scheduler (Dask)
 
     add_cluster_arguments(p)
@@ -401,6 +453,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "jobs", 1) < 1:
         sys.stderr.write("error: --jobs must be at least 1\n")
+        return 2
+    scale = getattr(args, "time_scale", 1.0)
+    if not (scale > 0 and scale < float("inf")):
+        sys.stderr.write("error: --time-scale must be a positive finite number\n")
         return 2
     try:
         return int(args.fn(args))

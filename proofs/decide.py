@@ -17,6 +17,12 @@ Invariants:
   expression is evaluated with 60 significant digits at `NUMERIC_POINTS` exact rational
   points (drawn deterministically from `key`, respecting each symbol's sign assumptions);
   every |value| must be below 1e-40. This is evidence, not proof, and the result says so.
+- Refutation: when structural, expand, rewrite-exp and cancel fail, `e` is evaluated (30 digits) at
+  `REFUTE_POINTS` exact rational points respecting the symbols' assumptions; a value
+  of magnitude above 1e-10 at one of them shows `e` is not identically 0, and the decision
+  is None at once, without the expensive methods (simplify on a non-identity can run for
+  minutes). An undefined value decides nothing. Refutation can only fail an obligation,
+  never pass one.
 - Nothing here depends on the global random state, dicts of unordered sets or hash
   randomisation: the same expression and key always give the same decision.
 """
@@ -44,6 +50,7 @@ __all__ = [
     "decide_zero",
     "lt",
     "rational_points",
+    "refuted",
     "symbols",
 ]
 
@@ -57,6 +64,8 @@ SYMBOLIC_METHODS = (
     "coefficients",
 )
 NUMERIC_POINTS = 5
+REFUTE_POINTS = 2
+_REFUTE_TOL = sympy.Float("1e-10")
 _NUMERIC_DIGITS = 60
 _NUMERIC_TOL = sympy.Rational(1, 10**40)
 
@@ -118,6 +127,20 @@ def _is_zero(e: Any) -> bool:
     return e == 0 or e is sympy.S.Zero
 
 
+def refuted(e: Any, key: str = "refute") -> bool:
+    """True when `e` is shown nonzero at an exact rational point (module invariants)."""
+    syms = e.free_symbols
+    for pt in rational_points(syms, f"{key}/refute", REFUTE_POINTS):
+        try:
+            v = e.evalf(30, subs=pt)
+        except (ValueError, TypeError, ZeroDivisionError, ArithmeticError):
+            continue
+        if v.is_number and not v.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo):
+            if abs(v) > _REFUTE_TOL:  # complex intermediates (Euler forms) included
+                return True
+    return False
+
+
 def _symbolic(e: Any) -> str | None:
     if _is_zero(e):
         return "structural"
@@ -131,6 +154,8 @@ def _symbolic(e: Any) -> str | None:
             return "rewrite-exp"
         if _is_zero(sympy.cancel(r)):
             return "cancel"
+    if refuted(x):
+        return None
     if _is_zero(sympy.simplify(x)):
         return "simplify"
     if fns and _is_zero(sympy.simplify(sympy.expand(e.rewrite(sympy.exp)))):

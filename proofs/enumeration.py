@@ -1,4 +1,4 @@
-"""Systematic enumeration of small typed graphs for the bounded exhaustive checks.
+"""Systematic enumeration of small typed graphs for the bounded enumerations.
 
 Invariants:
 - A `Tier` is a grammar: a list of input contexts Γ, a list of op choices (op name plus

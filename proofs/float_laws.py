@@ -21,6 +21,7 @@ import multiprocessing
 from typing import Any
 
 from .registry import CheckContext, CheckResult, Scope, Theorem, register
+from .witnesses import graph_witnesses
 
 __all__ = ["FORMATS", "FULL_CASES", "PROPERTIES", "QUICK_CASES", "register_all"]
 
@@ -106,7 +107,11 @@ def register_all() -> None:
                 f"random graphs of up to 6 nodes; {QUICK_CASES} cases per (format, "
                 f"property) quick, {FULL_CASES} full",
             ),
-            evidence=("property test",),
+            evidence=("random cases",),
+            bounds=f"{QUICK_CASES} quick / {FULL_CASES} full derandomised Hypothesis cases per "
+            f"(format, property), {len(FORMATS) * len(PROPERTIES)} rows",
+            witness=graph_witnesses()["float.ordered_bitwise"],
+            time_limit=(240.0, 900.0),
             check=_check,
             status="checked",
             sources=("spec", "runtime", "conformance", "proofs"),

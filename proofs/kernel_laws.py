@@ -37,6 +37,7 @@ from spec.tensor import Tensor
 from .decide import decide_zero, symbols
 from .laws import LAWS
 from .registry import CheckContext, CheckResult, Scope, Theorem, register
+from .witnesses import graph_witnesses
 
 __all__ = ["KNOWN_FAILURES", "check_kernels", "register_all"]
 
@@ -155,6 +156,9 @@ def register_all() -> None:
                 "single op application",
             ),
             evidence=("symbolic identity",),
+            bounds="the representative cases of each op's law",
+            witness=graph_witnesses()["link.kernels_eq_spec_rules"],
+            time_limit=(120.0, 120.0),
             check=check_kernels,
             status="known-failing" if KNOWN_FAILURES else "checked",
             sources=("spec", "runtime", "proofs"),

@@ -25,6 +25,7 @@ from spec.graph import Graph, GraphBuilder
 from spec.tensor import Tensor
 
 from .registry import CheckContext, CheckResult, Scope, Theorem, register
+from .witnesses import graph_witnesses
 
 __all__ = ["FULL_DRAWS", "QUICK_DRAWS", "cnn_graph", "register_all", "transformer_graph"]
 
@@ -122,7 +123,10 @@ def register_all() -> None:
                 f"two fixed graphs; {QUICK_DRAWS} input draws per (graph, dtype) quick, "
                 f"{FULL_DRAWS} full",
             ),
-            evidence=("property test",),
+            evidence=("random cases",),
+            bounds=f"{QUICK_DRAWS} quick / {FULL_DRAWS} full input draws per (graph, dtype)",
+            witness=graph_witnesses()["link.model_graphs_bitwise"],
+            time_limit=(240.0, 900.0),
             check=_check,
             status="checked",
             sources=("spec", "runtime", "proofs"),

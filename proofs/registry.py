@@ -31,13 +31,16 @@ from typing import Any
 from spec.errors import TorchLeanError
 
 __all__ = [
+    "DEFAULT_TIME_LIMIT",
     "EVIDENCE_KINDS",
+    "RESULTS",
     "STATUSES",
     "CheckContext",
     "CheckResult",
     "ProofError",
     "Scope",
     "Theorem",
+    "Witness",
     "get",
     "register",
     "run_check",
@@ -47,16 +50,30 @@ __all__ = [
 
 EVIDENCE_KINDS = (
     "symbolic identity",
-    "bounded exhaustive symbolic check",
-    "property test",
+    "numeric fallback",
+    "bounded enumeration",
+    "random cases",
     "written proof",
 )
-"""The kinds of evidence a theorem can rest on."""
+"""The kinds of evidence a theorem can rest on: `symbolic identity` (sympy decides an
+identity, proof over the reals for the listed cases), `numeric fallback` (identities sympy
+cannot decide are evaluated at a few exact rational points: evidence, not proof),
+`bounded enumeration` (every graph of a grammar up to stated bounds), `random cases`
+(a stated number of pseudo-random cases: testing) and `written proof` (an argument in
+prose, not machine-checked). A theorem's `bounds` says the bounds or case counts."""
 
-STATUSES = ("proved", "checked", "missing", "known-failing")
-"""`proved`: a written proof plus checks; `checked`: evidence by checks only; `missing`: no
-law written yet (the check fails); `known-failing`: documents a known bug (the check fails
-until the bug is fixed)."""
+STATUSES = ("checked", "missing", "known-failing")
+"""`checked`: the evidence listed is checked by the run; `missing`: no law written yet (the
+check fails); `known-failing`: documents a known bug (the check fails until the bug is
+fixed)."""
+
+RESULTS = ("pass", "fail", "undecided (time limit)")
+"""A check's result: an obligation that ran past its time limit is undecided, and fails
+the run."""
+
+DEFAULT_TIME_LIMIT = 30.0
+"""Seconds a per-op obligation may run before it is undecided (scaled by the run's
+`time_scale`)."""
 
 
 class ProofError(TorchLeanError):
@@ -97,10 +114,18 @@ class CheckResult:
     counts: dict[str, int] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    undecided: bool = False
+    """True when the check was stopped at its time limit (then `passed` is False)."""
+
+    @property
+    def result(self) -> str:
+        if self.undecided:
+            return RESULTS[2]
+        return RESULTS[0] if self.passed else RESULTS[1]
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "result": "pass" if self.passed else "fail",
+            "result": self.result,
             "counts": dict(self.counts),
             "details": self.details,
         }
@@ -127,8 +152,21 @@ class CheckContext:
 
 
 @dataclass(frozen=True)
+class Witness:
+    """A falsifier: a small defect (a changed rule, body, accumulation order or kernel)
+    that `apply()` installs by monkeypatching, in a worker process of its own, after which
+    the theorem's check must fail."""
+
+    defect: str
+    apply: Callable[[], None]
+
+
+@dataclass(frozen=True)
 class Theorem:
-    """One named obligation."""
+    """One named obligation. `bounds` states the evidence's bounds or case counts (graph
+    grammars, random cases per mode); `group` names theorems that share one worker process
+    (and one sweep); `time_limit` is in seconds, per mode (quick, full); `witness` is the
+    defect the check must catch."""
 
     name: str
     statement: str
@@ -140,7 +178,16 @@ class Theorem:
     sources: tuple[str, ...] = ("spec", "proofs")
     references: tuple[str, ...] = ()
     isolated: bool = False
-    """True when the check uses no shared run state, so it may run in a worker process."""
+    """True when the check uses no shared run state (it may run concurrently with others)."""
+    bounds: str = ""
+    group: str = ""
+    time_limit: tuple[float, float] = (DEFAULT_TIME_LIMIT, DEFAULT_TIME_LIMIT)
+    witness: Witness | None = None
+
+    def evidence_label(self) -> str:
+        """The evidence kinds, with the bounds when there are any."""
+        text = " + ".join(self.evidence)
+        return f"{text} ({self.bounds})" if self.bounds else text
 
     def __post_init__(self) -> None:
         bad = [e for e in self.evidence if e not in EVIDENCE_KINDS]
@@ -157,6 +204,8 @@ class Theorem:
             "formula": self.formula,
             "scope": self.scope.to_json(),
             "evidence": list(self.evidence),
+            "bounds": self.bounds,
+            "witness": self.witness.defect if self.witness else None,
             "status": self.status,
             "sources": list(self.sources),
             "references": list(self.references),
@@ -180,13 +229,17 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import float_laws, graph_laws, kernel_laws, laws, model_graphs
+    from . import float_laws, graph_laws, kernel_laws, laws, model_graphs, verify_laws
 
     laws.register_all()
+    from .laws import closed_form
+
+    closed_form.register_all()
     graph_laws.register_all()
     kernel_laws.register_all()
     float_laws.register_all()
     model_graphs.register_all()
+    verify_laws.register_all()
 
 
 def theorems() -> list[Theorem]:

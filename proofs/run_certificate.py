@@ -7,7 +7,10 @@ Invariants:
   sympy, numpy, gmpy2, mpmath, hypothesis, torchlean), `sources` (sha256 of every `.py`
   file under spec/, runtime/, conformance/ and proofs/, and of proofs/*.md, keyed by
   POSIX path relative to the repository root), `theorems` (per theorem: statement,
-  formula, scope, evidence, status, sources, result, counts, details), `totals`,
+  formula, scope, evidence, bounds, witness, status, sources, result ("pass", "fail" or
+  "undecided (time limit)"), counts, details), `totals` (theorems passed, failed and
+  undecided, theorems per evidence kind, sums of counts), with `--witnesses` a
+  `witnesses` section (per theorem: the defect and the result on it), then
   `certificate_digest` and `timings`.
 - `certificate_digest` = "sha256:" + sha256 of the canonical JSON (sorted keys, no
   whitespace, UTF-8) of the certificate without `timings` and without the digest itself.
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .registry import CheckResult, ProofError, Theorem
+from .registry import EVIDENCE_KINDS, CheckResult, ProofError, Theorem
 
 __all__ = [
     "FORMAT",
@@ -112,10 +115,16 @@ def _totals(results: Sequence[tuple[Theorem, CheckResult]]) -> dict[str, Any]:
             if isinstance(v, int):
                 sums[k] = sums.get(k, 0) + v
     passed = sum(r.passed for _, r in results)
+    kinds: dict[str, int] = dict.fromkeys(EVIDENCE_KINDS, 0)
+    for th, _ in results:
+        for e in th.evidence:
+            kinds[e] += 1
     return {
         "theorems": len(results),
         "passed": passed,
         "failed": len(results) - passed,
+        "undecided": sum(r.undecided for _, r in results),
+        "theorems_per_evidence_kind": kinds,
         "count_sums": dict(sorted(sums.items())),
     }
 
@@ -128,8 +137,10 @@ def build(
     elapsed: float,
     started: str,
     jobs: int,
+    witnesses: Sequence[tuple[Theorem, CheckResult]] | None = None,
 ) -> dict[str, Any]:
-    """A certificate for the given results (see the module invariants)."""
+    """A certificate for the given results (see the module invariants); with `witnesses`,
+    each theorem's result on its witness (which must be "fail") as well."""
     theorems = {}
     for th, r in results:
         entry = th.to_json()
@@ -144,6 +155,11 @@ def build(
         "theorems": theorems,
         "totals": _totals(results),
     }
+    if witnesses is not None:
+        cert["witnesses"] = {
+            th.name: {"defect": th.witness.defect if th.witness else None, "result": r.result}
+            for th, r in witnesses
+        }
     # Round-trip through JSON so the digest is over exactly what is written.
     cert = json.loads(canonical_json(cert))
     cert["certificate_digest"] = compute_digest(cert)

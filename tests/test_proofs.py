@@ -17,15 +17,22 @@ from proofs.enumeration import GRAMMARS, count_tier, enumerate_tier
 from proofs.graph_laws import check_graph
 from proofs.kernel_laws import KNOWN_FAILURES
 from proofs.laws import LAWS, OBLIGATIONS
+from proofs.opaque_ops import OPAQUE_TIERS, check_shape, count_shapes, installed
 from proofs.registry import (
     EVIDENCE_KINDS,
     CheckContext,
+    CheckResult,
     ProofError,
+    Scope,
+    Theorem,
+    Witness,
     get,
     run_check,
     select,
     theorems,
 )
+from proofs.runner import run_theorem, run_theorems
+from proofs.witnesses import fold_fanin_last_wins
 from spec.errors import TorchLeanError
 from spec.ops import OPS
 
@@ -34,7 +41,6 @@ GRAPH_THEOREMS = (
     "link.backward_dense_from_lower_eq_backprop_all_ctx",
     "link.lower_values_eq_eval_graph",
     "graph.backprop_correct",
-    "graph.backprop_all_prefix",
     "tape.lowered_zero_preserving",
     "tape.backward_dense_all_eq_from_one_hot",
 )
@@ -74,7 +80,13 @@ def test_every_op_has_its_three_obligations() -> None:
 def test_theorems_are_well_formed() -> None:
     ths = theorems()
     assert len({t.name for t in ths}) == len(ths)
-    assert len(ths) == 3 * len(OPS) + len(GRAPH_THEOREMS) + 3
+    closed = [t for t in ths if t.name.endswith(".vjp_closed_form")]
+    assert len(ths) == 3 * len(OPS) + len(closed) + len(GRAPH_THEOREMS) + 4
+    # the composites and the push-built one-input ops have a push-free, body-free check
+    assert {"op.gelu.vjp_closed_form", "op.sigmoid.vjp_closed_form", "op.relu.vjp_closed_form",
+            "op.mse_loss.vjp_closed_form", "op.layer_norm.vjp_closed_form"} <= {
+        t.name for t in closed
+    }  # fmt: skip
     for t in ths:
         assert t.statement and t.formula and t.evidence
         assert all(e in EVIDENCE_KINDS for e in t.evidence)
@@ -82,7 +94,16 @@ def test_theorems_are_well_formed() -> None:
     for name in (*GRAPH_THEOREMS, "float.ordered_bitwise", "link.kernels_eq_spec_rules"):
         assert get(name).name == name
     assert "written proof" in get(GRAPH_THEOREMS[0]).evidence
-    assert get(GRAPH_THEOREMS[0]).status == "proved"
+    assert get(GRAPH_THEOREMS[0]).status == "checked"
+    # every theorem has a witness; the link theorem's scope is every op of the table
+    assert all(t.witness is not None and t.witness.defect for t in ths)
+    assert get(GRAPH_THEOREMS[0]).scope.ops == tuple(sorted(OPS))
+    # the four model-scale laws that enable the numeric fallback are labelled so
+    numeric = {t.name.split(".")[1] for t in ths if "numeric fallback" in t.evidence}
+    assert numeric == {"layer_norm", "batch_norm", "scaled_dot_product_attention",
+                       "multi_head_attention"}  # fmt: skip
+    assert "bounded enumeration" in get("graph.backprop_correct").evidence
+    assert "30 quick / 200 full" in get("float.ordered_bitwise").evidence_label()
 
 
 def test_select_by_prefix_and_unknown_names() -> None:
@@ -209,7 +230,14 @@ def test_quick_subset_passes(quick_certs: tuple[dict, dict, str]) -> None:
     assert all(t["result"] == "pass" for t in c1["theorems"].values())
     link = c1["theorems"][GRAPH_THEOREMS[0]]
     expected = sum(sum(count_tier(t).values()) for t in GRAMMARS["quick"])
-    assert link["counts"]["graphs"] == expected == link["counts"]["link_passed"]
+    opaque = sum(sum(count_shapes(t).values()) for t in OPAQUE_TIERS["quick"])
+    assert link["counts"]["link_passed"] == expected
+    assert link["counts"]["opaque_passed"] == link["counts"]["opaque_graphs"] == opaque
+    assert link["counts"]["graphs"] == expected + opaque
+    kinds = c1["totals"]["theorems_per_evidence_kind"]
+    assert kinds["random cases"] == 1 and kinds["numeric fallback"] == 0  # not in SUBSET
+    assert kinds["bounded enumeration"] == len(GRAPH_THEOREMS)
+    assert c1["totals"]["undecided"] == 0
     assert link["details"]["max_nodes"] == max(t.max_nodes for t in GRAMMARS["quick"])
     fl = c1["theorems"]["float.ordered_bitwise"]
     assert set(fl["details"]["rows"]) == {
@@ -368,3 +396,70 @@ def test_readme_lists_every_theorem() -> None:
     )
     assert "## How to cite" in text and "## What is not proved" in text
     assert readme_table().splitlines()[0] in text
+
+
+# --------------------------------------------------------------------------- time limits
+
+
+def _sleeper(ctx: CheckContext) -> CheckResult:
+    import time
+
+    time.sleep(60)
+    return CheckResult(True)
+
+
+def test_a_check_past_its_time_limit_is_undecided_and_fails() -> None:
+    th = Theorem(
+        name="test.sleeps",
+        statement="sleeps",
+        formula="-",
+        scope=Scope(("add",), ("symbolic",), "-"),
+        evidence=("random cases",),
+        check=_sleeper,
+        time_limit=(0.5, 0.5),
+    )
+    ok = dataclasses.replace(th, name="test.passes", check=lambda ctx: CheckResult(True))
+    [(_, r), (_, r2)] = run_theorems([th, ok], quick=True, jobs=2)
+    assert r.undecided and not r.passed and r.result == "undecided (time limit)"
+    assert r.seconds < 30 and "time limit" in r.details["error"]
+    assert r2.passed and r2.result == "pass"
+    # a group stopped at its limit leaves the rest of the group undecided
+    grouped = [dataclasses.replace(t, group="g") for t in (th, ok)]
+    [(_, a), (_, b)] = run_theorems(grouped, quick=True, jobs=1)
+    assert a.undecided and b.undecided and "not run" in b.details["error"]
+
+
+# --------------------------------------------------------------------------- witnesses
+
+
+def test_witnesses_fail_their_theorems_and_only_in_the_worker() -> None:
+    before = OPS["mul"]
+    for name in ("op.mul.forward", "op.mul.derivative", "op.mul.adjoint", "op.const.adjoint"):
+        assert run_theorem(name, quick=True).passed
+        assert run_theorem(name, quick=True, witness=True).result == "fail", name
+    assert OPS["mul"] is before  # the defect lived in the worker only
+    th = dataclasses.replace(get("op.mul.forward"), witness=Witness("nothing", lambda: None))
+    [(_, r)] = run_theorems([th], quick=True, witness=True)
+    assert r.passed  # a witness that changes nothing is not caught: --witnesses reports it
+
+
+def test_opaque_link_check_catches_a_fan_in_defect(monkeypatch: pytest.MonkeyPatch) -> None:
+    repeated = (("opaque2", (0, 0), (("node", 0),)),)
+    chain = (("opaque1", (0,), (("node", 0),)), ("opaque2", (0, 1), (("node", 1),)))
+    with installed():
+        assert check_shape(1, repeated)[0] and check_shape(1, chain)[0]
+        import runtime.engine.lower as L
+
+        monkeypatch.setattr(L, "fold_fanin", L.fold_fanin)
+        fold_fanin_last_wins()
+        ok, _, msg = check_shape(1, repeated)
+        assert not ok and "cotangent %0" in (msg or "")
+        assert check_shape(1, chain)[0]  # no repeated argument: the defect is invisible
+    assert "opaque1" not in OPS
+
+
+def test_opaque_grammar_counts() -> None:
+    full = {t.name: sum(count_shapes(t).values()) for t in OPAQUE_TIERS["full"]}
+    assert full == {"values5": 24683, "nodes5": 26563, "ordered4": 2286}
+    # one input, one node: opaque1(0), opaque2(0, 0), opaque3(0, 0, 0)
+    assert count_shapes(OPAQUE_TIERS["quick"][0])["2"] == 4

@@ -41,6 +41,7 @@ from spec.tensor import Tensor, dot, fold_add
 
 from ..decide import as_array, decide_zero, symbols
 from ..registry import CheckContext, CheckResult, Scope, Theorem, register
+from ..witnesses import op_witness
 from .core import LAWS, OBLIGATIONS, Case, OpLaw, Point, arr
 
 __all__ = ["check_obligation", "register_all"]
@@ -279,6 +280,10 @@ _STATEMENTS = {
 }
 
 
+def _cases(law: OpLaw, obligation: str) -> list[Case]:
+    return [c for c in law.cases if obligation != "forward" or c.forward]
+
+
 def _scope(law: OpLaw | None, op: str, obligation: str) -> Scope:
     if law is None:
         return Scope((op,), ("symbolic",), "none (no law written)")
@@ -299,8 +304,9 @@ def register_all() -> None:
                 "deriv": law.derivative_text if law else "?",
                 "defn": law.definition_text if law else "?",
             }
-            evidence = ("symbolic identity",)
+            evidence: tuple[str, ...] = ("symbolic identity",)
             if law is not None and ob in law.numeric:
+                evidence = ("symbolic identity", "numeric fallback")
                 words += (
                     " Identities sympy cannot decide are checked at exact rational "
                     "points with 60-digit evaluation (numeric fallback)."
@@ -316,6 +322,8 @@ def register_all() -> None:
                     status="checked" if law is not None else "missing",
                     sources=("spec", "proofs"),
                     isolated=True,
+                    bounds=f"{len(_cases(law, ob))} representative cases" if law else "",
+                    witness=op_witness(name, ob),
                 )
             )
 

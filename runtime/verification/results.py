@@ -7,8 +7,9 @@ Invariants:
   does not model (`runtime_covered` False, e.g. kernels="fast") when level 1 proves the
   property.
 - `certificate()` is canonical: the format CERT_FORMAT, the network JSON, the box, the
-  algorithm and property, "kernels": "ordered", both levels' bounds as p/q strings (and
-  CROWN's witness), and a `digest` = sha256 over every other field;
+  algorithm and property, the result's "kernels", both levels' bounds as p/q strings (and
+  CROWN's witness; the runtime level's `holds` is null when `runtime_covered` is False),
+  and a `digest` = sha256 over every other field;
   `python -m proofs check-cert FILE` re-validates it without `runtime/`.
 """
 
@@ -118,7 +119,8 @@ class VerificationResult:
             }
             if b.margins is not None:
                 e["margins"] = qs(b.margins)
-                e["holds"] = b.holds
+                # no claim about kernels the runtime level does not model
+                e["holds"] = b.holds if b.level == "real" or self.runtime_covered else None
             if b.witness is not None:
                 e["witness"] = b.witness
             levels[b.level] = e
@@ -136,7 +138,7 @@ class VerificationResult:
             },
             "algorithm": self.algorithm,
             "property": prop,
-            "kernels": "ordered",
+            "kernels": self.kernels,
             "levels": levels,
         }
         cert["digest"] = sha(cert)
