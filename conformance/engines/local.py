@@ -26,13 +26,16 @@ from typing import Any
 import gmpy2
 
 from spec.errors import TorchLeanError
+from spec.graph import Graph, Node
+from spec.inline import inline
 from spec.ops import get_op
-from spec.tensor import Tensor
+from spec.tensor import Tensor, TensorPack
 
 from ..bounds.core import HP, exact_q, fmt, ulp
 from .base import Engine, from_numpy, ieee_domain, to_numpy
 from .budgets import budget_for
 from .conventions import SIGNED_ZERO, conventions_for
+from .propagate import abs_backprop
 
 __all__ = ["NodeResult", "check_node", "elem_error", "lift"]
 
@@ -52,6 +55,33 @@ class NodeResult:
     wrong: str | None = None
     jvp_refused: str | None = None
     output: Tensor | None = None  # the engine's forward value (dtype domain)
+
+
+def dtype_attrs(D: Any, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The attributes with every rational attribute (scale's c, clamp's bounds) rounded once
+    into the dtype, as the spec casts them: the exact reference is the op on the values the
+    dtype's program holds."""
+    out = dict(attrs)
+    for a in get_op(op).attrs:
+        v = out.get(a.name)
+        if v is None:
+            continue
+        if a.kind == "rational":
+            out[a.name] = Fraction(D.to_rational(D.from_rational(Fraction(v))))
+        elif a.kind == "rationals":
+            out[a.name] = tuple(Fraction(D.to_rational(D.from_rational(Fraction(q)))) for q in v)
+    return out
+
+
+def abs_scale(op: str, xs: list[Tensor], g: Tensor, attrs: dict[str, Any]) -> list[Tensor]:
+    """Per argument, |g| propagated back through the op's inlined primitive body with every
+    node's contributions made absolute before they are summed (the magnitude of the terms
+    the engine's backward sums; see `whole`)."""
+    one = Graph([x.shape for x in xs], [Node(op, tuple(range(len(xs))), attrs)])
+    gi, vmap = inline(one)
+    seed = [Tensor.zeros(HP, s) for s in gi.shapes]
+    seed[vmap[-1]] = g.map(abs)
+    return abs_backprop(gi, xs, TensorPack(gi.shapes, tuple(seed)))
 
 
 def _mag(t: Tensor) -> Fraction:
@@ -94,14 +124,29 @@ def _scale(
     if mode == "cotangent":
         return gm if direction != "forward" else Fraction(0)
     d = get_op(op)
+    if mode == "norm" and direction == "vjp":
+        assert g is not None
+        y = d.forward(HP, xs, attrs, ())
+        gain = max(
+            _mag(t)
+            for t in abs_scale(op, xs, Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data)), attrs)
+        )
+        extra = gm * gain * max([_mag(x) for x in xs] + [Fraction(1)])
+        return max(extra, _scale(op, "abs", direction, xs, g, attrs, k))
     axs = [x.map(abs) for x in xs]
     try:
         if direction == "forward":
             return _mag(d.forward(HP, axs, attrs, ()))
         if direction == "vjp":
             assert g is not None
-            return max(gm, _mag(d.vjp(HP, axs, g.map(abs), attrs, ())[k]))
-        return gm
+            return max(
+                gm,
+                _mag(d.vjp(HP, axs, g.map(abs), attrs, ())[k]),
+                _mag(abs_scale(op, xs, g, attrs)[k]),
+            )
+        y = d.forward(HP, xs, attrs, ())
+        m = abs_scale(op, xs, Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data)), attrs)
+        return max(gm, gm * max([_mag(t) for t in m] + [Fraction(0)]))
     except TorchLeanError:
         return gm
 
@@ -195,7 +240,9 @@ def check_node(
         return fn0(*a, **attrs)
 
     d = get_op(op)
+    D = ieee_domain(dtype)
     hx = [lift(x) for x in xs]
+    attrs = dtype_attrs(D, op, attrs)
     try:
         want_y = d.forward(HP, hx, attrs, ())
         want_ct = d.vjp(HP, hx, lift(g), attrs, ())
@@ -224,6 +271,13 @@ def check_node(
         except Exception as e:
             res.jvp_refused = f"{type(e).__name__}: {str(e)[:120]}"
         else:
-            ht = lift(ts[0]) if len(ts) == 1 else None
+            # the tangent for the conventions' rules (unary ops) and the scale (its magnitude)
+            ht = (
+                lift(ts[0])
+                if len(ts) == 1
+                else lift(
+                    Tensor.of((sum(len(t.data) for t in ts),), [v for t in ts for v in t.data])
+                )
+            )
             _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, attrs, res)
     return res

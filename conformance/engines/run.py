@@ -78,6 +78,7 @@ class GraphRow:
     max_ulp: float = 0.0
     nonfinite: int = 0
     refused: int = 0
+    worst: str | None = None
 
 
 @dataclass
@@ -187,7 +188,8 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
     if all_covered and clean and g.nodes and st_.recording:
         gr = check_graph(engine, dtype, g, list(xs), seed.tensors[-1])
         st_.graph.graphs += 1
-        st_.graph.max_ratio = max(st_.graph.max_ratio, gr.ratio)
+        if gr.ratio > st_.graph.max_ratio:
+            st_.graph.max_ratio, st_.graph.worst = gr.ratio, gr.worst
         st_.graph.max_ulp = max(st_.graph.max_ulp, gr.max_ulp)
         st_.graph.nonfinite += gr.nonfinite
         st_.graph.refused += gr.refused is not None
