@@ -4,7 +4,8 @@ Invariants: every entry of `ops` is the plain tinygrad `Tensor` method for that 
 table; VJPs come from `Tensor.gradient(*inputs, gradient=cotangent)` (tinygrad's reverse
 mode; it has no forward mode, so no JVP is claimed). The device is tinygrad's default when
 it can compile a kernel, else the `PYTHON` device (tinygrad's own UOp interpreter: the CPU
-device needs `clang`); the report names the device. Ops without an entry are not covered.
+device needs `clang`; the fallback sets tinygrad's process-wide default device); the
+report names the device. Ops without an entry are not covered.
 """
 
 from __future__ import annotations
@@ -73,14 +74,17 @@ _UINT = {"float64": "uint64", "float32": "uint32", "bfloat16": "uint16", "float1
 
 
 def _device() -> str:
-    from tinygrad import Device
+    """tinygrad's default device, or its PYTHON interpreter where the default CPU device
+    has no `clang` to compile with (set process-wide, before tinygrad picks a device)."""
+    import os
+    import shutil
 
-    try:
-        dev = Device.DEFAULT
-        (TT([1.0], device=dev) + 1).realize()
-        return dev
-    except Exception:  # no compiler for the default device: tinygrad's interpreter
-        return "PYTHON"
+    from tinygrad import Device
+    from tinygrad.helpers import DEV
+
+    if not os.environ.get("DEV") and shutil.which("clang") is None:
+        DEV.value = "PYTHON"
+    return str(Device.DEFAULT)
 
 
 class TinygradEngine(Engine):

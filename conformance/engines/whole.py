@@ -4,16 +4,18 @@ own autograd) against the exact spec gradient, measured against a propagated bou
 Propagation method (first order, stated as such): every node k contributes at most
 F_k + B_k ulps (its forward and backward budgets, `budgets.budget_for`, with n its largest
 input size), and these add along the graph; the ulp is that of M, the input gradient
-propagated with absolute values through the inlined graph (composites as their primitives): M = backprop of |seed| through every node's exact VJP on
-the exact values, with each node's contributions replaced by their absolute values before
-they are summed (Higham-style |.|-propagation, nodes treated as atomic). So
+propagated with absolute values through the inlined graph (composites as their
+primitives): M = backprop of |seed| through every primitive's exact VJP on the exact
+values, each node's contributions made absolute before they are summed (Higham-style
+|.|-propagation, `propagate.abs_backprop`). So
 
     bound_i = (sum_k (F_k + B_k)) * ulp(M_i)   for every element i of every input gradient.
 
-It ignores second-order terms (a forward error changing a later derivative is only
-covered through the forward budgets) and cancellation inside one node, so it is reported
-as a ratio error/bound — never a failure by itself (per-node checks decide failures).
-Elements where the exact or the engine gradient is not finite are counted, not measured.
+It ignores second-order terms (a forward error changing a later derivative is covered only
+through the forward budgets), so it is reported as a ratio error/bound, never a failure by
+itself (per-node checks decide failures). Elements where the exact or the engine gradient
+is not finite are counted, not measured. Graphs with a node that differed by a convention
+are not measured (the engine computes another function there).
 """
 
 from __future__ import annotations
