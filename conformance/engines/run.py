@@ -12,6 +12,9 @@ Invariants:
 - Statistics are recorded only until a run's first failure (shrinking does not inflate
   them). A whole-graph check runs on every case whose ops the engine all covers and where
   no node differed by a convention (other than signed zeros).
+- Grid: the elementwise ops without attributes are also checked on a fixed grid of 48
+  points of [-8, 8] (away from ties, zeros and bounds); a wrong grid element is reported as
+  its one-element case.
 - Probes: every convention of a checked op is evaluated at its defining points in every
   dtype; the row says whether spec and engine differ there, with both values.
 - Conventions are reported, never failures, unless `strict_conventions` is set; then any
@@ -20,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -272,6 +276,56 @@ def _run(
         r.failure = r.failure or f
 
 
+_GRID_FAMILIES = ("elementwise", "transcendental")
+
+
+def _grid_inputs(D: Any, op: str, batch: int) -> tuple[list[Tensor], Tensor]:
+    """Batch `batch` of the grid: 12 points of [-8, 8] at an irrational offset (so no point
+    is a tie, zero or bound), positive for log; the cotangent is cos(j) per element."""
+    n = 12
+    phi = 0.6180339887498949
+    pts = [-8.0 + 16.0 * (batch * n + j + phi) / (4 * n) for j in range(n)]
+    if op == "log":
+        pts = [abs(v) + 0.0625 for v in pts]
+    x = Tensor((n,), tuple(D.from_float(v) for v in pts))
+    y = Tensor((n,), tuple(D.from_float(v * 0.75 - 1.0) for v in reversed(pts)))
+    g = Tensor((n,), tuple(D.from_float(math.cos(j + batch)) for j in range(n)))
+    arity = get_op(op).arity
+    return ([x] if arity == 1 else [x, y]), g
+
+
+def _grid(engine: Engine, dtype: str, ops: Sequence[str], st_: _State) -> None:
+    """Deterministic grid cases for the elementwise ops without attributes (4 batches of
+    12 points each): the max-ulp columns then measure the kernels away from special
+    points. A wrong element is reported as the one-element case that fails."""
+    D = ieee_domain(dtype)
+    for op in ops:
+        d = get_op(op)
+        if d.family not in _GRID_FAMILIES or d.attrs or d.arity not in (1, 2):
+            continue
+        for batch in range(4):
+            xs, g = _grid_inputs(D, op, batch)
+            res = check_node(engine, dtype, op, {}, xs, g, [g] * len(xs))
+            _record(st_.rows, engine, dtype, res)
+            if res.wrong is None:
+                continue
+            for i in range(len(g.data)):
+                xi = [Tensor((), (x.data[i],)) for x in xs]
+                gi = Tensor((), (g.data[i],))
+                one = check_node(engine, dtype, op, {}, xi, gi, [gi] * len(xi))
+                if one.wrong is not None:
+                    r = st_.rows[op]
+                    r.failures += 1
+                    node = Node(op, tuple(range(len(xi))), {})
+                    r.failure = r.failure or {
+                        "op": op,
+                        "message": one.wrong,
+                        "repro": _repro(engine, dtype, node, xi, gi),
+                    }
+                    break
+            break
+
+
 def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[ConventionRow]:
     """Evaluate every convention of `ops` at its defining points."""
     D = ieee_domain(dtype)
@@ -372,6 +426,7 @@ def _run_engine(
             for op in checked:
                 if per_op:
                     _run(engine, dt, [op], per_op, seed, st_, progress, max_nodes)
+        _grid(engine, dt, [op for op in wanted if op in engine.ops], st_)
         for op in wanted:
             if op not in engine.ops and op not in CONSTANT_OPS:
                 st_.rows[op] = OpRow(engine.name, dt, op, covered=False, note="not covered")
