@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -220,6 +221,23 @@ def _example(
 
 
 def check_node(
+    engine: Engine,
+    dtype: str,
+    op: str,
+    attrs: dict[str, Any],
+    xs: Sequence[Tensor],
+    g: Tensor,
+    ts: Sequence[Tensor] | None = None,
+) -> NodeResult:
+    """Check one op on the engine's inputs `xs` (dtype domain), cotangent `g` and, for an
+    engine with forward mode, tangents `ts` (engines' floating-point warnings silenced:
+    the check reports what they warn about)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _check_node(engine, dtype, op, attrs, xs, g, ts)
+
+
+def _check_node(
     engine: Engine,
     dtype: str,
     op: str,
