@@ -127,11 +127,12 @@ def _scale(
     d = get_op(op)
     if mode == "norm" and direction == "vjp":
         assert g is not None
-        y = d.forward(HP, xs, attrs, ())
-        gain = max(
-            _mag(t)
-            for t in abs_scale(op, xs, Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data)), attrs)
-        )
+        # the gain of the normalised value x_hat = (x - mean)/sqrt(var + eps): the op's
+        # |.|-propagated gain with gamma = 1 (x_hat's error reaches gamma's cotangent too)
+        unit = [xs[0], *(Tensor(x.shape, (gmpy2.mpfr(1),) * len(x.data)) for x in xs[1:])]
+        y = d.forward(HP, unit, attrs, ())
+        ones = Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data))
+        gain = max(_mag(t) for t in abs_scale(op, unit, ones, attrs))
         extra = gm * gain * max([_mag(x) for x in xs] + [Fraction(1)])
         return max(extra, _scale(op, "abs", direction, xs, g, attrs, k))
     axs = [x.map(abs) for x in xs]
