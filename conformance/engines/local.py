@@ -38,7 +38,7 @@ from .budgets import budget_for
 from .conventions import SIGNED_ZERO, conventions_for
 from .propagate import abs_backprop
 
-__all__ = ["NodeResult", "check_node", "elem_error", "lift"]
+__all__ = ["NodeResult", "check_node", "elem_error", "lift", "safe_float"]
 
 
 def lift(t: Tensor) -> Tensor:
@@ -107,7 +107,15 @@ def elem_error(dtype: str, got: Any, want: Any, scale: Fraction) -> float:
     err = abs(gq - wq)
     if err == 0:
         return 0.0
-    return float(err / ulp(f, max(abs(wq), scale)))
+    return safe_float(err / ulp(f, max(abs(wq), scale)))
+
+
+def safe_float(q: Fraction) -> float:
+    """A rational as a float, +inf when it is beyond binary64's range."""
+    try:
+        return float(q)
+    except OverflowError:
+        return float("inf")
 
 
 def _scale(

@@ -35,7 +35,7 @@ from spec.tensor import Tensor, TensorPack
 from ..bounds.core import HP, exact_q, fmt, ulp
 from .base import Engine, from_numpy, ieee_domain, to_numpy
 from .budgets import budget_for
-from .local import lift
+from .local import lift, safe_float
 from .propagate import abs_backprop
 
 __all__ = ["CONSTANT_OPS", "GraphResult", "check_graph"]
@@ -107,8 +107,8 @@ def check_graph(
             if err == 0:
                 continue
             u = ulp(f, abs(mq))
-            res.max_ulp = max(res.max_ulp, float(err / ulp(f, abs(eq))))
-            r = float(err / (units * u)) if units else float("inf")
+            res.max_ulp = max(res.max_ulp, safe_float(err / ulp(f, abs(eq))))
+            r = safe_float(err / (units * u)) if units else float("inf")
             if r > res.ratio:
                 res.ratio = r
                 res.worst = (
