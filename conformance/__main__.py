@@ -1,7 +1,8 @@
 """`python -m conformance`: run the conformance suite and write its report.
 
 Invariant: `main` only sequences the parts in `conformance.cli` (parse, replay or select,
-run, report); flags, output and exit codes are described there.
+run, report),
+or hands `--engine` to `engine_mode`; flags, output and exit codes are described there.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sys
 
 from spec.errors import TorchLeanError
 
-from .cli import parse_args, replay_file, report, run_rows, select
+from .cli import engine_mode, parse_args, replay_file, report, run_rows, select
 from .model_check import run_model_file
 
 __all__ = ["main"]
@@ -18,6 +19,8 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.engine:
+        return engine_mode(a)
     if a.replay:
         return replay_file(a.replay, a.backend, a.against)
     if a.model:

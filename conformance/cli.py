@@ -49,9 +49,11 @@ from .suite import (
 
 __all__ = [
     "DESCRIPTION",
+    "add_engine_arguments",
     "build_parser",
     "check_report_path",
     "count_arg",
+    "engine_mode",
     "parse_args",
     "replay_file",
     "report",
@@ -179,7 +181,33 @@ def build_parser() -> argparse.ArgumentParser:
         "model's own values, seeded random runtime inputs)",
     )
     add_cluster_arguments(p, seeds=True)
+    add_engine_arguments(p)
     return p
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of the `--engine` mode (conformance.engines; docs/ENGINES.md)."""
+    p.add_argument(
+        "--engine",
+        default=None,
+        help="judge another autograd engine against the spec instead: torch, torch-cuda, "
+        "jax, jax-jit, tinygrad, autograd, or module:attr (an Engine subclass)",
+    )
+    p.add_argument(
+        "--ops", default=None, help="with --engine: comma list of ops to check (default all)"
+    )
+    p.add_argument(
+        "--strict-conventions",
+        action="store_true",
+        help="with --engine: a convention difference (other than signed zeros) fails",
+    )
+
+
+def engine_mode(a: argparse.Namespace) -> int:
+    """Run the `--engine` mode; its exit code (conformance.engines.report)."""
+    from .engines.report import engine_main
+
+    return engine_main(a)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,0 +1,79 @@
+"""Adapters that let the suite judge other autograd engines against the exact spec.
+
+`python -m conformance --engine NAME` runs `run.run_engine` on one engine; NAME is one of
+`ENGINES` (torch, torch-cuda, jax, jax-jit, tinygrad, autograd) or `module:attr` naming a
+user's `Engine` subclass. The adapter classes are loaded lazily (importing this package
+imports no engine): `from conformance.engines import TorchEngine` imports torch.
+
+Invariants: see `base` (adapter shape, bit-exact conversion), `local` (per-node checks and
+the three outcomes), `conventions` and `budgets` (data), `whole` (whole graphs and the
+bound's propagation), `run` (the runner) and `report` (JSON, Markdown, the CLI).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import Engine, EngineUnavailable
+
+__all__ = [
+    "ENGINES",
+    "AutogradEngine",
+    "Engine",
+    "EngineUnavailable",
+    "JaxEngine",
+    "JaxJitEngine",
+    "TinygradEngine",
+    "TorchCudaEngine",
+    "TorchEngine",
+    "load_engine",
+]
+
+ENGINES: dict[str, str] = {
+    "torch": "conformance.engines.torch_engine:TorchEngine",
+    "torch-cuda": "conformance.engines.torch_engine:TorchCudaEngine",
+    "jax": "conformance.engines.jax_engine:JaxEngine",
+    "jax-jit": "conformance.engines.jax_engine:JaxJitEngine",
+    "tinygrad": "conformance.engines.tinygrad_engine:TinygradEngine",
+    "autograd": "conformance.engines.autograd_engine:AutogradEngine",
+}
+_CLASSES = {path.rsplit(":", 1)[1]: path for path in ENGINES.values()}
+
+
+def _resolve(path: str) -> Any:
+    mod, _, attr = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(mod)
+    except ImportError as e:
+        raise EngineUnavailable(f"engine {path!r}: cannot import module {mod!r} ({e})") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise EngineUnavailable(f"engine {path!r}: module {mod!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_engine(name: str) -> Engine:
+    """An engine instance by registered name or `module:attr` (a class or an instance);
+    raises `EngineUnavailable` (naming the package) when it cannot run here."""
+    if name in ENGINES:
+        obj = _resolve(ENGINES[name])
+    elif ":" in name:
+        obj = _resolve(name)
+    else:
+        raise EngineUnavailable(
+            f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}, or module:attr"
+        )
+    if isinstance(obj, type) and issubclass(obj, Engine):
+        return obj()
+    if isinstance(obj, Engine):
+        obj.check_available()
+        return obj
+    raise EngineUnavailable(f"engine {name!r}: {obj!r} is not an Engine subclass or instance")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        return _resolve(_CLASSES[name])
+    raise AttributeError(f"module 'conformance.engines' has no attribute {name!r}")

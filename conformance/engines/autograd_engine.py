@@ -1,0 +1,107 @@
+"""HIPS autograd adapter: `AutogradEngine`.
+
+Invariants: every entry of `ops` is the plain `autograd.numpy` call for that op of the
+table; VJPs come from `autograd.make_vjp` over the tuple of arguments (reverse mode; HIPS
+autograd's forward mode covers few primitives, so no JVP is claimed). NumPy has no
+bfloat16 ufunc loops that autograd differentiates reliably, so the adapter declares
+float64, float32 and float16 only. Ops without an entry are not covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .base import Engine, EngineUnavailable
+
+try:
+    import autograd
+    import autograd.numpy as anp
+    from autograd import make_vjp
+except ImportError:  # pragma: no cover - exercised where autograd is absent
+    autograd = None
+    anp = None
+    make_vjp = None
+
+__all__ = ["AutogradEngine"]
+
+
+def _c(x: Any, v: float) -> Any:
+    """The Python number v as a scalar of x's dtype (so NumPy keeps x's dtype)."""
+    return np.asarray(v, dtype=np.result_type(x))
+
+
+OPS: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "maximum": lambda a, b: anp.maximum(a, b),
+    "minimum": lambda a, b: anp.minimum(a, b),
+    "neg": lambda x: -x,
+    "scale": lambda x, c: x * _c(x, float(c)),
+    "relu": lambda x: anp.maximum(x, _c(x, 0.0)),
+    "abs": lambda x: anp.abs(x),
+    "clamp": lambda x, lo, hi: anp.clip(x, _c(x, float(lo)), _c(x, float(hi))),
+    "sqrt": lambda x: anp.sqrt(x),
+    "inv": lambda x: anp.reciprocal(x),
+    "exp": lambda x: anp.exp(x),
+    "log": lambda x: anp.log(x),
+    "tanh": lambda x: anp.tanh(x),
+    "sin": lambda x: anp.sin(x),
+    "cos": lambda x: anp.cos(x),
+    "sigmoid": lambda x: _c(x, 1.0) / (_c(x, 1.0) + anp.exp(-x)),
+    "softplus": lambda x: anp.logaddexp(x, _c(x, 0.0)),
+    "sum": lambda x: anp.sum(x),
+    "reduce_sum": lambda x, axis: anp.sum(x, axis=axis),
+    "mean": lambda x: anp.mean(x),
+    "reduce_mean": lambda x, axis: anp.mean(x, axis=axis),
+    "reduce_max": lambda x, axis: anp.max(x, axis=axis),
+    "matmul": lambda a, b: anp.matmul(a, b),
+    "reshape": lambda x, shape: anp.reshape(x, shape),
+    "swap_adjacent": lambda x, axis: anp.swapaxes(x, axis, axis + 1),
+    "transpose": lambda x: anp.swapaxes(x, -2, -1),
+    "broadcast_to": lambda x, shape: anp.broadcast_to(x, shape),
+    "concat": lambda *xs: anp.concatenate(xs, 0),
+    "slice": lambda x, start, stop: x[start:stop],
+    "select": lambda x, index=None, env_slot=None: x[index],
+    "mse_loss": lambda y, t: anp.mean((y - t) ** 2),
+}
+
+
+class AutogradEngine(Engine):
+    """HIPS autograd over NumPy; VJPs by `autograd.make_vjp`."""
+
+    name: ClassVar[str] = "autograd"
+    package: ClassVar[str] = "autograd"
+    dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32", "float16")
+    ops: ClassVar[dict[str, Callable[..., Any]]] = OPS
+
+    @classmethod
+    def check_available(cls) -> None:
+        if autograd is None:
+            raise EngineUnavailable(
+                f"engine {cls.name!r}: HIPS autograd is not installed (pip install {cls.package})"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {"engine": self.name, "autograd": version("autograd"), "numpy": np.__version__}
+
+    def asarray(self, a: np.ndarray, dtype: str) -> Any:
+        return a.copy()
+
+    def to_numpy(self, x: Any, dtype: str) -> np.ndarray:
+        return np.asarray(x)
+
+    def vjp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
+    ) -> tuple[Any, list[Any]]:
+        vjp_fn, out = make_vjp(lambda t: fn(*t))(tuple(arrays))
+        cts = vjp_fn(cotangent)
+        return out, [
+            np.asarray(c).astype(a.dtype, copy=False) for c, a in zip(cts, arrays, strict=True)
+        ]

@@ -1,0 +1,321 @@
+"""Named conventions: the points where engines legitimately choose differently from the
+spec (subgradients, tie rules, NaN and signed-zero handling, thresholds), as data.
+
+Invariants:
+- A `Convention` names an op, a direction ("forward", "vjp", "jvp"), a sentence, and an
+  `alt` rule: given the exact inputs (HP tensors), the cotangent or tangent g and the
+  attributes, it returns the results *under the alternative rule* (one tensor per result),
+  with None at every element where the convention's condition does not hold. An element
+  where the engine differs from the spec is classified as this convention only when its
+  `alt` entry is not None (the inputs hit the condition) and the engine's value equals the
+  alternative value within the op's budget; otherwise it stays an accuracy error.
+- `point` holds the convention's defining points (ties, zeros, bounds, thresholds): the
+  runner evaluates spec and engine there in every dtype and reports spec and engine values
+  side by side, whether or not random cases hit them.
+- Signed zeros: an engine returning -0 where the spec returns +0 (or the reverse) is the
+  convention `signed_zero` for every op (IEEE leaves the sign of many exact zeros to the
+  formula used); it is reported, never a failure.
+- All alternative values are computed in `HP` (256-bit MPFR): exact for these rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+
+from spec.ops import expand, unbroadcast
+from spec.shape import broadcast_shapes
+from spec.tensor import Tensor
+
+from ..bounds.core import HP
+
+__all__ = ["CONVENTIONS", "SIGNED_ZERO", "Convention", "conventions_for"]
+
+Alt = Callable[[list[Tensor], Tensor | None, dict[str, Any]], list[Tensor]]
+ZERO, HALF = gmpy2.mpfr(0), gmpy2.mpfr(0.5)
+
+
+@dataclass(frozen=True)
+class Convention:
+    name: str
+    op: str
+    directions: tuple[str, ...]
+    sentence: str
+    alt: Alt
+    point: tuple[tuple[tuple[float, ...], ...], dict[str, Any]] = field(default=((), {}))
+
+
+def _unary(rule: Callable[[Any, Any, dict[str, Any]], Any]) -> Alt:
+    """An elementwise unary rule rule(x, g, attrs) -> value or None."""
+
+    def alt(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+        gd = g.data if g is not None else (None,) * len(xs[0].data)
+        return [
+            Tensor(
+                xs[0].shape, tuple(rule(x, gi, attrs) for x, gi in zip(xs[0].data, gd, strict=True))
+            )
+        ]
+
+    return alt
+
+
+def _q(v: Any) -> Any:
+    return gmpy2.mpfr(Fraction(v), HP.precision)
+
+
+def _tie_binary(share_a: Any, share_b: Any) -> Alt:
+    """maximum/minimum with a tie a == b: a gets share_a*g and b gets share_b*g."""
+
+    def alt(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+        assert g is not None
+        a, b = xs
+        shape = broadcast_shapes(a.shape, b.shape)
+        ea, eb = expand(a, shape), expand(b, shape)
+        outs = []
+        for arg, share in ((a, share_a), (b, share_b)):
+            vals, hits = [], []
+            for x, y, gi in zip(ea.data, eb.data, g.data, strict=True):
+                tie = (not gmpy2.is_nan(x)) and x == y
+                vals.append(gi * share if tie else ZERO)
+                hits.append(gmpy2.mpfr(1) if tie else ZERO)
+            v = unbroadcast(HP, Tensor(shape, tuple(vals)), arg.shape)
+            h = unbroadcast(HP, Tensor(shape, tuple(hits)), arg.shape)
+            # only elements whose cotangent comes entirely from ties are predicted
+            full = unbroadcast(HP, Tensor(shape, (gmpy2.mpfr(1),) * len(hits)), arg.shape)
+            outs.append(
+                Tensor(
+                    arg.shape,
+                    tuple(
+                        vi if hi == fi else None
+                        for vi, hi, fi in zip(v.data, h.data, full.data, strict=True)
+                    ),
+                )
+            )
+        return outs
+
+    return alt
+
+
+def _reduce_max_split(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """reduce_max tie: the cotangent split evenly over all maximal elements."""
+    assert g is not None
+    (x,) = xs
+    ax = attrs["axis"]
+    shape = x.shape
+    outer = 1
+    for d in shape[:ax]:
+        outer *= d
+    n = shape[ax]
+    inner = 1
+    for d in shape[ax + 1 :]:
+        inner *= d
+    out: list[Any] = [None] * len(x.data)
+    for o in range(outer):
+        for i in range(inner):
+            idx = [(o * n + k) * inner + i for k in range(n)]
+            vals = [x.data[j] for j in idx]
+            if any(gmpy2.is_nan(v) for v in vals):
+                continue
+            m = max(vals)
+            ties = [j for j in idx if x.data[j] == m]
+            if len(ties) < 2:
+                continue
+            gi = g.data[o * inner + i]
+            for j in idx:
+                out[j] = gi / len(ties) if j in ties else ZERO
+    return [Tensor(shape, tuple(out))]
+
+
+def _reduce_max_split_jvp(
+    xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]
+) -> list[Tensor]:
+    """reduce_max tie, forward mode: the mean of the tied elements' tangents."""
+    assert t is not None
+    (x,) = xs
+    ax = attrs["axis"]
+    outer = 1
+    for d in x.shape[:ax]:
+        outer *= d
+    n = x.shape[ax]
+    inner = len(x.data) // max(outer * n, 1) if n else 0
+    out: list[Any] = []
+    for o in range(outer):
+        for i in range(inner):
+            idx = [(o * n + k) * inner + i for k in range(n)]
+            vals = [x.data[j] for j in idx]
+            if n == 0 or any(gmpy2.is_nan(v) for v in vals):
+                out.append(None)
+                continue
+            m = max(vals)
+            ties = [j for j in idx if x.data[j] == m]
+            out.append(sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None)
+    shape = x.shape[:ax] + x.shape[ax + 1 :]
+    return [Tensor(shape, tuple(out))]
+
+
+def _clamp_ties(x: Any, g: Any, a: dict[str, Any], pass_share: bool) -> Any:
+    lo, hi = _q(a["lo"]), _q(a["hi"])
+    if gmpy2.is_nan(x) or not (x == lo or x == hi):
+        return None
+    if pass_share:
+        return g
+    ties = (x == lo) + (x == hi)
+    return g / 2**ties
+
+
+CONVENTIONS: tuple[Convention, ...] = (
+    Convention(
+        "sqrt_grad_at_zero",
+        "sqrt",
+        ("vjp", "jvp"),
+        "sqrt'(0): the spec returns 0 (a subgradient choice keeping gradients finite); "
+        "engines that differentiate by g/(2*sqrt(x)) return +-inf.",
+        _unary(lambda x, g, a: g / (2 * gmpy2.sqrt(x)) if x == 0 else None),
+        (((0.0, 4.0),), {}),
+    ),
+    Convention(
+        "sqrt_grad_below_zero",
+        "sqrt",
+        ("vjp", "jvp"),
+        "sqrt'(x < 0): the spec returns 0 (forward is NaN); engines propagate NaN from "
+        "g/(2*sqrt(x)).",
+        _unary(lambda x, g, a: gmpy2.nan() if x < 0 else None),
+        (((-1.0, 1.0),), {}),
+    ),
+    Convention(
+        "clamp_grad_at_bounds_pass",
+        "clamp",
+        ("vjp", "jvp"),
+        "clamp at x == lo or x == hi: the spec's derivative is 0 at the bounds; PyTorch "
+        "passes the cotangent (mask lo <= x <= hi).",
+        _unary(lambda x, g, a: _clamp_ties(x, g, a, True)),
+        (((-1.0, 0.0, 1.0),), {"lo": Fraction(-1), "hi": Fraction(1)}),
+    ),
+    Convention(
+        "clamp_grad_at_bounds_half",
+        "clamp",
+        ("vjp", "jvp"),
+        "clamp at a bound, written as minimum(maximum(x, lo), hi): each tie splits the "
+        "cotangent in half (JAX's clip), g/2 at a bound and g/4 when lo == hi == x.",
+        _unary(lambda x, g, a: _clamp_ties(x, g, a, False)),
+        (((-1.0, 0.0, 1.0),), {"lo": Fraction(-1), "hi": Fraction(1)}),
+    ),
+    Convention(
+        "relu_grad_at_zero_half",
+        "relu",
+        ("vjp", "jvp"),
+        "relu'(0): the spec returns 0; relu written as maximum(x, 0) splits the tie and "
+        "returns g/2 (HIPS autograd).",
+        _unary(lambda x, g, a: g * HALF if x == 0 else None),
+        (((0.0, 1.0),), {}),
+    ),
+    Convention(
+        "relu_grad_at_zero_pass",
+        "relu",
+        ("vjp", "jvp"),
+        "relu'(0): the spec returns 0; an engine may take the right derivative 1.",
+        _unary(lambda x, g, a: g if x == 0 else None),
+        (((0.0, 1.0),), {}),
+    ),
+    Convention(
+        "relu_nan_to_zero",
+        "relu",
+        ("forward",),
+        "relu(NaN): the spec propagates NaN; relu written as where(x > 0, x, 0) returns 0.",
+        _unary(lambda x, g, a: ZERO if gmpy2.is_nan(x) else None),
+        (((float("nan"), 1.0),), {}),
+    ),
+    Convention(
+        "abs_grad_at_zero_pass",
+        "abs",
+        ("vjp", "jvp"),
+        "abs'(0): the spec returns sign(0) = 0; an engine may return the right derivative.",
+        _unary(lambda x, g, a: g if x == 0 else None),
+        (((0.0, -2.0),), {}),
+    ),
+    Convention(
+        "maximum_tie_first",
+        "maximum",
+        ("vjp",),
+        "maximum(a, b) with a == b: the spec splits g/2 to each side; an engine may give "
+        "all of g to a.",
+        _tie_binary(gmpy2.mpfr(1), ZERO),
+        (((1.0, 2.0), (1.0, 3.0)), {}),
+    ),
+    Convention(
+        "maximum_tie_second",
+        "maximum",
+        ("vjp",),
+        "maximum(a, b) with a == b: an engine may give all of g to b (spec: g/2 each).",
+        _tie_binary(ZERO, gmpy2.mpfr(1)),
+        (((1.0, 2.0), (1.0, 3.0)), {}),
+    ),
+    Convention(
+        "minimum_tie_first",
+        "minimum",
+        ("vjp",),
+        "minimum(a, b) with a == b: an engine may give all of g to a (spec: g/2 each).",
+        _tie_binary(gmpy2.mpfr(1), ZERO),
+        (((1.0, 2.0), (1.0, 0.0)), {}),
+    ),
+    Convention(
+        "minimum_tie_second",
+        "minimum",
+        ("vjp",),
+        "minimum(a, b) with a == b: an engine may give all of g to b (spec: g/2 each).",
+        _tie_binary(ZERO, gmpy2.mpfr(1)),
+        (((1.0, 2.0), (1.0, 0.0)), {}),
+    ),
+    Convention(
+        "reduce_max_tie_split",
+        "reduce_max",
+        ("vjp",),
+        "reduce_max with tied maxima: the spec gives the whole cotangent to the first "
+        "maximal element; PyTorch's amax, JAX's max and HIPS autograd's max split it "
+        "evenly over the tied elements.",
+        _reduce_max_split,
+        (((1.0, 1.0, 0.0),), {"axis": 0}),
+    ),
+    Convention(
+        "reduce_max_tie_split",
+        "reduce_max",
+        ("jvp",),
+        "reduce_max with tied maxima, forward mode: the spec's tangent is the first maximal "
+        "element's; engines that split ties return the mean of the tied tangents.",
+        _reduce_max_split_jvp,
+        (((1.0, 1.0, 0.0),), {"axis": 0}),
+    ),
+    Convention(
+        "softplus_threshold",
+        "softplus",
+        ("forward", "vjp", "jvp"),
+        "softplus(x) for x > 20: the spec keeps x + log(1 + exp(-x)); PyTorch switches to "
+        "the identity (threshold=20), so the value is x and the derivative exactly 1.",
+        _unary(
+            lambda x, g, a: (x if g is None else g) if (not gmpy2.is_nan(x)) and x > 20 else None
+        ),
+        (((21.0, 30.0, 1.0),), {}),
+    ),
+)
+
+
+def _signed_zero(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    raise AssertionError("signed_zero is classified by the runner, not by an alt rule")
+
+
+SIGNED_ZERO = Convention(
+    "signed_zero",
+    "*",
+    ("forward", "vjp", "jvp"),
+    "an exact zero whose sign differs from the spec's (e.g. relu(-0) = -0, or g*0 with "
+    "g < 0): IEEE leaves it to the formula; reported, never a failure.",
+    _signed_zero,
+)
+
+
+def conventions_for(op: str, direction: str) -> Sequence[Convention]:
+    return [c for c in CONVENTIONS if c.op == op and direction in c.directions]

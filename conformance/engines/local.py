@@ -1,0 +1,310 @@
+"""The per-node check: one op of the table, run by the engine (forward, the engine's VJP,
+and its JVP where it has forward mode), against the exact spec on the same inputs.
+
+Invariants:
+- Inputs are the engine's own float values (bit for bit); the exact value is the spec's
+  forward / VJP / JVP of that op evaluated in `HP` (256-bit MPFR, every rounding far below
+  the dtype's) on those inputs lifted exactly.
+- Error of one element, in ulps of the engine's dtype: |got - exact| / ulp(max(|exact|, S))
+  with S from the op's `Budget.scale` (see `budgets`). NaN vs NaN and equal infinities are
+  0; a finite/NaN or finite/inf disagreement is infinite, except that an engine's ±inf is
+  correct where the exact value rounds to that infinity.
+- Three outcomes per element: within budget (accuracy, counted in the max ulp); beyond
+  budget but explained by a named convention whose condition the inputs hit (reported with
+  spec and engine values side by side, excluded from the max ulp); otherwise *wrong*.
+- An op missing from `engine.ops` is not covered; an engine raising on a valid input is
+  a `refused` result (reported with the message, never a pass).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+
+from spec.errors import TorchLeanError
+from spec.graph import Graph, Node
+from spec.inline import inline
+from spec.ops import get_op
+from spec.tensor import Tensor, TensorPack
+
+from ..bounds.core import HP, exact_q, fmt, ulp
+from .base import Engine, from_numpy, ieee_domain, to_numpy
+from .budgets import budget_for
+from .conventions import SIGNED_ZERO, conventions_for
+from .propagate import abs_backprop
+
+__all__ = ["NodeResult", "check_node", "elem_error", "lift", "safe_float"]
+
+
+def lift(t: Tensor) -> Tensor:
+    """A tensor of an IEEE domain lifted exactly into HP (keeps -0, inf, NaN)."""
+    return t.map(lambda v: gmpy2.mpfr(v, HP.precision))
+
+
+@dataclass
+class NodeResult:
+    op: str
+    covered: bool = True
+    refused: str | None = None
+    max_ulp: dict[str, float] = field(default_factory=dict)  # direction -> max ulp
+    conventions: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> example
+    wrong: str | None = None
+    jvp_refused: str | None = None
+    output: Tensor | None = None  # the engine's forward value (dtype domain)
+
+
+def dtype_attrs(D: Any, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The attributes with every rational attribute (scale's c, clamp's bounds) rounded once
+    into the dtype, as the spec casts them: the exact reference is the op on the values the
+    dtype's program holds."""
+    out = dict(attrs)
+    for a in get_op(op).attrs:
+        v = out.get(a.name)
+        if v is None:
+            continue
+        if a.kind == "rational":
+            out[a.name] = Fraction(D.to_rational(D.from_rational(Fraction(v))))
+        elif a.kind == "rationals":
+            out[a.name] = tuple(Fraction(D.to_rational(D.from_rational(Fraction(q)))) for q in v)
+    return out
+
+
+def abs_scale(op: str, xs: list[Tensor], g: Tensor, attrs: dict[str, Any]) -> list[Tensor]:
+    """Per argument, |g| propagated back through the op's inlined primitive body with every
+    node's contributions made absolute before they are summed (the magnitude of the terms
+    the engine's backward sums; see `whole`)."""
+    one = Graph([x.shape for x in xs], [Node(op, tuple(range(len(xs))), attrs)])
+    gi, vmap = inline(one)
+    seed = [Tensor.zeros(HP, s) for s in gi.shapes]
+    seed[vmap[-1]] = g.map(abs)
+    return abs_backprop(gi, xs, TensorPack(gi.shapes, tuple(seed)))
+
+
+def _mag(t: Tensor) -> Fraction:
+    m = Fraction(0)
+    for v in t.data:
+        q = exact_q(v)
+        if q is not None:
+            m = max(m, abs(q))
+    return m
+
+
+def elem_error(dtype: str, got: Any, want: Any, scale: Fraction) -> float:
+    """The error of one element in ulps of `dtype` (see the module docstring)."""
+    f = fmt(ieee_domain(dtype))
+    if gmpy2.is_nan(got) or gmpy2.is_nan(want):
+        return 0.0 if gmpy2.is_nan(got) and gmpy2.is_nan(want) else float("inf")
+    gq, wq = exact_q(got), exact_q(want)
+    if wq is None:
+        return 0.0 if got == want else float("inf")
+    if gq is None:
+        return 0.0 if abs(wq) >= f.threshold and (wq > 0) == (got > 0) else float("inf")
+    err = abs(gq - wq)
+    if err == 0:
+        return 0.0
+    return safe_float(err / ulp(f, max(abs(wq), scale)))
+
+
+def safe_float(q: Fraction) -> float:
+    """A rational as a float, +inf when it is beyond binary64's range."""
+    try:
+        return float(q)
+    except OverflowError:
+        return float("inf")
+
+
+def _scale(
+    op: str,
+    mode: str,
+    direction: str,
+    xs: list[Tensor],
+    g: Tensor | None,
+    attrs: dict[str, Any],
+    k: int,
+) -> Fraction:
+    if mode == "rel":
+        return Fraction(0)
+    gm = _mag(g) if g is not None else Fraction(0)
+    if mode == "cotangent":
+        return gm if direction != "forward" else Fraction(0)
+    d = get_op(op)
+    if mode == "norm" and direction == "vjp":
+        assert g is not None
+        # the gain of the normalised value x_hat = (x - mean)/sqrt(var + eps): the op's
+        # |.|-propagated gain with gamma = 1 (x_hat's error reaches gamma's cotangent too)
+        unit = [xs[0], *(Tensor(x.shape, (gmpy2.mpfr(1),) * len(x.data)) for x in xs[1:])]
+        y = d.forward(HP, unit, attrs, ())
+        ones = Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data))
+        gain = max(_mag(t) for t in abs_scale(op, unit, ones, attrs))
+        extra = gm * gain * max([_mag(x) for x in xs] + [Fraction(1)])
+        return max(extra, _scale(op, "abs", direction, xs, g, attrs, k))
+    axs = [x.map(abs) for x in xs]
+    try:
+        if direction == "forward":
+            return _mag(d.forward(HP, axs, attrs, ()))
+        if direction == "vjp":
+            assert g is not None
+            return max(
+                gm,
+                _mag(d.vjp(HP, axs, g.map(abs), attrs, ())[k]),
+                _mag(abs_scale(op, xs, g, attrs)[k]),
+            )
+        y = d.forward(HP, xs, attrs, ())
+        m = abs_scale(op, xs, Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data)), attrs)
+        return max(gm, gm * max([_mag(t) for t in m] + [Fraction(0)]))
+    except TorchLeanError:
+        return gm
+
+
+def _compare(
+    engine: Engine,
+    dtype: str,
+    op: str,
+    direction: str,
+    k: int,
+    got: Tensor,
+    want: Tensor,
+    xs: list[Tensor],
+    g: Tensor | None,
+    attrs: dict[str, Any],
+    res: NodeResult,
+) -> None:
+    if got.shape != want.shape:
+        res.wrong = f"{op} {direction}: shape {got.shape}, spec {want.shape}"
+        return
+    b = budget_for(engine.name, dtype, op, direction)
+    n = max((len(x.data) for x in xs), default=1)
+    allowed = b.allowed(n)
+    S = _scale(op, b.scale, direction, xs, g, attrs, k)
+    alts = [(c, c.alt(xs, g, attrs)) for c in conventions_for(op, direction)]
+    worst = res.max_ulp.get(direction, 0.0)
+    for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
+        e = elem_error(dtype, gv, wv, S)
+        if e <= allowed:
+            if gv == 0 and wv == 0 and gmpy2.is_signed(gv) != gmpy2.is_signed(wv):
+                res.conventions.setdefault(
+                    SIGNED_ZERO.name, _example(op, direction, k, i, wv, gv, xs, attrs)
+                )
+            worst = max(worst, e)
+            continue
+        for c, alt in alts:
+            av = alt[k].data[i] if k < len(alt) else None
+            if av is not None and elem_error(dtype, gv, av, S) <= allowed:
+                res.conventions.setdefault(c.name, _example(op, direction, k, i, wv, gv, xs, attrs))
+                break
+        else:
+            if res.wrong is None:
+                res.wrong = (
+                    f"{op} {direction}"
+                    + (f" (argument {k})" if direction == "vjp" else "")
+                    + f" element {i}: engine {float(gv)!r}, exact {float(wv)!r}, error "
+                    f"{e:.4g} ulp > budget {allowed:.4g} ulp"
+                )
+    res.max_ulp[direction] = worst
+
+
+def _example(
+    op: str,
+    direction: str,
+    k: int,
+    i: int,
+    spec_v: Any,
+    eng_v: Any,
+    xs: list[Tensor],
+    attrs: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "op": op,
+        "direction": direction,
+        "argument": k,
+        "element": i,
+        "inputs": [[float(v) for v in x.data] for x in xs],
+        "spec": float(spec_v),
+        "engine": float(eng_v),
+    }
+
+
+def check_node(
+    engine: Engine,
+    dtype: str,
+    op: str,
+    attrs: dict[str, Any],
+    xs: Sequence[Tensor],
+    g: Tensor,
+    ts: Sequence[Tensor] | None = None,
+) -> NodeResult:
+    """Check one op on the engine's inputs `xs` (dtype domain), cotangent `g` and, for an
+    engine with forward mode, tangents `ts` (engines' floating-point warnings silenced:
+    the check reports what they warn about)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _check_node(engine, dtype, op, attrs, xs, g, ts)
+
+
+def _check_node(
+    engine: Engine,
+    dtype: str,
+    op: str,
+    attrs: dict[str, Any],
+    xs: Sequence[Tensor],
+    g: Tensor,
+    ts: Sequence[Tensor] | None = None,
+) -> NodeResult:
+    """Check one op on the engine's inputs `xs` (dtype domain), cotangent `g` and, for an
+    engine with forward mode, tangents `ts`."""
+    res = NodeResult(op)
+    fn0 = engine.ops.get(op)
+    if fn0 is None:
+        res.covered = False
+        return res
+
+    def fn(*a: Any) -> Any:
+        return fn0(*a, **attrs)
+
+    d = get_op(op)
+    D = ieee_domain(dtype)
+    hx = [lift(x) for x in xs]
+    attrs = dtype_attrs(D, op, attrs)
+    try:
+        want_y = d.forward(HP, hx, attrs, ())
+        want_ct = d.vjp(HP, hx, lift(g), attrs, ())
+    except TorchLeanError:
+        res.covered = False  # outside the spec's domain (e.g. log of a non-positive)
+        return res
+    try:
+        arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
+        out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
+        got_y = from_numpy(engine.to_numpy(out, dtype), dtype)
+        got_ct = [from_numpy(engine.to_numpy(c, dtype), dtype) for c in cts]
+    except Exception as e:  # the engine's refusal, reported with its message
+        res.refused = f"{type(e).__name__}: {str(e)[:200]}"
+        return res
+    res.output = got_y
+    hg = lift(g)
+    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, attrs, res)
+    for k, (gc, wc) in enumerate(zip(got_ct, want_ct, strict=True)):
+        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, attrs, res)
+    if engine.has_jvp and ts is not None:
+        try:
+            want_t = d.jvp(HP, hx, [lift(t) for t in ts], attrs, ())
+            tarrs = [engine.asarray(to_numpy(t, dtype), dtype) for t in ts]
+            _, tout = engine.jvp(fn, arrs, tarrs)
+            got_t = from_numpy(engine.to_numpy(tout, dtype), dtype)
+        except Exception as e:
+            res.jvp_refused = f"{type(e).__name__}: {str(e)[:120]}"
+        else:
+            # the tangent for the conventions' rules (unary ops) and the scale (its magnitude)
+            ht = (
+                lift(ts[0])
+                if len(ts) == 1
+                else lift(
+                    Tensor.of((sum(len(t.data) for t in ts),), [v for t in ts for v in t.data])
+                )
+            )
+            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, attrs, res)
+    return res

@@ -1,0 +1,440 @@
+"""The engine runner: per-node checks over random graphs, convention probes at their
+defining points, whole-graph checks, and the report rows.
+
+Invariants:
+- Cases come from `conformance.graphs` (`graphs`, `inputs_for`, `seeds_for`, float
+  domain, finite inputs in [-8, 8]); Hypothesis draws `max_examples` cases over all the
+  checked ops, then `per_op` cases focused on each op. Each node of a case is checked by
+  `local.check_node` on the engine's own outputs of the earlier nodes (the spec's value in
+  the dtype where the engine does not cover a helper node). The first *wrong* node stops
+  that run, Hypothesis shrinks the case, and the shrunk node is reported with a JSON
+  reproducer (one-node graph, inputs, cotangent, tangents) naming the op.
+- Statistics are recorded only until a run's first failure (shrinking does not inflate
+  them). A whole-graph check runs on every case whose ops the engine all covers and where
+  no node differed by a convention (other than signed zeros).
+- Grid: the elementwise ops without attributes are also checked on a fixed grid of 48
+  points of [-8, 8] (away from ties, zeros and bounds); a wrong grid element is reported as
+  its one-element case.
+- Probes: every convention of a checked op is evaluated at its defining points in every
+  dtype; the row says whether spec and engine differ there, with both values.
+- Conventions are reported, never failures, unless `strict_conventions` is set; then any
+  convention other than `signed_zero` that differs fails the run.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import seed as hyp_seed
+from hypothesis import strategies as st
+
+from spec.errors import TorchLeanError
+from spec.graph import Graph, Node
+from spec.ops import OPS, get_op
+from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
+from spec.tensor import Tensor
+
+from ..graphs import GRAPH_OPS, graphs, inputs_for, seeds_for
+from .base import Engine, ieee_domain
+from .conventions import CONVENTIONS, SIGNED_ZERO
+from .local import NodeResult, check_node, lift
+from .whole import CONSTANT_OPS, check_graph
+
+__all__ = [
+    "ConventionRow",
+    "EngineRun",
+    "GraphRow",
+    "OpRow",
+    "probe_conventions",
+    "replay_node",
+    "run_engine",
+]
+
+
+@dataclass
+class OpRow:
+    engine: str
+    dtype: str
+    op: str
+    covered: bool = True
+    cases: int = 0
+    forward_max_ulp: float = 0.0
+    backward_max_ulp: float = 0.0
+    jvp_max_ulp: float | None = None
+    conventions: list[str] = field(default_factory=list)
+    failures: int = 0
+    refused: int = 0
+    note: str | None = None
+    failure: dict[str, Any] | None = None
+
+
+@dataclass
+class GraphRow:
+    engine: str
+    dtype: str
+    graphs: int = 0
+    max_ratio: float = 0.0
+    max_ulp: float = 0.0
+    nonfinite: int = 0
+    refused: int = 0
+    worst: str | None = None
+
+
+@dataclass
+class ConventionRow:
+    engine: str
+    dtype: str
+    convention: str
+    op: str
+    differs: bool
+    spec: list[str]
+    engine_value: list[str]
+    sentence: str
+
+
+@dataclass
+class EngineRun:
+    ops: list[OpRow]
+    graphs: list[GraphRow]
+    conventions: list[ConventionRow]
+
+    def failed(self, strict_conventions: bool = False) -> bool:
+        if any(r.failures for r in self.ops):
+            return True
+        return (
+            strict_conventions
+            and any(c.differs for c in self.conventions if c.convention != SIGNED_ZERO.name)
+        ) or (
+            strict_conventions
+            and any(n != SIGNED_ZERO.name for r in self.ops for n in r.conventions)
+        )
+
+
+def _repro(engine: Engine, dtype: str, node: Node, xs: Sequence[Tensor], g: Tensor) -> dict:
+    D = ieee_domain(dtype)
+    one = Graph([x.shape for x in xs], [Node(node.op, tuple(range(len(xs))), node.attrs)])
+    return {
+        "engine": engine.name,
+        "dtype": dtype,
+        "op": node.op,
+        "graph": graph_to_dict(one),
+        "inputs": [tensor_to_dict(D, x) for x in xs],
+        "cotangent": tensor_to_dict(D, g),
+    }
+
+
+def replay_node(engine: Engine, repro: dict[str, Any]) -> NodeResult:
+    """Re-run a per-node reproducer (as written in a failure report) on `engine`."""
+    g1 = graph_from_dict(repro["graph"])
+    (node,) = g1.nodes
+    xs = [tensor_from_dict(d)[1] for d in repro["inputs"]]
+    g = tensor_from_dict(repro["cotangent"])[1]
+    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, xs)
+
+
+class _Failure(Exception):
+    pass
+
+
+@dataclass
+class _State:
+    rows: dict[str, OpRow]
+    graph: GraphRow
+    recording: bool = True
+    failure: dict[str, Any] | None = None
+
+
+def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
+    g, xs, seed = case
+    D = ieee_domain(dtype)
+    vals: list[Tensor] = list(xs)
+    results: list[NodeResult] = []
+    all_covered, clean = True, True
+    for k, node in enumerate(g.nodes):
+        idx = g.num_inputs + k
+        args = [vals[a] for a in node.args]
+        attrs = dict(node.attrs)
+        res: NodeResult | None = None
+        if node.op not in CONSTANT_OPS:
+            res = check_node(
+                engine,
+                dtype,
+                node.op,
+                attrs,
+                args,
+                seed.tensors[idx],
+                [seed.tensors[a] for a in node.args],
+            )
+            results.append(res)
+            if st_.recording:
+                _record(st_.rows, engine, dtype, res)
+            if res.wrong is not None:
+                st_.failure = {
+                    "op": node.op,
+                    "message": res.wrong,
+                    "repro": _repro(engine, dtype, node, args, seed.tensors[idx]),
+                }
+                raise _Failure(res.wrong)
+            all_covered &= res.covered and res.refused is None
+            clean &= not any(n != SIGNED_ZERO.name for n in res.conventions)
+        if res is not None and res.output is not None and res.output.shape == g.shapes[idx]:
+            vals.append(res.output)
+        else:
+            try:
+                vals.append(get_op(node.op).forward(D, args, attrs, ()))
+            except TorchLeanError:
+                return
+    if all_covered and clean and g.nodes and st_.recording:
+        gr = check_graph(engine, dtype, g, list(xs), seed.tensors[-1])
+        st_.graph.graphs += 1
+        if gr.ratio > st_.graph.max_ratio:
+            st_.graph.max_ratio, st_.graph.worst = gr.ratio, gr.worst
+        st_.graph.max_ulp = max(st_.graph.max_ulp, gr.max_ulp)
+        st_.graph.nonfinite += gr.nonfinite
+        st_.graph.refused += gr.refused is not None
+
+
+def _record(rows: dict[str, OpRow], engine: Engine, dtype: str, res: NodeResult) -> None:
+    r = rows.setdefault(res.op, OpRow(engine.name, dtype, res.op))
+    if not res.covered:
+        return
+    if res.refused is not None:
+        r.refused += 1
+        r.note = r.note or f"refused: {res.refused}"
+        return
+    r.cases += 1
+    r.forward_max_ulp = max(r.forward_max_ulp, res.max_ulp.get("forward", 0.0))
+    r.backward_max_ulp = max(r.backward_max_ulp, res.max_ulp.get("vjp", 0.0))
+    if "jvp" in res.max_ulp:
+        r.jvp_max_ulp = max(r.jvp_max_ulp or 0.0, res.max_ulp["jvp"])
+    if res.jvp_refused:
+        r.note = r.note or f"jvp refused: {res.jvp_refused}"
+    for n in res.conventions:
+        if n not in r.conventions:
+            r.conventions.append(n)
+
+
+def _strategy(ops: Sequence[str], dtype: str, max_nodes: int) -> st.SearchStrategy:
+    D = ieee_domain(dtype)
+
+    @st.composite
+    def build(draw: Any) -> tuple:
+        g = draw(graphs(list(ops), max_nodes=max_nodes, domain_kind="float"))
+        assume(any(n.op in ops for n in g.nodes))
+        xs = draw(inputs_for(g, D))
+        seed = draw(seeds_for(g, D))
+        return g, tuple(xs), seed
+
+    return build()
+
+
+def _run(
+    engine: Engine,
+    dtype: str,
+    ops: Sequence[str],
+    n: int,
+    seed: int | None,
+    st_: _State,
+    progress: Callable[[], None] | None,
+    max_nodes: int,
+) -> None:
+    st_.recording, st_.failure = True, None
+
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        derandomize=seed is None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    )
+    @given(_strategy(ops, dtype, max_nodes))
+    def test(case: tuple) -> None:
+        try:
+            _check_case(engine, dtype, case, st_)
+        except _Failure:
+            st_.recording = False
+            raise
+        if progress is not None and st_.recording:
+            progress()
+
+    if seed is not None:
+        test = hyp_seed(seed)(test)
+    try:
+        test()
+    except (_Failure, BaseExceptionGroup):
+        f = st_.failure
+        assert f is not None
+        r = st_.rows.setdefault(f["op"], OpRow(engine.name, dtype, f["op"]))
+        r.failures += 1
+        r.failure = r.failure or f
+
+
+_GRID_FAMILIES = ("elementwise", "transcendental")
+
+
+def _grid_inputs(D: Any, op: str, batch: int) -> tuple[list[Tensor], Tensor]:
+    """Batch `batch` of the grid: 12 points of [-8, 8] at an irrational offset (so no point
+    is a tie, zero or bound), positive for log; the cotangent is cos(j) per element."""
+    n = 12
+    phi = 0.6180339887498949
+    pts = [-8.0 + 16.0 * (batch * n + j + phi) / (4 * n) for j in range(n)]
+    if op == "log":
+        pts = [abs(v) + 0.0625 for v in pts]
+    x = Tensor((n,), tuple(D.from_float(v) for v in pts))
+    y = Tensor((n,), tuple(D.from_float(v * 0.75 - 1.0) for v in reversed(pts)))
+    g = Tensor((n,), tuple(D.from_float(math.cos(j + batch)) for j in range(n)))
+    arity = get_op(op).arity
+    return ([x] if arity == 1 else [x, y]), g
+
+
+def _grid(engine: Engine, dtype: str, ops: Sequence[str], st_: _State) -> None:
+    """Deterministic grid cases for the elementwise ops without attributes (4 batches of
+    12 points each): the max-ulp columns then measure the kernels away from special
+    points. A wrong element is reported as the one-element case that fails."""
+    D = ieee_domain(dtype)
+    for op in ops:
+        d = get_op(op)
+        if d.family not in _GRID_FAMILIES or d.attrs or d.arity not in (1, 2):
+            continue
+        for batch in range(4):
+            xs, g = _grid_inputs(D, op, batch)
+            res = check_node(engine, dtype, op, {}, xs, g, [g] * len(xs))
+            _record(st_.rows, engine, dtype, res)
+            if res.wrong is None:
+                continue
+            for i in range(len(g.data)):
+                xi = [Tensor((), (x.data[i],)) for x in xs]
+                gi = Tensor((), (g.data[i],))
+                one = check_node(engine, dtype, op, {}, xi, gi, [gi] * len(xi))
+                if one.wrong is not None:
+                    r = st_.rows[op]
+                    r.failures += 1
+                    node = Node(op, tuple(range(len(xi))), {})
+                    r.failure = r.failure or {
+                        "op": op,
+                        "message": one.wrong,
+                        "repro": _repro(engine, dtype, node, xi, gi),
+                    }
+                    break
+            break
+
+
+def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[ConventionRow]:
+    """Evaluate every convention of `ops` at its defining points."""
+    D = ieee_domain(dtype)
+    out: list[ConventionRow] = []
+    for c in CONVENTIONS:
+        if c.op not in ops or c.op not in engine.ops or any(r.convention == c.name for r in out):
+            continue
+        for inputs, attrs in [c.point]:
+            xs = [Tensor((len(v),), tuple(D.from_float(f) for f in v)) for v in inputs]
+            a = dict(attrs)
+            y = get_op(c.op).forward(D, xs, a, ())
+            g = Tensor(y.shape, (D.one(),) * len(y.data))
+            res = check_node(
+                engine,
+                dtype,
+                c.op,
+                a,
+                xs,
+                g,
+                [Tensor(x.shape, (D.one(),) * len(x.data)) for x in xs],
+            )
+            spec_v, eng_v = _side_by_side(engine, dtype, c, xs, g, a)
+            out.append(
+                ConventionRow(
+                    engine.name,
+                    dtype,
+                    c.name,
+                    c.op,
+                    c.name in res.conventions,
+                    spec_v,
+                    eng_v,
+                    c.sentence,
+                )
+            )
+    return out
+
+
+def _side_by_side(
+    engine: Engine, dtype: str, c: Any, xs: list[Tensor], g: Tensor, attrs: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    from ..bounds.core import HP
+    from .base import from_numpy, to_numpy
+
+    d = get_op(c.op)
+    fn = engine.ops[c.op]
+    arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
+    try:
+        out, cts = engine.vjp(
+            lambda *a: fn(*a, **attrs), arrs, engine.asarray(to_numpy(g, dtype), dtype)
+        )
+    except Exception as e:
+        return [], [f"refused: {e}"]
+    if c.directions == ("forward",) or c.op == "softplus":
+        want = [d.forward(HP, [lift(x) for x in xs], attrs, ())]
+        got = [from_numpy(engine.to_numpy(out, dtype), dtype)]
+    else:
+        want = d.vjp(HP, [lift(x) for x in xs], lift(g), attrs, ())
+        got = [from_numpy(engine.to_numpy(t, dtype), dtype) for t in cts]
+    fmt_ = lambda ts: [" ".join(f"{float(v):.6g}" for v in t.data) for t in ts]  # noqa: E731
+    return fmt_(want), fmt_(got)
+
+
+def run_engine(
+    engine: Engine,
+    dtypes: Sequence[str],
+    ops: Sequence[str] | None = None,
+    *,
+    max_examples: int = 30,
+    per_op: int = 2,
+    seed: int | None = None,
+    max_nodes: int = 4,
+    progress: Callable[[], None] | None = None,
+) -> EngineRun:
+    """Run every check for one engine over `dtypes` (those it supports) and `ops` (default:
+    every op the graph generator builds)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # engines warn on inf/NaN; the checks report them
+        return _run_engine(engine, dtypes, ops, max_examples, per_op, seed, max_nodes, progress)
+
+
+def _run_engine(
+    engine: Engine,
+    dtypes: Sequence[str],
+    ops: Sequence[str] | None,
+    max_examples: int,
+    per_op: int,
+    seed: int | None,
+    max_nodes: int,
+    progress: Callable[[], None] | None,
+) -> EngineRun:
+    wanted = [op for op in (ops or GRAPH_OPS) if op in OPS]
+    checked = [op for op in wanted if op in engine.ops and op in GRAPH_OPS and op != "log"]
+    run = EngineRun([], [], [])
+    for dt in dtypes:
+        st_ = _State({}, GraphRow(engine.name, dt))
+        if checked:
+            _run(engine, dt, checked, max_examples, seed, st_, progress, max_nodes)
+            for op in checked:
+                if per_op:
+                    _run(engine, dt, [op], per_op, seed, st_, progress, max_nodes)
+        _grid(engine, dt, [op for op in wanted if op in engine.ops], st_)
+        for op in wanted:
+            if op not in engine.ops and op not in CONSTANT_OPS:
+                st_.rows[op] = OpRow(engine.name, dt, op, covered=False, note="not covered")
+        order = {op: i for i, op in enumerate(OPS)}
+        run.ops += sorted(
+            (r for r in st_.rows.values() if r.op in wanted or r.op in OPS),
+            key=lambda r: order[r.op],
+        )
+        run.graphs.append(st_.graph)
+        run.conventions += probe_conventions(engine, dt, checked)
+    return run

@@ -1,0 +1,188 @@
+"""PyTorch adapter: `TorchEngine` (CPU) and `TorchCudaEngine` (CUDA when present).
+
+Invariants: every entry of `ops` is the plain PyTorch call a user would write for that op
+of the table (e.g. `amax` for `reduce_max`, `F.softplus` for `softplus`); VJPs come from
+`torch.autograd.grad`, JVPs from `torch.func.jvp` (PyTorch's forward mode). Ops without an
+entry (`gather`, `multi_head_attention`, ...) are reported as not covered. Importing this
+module without torch installed works; constructing the engine raises `EngineUnavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .base import Engine, EngineUnavailable
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    torch = None
+    F = None
+
+__all__ = ["TorchCudaEngine", "TorchEngine"]
+
+
+def _f(c: Any) -> float:
+    return float(c)
+
+
+def _idx(x: Any, indices: Sequence[int]) -> Any:
+    return torch.tensor(list(indices), dtype=torch.int64, device=x.device)
+
+
+def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
+    lq, lk = q.shape[-2], k.shape[-2]
+    keep = None
+    if mask is not None:
+        keep = torch.tensor(list(mask), dtype=torch.bool, device=q.device).reshape(lq, lk)
+    if causal:
+        tri = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril()
+        keep = tri if keep is None else keep & tri
+    sc = None if scale is None else float(scale)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=sc)
+
+
+def _pair(v: Any, default: int) -> Any:
+    return default if v is None else tuple(v)
+
+
+OPS: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "maximum": lambda a, b: torch.maximum(a, b),
+    "minimum": lambda a, b: torch.minimum(a, b),
+    "neg": lambda x: -x,
+    "scale": lambda x, c: x * _f(c),
+    "relu": lambda x: torch.relu(x),
+    "abs": lambda x: torch.abs(x),
+    "clamp": lambda x, lo, hi: torch.clamp(x, _f(lo), _f(hi)),
+    "sqrt": lambda x: torch.sqrt(x),
+    "detach": lambda x: x.detach(),
+    "inv": lambda x: torch.reciprocal(x),
+    "exp": lambda x: torch.exp(x),
+    "log": lambda x: torch.log(x),
+    "tanh": lambda x: torch.tanh(x),
+    "sin": lambda x: torch.sin(x),
+    "cos": lambda x: torch.cos(x),
+    "sigmoid": lambda x: torch.sigmoid(x),
+    "softplus": lambda x: F.softplus(x),
+    "gelu": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": lambda x: F.silu(x),
+    "safe_log": lambda x: torch.log(torch.clamp(x, min=2.0**-24)),
+    "sum": lambda x: torch.sum(x),
+    "reduce_sum": lambda x, axis: torch.sum(x, dim=axis),
+    "mean": lambda x: torch.mean(x),
+    "reduce_mean": lambda x, axis: torch.mean(x, dim=axis),
+    "reduce_max": lambda x, axis: torch.amax(x, dim=axis),
+    "matmul": lambda a, b: torch.matmul(a, b),
+    "linear": lambda x, w, b: F.linear(x, w, b),
+    "reshape": lambda x, shape: x.reshape(shape),
+    "swap_adjacent": lambda x, axis: x.transpose(axis, axis + 1),
+    "transpose": lambda x: x.transpose(-2, -1),
+    "broadcast_to": lambda x, shape: torch.broadcast_to(x, shape),
+    "concat": lambda *xs: torch.cat(xs, 0),
+    "slice": lambda x, start, stop: x[start:stop],
+    "select": lambda x, index=None, env_slot=None: x[index],
+    "index_select": lambda x, indices: torch.index_select(x, 0, _idx(x, indices)),
+    "scatter_add": lambda x, indices, size: torch.zeros(
+        (size, *x.shape[1:]), dtype=x.dtype, device=x.device
+    ).index_add(0, _idx(x, indices), x),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "log_softmax": lambda x: torch.log_softmax(x, -1),
+    "mse_loss": lambda y, t: F.mse_loss(y, t),
+    "cross_entropy": lambda x, t: F.cross_entropy(x, t),
+    "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5),
+    "batch_norm": lambda x, g, b: F.batch_norm(x, None, None, g, b, training=True, eps=1e-5),
+    "conv2d": lambda x, w, b=None, stride=None, padding=None, dilation=None, groups=None: F.conv2d(
+        x, w, b, _pair(stride, 1), _pair(padding, 0), _pair(dilation, 1), groups or 1
+    ),
+    "avg_pool2d": lambda x, kernel_size, stride=None, padding=None, dilation=None: F.avg_pool2d(
+        x, tuple(kernel_size), _pair(stride, None), _pair(padding, 0), count_include_pad=True
+    ),
+    "max_pool2d": lambda x, kernel_size, stride=None, padding=None, dilation=None: F.max_pool2d(
+        x, tuple(kernel_size), _pair(stride, None), _pair(padding, 0), _pair(dilation, 1)
+    ),
+    "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
+        ~torch.tensor(list(mask), dtype=torch.bool, device=x.device).reshape(mask_shape),
+        float("-inf"),
+    ),
+    "scaled_dot_product_attention": _sdpa,
+    "embedding": lambda table, indices, shape=None: F.embedding(
+        _idx(table, indices).reshape(shape if shape is not None else (len(indices),)), table
+    ),
+}
+
+
+class TorchEngine(Engine):
+    """PyTorch eager on the CPU; VJPs by `torch.autograd.grad`, JVPs by `torch.func.jvp`."""
+
+    name: ClassVar[str] = "torch"
+    package: ClassVar[str] = "torch==2.13.0"
+    ops: ClassVar[dict[str, Callable[..., Any]]] = OPS
+    has_jvp: ClassVar[bool] = True
+    device: ClassVar[str] = "cpu"
+
+    @classmethod
+    def check_available(cls) -> None:
+        if torch is None:
+            raise EngineUnavailable(
+                f"engine {cls.name!r}: PyTorch is not installed (pip install {cls.package})"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.name, "torch": torch.__version__, "device": self.device}
+
+    def asarray(self, a: np.ndarray, dtype: str) -> Any:
+        if dtype == "bfloat16":
+            t = torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(a.copy())
+        return t.to(self.device)
+
+    def to_numpy(self, x: Any, dtype: str) -> np.ndarray:
+        x = x.detach().cpu()
+        if dtype == "bfloat16":
+            import ml_dtypes
+
+            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return x.numpy()
+
+    def vjp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
+    ) -> tuple[Any, list[Any]]:
+        xs = [a.detach().clone().requires_grad_(True) for a in arrays]
+        out = fn(*xs)
+        if not out.requires_grad:
+            return out, [torch.zeros_like(a) for a in arrays]
+        gs = torch.autograd.grad(out, xs, grad_outputs=cotangent, allow_unused=True)
+        return out, [
+            torch.zeros_like(a) if g is None else g for a, g in zip(arrays, gs, strict=True)
+        ]
+
+    def jvp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], tangents: Sequence[Any]
+    ) -> tuple[Any, Any]:
+        return torch.func.jvp(fn, tuple(arrays), tuple(tangents))
+
+
+class TorchCudaEngine(TorchEngine):
+    """PyTorch eager on CUDA (skipped where no CUDA device is visible)."""
+
+    name: ClassVar[str] = "torch-cuda"
+    device: ClassVar[str] = "cuda"
+
+    @classmethod
+    def check_available(cls) -> None:
+        super().check_available()
+        if not torch.cuda.is_available():
+            raise EngineUnavailable(
+                "engine 'torch-cuda': no CUDA device visible to PyTorch (install a CUDA "
+                "build: pip install torch==2.13.0 --index-url https://download.pytorch.org/"
+                "whl/cu128)"
+            )
