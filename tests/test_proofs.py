@@ -108,7 +108,12 @@ def test_theorems_are_well_formed() -> None:
 
 def test_select_by_prefix_and_unknown_names() -> None:
     relu = [t.name for t in select(["op.relu"])]
-    assert relu == ["op.relu.adjoint", "op.relu.derivative", "op.relu.forward"]
+    assert relu == [
+        "op.relu.adjoint",
+        "op.relu.derivative",
+        "op.relu.forward",
+        "op.relu.vjp_closed_form",
+    ]
     assert [t.name for t in select(["op.relu.forward"])] == ["op.relu.forward"]
     assert {t.name for t in select(["link"])} == {
         *(n for n in GRAPH_THEOREMS if n.startswith("link.")),
