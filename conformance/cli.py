@@ -117,7 +117,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def replay_file(path: str) -> int:
     """Re-run the JSON reproducer in `path`; print ok or the failure; 0 or 1."""
     with open(path) as f:
-        out = replay(json.load(f))
+        repro = json.load(f)
+    if repro.get("property") == "session_state_machine":
+        from .session_machine import replay_session_machine
+
+        ok, msg = replay_session_machine(repro)
+        print("ok" if ok else f"FAILED: {msg}")
+        return 0 if ok else 1
+    out = replay(repro)
     print("ok" if out.ok else f"FAILED: {out.message}")
     return 0 if out.ok else 1
 
@@ -166,6 +173,16 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
     return rows
 
 
+def _print_failure(r: Row) -> None:
+    f = r.failure or {}
+    print(f"\nFAILED {r.property}/{r.dtype}/{r.kernels}: {f.get('message')}")
+    if f.get("op"):
+        print(f"where: {f['op']}")
+    print(f.get("graph_text", ""))
+    print("reproducer (save as FILE, then python -m conformance --replay FILE):")
+    print(json.dumps(f.get("repro")))
+
+
 def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
     """Print the table and the failures, write the reports; 1 if a property failed."""
     print(
@@ -179,10 +196,7 @@ def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
         )
     failed = [r for r in rows if r.failed]
     for r in failed:
-        print(f"\nFAILED {r.property}/{r.dtype}/{r.kernels}: {r.failure['message']}")
-        print(r.failure["graph_text"])
-        print("reproducer (save as FILE, then python -m conformance --replay FILE):")
-        print(json.dumps(r.failure["repro"]))
+        _print_failure(r)
     meta: dict[str, Any] = {
         "backend": a.backend,
         "against": a.against,

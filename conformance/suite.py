@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,12 +28,16 @@ from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend
 from runtime.session.link import compare_sides, runtime_side
 from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
+from spec.inline import inline
 from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
+from .graphs.hard import BROADCAST_OPS, broadcast_graphs, hard_inputs_for, hard_seeds_for
 from .link_property import check_dense_all_vs_from, check_link
+from .locate import describe, locate, owner_of_inlined
+from .sparse_property import check_sparse
 
 __all__ = [
     "IEEE_DTYPES",
@@ -124,6 +129,46 @@ def _cases(
         return build()
 
     return strategy
+
+
+def _hard_cases(
+    dtype: str, max_nodes: int = 6
+) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+    """Cases aimed at the hard cases (`graphs.hard`): pooled values (ties, ±0), kink,
+    boundary and transcendental-hard values, and multi-axis broadcast graphs."""
+    D = DTYPE_DOMAIN[dtype]
+    default_ops = _ops_for(dtype)
+
+    def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
+        ops = list(focus) if focus is not None else list(default_ops)
+        gs = graphs(ops, max_nodes=max_nodes, domain_kind="float")
+        if focus is None or any(o in BROADCAST_OPS for o in ops):
+            gs = st.one_of(gs, broadcast_graphs(ops if focus is not None else None))
+
+        @st.composite
+        def build(draw: Any) -> Case:
+            g = draw(gs)
+            return Case(g, tuple(draw(hard_inputs_for(g, D))), draw(hard_seeds_for(g, D)))
+
+        return build()
+
+    return strategy
+
+
+def _sparse(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_sparse(
+            c.graph,
+            c.inputs,
+            c.seed.tensors[-1],
+            c.env,
+            dtype=dtype,
+            kernels=kernels,
+            backend=backend,
+        )
+        return Outcome(r.ok, r.first_mismatch)
+
+    return check
 
 
 def _link(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
@@ -270,6 +315,32 @@ def default_properties(
                     backend,
                 )
             )
+            props.append(
+                Property(
+                    "link_hard",
+                    dt,
+                    "ordered",
+                    _hard_cases(dt),
+                    _link(dt, "ordered", B),
+                    "bit equality on hard cases: ties, ±0, kinks, rounding and range "
+                    "boundaries, transcendental hard ranges, multi-axis broadcasting",
+                    ops,
+                    backend,
+                )
+            )
+            props.append(
+                Property(
+                    "sparse_backward",
+                    dt,
+                    "ordered",
+                    _hard_cases(dt),
+                    _sparse(dt, "ordered", B),
+                    "eager tape backward_dense (first contribution stored as is) == spec, "
+                    "bitwise, hard-case inputs and seeds (−0 included)",
+                    ops,
+                    backend,
+                )
+            )
         if "fast" in kernels:
             props.append(
                 Property(
@@ -304,6 +375,55 @@ def _repro(case: Case, prop: Property) -> dict[str, Any]:
         "seed": [tensor_to_dict(D, t) for t in case.seed.tensors],
         "env": list(case.env),
     }
+
+
+def _inlined_case(c: Case, gi: Graph, vmap: list[int], dtype: str) -> Case:
+    """The case on the inlined graph: original seeds at mapped values, +0 elsewhere."""
+    D = DTYPE_DOMAIN[dtype]
+    where = {j: i for i, j in enumerate(vmap)}
+    seeds = [
+        c.seed.tensors[where[j]]
+        if j in where
+        else Tensor(s, tuple(D.zero() for _ in range(_size(s))))
+        for j, s in enumerate(gi.shapes)
+    ]
+    return Case(gi, c.inputs, TensorPack.of(seeds), c.env)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def where_failed(prop: Property, c: Case, message: str | None) -> str:
+    """The op (and composite body step) a failure message points at (never raises)."""
+    try:
+        if prop.name == "node_bounds" or (
+            prop.name.startswith("differential_") and prop.kernels == "fast"
+        ):
+            gi, vmap = inline(c.graph)
+            m = re.search(r"%(\d+)", message or "")
+            if m is None:
+                return ""
+            j = int(m.group(1))
+            o = owner_of_inlined(vmap, j)
+            own = (
+                ""
+                if vmap[o] == j
+                and gi.nodes[j - gi.num_inputs].op
+                == (c.graph.nodes[o - c.graph.num_inputs].op if o >= c.graph.num_inputs else "")
+                else f" of {describe(c.graph, o)}"
+            )
+            return f"step {describe(gi, j)}{own}"
+
+        def recheck(gi: Graph, vmap: list[int]) -> str | None:
+            return prop.check(_inlined_case(c, gi, vmap, prop.dtype)).message
+
+        return locate(c.graph, message, recheck if prop.dtype != "exact" else None)
+    except Exception as e:  # a help for the reader: never hides the failure
+        return f"(could not locate: {type(e).__name__})"
 
 
 def run_property(
@@ -378,6 +498,7 @@ def _run_one(
         row.failed = 1
         row.failure = {
             "message": e.outcome.message,
+            "op": where_failed(prop, e.case, e.outcome.message),
             "graph_text": format_graph(e.case.graph),
             "repro": _repro(e.case, prop),
         }
@@ -440,16 +561,18 @@ def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tup
             parts += [
                 f"## FAILED: {r.property} / {r.dtype} / {r.kernels}",
                 "",
-                r.failure["message"] or "",
+                r.failure.get("message") or "",
+                "",
+                f"Where: {r.failure.get('op') or '(not located)'}",
                 "",
                 "```",
-                r.failure["graph_text"],
+                r.failure.get("graph_text", ""),
                 "```",
                 "",
                 "Reproducer (JSON):",
                 "",
                 "```json",
-                json.dumps(r.failure["repro"]),
+                json.dumps(r.failure.get("repro")),
                 "```",
                 "",
             ]
