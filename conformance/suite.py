@@ -34,7 +34,14 @@ from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
-from .graphs.hard import BROADCAST_OPS, broadcast_graphs, hard_inputs_for, hard_seeds_for
+from .graphs.hard import (
+    BROADCAST_OPS,
+    REDUCTION_OPS,
+    broadcast_graphs,
+    hard_inputs_for,
+    hard_seeds_for,
+    long_reduction_graphs,
+)
 from .link_property import check_dense_all_vs_from, check_link
 from .locate import describe, locate, owner_of_inlined
 from .sparse_property import check_sparse
@@ -85,6 +92,8 @@ class Property:
     description: str = ""
     ops: tuple[str, ...] = ()
     backend: str = "numpy"
+    # the plug-in namespace's call counter (`registry.CountingNamespace.calls`), if any
+    counter: dict[str, int] | None = None
 
 
 @dataclass
@@ -101,6 +110,7 @@ class Row:
     seconds: float = 0.0
     ops_covered: int = 0
     failure: dict[str, Any] | None = field(default=None)
+    namespace_calls: dict[str, int] = field(default_factory=dict)
 
 
 def _ops_for(dtype: str) -> tuple[str, ...]:
@@ -142,8 +152,11 @@ def _hard_cases(
     def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
         ops = list(focus) if focus is not None else list(default_ops)
         gs = graphs(ops, max_nodes=max_nodes, domain_kind="float")
+        f = ops if focus is not None else None
         if focus is None or any(o in BROADCAST_OPS for o in ops):
-            gs = st.one_of(gs, broadcast_graphs(ops if focus is not None else None))
+            gs = st.one_of(gs, broadcast_graphs(f))
+        if focus is None or any(o in REDUCTION_OPS for o in ops):
+            gs = st.one_of(gs, long_reduction_graphs(f))
 
         @st.composite
         def build(draw: Any) -> Case:
@@ -354,6 +367,10 @@ def default_properties(
                     backend,
                 )
             )
+    counter = getattr(B.xp, "calls", None) if not B.is_numpy else None
+    if isinstance(counter, dict):
+        for p in props:
+            p.counter = counter
     return props
 
 
@@ -437,6 +454,7 @@ def run_property(
     focused on each op in turn (so every op is exercised). Never raises on a failing case;
     stops at the first failing run and reports its shrunk case."""
     row = Row(prop.name, prop.dtype, prop.kernels, prop.backend)
+    before = dict(prop.counter) if prop.counter is not None else None
     t0 = time.perf_counter()
     runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
     if per_op:
@@ -451,6 +469,12 @@ def run_property(
             break
     row.seconds = time.perf_counter() - t0
     row.cases = row.passed + row.failed
+    if before is not None and prop.counter is not None:
+        row.namespace_calls = {
+            k: v - before.get(k, 0)
+            for k, v in sorted(prop.counter.items())
+            if v - before.get(k, 0) > 0
+        }
     return row
 
 
@@ -541,6 +565,22 @@ def _md_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def coverage_table(rows: Sequence[Row]) -> str:
+    """Namespace function x property/dtype/kernels: how often each was called ("" when no
+    row has counts: the NumPy backend calls NumPy directly and is not counted)."""
+    cols = [r for r in rows if r.namespace_calls]
+    if not cols:
+        return ""
+    names = sorted({n for r in cols for n in r.namespace_calls})
+    head = "| function | " + " | ".join(f"{r.property}/{r.dtype}/{r.kernels}" for r in cols)
+    lines = [head + " |", "|---|" + "---|" * len(cols)]
+    for n in names:
+        lines.append(
+            f"| `{n}` | " + " | ".join(str(r.namespace_calls.get(n, 0)) for r in cols) + " |"
+        )
+    return "\n".join(lines)
+
+
 def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tuple[str, str]:
     """Write `<prefix>.json` and `<prefix>.md`; return their paths."""
     jpath, mpath = f"{prefix}.json", f"{prefix}.md"
@@ -556,6 +596,14 @@ def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tup
         _md_table(rows),
         "",
     ]
+    cov = coverage_table(rows)
+    if cov:
+        parts += [
+            "## Namespace coverage (calls of the plug-in's functions, per property)",
+            "",
+            cov,
+            "",
+        ]
     for r in rows:
         if r.failure:
             parts += [

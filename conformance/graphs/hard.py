@@ -11,9 +11,12 @@ Invariants:
   multiples of π/2, plus inputs whose correctly rounded result lies nearest a rounding
   midpoint, found by enumerating the format (16-bit formats) or by a fixed-seed search
   (float64, long double as the wide format)).
-- `hard_tensors_for` draws each tensor from a pool of 1 to 3 such values, so ties (equal
-  elements, +0 vs −0) are frequent: maximum/minimum/reduce_max/max_pool2d tie rules and
-  repeated values get exercised.
+- `hard_tensors_for` draws each tensor either from a pool of 1 to 3 such values, so ties
+  (equal elements, +0 vs −0) are frequent (maximum/minimum/reduce_max/max_pool2d tie rules,
+  repeated values), or elementwise from finite values with full-width significands
+  (`rounding_scalars`, so sums and products round).
+- `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
+  differ there); values of these graphs stay within `MAX_ELEMENTS`.
 - `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
   reduced over two or more axes that are each longer than 1, followed by a sum so values round.
 """
@@ -21,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from functools import cache
 from typing import Any
 
@@ -37,11 +41,14 @@ from .values import scalars, special_values
 
 __all__ = [
     "BROADCAST_OPS",
+    "REDUCTION_OPS",
     "broadcast_graphs",
     "hard_inputs_for",
     "hard_scalars",
     "hard_seeds_for",
     "hard_tensors_for",
+    "long_reduction_graphs",
+    "rounding_scalars",
     "transcendental_hard",
 ]
 
@@ -134,6 +141,20 @@ def hard_scalars(domain: Domain) -> st.SearchStrategy[Any]:
     )
 
 
+def rounding_scalars(domain: Domain) -> st.SearchStrategy[Any]:
+    """Finite values with full-width significands (n / 2**(p-1), scaled by 2**e, e in
+    [-4, 2]): their sums and products round, unlike Hypothesis' simple floats."""
+    if not isinstance(domain, IEEEDomain):
+        return scalars(domain)
+    D = domain
+    p = D.precision
+    return st.builds(
+        lambda n, e: D.from_rational(Fraction(n, 2 ** (p - 1)) * Fraction(2) ** e),
+        st.integers(-(2**p) + 1, 2**p - 1),
+        st.integers(-4, 2),
+    )
+
+
 def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Tensor]:
     n = size(shape)
 
@@ -148,7 +169,14 @@ def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Te
 
 def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
     elems = hard_scalars(domain)
-    return st.tuples(*(_pooled(tuple(s), elems) for s in shapes)).map(list)
+    plain = rounding_scalars(domain)
+
+    def one(s: Shape) -> st.SearchStrategy[Tensor]:
+        n = size(s)
+        free = st.lists(plain, min_size=n, max_size=n).map(lambda v: Tensor(s, tuple(v)))
+        return st.one_of(_pooled(s, elems), free)
+
+    return st.tuples(*(one(tuple(s)) for s in shapes)).map(list)
 
 
 def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tensor]]:
@@ -189,4 +217,31 @@ def broadcast_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
         x, y = b.input(big), b.input(small)
         z = b.node(op, x, y) if draw(st.booleans()) else b.node(op, y, x)
     b.node("sum", z)
+    return b.build()
+
+
+REDUCTION_OPS = ("sum", "mean", "reduce_sum", "reduce_mean", "matmul", "add", "mul")
+_LONG = ((12,), (9,), (11,), (1, 12), (2, 6), (10,))
+
+
+@st.composite
+def long_reduction_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
+    """A reduction over 9 to 12 elements (where a pairwise sum and a left fold differ):
+    sum/mean of a long vector, reduce_sum over a long axis, a k >= 9 matmul, or a scalar
+    broadcast against a long vector (its cotangent folds all of them)."""
+    usable = [o for o in (ops or REDUCTION_OPS) if o in REDUCTION_OPS] or list(REDUCTION_OPS)
+    op = draw(st.sampled_from(usable))
+    shape = draw(st.sampled_from(_LONG))
+    b = GraphBuilder()
+    if op == "matmul":
+        k = draw(st.sampled_from((9, 10, 12)))
+        x, y = b.input((1, k)), b.input((k, 1))
+        b.node("matmul", x, y)
+    elif op in ("add", "mul"):
+        x, y = b.input(shape), b.input(())
+        b.node(op, x, y)
+    elif op in ("reduce_sum", "reduce_mean"):
+        b.node(op, b.input(shape), axis=len(shape) - 1)
+    else:
+        b.node(op, b.input(shape))
     return b.build()

@@ -303,14 +303,6 @@ CATALOGUE: tuple[Mutant, ...] = (
         "exp's kernel evaluates exp(x + 1/64) for x < -6 (both profiles)",
         "transcendental wrong on one range",
     ),
-    Mutant(
-        "crmath_no_fallback",
-        "runtime/engine/crmath.py",
-        "    if bad.any():\n",
-        "    if False:\n",
-        "correct rounding skips the MPFR fallback for hard cases",
-        "rounding boundary",
-    ),
     # ---------------------------------------------------------------- Session
     Mutant(
         "session_sgd_alias_last",
