@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs of the Session state machine (0 to skip; default 30)",
     )
     p.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop after the first failing property (same verdict, less time; used by "
+        "python -m conformance.mutate)",
+    )
+    p.add_argument(
         "--replay",
         default=None,
         metavar="FILE",
@@ -143,6 +149,10 @@ def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
     return backend, props
 
 
+def _stop_early(a: argparse.Namespace, rows: Sequence[Row]) -> bool:
+    return bool(getattr(a, "fail_fast", False) and rows and rows[-1].failed)
+
+
 def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
     """Run every property (and the Session state machine on NumPy); one row each."""
     if not backend.is_numpy and a.session_examples:
@@ -162,6 +172,8 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
                     prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
                 )
             )
+            if _stop_early(a, rows):
+                return rows
         if a.session_examples > 0:
             from .session_machine import run_session_machine
 
