@@ -8,6 +8,14 @@ Invariants:
 - Comparison policy: "exact" dtype -> exact equality; IEEE dtypes with `ordered` kernels ->
   bit equality (NaN matches NaN, signed zeros must match); IEEE dtypes with `fast` kernels
   -> per-node error bounds (`conformance.bounds`).
+- Per IEEE dtype with `ordered`: `link`, `link_special_values`, `link_hard` (hard-case
+  values and graphs, `graphs.hard`) and `sparse_backward` (the eager tape's
+  `backward_dense`, `sparse_property`); with `fast`: `node_bounds`.
+- A failure is a dict with `message`, `op` (the op, and the step inside a composite's
+  body, the message points at: `where_failed`), `graph_text` and `repro` (JSON); the Session
+  state machine's failures have the same keys.
+- On a plug-in namespace each row records the namespace functions its cases called
+  (`Row.namespace_calls`); the Markdown report has them as a coverage table.
 - Nothing here prints except through the `progress` callback; the CLI owns the terminal.
 """
 
