@@ -64,7 +64,7 @@ def test_a_failing_state_machine_is_reported_and_replayed(
     assert f["op"].startswith("rule ")
     repro = json.loads(json.dumps(f["repro"]))
     assert repro["property"] == "session_state_machine" and repro["blob"].startswith("b'")
-    jpath, mpath = write_reports([row], str(tmp_path / "r"), {})
+    _, mpath = write_reports([row], str(tmp_path / "r"), {})
     text = Path(mpath).read_text()
     assert "FAILED: session_state_machine" in text and '"blob"' in text
     ok, msg = replay_session_machine(repro)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import shlex
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from .catalogue import CATALOGUE, by_id
+from .harness import MutantResult
 from .report import markdown, progress_line, run_all, score
 
 
@@ -27,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--markdown", default=None, metavar="FILE", help="write the score table")
     p.add_argument("--root", default=".", help="repository root to copy (default .)")
+    p.add_argument(
+        "--results",
+        default=None,
+        metavar="FILE",
+        help="append each result as a JSON line as soon as it is known",
+    )
     return p
 
 
@@ -39,7 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     mutants = by_id(a.only)
     t0 = time.perf_counter()
     suite_args = shlex.split(a.suite_args)
-    results = run_all(Path(a.root).resolve(), mutants, suite_args, a.jobs, progress_line)
+
+    def on_result(r: MutantResult) -> None:
+        progress_line(r)
+        if a.results:
+            with open(a.results, "a") as f:
+                f.write(json.dumps(asdict(r)) + "\n")
+
+    results = run_all(Path(a.root).resolve(), mutants, suite_args, a.jobs, on_result)
     cost = time.perf_counter() - t0
     for r in results:
         extra = r.killed_by[0] if r.killed_by else r.detail
