@@ -36,7 +36,32 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append each result as a JSON line as soon as it is known",
     )
+    p.add_argument(
+        "--from-results",
+        default=None,
+        metavar="FILE",
+        help="do not run: write --markdown from a --results file (mutants missing there "
+        "are listed as not run)",
+    )
+    p.add_argument("--note", default="", help="a line for the Markdown header")
     return p
+
+
+def _render(a: argparse.Namespace, mutants: list) -> int:  # type: ignore[type-arg]
+    with open(a.from_results) as f:
+        results = [MutantResult(**json.loads(line)) for line in f if line.strip()]
+    k, n = score(results)
+    header = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "suite": "python -m conformance " + " ".join(shlex.split(a.suite_args)),
+        "mutants run": f"{len(results)} of {len(mutants)}",
+    }
+    if a.note:
+        header["note"] = a.note
+    if a.markdown:
+        Path(a.markdown).write_text(markdown(mutants, results, header))
+    print(f"{k}/{n} killed; {len(results)} of {len(mutants)} run")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.id:<32}{m.file:<38}{m.bug_class}")
         return 0
     mutants = by_id(a.only)
+    if a.from_results:
+        return _render(a, mutants)
     t0 = time.perf_counter()
     suite_args = shlex.split(a.suite_args)
 
