@@ -162,7 +162,8 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
         )
         a.session_examples = 0
     rows = []
-    total = sum(a.max_examples + a.per_op * len(p_.ops) for p_ in props) + a.session_examples
+    per = [a.max_examples + a.per_op * p_.focus_factor * len(p_.ops) for p_ in props]
+    total = sum(per) + a.session_examples
     bar = _progress_bar(total)
     try:
         for prop in props:

@@ -102,6 +102,8 @@ class Property:
     backend: str = "numpy"
     # the plug-in namespace's call counter (`registry.CountingNamespace.calls`), if any
     counter: dict[str, int] | None = None
+    # focused cases per op = per_op * focus_factor (properties aimed at rare cases)
+    focus_factor: int = 1
 
 
 @dataclass
@@ -360,6 +362,7 @@ def default_properties(
                     "bitwise, hard-case inputs and seeds (−0 included)",
                     ops,
                     backend,
+                    focus_factor=2,
                 )
             )
         if "fast" in kernels:
@@ -466,7 +469,7 @@ def run_property(
     t0 = time.perf_counter()
     runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
     if per_op:
-        runs += [([op], per_op) for op in prop.ops]
+        runs += [([op], per_op * prop.focus_factor) for op in prop.ops]
     for focus, n in runs:
         if n <= 0:
             continue

@@ -17,6 +17,8 @@ Invariants:
   (`rounding_scalars`, so sums and products round).
 - `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
   differ there); values of these graphs stay within `MAX_ELEMENTS`.
+- `hard_seeds_for` makes half of the seeds signed zeros only, so VJP sign rules show
+  (`0 − x` vs `−x`) wherever the first contribution is stored as is.
 - `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
   reduced over two or more axes that are each longer than 1, followed by a sum so values round.
 """
@@ -49,6 +51,7 @@ __all__ = [
     "hard_tensors_for",
     "long_reduction_graphs",
     "rounding_scalars",
+    "signed_zero_tensors_for",
     "transcendental_hard",
 ]
 
@@ -183,10 +186,30 @@ def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tens
     return hard_tensors_for(graph.inputs, domain)
 
 
+def signed_zero_tensors_for(
+    shapes: Sequence[Shape], domain: Domain
+) -> st.SearchStrategy[list[Tensor]]:
+    """Tensors of +0 and −0 only (IEEE domains): every cotangent a seed of these reaches is
+    a signed zero (unless it meets inf/NaN), so a VJP's sign rule is all that shows."""
+    if not isinstance(domain, IEEEDomain):
+        return hard_tensors_for(shapes, domain)
+    zs = st.sampled_from([domain.from_float(0.0), domain.from_float(-0.0)])
+    return st.tuples(
+        *(
+            st.lists(zs, min_size=size(s), max_size=size(s)).map(
+                lambda v, s=tuple(s): Tensor(s, tuple(v))
+            )
+            for s in shapes
+        )
+    ).map(list)
+
+
 def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack]:
-    return hard_tensors_for(graph.shapes, domain).map(
-        lambda ts: TensorPack(graph.shapes, tuple(ts))
-    )
+    """Hard-case seeds; half of them signed zeros only (`signed_zero_tensors_for`)."""
+    return st.one_of(
+        hard_tensors_for(graph.shapes, domain),
+        signed_zero_tensors_for(graph.shapes, domain),
+    ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
 
 
 BROADCAST_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "broadcast_to")
