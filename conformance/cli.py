@@ -36,7 +36,7 @@ from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
 
 from .distributed import add_cluster_arguments, run_sharded, sharded
-from .reproducer import read_reproducer
+from .reproducer import ReproducerError, read_json, validate, validate_session_machine
 from .suite import (
     IEEE_DTYPES,
     Property,
@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs of the Session state machine (0 to skip; default 30)",
     )
     p.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop after the first failing property (same verdict, less time; used by "
+        "python -m conformance.mutate)",
+    )
+    p.add_argument(
         "--replay",
         default=None,
         metavar="FILE",
@@ -218,12 +224,26 @@ def replay_file(path: str, backend: str = "numpy", against: str | None = None) -
     """Re-run the JSON reproducer in `path` on `backend` (see the module docstring); print
     ok or the failure; 0, 1, or 2 with one stderr line when it cannot be replayed."""
     try:
-        out = replay(read_reproducer(path), backend, against)
+        obj = read_json(path)
+        if isinstance(obj, dict) and obj.get("property") == "session_state_machine":
+            return _replay_session_machine(validate_session_machine(obj, path, backend), path)
+        out = replay(validate(obj, path), backend, against)
     except TorchLeanError as e:
         print(f"python -m conformance: {e}", file=sys.stderr)
         return 2
     print("ok" if out.ok else f"FAILED: {out.message}")
     return 0 if out.ok else 1
+
+
+def _replay_session_machine(repro: dict[str, Any], path: str) -> int:
+    from .session_machine import replay_session_machine
+
+    try:
+        ok, msg = replay_session_machine(repro)
+    except (ValueError, SyntaxError, TypeError) as e:  # a blob Hypothesis cannot decode
+        raise ReproducerError(f"{path}: cannot replay the state machine ({e})") from None
+    print("ok" if ok else f"FAILED: {msg}")
+    return 0 if ok else 1
 
 
 def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
@@ -243,6 +263,10 @@ def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
     return backend, props
 
 
+def _stop_early(a: argparse.Namespace, rows: Sequence[Row]) -> bool:
+    return bool(getattr(a, "fail_fast", False) and rows and rows[-1].failed)
+
+
 def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
     """Run every property (and the Session state machine on NumPy); one row each."""
     if not backend.is_numpy and a.session_examples:
@@ -252,7 +276,8 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
         )
         a.session_examples = 0
     rows = []
-    total = sum(a.max_examples + a.per_op * len(p_.ops) for p_ in props) + a.session_examples
+    per = [a.max_examples + a.per_op * p_.focus_factor * len(p_.ops) for p_ in props]
+    total = sum(per) + a.session_examples
     bar = _progress_bar(total)
     try:
         for prop in props:
@@ -262,6 +287,8 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
                     prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
                 )
             )
+            if _stop_early(a, rows):
+                return rows
         if a.session_examples > 0:
             from .session_machine import run_session_machine
 
@@ -279,6 +306,16 @@ def run_rows(a: argparse.Namespace, backend: Backend, props: Sequence[Property])
     return run_sharded(a, backend, props) if sharded(a) else run(a, backend, props)
 
 
+def _print_failure(r: Row) -> None:
+    f = r.failure or {}
+    print(f"\nFAILED {r.property}/{r.dtype}/{r.kernels}: {f.get('message')}")
+    if f.get("op"):
+        print(f"where: {f['op']}")
+    print(f.get("graph_text", ""))
+    print("reproducer (save as FILE, then python -m conformance --replay FILE):")
+    print(json.dumps(f.get("repro")))
+
+
 def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
     """Print the table and the failures, write the reports; 1 if a property failed."""
     print(
@@ -292,10 +329,7 @@ def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
         )
     failed = [r for r in rows if r.failed]
     for r in failed:
-        print(f"\nFAILED {r.property}/{r.dtype}/{r.kernels}: {r.failure['message']}")
-        print(r.failure["graph_text"])
-        print("reproducer (save as FILE, then python -m conformance --replay FILE):")
-        print(json.dumps(r.failure["repro"]))
+        _print_failure(r)
     meta: dict[str, Any] = {
         "backend": a.backend,
         "against": a.against,

@@ -38,8 +38,10 @@ __all__ = [
     "Reproducer",
     "ReproducerError",
     "check_backends",
+    "read_json",
     "read_reproducer",
     "validate",
+    "validate_session_machine",
 ]
 
 MAX_BYTES = 64 * 2**20
@@ -229,6 +231,16 @@ def _refuse_constant(name: str) -> Any:
 
 def read_reproducer(path: str) -> Reproducer:
     """Read, parse and `validate` the reproducer file at `path`."""
+    obj = read_json(path)
+    try:
+        return validate(obj, path)
+    except ReproducerError as e:
+        raise ReproducerError(f"{path}: {e}") from None
+
+
+def read_json(path: str) -> Any:
+    """The JSON document in `path`, read under the size, depth and constant limits (not
+    yet validated as a reproducer)."""
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_BYTES + 1)
@@ -246,10 +258,28 @@ def read_reproducer(path: str) -> Reproducer:
         raise ReproducerError(f"{path}: JSON nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, the int digit limit
         raise ReproducerError(f"{path}: not a valid JSON reproducer ({e})") from None
-    try:
-        return validate(obj, path)
-    except ReproducerError as e:
-        raise ReproducerError(f"{path}: {e}") from None
+    if not _depth_ok(obj):
+        raise ReproducerError(f"{path}: JSON nested deeper than {MAX_DEPTH} levels")
+    return obj
+
+
+def validate_session_machine(obj: Any, where: str, backend: str) -> dict[str, Any]:
+    """A Session state-machine reproducer ({"property", "hypothesis", "blob", "step_count"}),
+    checked before it is replayed; the state machine runs on NumPy only."""
+    if backend != "numpy":
+        raise ReproducerError(
+            f"{where}: the Session state machine replays on --backend numpy only, got {backend!r}"
+        )
+    want = {"hypothesis": str, "blob": str}
+    for key, typ in want.items():
+        if not isinstance(obj.get(key), typ):
+            raise ReproducerError(f"{where}: field {key!r} must be a string")
+    steps = obj.get("step_count", 20)
+    if not _is_int(steps) or not 1 <= steps <= 10_000:
+        raise ReproducerError(f"{where}: field 'step_count' must be an int in [1, 10000]")
+    if len(obj["blob"]) > 1_000_000:
+        raise ReproducerError(f"{where}: field 'blob' is longer than 1000000 characters")
+    return obj
 
 
 def check_backends(r: Reproducer, backend: str, backend_name: str, against: str | None,

@@ -8,12 +8,21 @@ Invariants:
 - Comparison policy: "exact" dtype -> exact equality; IEEE dtypes with `ordered` kernels ->
   bit equality (NaN matches NaN, signed zeros must match); IEEE dtypes with `fast` kernels
   -> per-node error bounds (`conformance.bounds`).
+- Per IEEE dtype with `ordered`: `link`, `link_special_values`, `link_hard` (hard-case
+  values and graphs, `graphs.hard`) and `sparse_backward` (the eager tape's
+  `backward_dense`, `sparse_property`); with `fast`: `node_bounds`.
+- A failure is a dict with `message`, `op` (the op, and the step inside a composite's
+  body, the message points at: `where_failed`), `graph_text` and `repro` (JSON); the Session
+  state machine's failures have the same keys.
+- On a plug-in namespace each row records the namespace functions its cases called
+  (`Row.namespace_calls`); the Markdown report has them as a coverage table.
 - Nothing here prints except through the `progress` callback; the CLI owns the terminal.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,13 +36,24 @@ from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend
 from runtime.session.link import compare_sides, runtime_side
 from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
+from spec.inline import inline
 from spec.serialize import graph_to_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
+from .graphs.hard import (
+    BROADCAST_OPS,
+    REDUCTION_OPS,
+    broadcast_graphs,
+    hard_inputs_for,
+    hard_seeds_for,
+    long_reduction_graphs,
+)
 from .link_property import check_dense_all_vs_from, check_link
+from .locate import describe, locate, owner_of_inlined
 from .reproducer import Reproducer, ReproducerError, check_backends, validate
+from .sparse_property import check_sparse
 
 __all__ = [
     "IEEE_DTYPES",
@@ -81,6 +101,10 @@ class Property:
     description: str = ""
     ops: tuple[str, ...] = ()
     backend: str = "numpy"
+    # the plug-in namespace's call counter (`registry.CountingNamespace.calls`), if any
+    counter: dict[str, int] | None = None
+    # focused cases per op = per_op * focus_factor (properties aimed at rare cases)
+    focus_factor: int = 1
 
 
 @dataclass
@@ -97,6 +121,7 @@ class Row:
     seconds: float = 0.0
     ops_covered: int = 0
     failure: dict[str, Any] | None = field(default=None)
+    namespace_calls: dict[str, int] = field(default_factory=dict)
 
 
 def _ops_for(dtype: str) -> tuple[str, ...]:
@@ -127,6 +152,49 @@ def _cases(
         return build(graphs(ops, max_nodes=max_nodes, domain_kind=kind))
 
     return strategy
+
+
+def _hard_cases(
+    dtype: str, max_nodes: int = 6
+) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+    """Cases aimed at the hard cases (`graphs.hard`): pooled values (ties, ±0), kink,
+    boundary and transcendental-hard values, and multi-axis broadcast graphs."""
+    D = DTYPE_DOMAIN[dtype]
+    default_ops = _ops_for(dtype)
+
+    def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
+        ops = list(focus) if focus is not None else list(default_ops)
+        gs = graphs(ops, max_nodes=max_nodes, domain_kind="float")
+        f = ops if focus is not None else None
+        if focus is None or any(o in BROADCAST_OPS for o in ops):
+            gs = st.one_of(gs, broadcast_graphs(f))
+        if focus is None or any(o in REDUCTION_OPS for o in ops):
+            gs = st.one_of(gs, long_reduction_graphs(f))
+
+        @st.composite
+        def build(draw: Any) -> Case:
+            g = draw(gs)
+            return Case(g, tuple(draw(hard_inputs_for(g, D))), draw(hard_seeds_for(g, D)))
+
+        return build()
+
+    return strategy
+
+
+def _sparse(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_sparse(
+            c.graph,
+            c.inputs,
+            c.seed.tensors[-1],
+            c.env,
+            dtype=dtype,
+            kernels=kernels,
+            backend=backend,
+        )
+        return Outcome(r.ok, r.first_mismatch)
+
+    return check
 
 
 def _link(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
@@ -273,6 +341,33 @@ def default_properties(
                     backend,
                 )
             )
+            props.append(
+                Property(
+                    "link_hard",
+                    dt,
+                    "ordered",
+                    _hard_cases(dt),
+                    _link(dt, "ordered", B),
+                    "bit equality on hard cases: ties, ±0, kinks, rounding and range "
+                    "boundaries, transcendental hard ranges, multi-axis broadcasting",
+                    ops,
+                    backend,
+                )
+            )
+            props.append(
+                Property(
+                    "sparse_backward",
+                    dt,
+                    "ordered",
+                    _hard_cases(dt),
+                    _sparse(dt, "ordered", B),
+                    "eager tape backward_dense (first contribution stored as is) == spec, "
+                    "bitwise, hard-case inputs and seeds (−0 included)",
+                    ops,
+                    backend,
+                    focus_factor=2,
+                )
+            )
         if "fast" in kernels:
             props.append(
                 Property(
@@ -286,6 +381,10 @@ def default_properties(
                     backend,
                 )
             )
+    counter = getattr(B.xp, "calls", None) if not B.is_numpy else None
+    if isinstance(counter, dict):
+        for p in props:
+            p.counter = counter
     return props
 
 
@@ -309,6 +408,55 @@ def _repro(case: Case, prop: Property) -> dict[str, Any]:
     }
 
 
+def _inlined_case(c: Case, gi: Graph, vmap: list[int], dtype: str) -> Case:
+    """The case on the inlined graph: original seeds at mapped values, +0 elsewhere."""
+    D = DTYPE_DOMAIN[dtype]
+    where = {j: i for i, j in enumerate(vmap)}
+    seeds = [
+        c.seed.tensors[where[j]]
+        if j in where
+        else Tensor(s, tuple(D.zero() for _ in range(_size(s))))
+        for j, s in enumerate(gi.shapes)
+    ]
+    return Case(gi, c.inputs, TensorPack.of(seeds), c.env)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def where_failed(prop: Property, c: Case, message: str | None) -> str:
+    """The op (and composite body step) a failure message points at (never raises)."""
+    try:
+        if prop.name == "node_bounds" or (
+            prop.name.startswith("differential_") and prop.kernels == "fast"
+        ):
+            gi, vmap = inline(c.graph)
+            m = re.search(r"%(\d+)", message or "")
+            if m is None:
+                return ""
+            j = int(m.group(1))
+            o = owner_of_inlined(vmap, j)
+            own = (
+                ""
+                if vmap[o] == j
+                and gi.nodes[j - gi.num_inputs].op
+                == (c.graph.nodes[o - c.graph.num_inputs].op if o >= c.graph.num_inputs else "")
+                else f" of {describe(c.graph, o)}"
+            )
+            return f"step {describe(gi, j)}{own}"
+
+        def recheck(gi: Graph, vmap: list[int]) -> str | None:
+            return prop.check(_inlined_case(c, gi, vmap, prop.dtype)).message
+
+        return locate(c.graph, message, recheck if prop.dtype != "exact" else None)
+    except Exception as e:  # a help for the reader: never hides the failure
+        return f"(could not locate: {type(e).__name__})"
+
+
 def run_property(
     prop: Property,
     max_examples: int,
@@ -320,10 +468,11 @@ def run_property(
     focused on each op in turn (so every op is exercised). Never raises on a failing case;
     stops at the first failing run and reports its shrunk case."""
     row = Row(prop.name, prop.dtype, prop.kernels, prop.backend)
+    before = dict(prop.counter) if prop.counter is not None else None
     t0 = time.perf_counter()
     runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
     if per_op:
-        runs += [([op], per_op) for op in prop.ops]
+        runs += [([op], per_op * prop.focus_factor) for op in prop.ops]
     for focus, n in runs:
         if n <= 0:
             continue
@@ -334,6 +483,12 @@ def run_property(
             break
     row.seconds = time.perf_counter() - t0
     row.cases = row.passed + row.failed
+    if before is not None and prop.counter is not None:
+        row.namespace_calls = {
+            k: v - before.get(k, 0)
+            for k, v in sorted(prop.counter.items())
+            if v - before.get(k, 0) > 0
+        }
     return row
 
 
@@ -386,6 +541,7 @@ def _run_one(
         row.failed = 1
         row.failure = {
             "message": e.outcome.message,
+            "op": where_failed(prop, e.case, e.outcome.message),
             "graph_text": format_graph(e.case.graph),
             "repro": _repro(e.case, prop),
         }
@@ -456,6 +612,22 @@ def _md_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def coverage_table(rows: Sequence[Row]) -> str:
+    """Namespace function x property/dtype/kernels: how often each was called ("" when no
+    row has counts: the NumPy backend calls NumPy directly and is not counted)."""
+    cols = [r for r in rows if r.namespace_calls]
+    if not cols:
+        return ""
+    names = sorted({n for r in cols for n in r.namespace_calls})
+    head = "| function | " + " | ".join(f"{r.property}/{r.dtype}/{r.kernels}" for r in cols)
+    lines = [head + " |", "|---|" + "---|" * len(cols)]
+    for n in names:
+        lines.append(
+            f"| `{n}` | " + " | ".join(str(r.namespace_calls.get(n, 0)) for r in cols) + " |"
+        )
+    return "\n".join(lines)
+
+
 def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tuple[str, str]:
     """Write `<prefix>.json` and `<prefix>.md`; return their paths."""
     jpath, mpath = f"{prefix}.json", f"{prefix}.md"
@@ -471,21 +643,31 @@ def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tup
         _md_table(rows),
         "",
     ]
+    cov = coverage_table(rows)
+    if cov:
+        parts += [
+            "## Namespace coverage (calls of the plug-in's functions, per property)",
+            "",
+            cov,
+            "",
+        ]
     for r in rows:
         if r.failure:
             parts += [
                 f"## FAILED: {r.property} / {r.dtype} / {r.kernels}",
                 "",
-                r.failure["message"] or "",
+                r.failure.get("message") or "",
+                "",
+                f"Where: {r.failure.get('op') or '(not located)'}",
                 "",
                 "```",
-                r.failure["graph_text"],
+                r.failure.get("graph_text", ""),
                 "```",
                 "",
                 "Reproducer (JSON):",
                 "",
                 "```json",
-                json.dumps(r.failure["repro"]),
+                json.dumps(r.failure.get("repro")),
                 "```",
                 "",
             ]

@@ -33,7 +33,10 @@ def test_default_properties_cover_every_dtype_and_profile() -> None:
         assert ("link", dt, "ordered") in keys
         assert ("link_special_values", dt, "ordered") in keys
         assert ("node_bounds", dt, "fast") in keys
-    assert len(keys) == len(PROPS) == 2 + 3 * 4
+        # issue 16: hard cases and the sparse (first contribution as is) backward
+        assert ("link_hard", dt, "ordered") in keys
+        assert ("sparse_backward", dt, "ordered") in keys
+    assert len(keys) == len(PROPS) == 2 + 5 * 4
 
 
 @pytest.mark.parametrize("prop", PROPS, ids=lambda p: f"{p.name}-{p.dtype}-{p.kernels}")
@@ -111,12 +114,18 @@ def test_cli_writes_reports(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     props = default_properties(["float32"], ["fast", "ordered"])
     data = json.loads((tmp_path / "report.json").read_text())
-    assert len(data["rows"]) == len(props) + 1 == 4
+    assert len(data["rows"]) == len(props) + 1 == 6
     assert [(r["property"], r["dtype"], r["kernels"]) for r in data["rows"]] == [
         *((p.name, p.dtype, p.kernels) for p in props),
         ("session_state_machine", "exact+float32", "ordered"),
     ]
-    assert {p.name for p in props} == {"link", "link_special_values", "node_bounds"}
+    assert {p.name for p in props} == {
+        "link",
+        "link_special_values",
+        "link_hard",
+        "sparse_backward",
+        "node_bounds",
+    }
     assert data["meta"]["max_examples"] == 5
     for r in data["rows"]:
         assert r["failed"] == 0 and r["failure"] is None

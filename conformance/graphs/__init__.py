@@ -52,6 +52,12 @@ with `from_float`/`from_rational`. With `specials=True` IEEE elements also inclu
 +-inf, +-0, the smallest and largest subnormals and the largest finite value (`specials` has
 no effect over `RATIONAL`, which has no special values).
 
+Hard cases (`conformance.graphs.hard`, imported by the suite, not re-exported here): pooled
+values for ties and ±0, kink/boundary/transcendental-hard values, full-width rounding
+values, multi-axis broadcast graphs and long reductions; separate strategies, so the ones
+above keep their draws (Hypothesis itself also mixes literal constants of every loaded
+local module into its draws, so adding any module can change generated cases).
+
 Layout (one module per op family, the same names as `spec/ops/`): `core` holds the builder
 context (`Ctx`), the shape helpers, the normative `SAMPLING_ORDER`, the builder table
 (`BUILDERS`, filled by keyword `register(name=..., build=...)`) and `graphs()`; `values`

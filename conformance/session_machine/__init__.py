@@ -31,6 +31,6 @@ and rules), `run` (`run_session_machine`).
 from __future__ import annotations
 
 from .machine import SessionMachine
-from .run import run_session_machine
+from .run import replay_session_machine, run_session_machine
 
-__all__ = ["SessionMachine", "run_session_machine"]
+__all__ = ["SessionMachine", "replay_session_machine", "run_session_machine"]

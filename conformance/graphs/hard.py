@@ -1,0 +1,270 @@
+"""Values and graphs aimed at the hard cases (the suite's `*_hard` properties).
+
+Invariants:
+- Nothing here changes the draws of `values` or `core`: these are separate strategies, so
+  the other properties keep their cases.
+- `hard_scalars(D)` mixes: the ordinary elements (`scalars`, specials included), kink values
+  (±0, ±1/2, ±1, ±2: relu/abs/sqrt at 0, clamp at small rational bounds), rounding-boundary
+  values (1 ± ulp, half-ulps, 1.5), range boundaries (smallest normal, subnormals, largest
+  finite) and each transcendental's hard ranges (`transcendental_hard`: exp near overflow and
+  underflow, log near 1, tanh near saturation and 0, sin/cos at large arguments and near
+  multiples of π/2, plus inputs whose correctly rounded result lies nearest a rounding
+  midpoint, found by enumerating the format (16-bit formats) or by a fixed-seed search
+  (float64, long double as the wide format)).
+- `hard_tensors_for` draws each tensor either from a pool of 1 to 3 such values, so ties
+  (equal elements, +0 vs −0) are frequent (maximum/minimum/reduce_max/max_pool2d tie rules,
+  repeated values), or elementwise from finite values with full-width significands
+  (`rounding_scalars`, so sums and products round).
+- `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
+  differ there); values of these graphs stay within `MAX_ELEMENTS`.
+- `hard_seeds_for` makes half of the seeds signed zeros only, so VJP sign rules show
+  (`0 − x` vs `−x`) wherever the first contribution is stored as is.
+- `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
+  reduced over two or more axes that are each longer than 1, followed by a sum so values round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from functools import cache
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+from spec.domains import Domain, IEEEDomain
+from spec.graph import Graph, GraphBuilder
+from spec.shape import Shape, size
+from spec.tensor import Tensor, TensorPack
+
+from .values import scalars, special_values
+
+__all__ = [
+    "BROADCAST_OPS",
+    "REDUCTION_OPS",
+    "broadcast_graphs",
+    "hard_inputs_for",
+    "hard_scalars",
+    "hard_seeds_for",
+    "hard_tensors_for",
+    "long_reduction_graphs",
+    "rounding_scalars",
+    "signed_zero_tensors_for",
+    "transcendental_hard",
+]
+
+_NP16 = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+_FNS = ("exp", "log", "tanh", "sin", "cos")
+
+
+def _name(D: IEEEDomain) -> str:
+    return {8: "bfloat16", 11: "float16", 24: "float32", 53: "float64"}[D.precision]
+
+
+def _nearest_midpoint_16(dtype: str, fn: str, k: int = 6) -> list[float]:
+    """The k inputs of a 16-bit format whose fn result (float64) is nearest a midpoint."""
+    t = _NP16[dtype]
+    with np.errstate(all="ignore"):
+        x = np.arange(2**16, dtype=np.uint16).view(t).astype(np.float64)
+    x = x[np.isfinite(x)]
+    with np.errstate(all="ignore"):
+        y = getattr(np, fn)(x)
+        c = y.astype(t).astype(np.float64)
+        nxt = np.nextafter(c.astype(t), (np.sign(y - c) * np.inf).astype(t)).astype(np.float64)
+        frac = np.abs(y - c) / np.abs(nxt - c)
+        hard = np.abs(0.5 - frac)
+    ok = np.isfinite(hard) & np.isfinite(y) & (y != 0) & (frac > 0)
+    idx = np.argsort(np.where(ok, hard, np.inf), kind="stable")[:k]
+    return [float(v) for v in x[idx]]
+
+
+def _nearest_midpoint_64(fn: str, k: int = 6) -> list[float]:
+    """Float64 inputs (fixed-seed search) whose long-double fn is nearest a float64
+    midpoint, within one long-double ulp: where a wide candidate can round wrongly."""
+    if np.finfo(np.longdouble).nmant < 63:
+        return []
+    rng = np.random.default_rng(16)
+    lo, hi = {"exp": (-700, 700), "log": (1e-300, 1e300)}.get(fn, (-20.0, 20.0))
+    x = rng.uniform(-8, 8, 20_000) if fn != "log" else rng.uniform(0, 8, 20_000)
+    x = np.clip(x, lo, hi)
+    with np.errstate(all="ignore"):
+        y = getattr(np, fn)(x.astype(np.longdouble))
+        c = y.astype(np.float64)
+        mid = (c.astype(np.longdouble) + np.nextafter(c, np.sign(y - c) * np.inf)) / 2
+        d = np.abs(y - mid) / np.spacing(np.abs(y))
+    idx = np.argsort(np.where(np.isfinite(d), d, np.inf), kind="stable")[:k]
+    return [float(v) for v in x[idx]]
+
+
+@cache
+def transcendental_hard(dtype: str) -> tuple[float, ...]:
+    """Hard-range inputs of exp, log, tanh, sin, cos for a dtype (as floats)."""
+    fin = {"float64": np.finfo(np.float64), "float32": np.finfo(np.float32)}
+    big = float(fin[dtype].max) if dtype in fin else float(_finfo16(dtype).max)
+    tiny = float(fin[dtype].tiny) if dtype in fin else float(_finfo16(dtype).tiny)
+    lmax, lmin = float(np.log(big)), float(np.log(tiny))
+    vals = [lmax, lmax + 0.01, lmax - 0.01, lmin, lmin - 3.0, 1e-5, -1e-5]  # exp
+    vals += [1.0 + 2**-10, 1.0 - 2**-11, tiny, big]  # log
+    vals += [4.5, 9.0, 19.0, -9.0]  # tanh near saturation
+    vals += [1.5707963267948966, 3.141592653589793, 6.283185307179586, 1e4, 710.0, 355.0]
+    if dtype in _NP16:
+        for fn in _FNS:
+            vals += _nearest_midpoint_16(dtype, fn)
+    elif dtype == "float64":
+        for fn in _FNS:
+            vals += _nearest_midpoint_64(fn)
+    return tuple(vals)
+
+
+def _finfo16(dtype: str) -> Any:
+    return np.finfo(np.float16) if dtype == "float16" else ml_dtypes.finfo(ml_dtypes.bfloat16)
+
+
+def _boundary(D: IEEEDomain) -> list[Any]:
+    u = 2.0 ** -(D.precision - 1)
+    fl = [1.0 + u, 1.0 - u / 2, 1.5, u / 2, 3 * u / 2, -(1.0 + u), 2.0**D.emin]
+    return [D.from_float(v) for v in fl]
+
+
+def hard_scalars(domain: Domain) -> st.SearchStrategy[Any]:
+    """Elements aimed at the hard cases (see the module docstring)."""
+    base = scalars(domain, specials=True)
+    if not isinstance(domain, IEEEDomain):
+        return base
+    D = domain
+    kinks = [D.from_float(v) for v in (0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0)]
+    trans = [D.from_float(v) for v in transcendental_hard(_name(D))]
+    return st.one_of(
+        base,
+        st.sampled_from(kinks),
+        st.sampled_from(_boundary(D) + special_values(D)),
+        st.sampled_from(trans),
+    )
+
+
+def rounding_scalars(domain: Domain) -> st.SearchStrategy[Any]:
+    """Finite values with full-width significands (n / 2**(p-1), scaled by 2**e, e in
+    [-4, 2]): their sums and products round, unlike Hypothesis' simple floats."""
+    if not isinstance(domain, IEEEDomain):
+        return scalars(domain)
+    D = domain
+    p = D.precision
+    return st.builds(
+        lambda n, e: D.from_rational(Fraction(n, 2 ** (p - 1)) * Fraction(2) ** e),
+        st.integers(-(2**p) + 1, 2**p - 1),
+        st.integers(-4, 2),
+    )
+
+
+def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Tensor]:
+    n = size(shape)
+
+    @st.composite
+    def build(draw: Any) -> Tensor:
+        pool = draw(st.lists(elems, min_size=1, max_size=3))
+        idx = draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
+        return Tensor(shape, tuple(pool[i] for i in idx))
+
+    return build()
+
+
+def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+    elems = hard_scalars(domain)
+    plain = rounding_scalars(domain)
+
+    def one(s: Shape) -> st.SearchStrategy[Tensor]:
+        n = size(s)
+        free = st.lists(plain, min_size=n, max_size=n).map(lambda v: Tensor(s, tuple(v)))
+        return st.one_of(_pooled(s, elems), free)
+
+    return st.tuples(*(one(tuple(s)) for s in shapes)).map(list)
+
+
+def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+    return hard_tensors_for(graph.inputs, domain)
+
+
+def signed_zero_tensors_for(
+    shapes: Sequence[Shape], domain: Domain
+) -> st.SearchStrategy[list[Tensor]]:
+    """Tensors of +0 and −0 only (IEEE domains): every cotangent a seed of these reaches is
+    a signed zero (unless it meets inf/NaN), so a VJP's sign rule is all that shows."""
+    if not isinstance(domain, IEEEDomain):
+        return hard_tensors_for(shapes, domain)
+    zs = st.sampled_from([domain.from_float(0.0), domain.from_float(-0.0)])
+    return st.tuples(
+        *(
+            st.lists(zs, min_size=size(s), max_size=size(s)).map(
+                lambda v, s=tuple(s): Tensor(s, tuple(v))
+            )
+            for s in shapes
+        )
+    ).map(list)
+
+
+def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack]:
+    """Hard-case seeds; half of them signed zeros only (`signed_zero_tensors_for`)."""
+    return st.one_of(
+        hard_tensors_for(graph.shapes, domain),
+        signed_zero_tensors_for(graph.shapes, domain),
+    ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
+
+
+BROADCAST_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "broadcast_to")
+_BIG = ((2, 2, 3), (3, 2, 2), (2, 3, 2))
+
+
+@st.composite
+def broadcast_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
+    """x (rank 3) op y, y broadcast over >= 2 axes each longer than 1; then sum."""
+    usable = [o for o in (ops or BROADCAST_OPS) if o in BROADCAST_OPS] or list(BROADCAST_OPS)
+    op = draw(st.sampled_from(usable))
+    big = draw(st.sampled_from(_BIG))
+    keep = draw(st.integers(0, 2))  # the one axis y keeps (or none for rank 0)
+    small = draw(
+        st.sampled_from(
+            [
+                tuple(d if i == keep else 1 for i, d in enumerate(big)),
+                (big[-1],) if keep == 2 else (),
+                (),
+            ]
+        )
+    )
+    b = GraphBuilder()
+    if op == "broadcast_to":
+        y = b.input(small)
+        z = b.node("broadcast_to", y, shape=big)
+    else:
+        x, y = b.input(big), b.input(small)
+        z = b.node(op, x, y) if draw(st.booleans()) else b.node(op, y, x)
+    b.node("sum", z)
+    return b.build()
+
+
+REDUCTION_OPS = ("sum", "mean", "reduce_sum", "reduce_mean", "matmul", "add", "mul")
+_LONG = ((12,), (9,), (11,), (1, 12), (2, 6), (10,))
+
+
+@st.composite
+def long_reduction_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
+    """A reduction over 9 to 12 elements (where a pairwise sum and a left fold differ):
+    sum/mean of a long vector, reduce_sum over a long axis, a k >= 9 matmul, or a scalar
+    broadcast against a long vector (its cotangent folds all of them)."""
+    usable = [o for o in (ops or REDUCTION_OPS) if o in REDUCTION_OPS] or list(REDUCTION_OPS)
+    op = draw(st.sampled_from(usable))
+    shape = draw(st.sampled_from(_LONG))
+    b = GraphBuilder()
+    if op == "matmul":
+        k = draw(st.sampled_from((9, 10, 12)))
+        x, y = b.input((1, k)), b.input((k, 1))
+        b.node("matmul", x, y)
+    elif op in ("add", "mul"):
+        x, y = b.input(shape), b.input(())
+        b.node(op, x, y)
+    elif op in ("reduce_sum", "reduce_mean"):
+        b.node(op, b.input(shape), axis=len(shape) - 1)
+    else:
+        b.node(op, b.input(shape))
+    return b.build()

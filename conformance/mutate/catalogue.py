@@ -1,0 +1,348 @@
+"""The mutation catalogue: realistic single-point bugs in `runtime/`, as data.
+
+Invariants:
+- Each `Mutant` names one file, one exact source snippet that occurs exactly once in that
+  file, and its replacement; applying it changes nothing else. `tests/test_mutate.py`
+  checks that every snippet is found exactly once in the current tree.
+- Ids are unique and stable (the published score in docs/MUTATION.md refers to them); a
+  mutant whose snippet no longer exists is reported "not applicable" (an error), never a
+  pass.
+- `bug_class` names the class of bug the mutant is an instance of; the suite's generators
+  and properties aim at the classes, not at these instances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CATALOGUE", "Mutant", "by_id"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    snippet: str
+    replacement: str
+    description: str
+    bug_class: str
+
+
+_EW = "runtime/kernels/elementwise.py"
+_TR = "runtime/kernels/transcendental.py"
+_CTX = "runtime/engine/context.py"
+_TAPE = "runtime/engine/tape.py"
+_TABLE = "runtime/kernels/table.py"
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # ---------------------------------------------------------------- VJP rules: signed zero
+    Mutant(
+        "div_vjp_plus_zero",
+        _EW,
+        "return c.div(g, b), -(g * q)",
+        "return c.div(g, b), c.const(0) - (g * q)",
+        "div's denominator cotangent as 0 - (g*q) instead of -(g*q) (+0 where spec has -0)",
+        "signed zero in a VJP",
+    ),
+    Mutant(
+        "sub_vjp_neg",
+        _EW,
+        "vjp_s=lambda c, a, b, g: (g, c.const(0) - g),",
+        "vjp_s=lambda c, a, b, g: (g, -g),",
+        "sub's second cotangent as -g instead of 0 - g (-0 where spec has +0)",
+        "signed zero in a VJP",
+    ),
+    Mutant(
+        "cos_vjp_plus_zero",
+        _TR,
+        'push=lambda c, x, y, t, a: -(t * c.unary("sin", x)),',
+        'push=lambda c, x, y, t, a: c.const(0) - t * c.unary("sin", x),',
+        "cos' cotangent as 0 - t*sin(x) instead of -(t*sin(x))",
+        "signed zero in a VJP",
+    ),
+    # ---------------------------------------------------------------- VJP rules: ties / kinks
+    Mutant(
+        "maximum_tie_full",
+        _EW,
+        "ga = xp.where(a_wins, g, xp.where(b_wins, z, xp.where(tie, h, z)))",
+        "ga = xp.where(a_wins, g, xp.where(b_wins, z, xp.where(tie, g, z)))",
+        "maximum/minimum give the whole cotangent (not half) to the first operand on a tie",
+        "tie rule",
+    ),
+    Mutant(
+        "minimum_tie_second",
+        "runtime/kernels/builders.py",
+        "take_b = (a < b) if larger else (b < a)",
+        "take_b = (a < b) if larger else (b <= a)",
+        "minimum returns the second operand on a tie (differs for +0 vs -0)",
+        "tie rule",
+    ),
+    Mutant(
+        "reduce_max_last_tie",
+        "runtime/kernels/reduce.py",
+        "take = ~ctx.isnan(m) & (ctx.isnan(v) | (m < v))",
+        "take = ~ctx.isnan(m) & (ctx.isnan(v) | (m <= v))",
+        "reduce_max (and max_pool2d) routes the cotangent to the last maximal element",
+        "tie rule",
+    ),
+    Mutant(
+        "relu_grad_at_zero",
+        _EW,
+        "return where(c, c.const(0) < x, t, x.shape)",
+        "return where(c, c.const(0) <= x, t, x.shape)",
+        "relu' taken as 1 at x = 0",
+        "kink at a boundary",
+    ),
+    Mutant(
+        "abs_grad_at_zero",
+        _EW,
+        "return c.xp.where(zero < x, t, where(c, x < zero, -t, x.shape))",
+        "return c.xp.where(zero <= x, t, where(c, x < zero, -t, x.shape))",
+        "abs' taken as 1 at x = 0",
+        "kink at a boundary",
+    ),
+    Mutant(
+        "clamp_grad_at_bounds",
+        _EW,
+        '(c.const(a["lo"]) < x) & (x < c.const(a["hi"]))',
+        '(c.const(a["lo"]) <= x) & (x <= c.const(a["hi"]))',
+        "clamp passes the cotangent at its bounds",
+        "kink at a boundary",
+    ),
+    Mutant(
+        "sqrt_grad_at_zero",
+        _EW,
+        "pos = c.const(0) < x",
+        "pos = c.const(0) <= x",
+        "sqrt' computed as t/(2*sqrt(x)) at x = 0 (inf) instead of 0",
+        "kink at a boundary",
+    ),
+    # ---------------------------------------------------------------- VJP rules: rounding order
+    Mutant(
+        "tanh_vjp_factored",
+        _TR,
+        "push=lambda c, x, y, t, a: t * (c.const(1) - y * y),",
+        "push=lambda c, x, y, t, a: (t * (c.const(1) - y)) * (c.const(1) + y),",
+        "tanh' as t*(1-y)*(1+y): algebraically equal, rounds differently",
+        "operation order in a VJP",
+    ),
+    Mutant(
+        "sigmoid_vjp_reassoc",
+        _TR,
+        "push=lambda c, x, y, t, a: t * (y * (c.const(1) - y)),",
+        "push=lambda c, x, y, t, a: (t * y) * (c.const(1) - y),",
+        "sigmoid' as (t*y)*(1-y) instead of t*(y*(1-y))",
+        "operation order in a VJP",
+    ),
+    Mutant(
+        "softmax_vjp_distributed",
+        "runtime/kernels/softmax.py",
+        "vjp=lambda c, y, g, a, e: [y * (g - _lastsum(c, g * y))],",
+        "vjp=lambda c, y, g, a, e: [y * g - y * _lastsum(c, g * y)],",
+        "softmax VJP as y*g - y*s instead of y*(g - s)",
+        "operation order in a VJP",
+    ),
+    Mutant(
+        "log_softmax_saved_exp",
+        "runtime/kernels/softmax.py",
+        "return c.arr(y), c.div(e, s)",
+        'return c.arr(y), c.unary("exp", y)',
+        "log_softmax saves exp(y) instead of e/s for its VJP",
+        "operation order in a VJP",
+    ),
+    Mutant(
+        "linear_bias_grad_reversed",
+        "runtime/kernels/linalg.py",
+        "c.fold0(g2) if needs[2] else None",
+        "c.fold0(g2[::-1]) if needs[2] else None",
+        "linear's bias cotangent folds the rows in reverse order",
+        "reduction order",
+    ),
+    Mutant(
+        "mask_vjp_leaks",
+        "runtime/kernels/attention.py",
+        "vjp=lambda c, s, g, a, e: [_mask_lin(c, g, a)],",
+        "vjp=lambda c, s, g, a, e: [g],",
+        "mask_neg_inf passes the cotangent through masked positions",
+        "model-scale op",
+    ),
+    Mutant(
+        "mul_vjp_copy_paste",
+        _EW,
+        "vjp_s=lambda c, a, b, g: (g * b, a * g),",
+        "vjp_s=lambda c, a, b, g: (g * b, b * g),",
+        "mul's second cotangent uses b instead of a (invisible for mul(x, x))",
+        "wrong operand",
+    ),
+    # ---------------------------------------------------------------- first contribution / zeros
+    Mutant(
+        "scatter_first_plus_zero",
+        "runtime/kernels/builders.py",
+        "rows[j] = t[k, ...] if rows[j] is None else rows[j] + t[k, ...]",
+        "rows[j] = c.zeros(tuple(t.shape[1:])) + t[k, ...] if rows[j] is None "
+        "else rows[j] + t[k, ...]",
+        "scatter (index_select VJP, scatter_add) adds its first contribution to +0",
+        "first contribution stored as is",
+    ),
+    Mutant(
+        "gather_vjp_first_plus_zero",
+        "runtime/kernels/index.py",
+        "placed if r == 0 else out + placed",
+        "out + placed",
+        "gather's VJP adds its first contribution to +0 (conv2d / pools use gather)",
+        "first contribution stored as is",
+    ),
+    Mutant(
+        "composite_keeps_minus_zero",
+        _TABLE,
+        "ct[j] = ctx.arr(ctx.zeros(g.shapes[j]) + c) if ct[j] is None else ct[j] + c",
+        "ct[j] = ctx.arr(c) if ct[j] is None else ct[j] + c",
+        "a composite's body VJP stores the first contribution as is (spec starts from +0)",
+        "first contribution stored as is",
+    ),
+    Mutant(
+        "tape_first_plus_zero",
+        _TAPE,
+        "                    grads[pid] = contrib\n",
+        "                    grads[pid] = self.ctx.zeros(tuple(v.shape)) + contrib\n",
+        "the tape adds the first contribution into a slot to +0 instead of storing it as is",
+        "first contribution stored as is",
+    ),
+    # ---------------------------------------------------------------- tape / fan-in / lowering
+    Mutant(
+        "tape_inplace_accumulate",
+        _TAPE,
+        "new = old + contrib",
+        "new = old.__iadd__(contrib) if old.flags.writeable else old + contrib",
+        "the tape accumulates into the stored array in place (aliased cotangents change)",
+        "in-place accumulation",
+    ),
+    Mutant(
+        "tape_no_fanin_fold",
+        _TAPE,
+        "distinct = single or len(set(arg_ids)) == len(arg_ids)",
+        "distinct = True",
+        "the tape emits one pair per argument for repeated arguments (no fan-in fold)",
+        "repeated arguments",
+    ),
+    Mutant(
+        "tape_frozen_receives",
+        _TAPE,
+        "                if not target.requires_grad:\n                    continue\n",
+        "",
+        "reverse passes add contributions into frozen nodes",
+        "frozen nodes",
+    ),
+    Mutant(
+        "fanin_last_wins",
+        _TABLE,
+        "out[a] = g if a not in out else out[a] + g",
+        "out[a] = g",
+        "the fan-in fold keeps only the last cotangent of a repeated argument",
+        "repeated arguments",
+    ),
+    Mutant(
+        "lower_fanin_reversed",
+        "runtime/engine/lower.py",
+        "contrib = fold_fanin(args, per_arg)",
+        "contrib = fold_fanin(args[::-1], per_arg[::-1])",
+        "lowering folds a repeated argument's cotangents in reverse argument order",
+        "repeated arguments",
+    ),
+    # ---------------------------------------------------------------- folds, matmul, unbroadcast
+    # (context.py: helper i19 may move these lines into compiled kernels; re-target then)
+    Mutant(
+        "ordered_fold_pairwise",
+        _CTX,
+        "return self.arr(np.add.accumulate(x, axis=0, dtype=self.dt)[-1])",
+        "return self.arr(np.sum(x, axis=0, dtype=self.dt))",
+        "the ordered fold uses NumPy's pairwise sum (differs from the left fold for n > 8)",
+        "reduction order",
+    ),
+    Mutant(
+        "unbroadcast_axis_order",
+        _CTX,
+        "t = self.xp.permute_dims(g, (*red, *keep))",
+        "t = self.xp.permute_dims(g, (*red[::-1], *keep))",
+        "unbroadcast folds several reduced axes in reversed axis order",
+        "multi-axis broadcast reduction order",
+    ),
+    Mutant(
+        "unbroadcast_low_precision",
+        _CTX,
+        "return self.xp.reshape(self.fold0(t), shape)",
+        "return self.xp.reshape(self.fold0(t) if self.ordered or not self.numpy_fast "
+        "else self.arr(np.sum(t, axis=0, dtype=np.float16).astype(self.dt)), shape)",
+        "fast profile: a broadcast operand's cotangent is reduced in float16",
+        "lower-precision accumulation in a fast VJP",
+    ),
+    Mutant(
+        "ordered_matmul_blas_f64",
+        _CTX,
+        "        if not self.ordered:\n            y = self.arr(",
+        '        if not self.ordered or self.dtype == "float64":\n            y = self.arr(',
+        "ordered float64 matmul takes the BLAS path instead of the k-loop",
+        "matmul k-loop",
+    ),
+    # ---------------------------------------------------------------- transcendentals
+    Mutant(
+        "crmath_exp_wrong_range",
+        "runtime/engine/crmath.py",
+        "ufunc: Callable[[Any], Any] = getattr(np, fn)",
+        "ufunc: Callable[[Any], Any] = (lambda v, f=getattr(np, fn): np.where("
+        "(v > 5) & (v < 8), f(v) * (1 + 2.0**-18), f(v))) if fn == 'exp' else getattr(np, fn)",
+        "ordered exp is off by 2**-18 relative on (5, 8) only",
+        "transcendental wrong on one range",
+    ),
+    Mutant(
+        "exp_kernel_shift_negative",
+        _TR,
+        'f=lambda c, x, a: c.unary("exp", x),',
+        'f=lambda c, x, a: c.xp.where(x < c.const(-6), c.unary("exp", x + c.const(1) / '
+        'c.const(64)), c.unary("exp", x)),',
+        "exp's kernel evaluates exp(x + 1/64) for x < -6 (both profiles)",
+        "transcendental wrong on one range",
+    ),
+    # ---------------------------------------------------------------- Session
+    Mutant(
+        "session_sgd_alias_last",
+        "runtime/session/params.py",
+        "g = ctx.arr(g + garr[leaf])",
+        "g = ctx.arr(garr[leaf])",
+        "sgd_step_all keeps only the last gradient of leaves that alias one parameter",
+        "Session state",
+    ),
+    Mutant(
+        "session_reset_keeps_generation",
+        "runtime/session/core.py",
+        "self.generation += 1",
+        "self.generation += 0",
+        "reset_tape does not invalidate old handles",
+        "Session state",
+    ),
+    Mutant(
+        "session_no_rollback",
+        "runtime/session/core.py",
+        "            self._rollback(mark)\n            raise\n",
+        "            raise\n",
+        "a failed Session op leaves its partial nodes on the tape",
+        "Session state",
+    ),
+)
+
+
+def by_id(ids: str | None) -> list[Mutant]:
+    """The mutants named in a comma list (all of them for None); unknown ids raise."""
+    if not ids:
+        return list(CATALOGUE)
+    table = {m.id: m for m in CATALOGUE}
+    out = []
+    for i in ids.split(","):
+        if i not in table:
+            raise KeyError(f"unknown mutant id {i!r}; see python -m conformance.mutate --list")
+        out.append(table[i])
+    return out
+
+
+if len({m.id for m in CATALOGUE}) != len(CATALOGUE):  # pragma: no cover - data error
+    raise ImportError("conformance.mutate: duplicate mutant ids")

@@ -1,0 +1,77 @@
+"""Plug-in namespaces are used as given, their calls are counted, and a namespace function
+that raises or is wrong fails the suite; a namespace's own ordered fold is tested bitwise.
+
+The namespaces below wrap NumPy (their arrays are NumPy arrays, the case that
+array-api-compat used to swap for its own NumPy wrapper); each differs from NumPy in one
+function only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from conformance.suite import coverage_table, default_properties, run_property
+from runtime.backends import get_backend
+
+
+class NumpyWrap:
+    """A namespace forwarding to NumPy, except the functions set on the instance."""
+
+    def __init__(self, **over: Any) -> None:
+        self.__dict__.update(over)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
+def _raise(*a: Any, **k: Any) -> Any:
+    raise RuntimeError("this namespace's sum is broken")
+
+
+GOOD = NumpyWrap()
+BAD_SUM = NumpyWrap(sum=_raise)
+OFF_EXP = NumpyWrap(exp=lambda x: np.exp(x) * x.dtype.type(1.01))
+PAIRWISE_FOLD = NumpyWrap(torchlean_ordered_fold=lambda x: np.sum(x, axis=0, dtype=x.dtype))
+LEFT_FOLD = NumpyWrap(
+    torchlean_ordered_fold=lambda x: np.add.accumulate(x, axis=0, dtype=x.dtype)[-1]
+)
+NAME = __name__
+
+
+def _row(attr: str, kernels: str, prop: str, n: int = 15) -> Any:
+    props = default_properties(["float32"], [kernels], f"{NAME}:{attr}")
+    (p,) = [q for q in props if q.name == prop]
+    return run_property(p, n, per_op=1)
+
+
+def test_namespace_is_used_as_given() -> None:
+    b = get_backend(f"{NAME}:GOOD")
+    assert b.xp._xp is GOOD  # not array_api_compat.numpy
+    b.xp.sum(np.ones(3))
+    assert b.xp.calls == {"sum": 1}
+
+
+def test_good_namespace_passes_and_reports_its_calls() -> None:
+    row = _row("GOOD", "fast", "node_bounds")
+    assert row.failed == 0, row.failure
+    assert row.namespace_calls.get("sum", 0) > 0 and row.namespace_calls.get("exp", 0) > 0
+    assert "| `sum` |" in coverage_table([row])
+
+
+def test_a_raising_sum_fails_the_run() -> None:
+    row = _row("BAD_SUM", "fast", "node_bounds")
+    assert row.failed == 1 and "this namespace's sum is broken" in row.failure["message"]
+
+
+def test_an_inexact_exp_fails_the_run() -> None:
+    row = _row("OFF_EXP", "fast", "node_bounds")
+    assert row.failed == 1 and "exp" in row.failure["message"]
+
+
+def test_a_namespace_ordered_fold_is_tested_bitwise() -> None:
+    assert get_backend(f"{NAME}:LEFT_FOLD").ordered_fold is LEFT_FOLD.torchlean_ordered_fold
+    assert _row("LEFT_FOLD", "ordered", "link_hard", 20).failed == 0
+    bad = _row("PAIRWISE_FOLD", "ordered", "link_hard", 20)
+    assert bad.failed == 1, "a pairwise fold passed as the ordered left fold"
