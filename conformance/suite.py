@@ -41,6 +41,7 @@ from spec.serialize import graph_to_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds
+from .determinism import seed_only_draws
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .graphs.hard import (
     BROADCAST_OPS,
@@ -535,7 +536,8 @@ def _run_one(
     # test's source for on every run is never read.
     test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]
     try:
-        test()
+        with seed_only_draws():
+            test()
     except (_CaseFailure, BaseExceptionGroup) as exc:
         e = exc if isinstance(exc, _CaseFailure) else failing[-1]
         row.failed = 1

@@ -39,6 +39,7 @@ from spec.ops import OPS, get_op
 from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor
 
+from ..determinism import seed_only_draws
 from ..graphs import GRAPH_OPS, graphs, inputs_for, seeds_for
 from .base import Engine, ieee_domain
 from .conventions import CONVENTIONS, SIGNED_ZERO
@@ -267,7 +268,8 @@ def _run(
     if seed is not None:
         test = hyp_seed(seed)(test)
     try:
-        test()
+        with seed_only_draws():
+            test()
     except (_Failure, BaseExceptionGroup):
         f = st_.failure
         assert f is not None

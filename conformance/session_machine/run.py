@@ -24,6 +24,7 @@ from hypothesis import seed as hyp_seed
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test
 
+from ..determinism import seed_only_draws
 from ..suite import Row
 from .explain import explain
 from .machine import SessionMachine
@@ -96,7 +97,7 @@ def _run(test: Any) -> dict[str, Any] | None:
     """Run the machine test; None, or the failure (message, op, steps, blob)."""
     printed: list[str] = []
     try:
-        with with_reporter(printed.append):
+        with with_reporter(printed.append), seed_only_draws():
             test()
     except BaseException as exc:  # a failing run (or a crash) becomes the report's failure
         if isinstance(exc, KeyboardInterrupt):
