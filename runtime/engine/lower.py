@@ -5,7 +5,10 @@ Invariants:
   node, in order. Every lowered node has requires_grad True, so every value takes part in
   the reverse pass (TorchLean's compile_aux_data), and its backward emits a dense
   `(id, grad)` pair for *every* earlier id in increasing id order: the fan-in fold of the
-  rule's cotangents for arguments, zeros elsewhere. Hence
+  rule's cotangents for arguments, zeros elsewhere. By default (`emission="zero_rest"`) the
+  zeros are one `(ZERO_REST, None)` pair that the tape applies lazily with the same bits
+  (runtime.engine.tape), so the reverse pass is linear in the tape length;
+  `emission="dense"` emits every zero explicitly (the reference; a test compares them). Hence
   `backward_dense_from(lower(g), seed) == backprop_all_ctx(g, seed)` (the link theorem).
 - The graph is validated (spec.validate) before anything runs; op preconditions (log's
   x > 0) are checked on the actual inputs as in `spec.eval_graph`.
@@ -16,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spec.errors import ShapeError
+from spec.errors import ShapeError, TorchLeanError
 from spec.graph import Graph
 from spec.validate import validate_graph
 
 from ..kernels import fold_fanin, kernel_for
 from .context import KernelContext, fp_quiet
-from .tape import Tape
+from .tape import ZERO_REST, Tape
 
 __all__ = ["Compiled", "compile_graph", "lower"]
 
@@ -35,10 +38,13 @@ def _dense_backward(
     attrs: dict[str, Any],
     env: Sequence[int],
     shapes: Sequence[tuple[int, ...]],
+    dense: bool,
 ) -> Any:
     def backward(g: Any) -> list[tuple[int, Any]]:
         per_arg = [ctx.arr(c) for c in kern.vjp(ctx, saved, g, attrs, env)]
         contrib = fold_fanin(args, per_arg)
+        if not dense:
+            return [(j, ctx.arr(contrib[j])) for j in sorted(contrib)] + [(ZERO_REST, None)]
         return [
             (j, ctx.arr(contrib[j]) if j in contrib else ctx.zeros(s)) for j, s in enumerate(shapes)
         ]
@@ -66,8 +72,12 @@ def lower(
     dtype: str = "float32",
     kernels: str = "fast",
     ctx: KernelContext | None = None,
+    emission: str = "zero_rest",
 ) -> Tape:
-    """The tape of g on `inputs` (TorchLean's compile_aux_data)."""
+    """The tape of g on `inputs` (TorchLean's compile_aux_data); `emission` "zero_rest"
+    (default, linear) or "dense" (every zero explicit, the reference)."""
+    if emission not in ("zero_rest", "dense"):
+        raise TorchLeanError(f"lower: emission must be 'zero_rest' or 'dense', got {emission!r}")
     ctx = ctx or KernelContext(dtype, kernels)
     dtype = ctx.dtype
     # A Graph is validated when built, but its fields can be reassigned: re-check here.
@@ -85,7 +95,9 @@ def lower(
             if kern.check is not None:
                 kern.check(ctx, args, attrs)
             y, saved = kern.forward(ctx, args, attrs, env)
-        bw = _dense_backward(ctx, kern, saved, node.args, attrs, env, shapes[:idx])
+        bw = _dense_backward(
+            ctx, kern, saved, node.args, attrs, env, shapes[:idx], emission == "dense"
+        )
         tape.add_node(node.op, ctx.arr(y), True, node.args, bw)
     return tape
 

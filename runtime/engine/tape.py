@@ -9,6 +9,15 @@ Invariants:
   into a dense list in emission order: the first contribution into an empty slot is stored
   as is, later ones as `existing + new`.
 - Gradients are returned, never stored on nodes.
+- A backward may end its pairs with `(ZERO_REST, None)`: "a zero for every earlier id I did
+  not name" (what `lower` emits: TorchLean's compile_aux_data gives every earlier id a
+  dense zero). The sweep applies those zeros lazily, bit for bit as the dense pairs would:
+  `v + 0` is `v` except that it turns −0 into +0 (and an empty slot into zeros), and
+  `(v + 0) + 0 == v + 0`, so each slot gets one `+ zeros` wherever one or more pending
+  zeros precede its next real contribution, or its own node's turn. A node's pass is then
+  O(its arguments), not O(its id): a lowered tape's reverse pass is linear, not quadratic.
+  `lower(..., emission="dense")` is the reference that the lazy path must equal
+  (tests/test_lower.py).
 
 Speed (the eager Session runs every op through `Tape.op`): the validation of an identical
 (op, input shapes, attributes) is memoised (`validated`), the forward runs under one
@@ -30,7 +39,11 @@ from spec.validate import check_node
 from ..kernels import KERNELS, fold_fanin, kernel_for
 from .context import KernelContext, fp_enter, fp_exit, fp_quiet
 
-__all__ = ["Backward", "Tape", "TapeNode", "validated"]
+__all__ = ["ZERO_REST", "Backward", "Tape", "TapeNode", "validated"]
+
+ZERO_REST = -1
+"""The id of a backward's last pair `(ZERO_REST, None)`: a zero for every earlier id the
+backward did not name (see the module docstring)."""
 
 
 def _first(pair: tuple[int, Any]) -> int:
@@ -206,8 +219,24 @@ class Tape:
         nodes = self.nodes
         arr = self.ctx.arr
         ndarray = self.ctx.atype
+        zeros = self.ctx.zeros
+        # Lazy ZERO_REST: `epoch` counts the steps that emitted it; `seen[j]` is the count
+        # after the step of j's last real contribution (which excluded j). Slot j has pending
+        # zeros iff epoch > seen.get(j, 0); they are applied once (see the docstring).
+        epoch = 0
+        seen: dict[int, int] = {}
+
+        def flush(j: int) -> None:
+            if epoch > seen.get(j, 0):
+                old = grads[j]
+                z = zeros(tuple(nodes[j].value.shape))
+                grads[j] = z if old is None else arr(old + z)
+            seen[j] = epoch
+
         for i in range(start, -1, -1):
             node = nodes[i]
+            if epoch and node.requires_grad:
+                flush(i)
             if hook is not None and grads[i] is not None and (node.requires_grad or i == start):
                 grads[i] = self._apply_hook(hook, i, grads[i])
             if not node.requires_grad or node.backward is None:
@@ -219,7 +248,11 @@ class Tape:
                 g = self.ctx.zeros(tuple(node.value.shape))
             elif type(g) is not ndarray:
                 g = arr(g)
-            for pid, contrib in node.backward(g):
+            pairs = node.backward(g)
+            rest = bool(pairs) and pairs[-1][0] == ZERO_REST
+            if rest:
+                pairs = pairs[:-1]
+            for pid, contrib in pairs:
                 if pid >= i or pid < 0:
                     raise GraphError(f"node {i} ({node.name}) emitted a gradient for id {pid}")
                 target = nodes[pid]
@@ -232,12 +265,18 @@ class Tape:
                     or contrib.dtype != v.dtype
                 ):
                     self.check_grad(pid, contrib, f"node {i} ({node.name}) backward")
+                if epoch:
+                    flush(pid)
                 old = grads[pid]
                 if old is None:
                     grads[pid] = contrib
                 else:
                     new = old + contrib
                     grads[pid] = new if type(new) is ndarray else arr(new)
+                if rest:
+                    seen[pid] = epoch + 1
+            if rest:
+                epoch += 1
         return grads
 
     def _apply_hook(self, hook: Hook, i: int, g: Any) -> Any:
