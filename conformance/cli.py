@@ -227,7 +227,11 @@ def replay_file(path: str, backend: str = "numpy", against: str | None = None) -
         obj = read_json(path)
         if isinstance(obj, dict) and obj.get("property") == "session_state_machine":
             return _replay_session_machine(validate_session_machine(obj, path, backend), path)
-        out = replay(validate(obj, path), backend, against)
+        try:
+            r = validate(obj, path)
+        except ReproducerError as e:
+            raise ReproducerError(f"{path}: {e}") from None
+        out = replay(r, backend, against)
     except TorchLeanError as e:
         print(f"python -m conformance: {e}", file=sys.stderr)
         return 2
