@@ -78,7 +78,12 @@ def validated(name: str, attrs: dict[str, Any], shapes: tuple[tuple[int, ...], .
     result depends on nothing else. Failures are not cached (they raise every time). Returns
     (a fresh copy of the normalised attributes, the output shape)."""
     try:
-        key: Any = (name, shapes, tuple([(k, _freeze(v)) for k, v in attrs.items()]))
+        # no attribute (most calls): a 2-tuple key, which no 3-tuple key below can equal
+        key: Any = (
+            (name, shapes, tuple([(k, _freeze(v)) for k, v in attrs.items()]))
+            if attrs
+            else (name, shapes)
+        )
         hit = _VALIDATED.get(key)
     except TypeError:
         key, hit = None, None
@@ -152,14 +157,19 @@ class Tape:
         if type(y) is not ctx.atype:
             y = ctx.arr(y)
         arg_ids = tuple(args)
-        needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
-        rg = any(needs)
+        single = len(arg_ids) == 1
+        if single:
+            rg = bool(nodes[arg_ids[0]].requires_grad)
+            needs: tuple[bool, ...] = (rg,)
+            some = None  # one argument: it requires grad (all) or the node is frozen
+        else:
+            needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
+            rg = any(needs)
+            some = kern.vjp_some if rg and not all(needs) else None
         vjp = kern.vjp
         arr = ctx.arr
         atype = ctx.atype
-        single = len(arg_ids) == 1
         distinct = single or len(set(arg_ids)) == len(arg_ids)
-        some = kern.vjp_some if rg and not all(needs) else None
 
         def backward(g: Any) -> list[tuple[int, Any]]:
             if some is not None:

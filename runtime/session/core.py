@@ -28,6 +28,10 @@ Invariants:
   holds construction, handle checks, leaves, values and the reverse and forward passes,
   orchestrates the parts in each public method (validate handles, then call the parts),
   and attaches one method per op of the table.
+- Per-op speed: a call with exactly the op's arity of TensorRefs of this session and
+  generation and no attribute takes a fast path (`PLAIN_ARITY`) that checks the handles in
+  one loop and records directly; every other call (and every failing check) goes through
+  `Session.op`'s full argument handling, so the errors are the same.
 """
 
 from __future__ import annotations
@@ -58,13 +62,21 @@ from .calls import (
     rng_guard,
 )
 from .gradients import GradientList, apply_hook, check_gradient_list, learning_rate
-from .handles import NatRef, TensorRef, check_nat_ref, check_tensor_ref
+from .handles import NatRef, TensorRef, check_nat_ref, check_tensor_ref, tensor_ref
 from .link import GraphExport, LinkCheck, RecordedGraph
 from .params import Param, ParameterStore, check_exact_elems, frozen_copy, grad_array, is_scalar
 from .recording import Mark, Recording, typed_const_attrs
 from .streams import RandomStreams, Rng
 
 __all__ = ["Session"]
+
+# Per-op dispatch, computed once from the table: the ops whose call with exactly `arity`
+# current TensorRefs and no attribute needs none of `Session.op`'s argument handling
+# (`op_arguments` leaves it unchanged, no scalar becomes a const, no NatRef is read).
+# `matmul` is not one: a 1-D operand goes through `_matmul_1d`.
+PLAIN_ARITY: dict[str, int] = {
+    name: d.arity for name, d in OPS.items() if d.arity is not None and name != "matmul"
+}
 
 _owner_lock = threading.Lock()
 _owner_ids = itertools.count(1)
@@ -195,9 +207,26 @@ class Session:
 
     # ------------------------------------------------------------------ handles
     def _ref(self, i: int) -> TensorRef:
-        return TensorRef(
-            i, tuple(self.tape.nodes[i].value.shape), self.owner, self.generation, self._self_ref
+        return tensor_ref(
+            i,
+            tuple(self._recording.tape.nodes[i].value.shape),
+            self.owner,
+            self.generation,
+            self._self_ref,
         )
+
+    def _plain(self, name: str, given: tuple[Any, ...]) -> TensorRef | None:
+        """The fast path of an op call: `name` in `PLAIN_ARITY`, no attribute, and `given`
+        exactly its arity of TensorRefs (exact type) of this session and generation. Then
+        it is `_record(name, ids, {})`, which `op` would reach after the same checks;
+        otherwise None (and nothing done): `op` runs its full argument handling."""
+        owner, gen = self.owner, self.generation
+        for a in given:
+            if type(a) is not TensorRef or a.owner != owner or a.generation != gen:
+                return None
+        rec = self._recording
+        i = rec.record(name, [a.id for a in given], {})
+        return tensor_ref(i, tuple(rec.tape.nodes[i].value.shape), owner, gen, self._self_ref)
 
     def _check(self, x: Any, what: str = "argument") -> int:
         return check_tensor_ref(x, self.owner, self.generation, what)
@@ -351,6 +380,10 @@ class Session:
         schema order, and `sum`/`mean` with a dimension are `reduce_sum`/`reduce_mean`
         (PyTorch's spellings; see `calls.op_arguments`); `matmul` follows `torch.matmul`
         for 1-D operands."""
+        if not attrs and PLAIN_ARITY.get(name) == len(given):
+            r = self._plain(name, given)
+            if r is not None:
+                return r
         if name not in OPS:
             raise GraphError(f"unknown op {name!r}")
         name, args, attrs = op_arguments(name, given, attrs)
@@ -498,7 +531,20 @@ class Session:
 
 
 def _op_method(name: str) -> Callable[..., TensorRef]:
+    arity = PLAIN_ARITY.get(name)
+
     def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+        # `Session._plain` inlined (one call layer less per op); anything else: `op`
+        if not attrs and len(args) == arity:
+            owner, gen = self.owner, self.generation
+            for a in args:
+                if type(a) is not TensorRef or a.owner != owner or a.generation != gen:
+                    break
+            else:
+                rec = self._recording
+                i = rec.record(name, [a.id for a in args], {})
+                shape = tuple(rec.tape.nodes[i].value.shape)
+                return tensor_ref(i, shape, owner, gen, self._self_ref)
         return self.op(name, *args, **attrs)
 
     method.__name__ = method.__qualname__ = name

@@ -8,6 +8,9 @@ Invariants:
 - `reset_tape()` bumps the generation, which invalidates every TensorRef and NatRef.
 - A TensorRef holds its session weakly; its operators (+ - * / @ and unary -) call the
   session's op methods.
+- `tensor_ref` builds the same TensorRef as the dataclass constructor (same fields,
+  equality, hash, repr, immutability) without its five `object.__setattr__` calls: the
+  session's per-op path uses it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from spec.errors import StaleHandleError, TorchLeanError
 
-__all__ = ["NatRef", "TensorRef", "check_nat_ref", "check_tensor_ref"]
+__all__ = ["NatRef", "TensorRef", "check_nat_ref", "check_tensor_ref", "tensor_ref"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,24 @@ class TensorRef:
 
     def __neg__(self) -> TensorRef:
         return self._s().neg(self)
+
+
+_new = object.__new__
+_setattr = object.__setattr__
+
+
+def tensor_ref(
+    i: int, shape: tuple[int, ...], owner: int, generation: int, session: Any
+) -> TensorRef:
+    """`TensorRef(i, shape, owner, generation, session)`, built with one attribute write
+    (the instance dictionary) instead of the frozen dataclass's one per field."""
+    r = _new(TensorRef)
+    _setattr(
+        r,
+        "__dict__",
+        {"id": i, "shape": shape, "owner": owner, "generation": generation, "_session": session},
+    )
+    return r
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ Invariants:
   Python scalars became consts before the op failed): a failed call leaves the recording
   unchanged (tape, graph, environment).
 - `reset()` drops the recording in place (a new tape, environment and graph).
+- The environment is an immutable tuple, replaced (never mutated) by `append_nat` and
+  `set_nat`: an op keeps the environment it ran with without a copy per op.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class Recording:
     def reset(self) -> None:
         """Drop everything recorded: a new tape, environment and graph."""
         self._tape = Tape(self._ctx)
-        self._env: list[int] = []
+        self._env: tuple[int, ...] = ()
         self._builder = GraphBuilder() if self._typed else None
         self._has_nodes = False
 
@@ -100,7 +102,7 @@ class Recording:
     @property
     def env(self) -> tuple[int, ...]:
         """The integer environment, one value per NatRef slot."""
-        return tuple(self._env)
+        return self._env
 
     def nat(self, slot: int) -> int:
         return self._env[slot]
@@ -132,7 +134,7 @@ class Recording:
         """Append `n` to the environment; its slot."""
         self.check_no_nodes("input_nat")
         _check_nat_value(n, "input_nat")
-        self._env.append(n)
+        self._env = (*self._env, n)
         return len(self._env) - 1
 
     def set_nat(self, slot: int, n: int) -> None:
@@ -143,12 +145,14 @@ class Recording:
                 "set_nat: cannot change a NatRef after graph nodes have been "
                 "created (reset_tape first)"
             )
-        self._env[slot] = n
+        env = list(self._env)
+        env[slot] = n  # the list's indexing rules (and IndexError) as before
+        self._env = tuple(env)
 
     def record(self, op: str, args: Sequence[int], attrs: dict[str, Any]) -> int:
         """Validate, run on the tape, and (typed graph) record: all or nothing. The new
         node's tape id."""
-        env = tuple(self._env)
+        env = self._env
         if self._builder is None and op != "detach":
             # eager: Tape.op validates (memoised) before it appends anything
             return self._tape.op(op, args, env, **attrs)
