@@ -47,6 +47,7 @@ from .graphs.hard import (
     BROADCAST_OPS,
     REDUCTION_OPS,
     broadcast_graphs,
+    direct_graphs,
     hard_inputs_for,
     hard_seeds_for,
     long_reduction_graphs,
@@ -167,6 +168,8 @@ def _hard_cases(
         ops = list(focus) if focus is not None else list(default_ops)
         gs = graphs(ops, max_nodes=max_nodes, domain_kind="float")
         f = ops if focus is not None else None
+        if focus is not None:  # also graphs that end at the focused op (seed lands on it)
+            gs = st.one_of(gs, direct_graphs(gs, ops))
         if focus is None or any(o in BROADCAST_OPS for o in ops):
             gs = st.one_of(gs, broadcast_graphs(f))
         if focus is None or any(o in REDUCTION_OPS for o in ops):

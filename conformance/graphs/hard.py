@@ -14,9 +14,15 @@ Invariants:
 - `hard_tensors_for` draws each tensor either from a pool of 1 to 3 such values, so ties
   (equal elements, +0 vs −0) are frequent (maximum/minimum/reduce_max/max_pool2d tie rules,
   repeated values), or elementwise from finite values with full-width significands
-  (`rounding_scalars`, so sums and products round).
+  (`rounding_scalars`, so sums and products round); or (IEEE) all tensors of a case from one
+  shared pool of 1 or 2 values and their negations, so ties occur *across* operands
+  (minimum(+0, −0), clamp at an operand-equal bound, abs of x and −x).
+- `direct_graphs(gs, ops)` cuts a graph after its last node of a focused op, so the seed
+  (signed zeros or full-width values) lands on that op's output and reaches its VJP as is.
 - `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
-  differ there); values of these graphs stay within `MAX_ELEMENTS`.
+  differ there), or folds over 3 to 6 rows (matmul's right-operand cotangent, linear's
+  weight and bias cotangents: a reversed or reordered row fold shows); values of these
+  graphs stay within `MAX_ELEMENTS`.
 - `hard_seeds_for` makes half of the seeds signed zeros only, so VJP sign rules show
   (`0 − x` vs `−x`) wherever the first contribution is stored as is.
 - `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
@@ -45,6 +51,7 @@ __all__ = [
     "BROADCAST_OPS",
     "REDUCTION_OPS",
     "broadcast_graphs",
+    "direct_graphs",
     "hard_inputs_for",
     "hard_scalars",
     "hard_seeds_for",
@@ -170,7 +177,7 @@ def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Te
     return build()
 
 
-def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+def _own_pools(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
     elems = hard_scalars(domain)
     plain = rounding_scalars(domain)
 
@@ -180,6 +187,26 @@ def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrate
         return st.one_of(_pooled(s, elems), free)
 
     return st.tuples(*(one(tuple(s)) for s in shapes)).map(list)
+
+
+@st.composite
+def _shared_pool(draw: Any, shapes: Sequence[Shape], domain: Domain) -> list[Tensor]:
+    """Every tensor from one pool of 1 or 2 values and their negations: ties *across*
+    operands (maximum/minimum/clamp of equal or ±0 arguments, abs of x and -x)."""
+    base = draw(st.lists(hard_scalars(domain), min_size=1, max_size=2))
+    pool = [*base, *(domain.neg(v) for v in base)]
+    out = []
+    for s in shapes:
+        n = size(s)
+        idx = draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
+        out.append(Tensor(tuple(s), tuple(pool[i] for i in idx)))
+    return out
+
+
+def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+    if not isinstance(domain, IEEEDomain):
+        return _own_pools(shapes, domain)
+    return st.one_of(_own_pools(shapes, domain), _shared_pool(shapes, domain))
 
 
 def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tensor]]:
@@ -210,6 +237,19 @@ def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack
         hard_tensors_for(graph.shapes, domain),
         signed_zero_tensors_for(graph.shapes, domain),
     ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
+
+
+def direct_graphs(gs: st.SearchStrategy[Graph], ops: Sequence[str]) -> st.SearchStrategy[Graph]:
+    """`gs` cut after its last node whose op is in `ops` (when there is one): the seed then
+    lands on that op's output directly, so a signed-zero or full-width seed reaches its VJP
+    unchanged (first contributions of scatter/gather/index VJPs, operation order in a VJP)."""
+    want = frozenset(ops)
+
+    def cut(g: Graph) -> Graph:
+        ks = [k for k, n in enumerate(g.nodes) if n.op in want]
+        return g.prefix(ks[-1] + 1) if ks else g
+
+    return gs.map(cut)
 
 
 BROADCAST_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "broadcast_to")
@@ -243,7 +283,7 @@ def broadcast_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
     return b.build()
 
 
-REDUCTION_OPS = ("sum", "mean", "reduce_sum", "reduce_mean", "matmul", "add", "mul")
+REDUCTION_OPS = ("sum", "mean", "reduce_sum", "reduce_mean", "matmul", "add", "mul", "linear")
 _LONG = ((12,), (9,), (11,), (1, 12), (2, 6), (10,))
 
 
@@ -257,9 +297,15 @@ def long_reduction_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
     shape = draw(st.sampled_from(_LONG))
     b = GraphBuilder()
     if op == "matmul":
-        k = draw(st.sampled_from((9, 10, 12)))
-        x, y = b.input((1, k)), b.input((k, 1))
+        # a long k-loop, or >= 3 rows (the right operand's cotangent folds over rows)
+        m, k = draw(st.sampled_from(((1, 9), (1, 10), (1, 12), (3, 2), (4, 3), (6, 2))))
+        x, y = b.input((m, k)), b.input((k, 1 if m == 1 else 2))
         b.node("matmul", x, y)
+    elif op == "linear":
+        # 3 to 6 rows: the weight and bias cotangents fold over the rows (order shows)
+        rows = draw(st.sampled_from((3, 4, 6)))
+        x, w, bias = b.input((rows, 2)), b.input((2, 2)), b.input((2,))
+        b.node("linear", x, w, bias)
     elif op in ("add", "mul"):
         x, y = b.input(shape), b.input(())
         b.node(op, x, y)
