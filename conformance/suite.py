@@ -356,6 +356,7 @@ def default_properties(
                     "boundaries, transcendental hard ranges, multi-axis broadcasting",
                     ops,
                     backend,
+                    focus_factor=2,
                 )
             )
             props.append(
