@@ -323,7 +323,9 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "session_no_rollback",
         "runtime/session/core.py",
+        "            return self._record(name, ids, attrs)\n        except BaseException:\n"
         "            self._rollback(mark)\n            raise\n",
+        "            return self._record(name, ids, attrs)\n        except BaseException:\n"
         "            raise\n",
         "a failed Session op leaves its partial nodes on the tape",
         "Session state",
