@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -481,7 +482,14 @@ def run_property(
     for focus, n in runs:
         if n <= 0:
             continue
-        _run_one(prop, prop.cases(focus), n, seed, progress, row)
+        # focused runs get their own draws per (property, dtype, kernels, op): with one seed
+        # for all, every op's few focused cases repeated one choice sequence everywhere
+        salt = (
+            0
+            if focus is None
+            else zlib.crc32(f"{prop.name}/{prop.dtype}/{prop.kernels}/{','.join(focus)}".encode())
+        )
+        _run_one(prop, prop.cases(focus), n, seed, progress, row, salt)
         if focus is not None:
             row.ops_covered += 1
         if row.failed:
@@ -504,6 +512,7 @@ def _run_one(
     seed: int | None,
     progress: Callable[[], None] | None,
     row: Row,
+    salt: int = 0,
 ) -> None:
     failing: list[_CaseFailure] = []
 
@@ -533,9 +542,11 @@ def _run_one(
             progress()
 
     if seed is not None:
-        test = hyp_seed(seed)(test)
+        test = hyp_seed(seed ^ salt)(test)
     elif function_digest is not None:
-        test = hyp_seed(_derandomised_seed(test))(test)
+        test = hyp_seed(_derandomised_seed(test) ^ salt)(test)
+    elif salt:
+        test = hyp_seed(salt)(test)
     # No example database (database=None above): the key Hypothesis would digest the
     # test's source for on every run is never read.
     test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]

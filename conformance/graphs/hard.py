@@ -23,8 +23,9 @@ Invariants:
   differ there), or folds over 3 to 6 rows (matmul's right-operand cotangent, linear's
   weight and bias cotangents: a reversed or reordered row fold shows); values of these
   graphs stay within `MAX_ELEMENTS`.
-- `hard_seeds_for` makes half of the seeds signed zeros only, so VJP sign rules show
-  (`0 − x` vs `−x`) wherever the first contribution is stored as is.
+- `hard_seeds_for` makes a third of the seeds signed zeros only, so VJP sign rules show
+  (`0 − x` vs `−x`) wherever the first contribution is stored as is, and a third
+  full-width values only, so a reordered VJP (`(t*y)*(1-y)` vs `t*(y*(1-y))`) rounds apart.
 - `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
   reduced over two or more axes that are each longer than 1, followed by a sum so values round.
 """
@@ -233,11 +234,25 @@ def signed_zero_tensors_for(
     ).map(list)
 
 
+def _rounding_tensors(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+    plain = rounding_scalars(domain)
+    return st.tuples(
+        *(
+            st.lists(plain, min_size=size(s), max_size=size(s)).map(
+                lambda v, s=tuple(s): Tensor(s, tuple(v))
+            )
+            for s in shapes
+        )
+    ).map(list)
+
+
 def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack]:
-    """Hard-case seeds; half of them signed zeros only (`signed_zero_tensors_for`)."""
+    """Hard-case seeds: a third signed zeros only (`signed_zero_tensors_for`), a third
+    full-width values only (so the operation order inside a VJP rounds differently)."""
     return st.one_of(
         hard_tensors_for(graph.shapes, domain),
         signed_zero_tensors_for(graph.shapes, domain),
+        _rounding_tensors(graph.shapes, domain),
     ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
 
 
