@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -47,6 +48,7 @@ from .graphs.hard import (
     BROADCAST_OPS,
     REDUCTION_OPS,
     broadcast_graphs,
+    direct_graphs,
     hard_inputs_for,
     hard_seeds_for,
     long_reduction_graphs,
@@ -167,6 +169,8 @@ def _hard_cases(
         ops = list(focus) if focus is not None else list(default_ops)
         gs = graphs(ops, max_nodes=max_nodes, domain_kind="float")
         f = ops if focus is not None else None
+        if focus is not None:  # also graphs that end at the focused op (seed lands on it)
+            gs = st.one_of(gs, direct_graphs(gs, ops))
         if focus is None or any(o in BROADCAST_OPS for o in ops):
             gs = st.one_of(gs, broadcast_graphs(f))
         if focus is None or any(o in REDUCTION_OPS for o in ops):
@@ -353,6 +357,7 @@ def default_properties(
                     "boundaries, transcendental hard ranges, multi-axis broadcasting",
                     ops,
                     backend,
+                    focus_factor=2,
                 )
             )
             props.append(
@@ -477,7 +482,14 @@ def run_property(
     for focus, n in runs:
         if n <= 0:
             continue
-        _run_one(prop, prop.cases(focus), n, seed, progress, row)
+        # focused runs get their own draws per (property, dtype, kernels, op): with one seed
+        # for all, every op's few focused cases repeated one choice sequence everywhere
+        salt = (
+            0
+            if focus is None
+            else zlib.crc32(f"{prop.name}/{prop.dtype}/{prop.kernels}/{','.join(focus)}".encode())
+        )
+        _run_one(prop, prop.cases(focus), n, seed, progress, row, salt)
         if focus is not None:
             row.ops_covered += 1
         if row.failed:
@@ -500,6 +512,7 @@ def _run_one(
     seed: int | None,
     progress: Callable[[], None] | None,
     row: Row,
+    salt: int = 0,
 ) -> None:
     failing: list[_CaseFailure] = []
 
@@ -529,9 +542,11 @@ def _run_one(
             progress()
 
     if seed is not None:
-        test = hyp_seed(seed)(test)
+        test = hyp_seed(seed ^ salt)(test)
     elif function_digest is not None:
-        test = hyp_seed(_derandomised_seed(test))(test)
+        test = hyp_seed(_derandomised_seed(test) ^ salt)(test)
+    elif salt:
+        test = hyp_seed(salt)(test)
     # No example database (database=None above): the key Hypothesis would digest the
     # test's source for on every run is never read.
     test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]

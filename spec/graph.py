@@ -307,6 +307,10 @@ def backprop_all_ctx(
     last: dict[int, int] = {}  # value id -> the node that last added a real contribution
     for k in range(n_nodes - 1, -1, -1):
         idx = n_in + k
+        # the nodes after k added zero to k's own cotangent before k runs (-0 seed -> +0)
+        if last.get(idx, n_nodes) - k > 1:
+            ct[idx] = _add_zero(D, ct[idx])
+            last[idx] = k + 1
         contrib = _node_vjp_sparse(D, g.nodes[k], g.shapes[:idx], vals, ct[idx], env)
         for j, c in contrib.items():
             # the nodes after k (and before the previous real contribution) added zero

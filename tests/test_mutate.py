@@ -51,3 +51,10 @@ def test_a_cheap_mutant_is_killed_in_a_copy() -> None:
     assert r.status == "killed", r
     assert r.killed_by and r.killed_by[0].startswith("link")
     assert (ROOT / m.file).read_text() == before
+
+
+def test_the_baseline_passes_unmutated() -> None:
+    from conformance.mutate.harness import run_baseline
+
+    r = run_baseline(ROOT, REDUCED, timeout=300)
+    assert r.id == "baseline" and r.status == "survived", r

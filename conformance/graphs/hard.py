@@ -14,11 +14,18 @@ Invariants:
 - `hard_tensors_for` draws each tensor either from a pool of 1 to 3 such values, so ties
   (equal elements, +0 vs −0) are frequent (maximum/minimum/reduce_max/max_pool2d tie rules,
   repeated values), or elementwise from finite values with full-width significands
-  (`rounding_scalars`, so sums and products round).
+  (`rounding_scalars`, so sums and products round); or (IEEE) all tensors of a case from one
+  shared pool of ±0 and up to 2 values and their negations, so ties occur *across* operands
+  (minimum(+0, −0), clamp at an operand-equal bound, abs of x and −x).
+- `direct_graphs(gs, ops)` cuts a graph after its last node of a focused op, so the seed
+  (signed zeros or full-width values) lands on that op's output and reaches its VJP as is.
 - `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
-  differ there); values of these graphs stay within `MAX_ELEMENTS`.
-- `hard_seeds_for` makes half of the seeds signed zeros only, so VJP sign rules show
-  (`0 − x` vs `−x`) wherever the first contribution is stored as is.
+  differ there), or folds over 3 to 6 rows (matmul's right-operand cotangent, linear's
+  weight and bias cotangents: a reversed or reordered row fold shows); values of these
+  graphs stay within `MAX_ELEMENTS`.
+- `hard_seeds_for` makes a third of the seeds signed zeros only, so VJP sign rules show
+  (`0 − x` vs `−x`) wherever the first contribution is stored as is, and a third
+  full-width values only, so a reordered VJP (`(t*y)*(1-y)` vs `t*(y*(1-y))`) rounds apart.
 - `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
   reduced over two or more axes that are each longer than 1, followed by a sum so values round.
 """
@@ -45,6 +52,7 @@ __all__ = [
     "BROADCAST_OPS",
     "REDUCTION_OPS",
     "broadcast_graphs",
+    "direct_graphs",
     "hard_inputs_for",
     "hard_scalars",
     "hard_seeds_for",
@@ -170,7 +178,7 @@ def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Te
     return build()
 
 
-def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+def _own_pools(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
     elems = hard_scalars(domain)
     plain = rounding_scalars(domain)
 
@@ -180,6 +188,28 @@ def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrate
         return st.one_of(_pooled(s, elems), free)
 
     return st.tuples(*(one(tuple(s)) for s in shapes)).map(list)
+
+
+@st.composite
+def _shared_pool(draw: Any, shapes: Sequence[Shape], domain: Domain) -> list[Tensor]:
+    """Every tensor from one pool of ±0 and 0 to 2 values and their negations: ties *across*
+    operands (maximum/minimum/clamp of equal or ±0 arguments, abs of x and -x)."""
+    base = draw(st.lists(hard_scalars(domain), min_size=0, max_size=2))
+    zero = domain.from_float(0.0)  # always with +0 and -0: signed-zero ties
+    pool = [zero, domain.neg(zero), *base, *(domain.neg(v) for v in base)]
+    # positions from a Hypothesis-controlled Random: drawn index lists shrink towards all
+    # zeros (one value everywhere), which would make the cross-operand ties rare
+    r = draw(st.randoms(use_true_random=False))
+    out = []
+    for s in shapes:
+        out.append(Tensor(tuple(s), tuple(pool[r.randrange(len(pool))] for _ in range(size(s)))))
+    return out
+
+
+def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+    if not isinstance(domain, IEEEDomain):
+        return _own_pools(shapes, domain)
+    return st.one_of(_own_pools(shapes, domain), _shared_pool(shapes, domain))
 
 
 def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tensor]]:
@@ -204,12 +234,39 @@ def signed_zero_tensors_for(
     ).map(list)
 
 
+def _rounding_tensors(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+    plain = rounding_scalars(domain)
+    return st.tuples(
+        *(
+            st.lists(plain, min_size=size(s), max_size=size(s)).map(
+                lambda v, s=tuple(s): Tensor(s, tuple(v))
+            )
+            for s in shapes
+        )
+    ).map(list)
+
+
 def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack]:
-    """Hard-case seeds; half of them signed zeros only (`signed_zero_tensors_for`)."""
+    """Hard-case seeds: a third signed zeros only (`signed_zero_tensors_for`), a third
+    full-width values only (so the operation order inside a VJP rounds differently)."""
     return st.one_of(
         hard_tensors_for(graph.shapes, domain),
         signed_zero_tensors_for(graph.shapes, domain),
+        _rounding_tensors(graph.shapes, domain),
     ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
+
+
+def direct_graphs(gs: st.SearchStrategy[Graph], ops: Sequence[str]) -> st.SearchStrategy[Graph]:
+    """`gs` cut after its last node whose op is in `ops` (when there is one): the seed then
+    lands on that op's output directly, so a signed-zero or full-width seed reaches its VJP
+    unchanged (first contributions of scatter/gather/index VJPs, operation order in a VJP)."""
+    want = frozenset(ops)
+
+    def cut(g: Graph) -> Graph:
+        ks = [k for k, n in enumerate(g.nodes) if n.op in want]
+        return g.prefix(ks[-1] + 1) if ks else g
+
+    return gs.map(cut)
 
 
 BROADCAST_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "broadcast_to")
@@ -243,7 +300,7 @@ def broadcast_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
     return b.build()
 
 
-REDUCTION_OPS = ("sum", "mean", "reduce_sum", "reduce_mean", "matmul", "add", "mul")
+REDUCTION_OPS = ("sum", "mean", "reduce_sum", "reduce_mean", "matmul", "add", "mul", "linear")
 _LONG = ((12,), (9,), (11,), (1, 12), (2, 6), (10,))
 
 
@@ -257,9 +314,15 @@ def long_reduction_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
     shape = draw(st.sampled_from(_LONG))
     b = GraphBuilder()
     if op == "matmul":
-        k = draw(st.sampled_from((9, 10, 12)))
-        x, y = b.input((1, k)), b.input((k, 1))
+        # a long k-loop, or >= 3 rows (the right operand's cotangent folds over rows)
+        m, k = draw(st.sampled_from(((1, 9), (1, 10), (1, 12), (3, 2), (4, 3), (6, 2))))
+        x, y = b.input((m, k)), b.input((k, 1 if m == 1 else 2))
         b.node("matmul", x, y)
+    elif op == "linear":
+        # 3 to 6 rows: the weight and bias cotangents fold over the rows (order shows)
+        rows = draw(st.sampled_from((3, 4, 6)))
+        x, w, bias = b.input((rows, 2)), b.input((2, 2)), b.input((2,))
+        b.node("linear", x, w, bias)
     elif op in ("add", "mul"):
         x, y = b.input(shape), b.input(())
         b.node(op, x, y)

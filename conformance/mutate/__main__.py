@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .catalogue import CATALOGUE, by_id
-from .harness import MutantResult
+from .harness import MutantResult, run_baseline
 from .report import markdown, progress_line, run_all, score
 
 
@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
         "are listed as not run)",
     )
     p.add_argument("--note", default="", help="a line for the Markdown header")
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="first run the suite unmutated; exit 2 if it fails (kills would be void)",
+    )
     return p
 
 
@@ -82,6 +87,15 @@ def main(argv: list[str] | None = None) -> int:
             with open(a.results, "a") as f:
                 f.write(json.dumps(asdict(r)) + "\n")
 
+    if a.baseline:
+        base = run_baseline(Path(a.root).resolve(), suite_args)
+        if base.status != "survived":
+            print(
+                f"baseline: the unmutated suite does not pass ({base.status}: "
+                f"{', '.join(base.killed_by) or base.detail}); no kill would mean anything",
+                file=sys.stderr,
+            )
+            return 2
     results = run_all(Path(a.root).resolve(), mutants, suite_args, a.jobs, on_result)
     cost = time.perf_counter() - t0
     for r in results:

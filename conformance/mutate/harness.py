@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .catalogue import Mutant
 
-__all__ = ["MutantResult", "apply", "copy_tree", "run_mutant", "snippet_count"]
+__all__ = ["MutantResult", "apply", "copy_tree", "run_baseline", "run_mutant", "snippet_count"]
 
 
 @dataclass
@@ -92,17 +92,27 @@ def _killers(report: Path) -> tuple[list[str], float | None]:
     return names, first
 
 
-def run_mutant(
-    root: Path, m: Mutant, suite_args: Sequence[str] = (), timeout: float = 1800.0
+def run_baseline(
+    root: Path, suite_args: Sequence[str] = (), timeout: float = 1800.0
 ) -> MutantResult:
-    """Copy `root`, apply `m`, run the suite in the copy; the mutant's result."""
-    with tempfile.TemporaryDirectory(prefix=f"mutant-{m.id}-") as tmp:
+    """The suite on an unmutated copy of `root` ("survived" = it passes): a mutant is only
+    killed by a property that passes here."""
+    return run_mutant(root, None, suite_args, timeout)
+
+
+def run_mutant(
+    root: Path, m: Mutant | None, suite_args: Sequence[str] = (), timeout: float = 1800.0
+) -> MutantResult:
+    """Copy `root`, apply `m` (None: no mutant), run the suite in the copy; the result."""
+    mid = m.id if m is not None else "baseline"
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mid}-") as tmp:
         work = Path(tmp) / "repo"
         copy_tree(root, work)
         try:
-            apply(work, m)
+            if m is not None:
+                apply(work, m)
         except ValueError as e:
-            return MutantResult(m.id, "not-applicable", detail=str(e))
+            return MutantResult(mid, "not-applicable", detail=str(e))
         report = Path(tmp) / "report"
         env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
         cmd = [sys.executable, "-m", "conformance", *suite_args, "--fail-fast"]
@@ -113,12 +123,12 @@ def run_mutant(
                 cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
-            return MutantResult(m.id, "error", time.perf_counter() - t0, detail="timeout")
+            return MutantResult(mid, "error", time.perf_counter() - t0, detail="timeout")
         wall = time.perf_counter() - t0
         killers, ttk = _killers(Path(f"{report}.json"))
         if p.returncode == 1:
-            return MutantResult(m.id, "killed", wall, ttk, killers)
+            return MutantResult(mid, "killed", wall, ttk, killers)
         if p.returncode == 0:
-            return MutantResult(m.id, "survived", wall)
+            return MutantResult(mid, "survived", wall)
         tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
-        return MutantResult(m.id, "error", wall, detail=f"exit {p.returncode}: {tail[0][:200]}")
+        return MutantResult(mid, "error", wall, detail=f"exit {p.returncode}: {tail[0][:200]}")

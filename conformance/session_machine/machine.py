@@ -190,7 +190,31 @@ class SessionMachine(SessionOracles, RuleBasedStateMachine):
     def use_param(self, data: Any) -> None:
         if not self.params:
             return
-        p = data.draw(st.sampled_from(self.params), label="param")
+        self._use(data.draw(st.sampled_from(self.params), label="param"))
+
+    @rule(data=st.data())
+    @precondition(lambda self: any(p.requires_grad for p in self.params))
+    def reuse_param(self, data: Any) -> None:
+        """A parameter used twice more (aliased leaves of one storage: repeated use, weight
+        tying), so that sgd_step_all must sum several leaves' gradients."""
+        ps = [p for p in self.params if p.requires_grad]
+        if not ps:
+            return
+        p = data.draw(st.sampled_from(ps), label="param")
+        self._use(p)
+        self._use(p)
+        # then a step with a distinct nonzero gradient for every node of every lane's tape
+        lr = data.draw(st.sampled_from([Fraction(1, 2), Fraction(1)]), label="lr")
+        pick = data.draw(st.integers(0, 2**16), label="leaf")
+        for lane in LANES:
+            nodes = self.s[lane].tape.nodes
+            grads = [
+                lane_array(lane, pattern(pick + 5 * i, size_of(n.value.shape)), n.value.shape)
+                for i, n in enumerate(nodes)
+            ]
+            self._valid_step(lane, lr, grads)
+
+    def _use(self, p: ParamModel) -> None:
         refs = self._new_leaf(lambda lane: self.s[lane].use(p.refs[lane]))
         for lane, r in refs.items():
             assert self.s[lane].tape.nodes[r.id].requires_grad is p.requires_grad
@@ -358,7 +382,8 @@ class SessionMachine(SessionOracles, RuleBasedStateMachine):
         bad = [
             v
             for v in self.values
-            if (len(v.shape) != 2 or v.shape[0] != a.shape[1]) and self._lanes_of(a, v)
+            # (m, k) @ (k,) is a valid 1-D matmul: only other ranks or a k mismatch fail
+            if (len(v.shape) not in (1, 2) or v.shape[0] != a.shape[1]) and self._lanes_of(a, v)
         ]
         if bad and data.draw(st.integers(0, 3), label="invalid") == 0:
             b = data.draw(st.sampled_from(bad), label="b")
@@ -565,18 +590,41 @@ class SessionMachine(SessionOracles, RuleBasedStateMachine):
                     lane, ShapeError, lambda s=s, b=bad: s.sgd_step_all(lr, b), f"node {leaf}"
                 )
             else:
-                before = {id(p): p.refs[lane].get() for p in self.params}
-                s.sgd_step_all(lr, grads)
-                for p in self.params:
-                    ids = p.leaves.get(lane, [])
-                    if not ids or not p.requires_grad:
-                        assert value_key(p.refs[lane].get()) == value_key(before[id(p)])
-                    elif lane == "exact":
-                        # every snapshot's gradient, summed; the *current* value updated once
-                        total = [
-                            sum(c) for c in zip(*(exact_values(grads[i]) for i in ids), strict=True)
-                        ]
-                        p.value = [v - lr * t for v, t in zip(p.value, total, strict=True)]
+                self._valid_step(lane, lr, grads)
+
+    def _valid_step(self, lane: str, lr: Fraction, grads: Any) -> None:
+        """sgd_step_all(lr, grads) in one lane, checked: unused or frozen parameters keep
+        their value; the exact lane updates its model (every snapshot's gradient summed, the
+        *current* value updated once); float lanes are checked by `_check_float_step`."""
+        s = self.s[lane]
+        before = {id(p): p.refs[lane].get() for p in self.params}
+        s.sgd_step_all(lr, grads)
+        for p in self.params:
+            ids = p.leaves.get(lane, [])
+            if not ids or not p.requires_grad:
+                assert value_key(p.refs[lane].get()) == value_key(before[id(p)])
+            elif lane == "exact":
+                total = [sum(c) for c in zip(*(exact_values(grads[i]) for i in ids), strict=True)]
+                p.value = [v - lr * t for v, t in zip(p.value, total, strict=True)]
+            else:
+                self._check_float_step(lane, p, ids, grads, lr, before[id(p)])
+
+    def _check_float_step(
+        self, lane: str, p: ParamModel, ids: list[int], grads: Any, lr: Fraction, before: Any
+    ) -> None:
+        """A float lane's update against NumPy float32: the aliased leaves' gradients summed
+        in leaf order, then cur - g*lr once (bitwise, NaN matching NaN)."""
+        with np.errstate(all="ignore"):
+            g = np.asarray(grads[ids[0]], dtype=np.float32)
+            for i in ids[1:]:
+                g = (g + np.asarray(grads[i], dtype=np.float32)).astype(np.float32)
+            want = (np.asarray(before, dtype=np.float32) - g * np.float32(lr)).astype(np.float32)
+        got = p.refs[lane].get()
+        assert value_key(got) == value_key(want), (
+            f"sgd_step_all ({lane}): parameter with leaves {ids} expected "
+            f"{np.asarray(want).tolist()} (gradients summed in leaf order, one update), "
+            f"got {np.asarray(got).tolist()}"
+        )
 
     # ------------------------------------------------------------------ reset and handles
     @rule()
