@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -81,7 +82,7 @@ def from_numpy(a: np.ndarray, dtype: str) -> Tensor:
     return Tensor(tuple(int(s) for s in a.shape), tuple(D.from_bits(int(b)) for b in bits))
 
 
-class Engine:
+class Engine(ABC):
     """The adapter shape (see the module docstring). Subclasses set the class attributes
     and implement the four array methods; `vjp`/`jvp` call the engine's own autograd."""
 
@@ -97,28 +98,32 @@ class Engine:
     # -- availability
     @classmethod
     def check_available(cls) -> None:
-        """Raise `EngineUnavailable` naming the package when the engine cannot run."""
+        """Raise `EngineUnavailable` naming the package when the engine cannot run (the
+        default: always available)."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Version and device, for the report."""
         return {"engine": self.name}
 
     # -- arrays (bit-exact)
+    @abstractmethod
     def asarray(self, a: np.ndarray, dtype: str) -> Any:
-        raise NotImplementedError
+        """`a` as the engine's array of `dtype`, bit for bit."""
 
+    @abstractmethod
     def to_numpy(self, x: Any, dtype: str) -> np.ndarray:
-        raise NotImplementedError
+        """The engine's array as NumPy of `dtype`, bit for bit."""
 
     # -- the engine's own autograd
+    @abstractmethod
     def vjp(
         self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
     ) -> tuple[Any, list[Any]]:
         """(fn(*arrays), the engine's cotangent of every array given `cotangent`)."""
-        raise NotImplementedError
 
     def jvp(
         self, fn: Callable[..., Any], arrays: Sequence[Any], tangents: Sequence[Any]
     ) -> tuple[Any, Any]:
         """(fn(*arrays), the engine's forward-mode tangent of the output)."""
-        raise NotImplementedError(f"{self.name} has no forward mode")
+        raise TorchLeanError(f"engine {self.name!r} has no forward mode (has_jvp is False)")
