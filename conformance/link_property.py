@@ -46,15 +46,17 @@ def check_link(
     dtype: str,
     kernels: str = "ordered",
     backend: Backend = NUMPY,
+    compiled: bool | None = None,
 ) -> LinkReport:
-    """Values and all cotangents of runtime (on `backend`) vs spec in the dtype's domain."""
+    """Values, all cotangents and all tangents of runtime (on `backend`; `compiled`: see
+    `KernelContext`) vs spec in the dtype's domain."""
     try:
         want = spec_side(g, xs, env, seed, dtype)
         spec_err: str | None = None
     except TorchLeanError as e:
         spec_err = f"{type(e).__name__}"
     try:
-        got = runtime_side(g, xs, env, seed, dtype, kernels, backend)
+        got = runtime_side(g, xs, env, seed, dtype, kernels, backend, compiled)
         run_err: str | None = None
     except TorchLeanError as e:
         run_err = f"{type(e).__name__}"
@@ -62,7 +64,7 @@ def check_link(
         ok = spec_err == run_err
         return LinkReport(ok, 0, None if ok else f"spec raised {spec_err}, runtime {run_err}")
     mism = compare_sides(dtype, got, want)
-    return LinkReport(mism is None, 2 * len(want[1]), mism)
+    return LinkReport(mism is None, 3 * len(want[1]), mism)
 
 
 def one_hot_seeds(ctx_zeros: Any, shapes: Sequence[tuple[int, ...]], out: int, seed: Any) -> list:

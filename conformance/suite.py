@@ -10,7 +10,8 @@ Invariants:
   -> per-node error bounds (`conformance.bounds`).
 - Per IEEE dtype with `ordered`: `link`, `link_special_values`, `link_hard` (hard-case
   values and graphs, `graphs.hard`) and `sparse_backward` (the eager tape's
-  `backward_dense`, `sparse_property`); with `fast`: `node_bounds`.
+  `backward_dense`, `sparse_property`); with `fast`: `node_bounds` (forward values) and
+  `derivative_bounds` (VJPs, JVPs and accumulated cotangents, `bounds.derivatives`).
 - A failure is a dict with `message`, `op` (the op, and the step inside a composite's
   body, the message points at: `where_failed`), `graph_text` and `repro` (JSON); the Session
   state machine's failures have the same keys.
@@ -33,7 +34,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
-from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend
+from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend, np_dtype
+from runtime.engine import compiled as compiled_kernels
 from runtime.session.link import compare_sides, runtime_side
 from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
@@ -41,7 +43,7 @@ from spec.inline import inline
 from spec.serialize import graph_to_dict, tensor_to_dict
 from spec.tensor import Tensor, TensorPack
 
-from .bounds import check_bounds
+from .bounds import check_bounds, check_derivative_bounds
 from .determinism import seed_only_draws
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .graphs.hard import (
@@ -52,6 +54,7 @@ from .graphs.hard import (
     hard_inputs_for,
     hard_seeds_for,
     long_reduction_graphs,
+    rounding_tensors_for,
 )
 from .link_property import check_dense_all_vs_from, check_link
 from .locate import describe, locate, owner_of_inlined
@@ -157,6 +160,22 @@ def _cases(
     return strategy
 
 
+def _hard_graphs(
+    ops: Sequence[str], focus: Sequence[str] | None, max_nodes: int
+) -> st.SearchStrategy[Graph]:
+    """Random graphs over `ops`, or graphs cut at the focused op, or multi-axis broadcast
+    graphs, or long reductions (`graphs.hard`)."""
+    gs = graphs(list(ops), max_nodes=max_nodes, domain_kind="float")
+    f = list(ops) if focus is not None else None
+    if focus is not None:  # also graphs that end at the focused op (seed lands on it)
+        gs = st.one_of(gs, direct_graphs(gs, list(ops)))
+    if focus is None or any(o in BROADCAST_OPS for o in ops):
+        gs = st.one_of(gs, broadcast_graphs(f))
+    if focus is None or any(o in REDUCTION_OPS for o in ops):
+        gs = st.one_of(gs, long_reduction_graphs(f))
+    return gs
+
+
 def _hard_cases(
     dtype: str, max_nodes: int = 6
 ) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
@@ -167,19 +186,38 @@ def _hard_cases(
 
     def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
         ops = list(focus) if focus is not None else list(default_ops)
-        gs = graphs(ops, max_nodes=max_nodes, domain_kind="float")
-        f = ops if focus is not None else None
-        if focus is not None:  # also graphs that end at the focused op (seed lands on it)
-            gs = st.one_of(gs, direct_graphs(gs, ops))
-        if focus is None or any(o in BROADCAST_OPS for o in ops):
-            gs = st.one_of(gs, broadcast_graphs(f))
-        if focus is None or any(o in REDUCTION_OPS for o in ops):
-            gs = st.one_of(gs, long_reduction_graphs(f))
+        gs = _hard_graphs(ops, focus, max_nodes)
 
         @st.composite
         def build(draw: Any) -> Case:
             g = draw(gs)
             return Case(g, tuple(draw(hard_inputs_for(g, D))), draw(hard_seeds_for(g, D)))
+
+        return build()
+
+    return strategy
+
+
+def _rounding_cases(
+    dtype: str, max_nodes: int = 6
+) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+    """Cases for the `fast` derivative bounds: the hard graphs (broadcasts reduced over
+    several axes, long reductions, graphs cut at the focused op) with finite inputs and
+    seeds, ordinary or with full-width significands (so every sum and product rounds)."""
+    D = DTYPE_DOMAIN[dtype]
+    default_ops = _ops_for(dtype)
+
+    def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
+        ops = list(focus) if focus is not None else list(default_ops)
+        gs = _hard_graphs(ops, focus, max_nodes)
+
+        @st.composite
+        def build(draw: Any) -> Case:
+            g = draw(gs)
+            xs = draw(st.one_of(inputs_for(g, D), rounding_tensors_for(g.inputs, D)))
+            seeds = draw(st.one_of(seeds_for(g, D).map(lambda p: list(p.tensors)),
+                                   rounding_tensors_for(g.shapes, D)))  # fmt: skip
+            return Case(g, tuple(xs), TensorPack(g.shapes, tuple(seeds)))
 
         return build()
 
@@ -202,10 +240,19 @@ def _sparse(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Cas
     return check
 
 
-def _link(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
+def _link(
+    dtype: str, kernels: str, backend: Backend = NUMPY, compiled: bool | None = None
+) -> Callable[[Case], Outcome]:
     def check(c: Case) -> Outcome:
         r = check_link(
-            c.graph, c.inputs, c.seed, c.env, dtype=dtype, kernels=kernels, backend=backend
+            c.graph,
+            c.inputs,
+            c.seed,
+            c.env,
+            dtype=dtype,
+            kernels=kernels,
+            backend=backend,
+            compiled=compiled,
         )
         return Outcome(r.ok, r.first_mismatch)
 
@@ -251,6 +298,14 @@ def _dense_all(c: Case) -> Outcome:
     out_seed = c.seed.tensors[-1]
     r = check_dense_all_vs_from(c.graph, c.inputs, out_seed, c.env, dtype="exact")
     return Outcome(r.ok, r.first_mismatch)
+
+
+def _derivative_bounds(dtype: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_derivative_bounds(c.graph, c.inputs, c.seed, c.env, dtype=dtype, backend=backend)
+        return Outcome(r.ok, r.first_violation, r.max_ulp, r.worst_ratio)
+
+    return check
 
 
 def _bounds(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
@@ -360,6 +415,21 @@ def default_properties(
                     focus_factor=2,
                 )
             )
+            if B.is_numpy and compiled_kernels.enabled(np_dtype(dt)):
+                props.append(
+                    Property(
+                        "link_compiled",
+                        dt,
+                        "ordered",
+                        _hard_cases(dt),
+                        _link(dt, "ordered", B, compiled=True),
+                        "bit equality on hard cases with the compiled ordered kernels at "
+                        "every size (numba folds and k-loop matmul; elsewhere they serve "
+                        f"problems of {compiled_kernels.MIN_WORK}+ operations only)",
+                        ops,
+                        backend,
+                    )
+                )
             props.append(
                 Property(
                     "sparse_backward",
@@ -383,6 +453,19 @@ def default_properties(
                     _cases(dt),
                     _bounds(dt, "fast", B),
                     "every primitive node within its stated error bound",
+                    ops,
+                    backend,
+                )
+            )
+            props.append(
+                Property(
+                    "derivative_bounds",
+                    dt,
+                    "fast",
+                    _rounding_cases(dt),
+                    _derivative_bounds(dt, B),
+                    "every VJP contribution, JVP tangent and accumulated cotangent within "
+                    "the ball of its spec rule (bounds derived from the rule's operations)",
                     ops,
                     backend,
                 )
@@ -437,7 +520,7 @@ def _size(shape: tuple[int, ...]) -> int:
 def where_failed(prop: Property, c: Case, message: str | None) -> str:
     """The op (and composite body step) a failure message points at (never raises)."""
     try:
-        if prop.name == "node_bounds" or (
+        if prop.name in ("node_bounds", "derivative_bounds") or (
             prop.name.startswith("differential_") and prop.kernels == "fast"
         ):
             gi, vmap = inline(c.graph)

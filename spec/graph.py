@@ -41,6 +41,7 @@ __all__ = [
     "backprop_all_ctx",
     "backprop_ctx",
     "eval_graph",
+    "eval_jvp",
     "format_graph",
     "jvp_ctx",
     "node_vjp_dense",
@@ -201,6 +202,28 @@ def eval_graph(
     return TensorPack(g.shapes, tuple(vals))
 
 
+def eval_jvp(
+    D: Domain,
+    g: Graph,
+    xs: Sequence[Tensor],
+    dxs: Sequence[Tensor],
+    env: Sequence[int] = (),
+    *,
+    check: bool = True,
+) -> tuple[TensorPack, TensorPack]:
+    """Every value and every tangent of g, given inputs xs and input tangents dxs (one
+    forward pass: `eval_graph` and `jvp_ctx` together)."""
+    _check_inputs("jvp_ctx", g, xs)
+    _check_inputs("jvp_ctx (tangents)", g, dxs)
+    vals, tans = list(xs), list(dxs)
+    for node in g.nodes:
+        d = get_op(node.op)
+        args = [vals[a] for a in node.args]
+        tans.append(d.jvp(D, args, [tans[a] for a in node.args], dict(node.attrs), env))
+        vals.append(_node_forward(D, node, vals, env, check))
+    return TensorPack(g.shapes, tuple(vals)), TensorPack(g.shapes, tuple(tans))
+
+
 def jvp_ctx(
     D: Domain,
     g: Graph,
@@ -211,15 +234,7 @@ def jvp_ctx(
     check: bool = True,
 ) -> TensorPack:
     """Tangents of every value, given input tangents dxs."""
-    _check_inputs("jvp_ctx", g, xs)
-    _check_inputs("jvp_ctx (tangents)", g, dxs)
-    vals, tans = list(xs), list(dxs)
-    for node in g.nodes:
-        d = get_op(node.op)
-        args = [vals[a] for a in node.args]
-        tans.append(d.jvp(D, args, [tans[a] for a in node.args], dict(node.attrs), env))
-        vals.append(_node_forward(D, node, vals, env, check))
-    return TensorPack(g.shapes, tuple(tans))
+    return eval_jvp(D, g, xs, dxs, env, check=check)[1]
 
 
 def node_vjp_dense(

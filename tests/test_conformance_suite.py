@@ -36,7 +36,11 @@ def test_default_properties_cover_every_dtype_and_profile() -> None:
         # issue 16: hard cases and the sparse (first contribution as is) backward
         assert ("link_hard", dt, "ordered") in keys
         assert ("sparse_backward", dt, "ordered") in keys
-    assert len(keys) == len(PROPS) == 2 + 5 * 4
+        # fast-profile VJPs, JVPs and accumulation against mechanically derived bounds
+        assert ("derivative_bounds", dt, "fast") in keys
+    for dt in ("float64", "float32"):  # the compiled (numba) ordered kernels, at every size
+        assert ("link_compiled", dt, "ordered") in keys
+    assert len(keys) == len(PROPS) == 2 + 6 * 4 + 2
 
 
 @pytest.mark.parametrize("prop", PROPS, ids=lambda p: f"{p.name}-{p.dtype}-{p.kernels}")
@@ -114,7 +118,7 @@ def test_cli_writes_reports(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     props = default_properties(["float32"], ["fast", "ordered"])
     data = json.loads((tmp_path / "report.json").read_text())
-    assert len(data["rows"]) == len(props) + 1 == 6
+    assert len(data["rows"]) == len(props) + 1 == 8
     assert [(r["property"], r["dtype"], r["kernels"]) for r in data["rows"]] == [
         *((p.name, p.dtype, p.kernels) for p in props),
         ("session_state_machine", "exact+float32", "ordered"),
@@ -125,6 +129,8 @@ def test_cli_writes_reports(tmp_path: Path) -> None:
         "link_hard",
         "sparse_backward",
         "node_bounds",
+        "derivative_bounds",
+        "link_compiled",
     }
     assert data["meta"]["max_examples"] == 5
     for r in data["rows"]:
@@ -198,3 +204,45 @@ def test_each_family_module_registers_only_its_family(
         assert registered <= set(ops), (family, sorted(registered - set(ops)))
         seen.update(dict.fromkeys(registered, family))
     assert set(seen) == set(full)
+
+
+def _planted_mul_tangent_bug(monkeypatch: pytest.MonkeyPatch) -> Kernel:
+    """mul's JVP becomes twice the right tangent; returns the real kernel."""
+    real = KERNELS["mul"]
+
+    def jvp(ctx: Any, saved: Any, dxs: Any, attrs: Any, env: Any) -> Any:
+        return real.jvp(ctx, saved, dxs, attrs, env) * ctx.const(2)
+
+    monkeypatch.setitem(
+        KERNELS, "mul", Kernel("mul", real.forward, real.vjp, jvp, real.saves, real.check)
+    )
+    return real
+
+
+def test_a_wrong_tangent_is_caught_by_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    link_exact = next(p for p in PROPS if p.name == "link" and p.dtype == "exact")
+    _planted_mul_tangent_bug(monkeypatch)
+    row = run_property(link_exact, max_examples=100)
+    assert row.failed == 1 and row.failure is not None
+    assert row.failure["message"].startswith("tangent of value %"), row.failure["message"]
+    assert "mul(" in row.failure["op"]
+
+
+def test_the_session_machine_checks_the_sessions_own_forward_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A JVP bug only on the Session's path (`Tape.op`): lowered tapes keep the right rule,
+    so `Session.check_link` cannot see it; the machine's tangent invariant must."""
+    import runtime.engine.lower as lowering
+    from conformance.session_machine import run_session_machine
+
+    real = _planted_mul_tangent_bug(monkeypatch)
+    real_jvp = lowering._jvp
+
+    def right_rule(ctx: Any, kern: Kernel, saved: Any, attrs: Any, env: Any) -> Any:
+        return real_jvp(ctx, real if kern.name == "mul" else kern, saved, attrs, env)
+
+    monkeypatch.setattr(lowering, "_jvp", right_rule)
+    row = run_session_machine(30, shrink=False)
+    assert row.failed == 1 and row.failure is not None
+    assert "newest_value_tangents" in row.failure["message"], row.failure["message"][:2000]

@@ -30,6 +30,11 @@ transcendental, reduce, linalg, shape, index, softmax, loss, conv, pool, norm, a
 embed) registers its primitives' bounds. Composite ops (inv, mean, softplus, conv2d,
 layer_norm, ...) have no bound of their own: they are inlined and their primitives checked.
 Importing this package imports every family module, so `BOUNDS` is complete.
+
+The backward side (VJP contributions, JVP tangents, accumulated cotangents) has no per-op
+table: `balls` models the fast runtime per primitive as a scalar domain of (center,
+radius) pairs and `derivatives.check_derivative_bounds` runs each node's spec VJP and JVP
+rule over it, so every bound is derived from the rule's own operation sequence.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from . import (  # noqa: F401  (each family module registers its bounds on impor
 )
 from .check import BoundReport, check_bounds
 from .core import BOUNDS, HP, TRANSCENDENTAL, ULP_BUDGET, BoundFn, node_bound, register
+from .derivatives import check_derivative_bounds
 
 __all__ = [
     "BOUNDS",
@@ -60,6 +66,7 @@ __all__ = [
     "BoundFn",
     "BoundReport",
     "check_bounds",
+    "check_derivative_bounds",
     "node_bound",
     "register",
 ]

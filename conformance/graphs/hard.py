@@ -59,6 +59,7 @@ __all__ = [
     "hard_tensors_for",
     "long_reduction_graphs",
     "rounding_scalars",
+    "rounding_tensors_for",
     "signed_zero_tensors_for",
     "transcendental_hard",
 ]
@@ -234,7 +235,10 @@ def signed_zero_tensors_for(
     ).map(list)
 
 
-def _rounding_tensors(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+def rounding_tensors_for(
+    shapes: Sequence[Shape], domain: Domain
+) -> st.SearchStrategy[list[Tensor]]:
+    """One tensor per shape, elements with full-width significands (`rounding_scalars`)."""
     plain = rounding_scalars(domain)
     return st.tuples(
         *(
@@ -252,7 +256,7 @@ def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack
     return st.one_of(
         hard_tensors_for(graph.shapes, domain),
         signed_zero_tensors_for(graph.shapes, domain),
-        _rounding_tensors(graph.shapes, domain),
+        rounding_tensors_for(graph.shapes, domain),
     ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
 
 

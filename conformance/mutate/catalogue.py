@@ -303,6 +303,92 @@ CATALOGUE: tuple[Mutant, ...] = (
         "exp's kernel evaluates exp(x + 1/64) for x < -6 (both profiles)",
         "transcendental wrong on one range",
     ),
+    # ---------------------------------------------------------------- forward mode (JVPs)
+    Mutant(
+        "mul_jvp_copy_paste",
+        _EW,
+        "jvp_s=lambda c, a, b, da, db: da * b + a * db,",
+        "jvp_s=lambda c, a, b, da, db: da * b + db * b,",
+        "mul's tangent as da*b + db*b (the second product's operand copied from the first)",
+        "forward-mode rule",
+    ),
+    Mutant(
+        "matmul_jvp_one_term",
+        "runtime/kernels/linalg.py",
+        "return c.matmul(dA, B) + c.matmul(A, dB)",
+        "return c.matmul(dA, B)",
+        "matmul's tangent drops the A @ dB term of the product rule",
+        "forward-mode rule",
+    ),
+    Mutant(
+        "softmax_jvp_unweighted",
+        "runtime/kernels/softmax.py",
+        "jvp=lambda c, y, dxs, a, e: y * (dxs[0] - _lastsum(c, y * dxs[0])),",
+        "jvp=lambda c, y, dxs, a, e: y * (dxs[0] - _lastsum(c, dxs[0])),",
+        "softmax's tangent subtracts the plain sum of dx instead of the y-weighted one",
+        "forward-mode rule",
+    ),
+    Mutant(
+        "reduce_max_jvp_last",
+        "runtime/kernels/reduce.py",
+        "out = ctx.xp.where(j == k, d[..., k], out)",
+        "out = ctx.xp.where(j <= k, d[..., k], out)",
+        "reduce_max's tangent is taken from the last element of the lane, not the arg-max",
+        "forward-mode rule",
+    ),
+    Mutant(
+        "linear_jvp_no_bias",
+        "runtime/kernels/linalg.py",
+        "y = (_lin(c, dx, w) + _lin(c, x, dw)) + db",
+        "y = _lin(c, dx, w) + _lin(c, x, dw)",
+        "linear's tangent ignores the bias tangent",
+        "forward-mode rule",
+    ),
+    Mutant(
+        "session_jvp_tangents_reversed",
+        _TAPE,
+        "return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))",
+        "return ctx.arr(kern.jvp(ctx, saved, tangents[::-1], norm, env))",
+        "the Session's forward mode hands a node its parents' tangents in reverse order",
+        "forward-mode rule",
+    ),
+    # ---------------------------------------------------------------- fast profile
+    Mutant(
+        "fast_fold_float16",
+        _CTX,
+        "return self.arr(np.sum(x, axis=0, dtype=self.dt))",
+        "return self.arr(np.sum(x, axis=0, dtype=np.float16).astype(self.dt))",
+        "fast profile: every fold (sums, softmax rows, broadcast cotangents) accumulates in "
+        "float16",
+        "lower-precision accumulation in a fast VJP",
+    ),
+    Mutant(
+        "fast_matmul_float32",
+        _CTX,
+        "y = self.arr(np.matmul(a, b) if self.numpy_fast else self.xp.matmul(a, b))",
+        "y = self.arr(np.matmul(a.astype(np.float32), b.astype(np.float32)) if "
+        "self.numpy_fast else self.xp.matmul(a, b))",
+        "fast profile: matmul (forward and every VJP/JVP product) computed in float32",
+        "lower-precision accumulation in a fast VJP",
+    ),
+    # ---------------------------------------------------------------- compiled kernels
+    Mutant(
+        "compiled_fastmath",
+        "runtime/engine/compiled_kernels.py",
+        '"fastmath": False',
+        '"fastmath": True',
+        "the compiled ordered loops are built with fastmath (FMA contraction, reassociation, "
+        "no NaN/inf guarantees)",
+        "compiled kernel",
+    ),
+    Mutant(
+        "compiled_fold_from_plus_zero",
+        "runtime/engine/compiled_kernels.py",
+        "out[a, b] = x[a, 0, b]",
+        "out[a, b] = x[a, 0, b] + 0.0",
+        "the compiled fold starts from +0 + x[0] (a -0 first element becomes +0)",
+        "compiled kernel",
+    ),
     # ---------------------------------------------------------------- Session
     Mutant(
         "session_sgd_alias_last",

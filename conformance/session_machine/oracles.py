@@ -9,7 +9,8 @@ Invariants:
   `_check_float` compares the typed-graph float32 lane's gradients with `backprop_all_ctx`
   over binary32 whenever every tape value is finite.
 - The invariants (run after every step): the newest value's gradients match spec and agree
-  bit for bit between the float32 lanes; tape lengths, recorded graphs, environments,
+  bit for bit between the float32 lanes; its forward-mode tangent in each typed-graph lane
+  matches spec `jvp_ctx` on the recorded graph; tape lengths, recorded graphs, environments,
   parameters and handles match the machine's model.
 
 `SessionOracles` is a mixin of `SessionMachine` (it reads the machine's state: `s`, `values`,
@@ -26,7 +27,7 @@ import numpy as np
 from hypothesis.stateful import invariant
 
 from runtime.backends import to_spec
-from spec.graph import backprop_all_ctx, eval_graph
+from spec.graph import backprop_all_ctx, eval_graph, jvp_ctx
 from spec.tensor import Tensor, TensorPack
 
 from .model import B32, LANES, MODE, RAT, exact_values, lane_array, size_of, value_key
@@ -145,6 +146,48 @@ class SessionOracles:
         if "eager" in grads and "graph" in grads:
             assert [value_key(a) for a in grads["eager"]] == [value_key(b) for b in grads["graph"]]
             self._check_float(out.refs["graph"].id, vals, grads["graph"])
+
+    @invariant()
+    def newest_value_tangents(self) -> None:
+        """Every step: forward mode in each typed-graph lane (`jvp_dense_all` to the newest
+        value, fixed tangents at the trainable leaves) matches spec `jvp_ctx` on the recorded
+        graph (zero tangents at frozen leaves): exactly in the exact lane; as numbers (±0
+        alike: frozen values get +0 there, spec computes their zero) in the float32 lane,
+        whenever every tape value is finite."""
+        if not self.values:
+            return
+        out = self.values[-1]
+        for lane in ("exact", "graph"):
+            r = out.refs.get(lane)
+            if r is None:
+                continue
+            s = self.s[lane]
+            if lane == "graph" and not all(np.all(np.isfinite(n.value)) for n in s.tape.nodes):
+                continue
+            rec = s.graph()
+            D = RAT if lane == "exact" else B32
+            qs = [
+                [Fraction((i + k) % 5 - 2, 4) for k in range(size_of(sh))]
+                for i, sh in enumerate(rec.graph.inputs)
+            ]
+            got = s.jvp_dense_all(
+                r, [lane_array(lane, q, sh) for q, sh in zip(qs, rec.graph.inputs, strict=True)]
+            )
+            dxs = [
+                Tensor(sh, tuple(D.from_rational(v) for v in q))
+                if s.tape.nodes[i].requires_grad
+                else Tensor.zeros(D, sh)
+                for i, (q, sh) in enumerate(zip(qs, rec.graph.inputs, strict=True))
+            ]
+            want = jvp_ctx(D, rec.graph, rec.inputs, dxs, rec.env).tensors[r.id]
+            if lane == "exact":
+                assert exact_values(got) == list(want.data), (r.id, got, want.data)
+            else:
+                exp = np.array(
+                    [float(B32.to_rational(v)) if not B32.is_nan(v) else np.nan for v in want.data]
+                )
+                have = np.asarray(got, dtype=np.float64).reshape(-1)
+                assert np.array_equal(have, exp, equal_nan=True), (r.id, have, exp)
 
     @invariant()
     def lanes_agree(self) -> None:

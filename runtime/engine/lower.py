@@ -10,6 +10,8 @@ Invariants:
   (runtime.engine.tape), so the reverse pass is linear in the tape length;
   `emission="dense"` emits every zero explicitly (the reference; a test compares them). Hence
   `backward_dense_from(lower(g), seed) == backprop_all_ctx(g, seed)` (the link theorem).
+- Every lowered node also carries its kernel's JVP, so `tape.forward_tangents` of a lowered
+  tape equals `spec.jvp_ctx` (checked by the suite's `link` property).
 - The graph is validated (spec.validate) before anything runs; op preconditions (log's
   x > 0) are checked on the actual inputs as in `spec.eval_graph`.
 """
@@ -50,6 +52,13 @@ def _dense_backward(
         ]
 
     return backward
+
+
+def _jvp(ctx: KernelContext, kern: Any, saved: Any, attrs: dict[str, Any], env: Any) -> Any:
+    def jvp(tangents: list[Any]) -> Any:
+        return ctx.arr(kern.jvp(ctx, saved, tangents, attrs, env))
+
+    return jvp
 
 
 def _check_inputs(g: Graph, inputs: Sequence[Any], ctx: KernelContext) -> list[Any]:
@@ -98,7 +107,7 @@ def lower(
         bw = _dense_backward(
             ctx, kern, saved, node.args, attrs, env, shapes[:idx], emission == "dense"
         )
-        tape.add_node(node.op, ctx.arr(y), True, node.args, bw)
+        tape.add_node(node.op, ctx.arr(y), True, node.args, bw, _jvp(ctx, kern, saved, attrs, env))
     return tape
 
 

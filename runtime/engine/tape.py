@@ -127,10 +127,13 @@ class Tape:
         requires_grad: bool,
         parents: Sequence[int],
         backward: Backward | None,
+        jvp: Callable[[list[Any]], Any] | None = None,
     ) -> int:
+        """Append a node; `jvp(tangents of the parents)` is its forward-mode rule (a
+        differentiable node without one is refused by `forward_tangents`)."""
         for p in parents:
             self._check_id(p, f"add_node({name!r}) parent")
-        self.nodes.append(TapeNode(name, value, requires_grad, tuple(parents), backward))
+        self.nodes.append(TapeNode(name, value, requires_grad, tuple(parents), backward, jvp))
         return len(self.nodes) - 1
 
     def leaf(self, value: Any, requires_grad: bool = True, name: str = "leaf") -> int:
@@ -331,7 +334,10 @@ class Tape:
 
     def forward_tangents(self, leaf_tangents: dict[int, Any]) -> list[Any]:
         """Forward mode over the recorded nodes: the tangent of every id given tangents of
-        leaves (missing leaves and frozen nodes contribute zero)."""
+        leaves (missing leaves and frozen nodes contribute zero). A differentiable node
+        without a forward-mode rule raises `GraphError` (never a silent zero tangent)."""
+        for i in leaf_tangents:
+            self._check_id(i, "forward tangent")
         tans: list[Any] = []
         with fp_quiet():
             for i, node in enumerate(self.nodes):
@@ -340,8 +346,12 @@ class Tape:
                     t = leaf_tangents.get(i, zero) if node.requires_grad else zero
                     if t is not zero:
                         self.check_grad(i, t, "forward tangent")
-                elif not node.requires_grad or node.jvp is None:
+                elif not node.requires_grad:
                     t = zero
+                elif node.jvp is None:
+                    raise GraphError(
+                        f"forward tangent: node {i} ({node.name}) has no forward-mode rule"
+                    )
                 else:
                     t = node.jvp([tans[p] for p in node.parents])
                 tans.append(t)

@@ -1,5 +1,6 @@
 """The link check on one graph: runtime `backward_dense_from(lower(g))` against spec
-`backprop_all_ctx(g)`, and runtime values against `eval_graph`; and the session part that
+`backprop_all_ctx(g)`, runtime values against `eval_graph` and runtime forward tangents
+(`forward_tangents`) against `jvp_ctx`; and the session part that
 exports its recorded typed graph and checks the link on it (`GraphExport`, which reads the
 session's `Recording` through its public interface only).
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from spec import rng as srng
 from spec.errors import TorchLeanError
-from spec.graph import Graph, backprop_all_ctx, eval_graph
+from spec.graph import Graph, backprop_all_ctx, eval_jvp
 from spec.tensor import Tensor, TensorPack
 
 from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, to_spec
@@ -73,16 +74,20 @@ def random_seed_pack(g: Graph, dtype: str, seed: int) -> TensorPack:
     return TensorPack.of(out)
 
 
-Sides = tuple[list[Tensor], list[Tensor]]
+Sides = tuple[list[Tensor], list[Tensor], list[Tensor]]
+"""(values, cotangents, tangents): the tangents are forward mode from the seed pack's
+entries at the inputs, used as input tangents."""
 
 
 def spec_side(
     g: Graph, xs: Sequence[Tensor], env: Sequence[int], pack: TensorPack, dtype: str
 ) -> Sides:
-    """Spec values (`eval_graph`) and cotangents (`backprop_all_ctx`) in the dtype's domain."""
+    """Spec values and tangents (`eval_jvp`) and cotangents (`backprop_all_ctx`) in the
+    dtype's domain."""
     D = DTYPE_DOMAIN[dtype]
-    vals = list(eval_graph(D, g, xs, env).tensors)
-    return vals, list(backprop_all_ctx(D, g, xs, pack, env).tensors)
+    vals, tans = eval_jvp(D, g, xs, pack.tensors[: g.num_inputs], env)
+    cots = backprop_all_ctx(D, g, xs, pack, env)
+    return list(vals.tensors), list(cots.tensors), list(tans.tensors)
 
 
 def runtime_side(
@@ -93,23 +98,31 @@ def runtime_side(
     dtype: str,
     kernels: str = "ordered",
     backend: Backend = NUMPY,
+    compiled: bool | None = None,
 ) -> Sides:
-    """Runtime values of `lower(g)` and its `backward_dense_from(pack)` on `backend`, as
-    spec tensors."""
-    ctx = KernelContext(dtype, kernels, backend)
+    """Runtime values of `lower(g)`, its `backward_dense_from(pack)` and its
+    `forward_tangents` (from the pack's input entries) on `backend`, as spec tensors.
+    `compiled` is `KernelContext`'s switch (True: the compiled ordered kernels at every
+    size)."""
+    ctx = KernelContext(dtype, kernels, backend, compiled=compiled)
     tape = lower(g, [backend.from_spec(x, dtype) for x in xs], env, ctx=ctx)
-    got = tape.backward_dense_from([backend.from_spec(t, dtype) for t in pack.tensors])
+    seeds = [backend.from_spec(t, dtype) for t in pack.tensors]
+    got = tape.backward_dense_from(seeds)
+    tans = tape.forward_tangents({i: seeds[i] for i in range(g.num_inputs)})
     return (
         [backend.to_spec(n.value, dtype) for n in tape.nodes],
         [backend.to_spec(a, dtype) for a in got],
+        [backend.to_spec(t, dtype) for t in tans],
     )
 
 
 def compare_sides(dtype: str, got: Sides, want: Sides) -> str | None:
-    """The first mismatching value, else the first mismatching cotangent, else None."""
+    """The first mismatching value, else cotangent, else tangent; None when all match."""
     D = DTYPE_DOMAIN[dtype]
-    return first_mismatch(D, "value", got[0], want[0]) or first_mismatch(
-        D, "cotangent", got[1], want[1]
+    return (
+        first_mismatch(D, "value", got[0], want[0])
+        or first_mismatch(D, "cotangent", got[1], want[1])
+        or first_mismatch(D, "tangent", got[2], want[2])
     )
 
 
