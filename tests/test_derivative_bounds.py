@@ -231,3 +231,26 @@ def test_the_property_compares_almost_everything(dtype: str) -> None:
     assert row.failed == 0 and row.cases == 30
     assert counts["checked"] > 500
     assert counts["wild"] + counts["undecided"] <= 0.05 * counts["checked"], counts
+
+
+def test_a_failure_names_the_op_and_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.suite import replay
+
+    real = KernelContext.unbroadcast
+
+    def low(self: KernelContext, g: Any, shape: tuple[int, ...]) -> Any:
+        out = real(self, g, shape)
+        return out if self.ordered else out.astype(np.float16).astype(self.dt)
+
+    prop = next(
+        p for p in default_properties(["float64"], ["fast"]) if p.name == "derivative_bounds"
+    )
+    monkeypatch.setattr(KernelContext, "unbroadcast", low)
+    row = run_property(prop, max_examples=60)
+    assert row.failed == 1 and row.failure is not None
+    f = row.failure
+    assert " vjp (argument " in f["message"] and f["op"].startswith("step %")
+    assert f["graph_text"].startswith("graph(")
+    assert not replay(f["repro"]).ok
+    monkeypatch.undo()
+    assert replay(f["repro"]).ok

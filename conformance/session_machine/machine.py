@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from runtime.session import Session, TensorRef
+from spec import rng as srng
 from spec.errors import DomainError, GraphError, HookError, ShapeError, StaleHandleError
 
 from .model import (
@@ -476,8 +477,16 @@ class SessionMachine(SessionOracles, RuleBasedStateMachine):
         # bernoulli mask (const), mul, const 1 - p, div
         out = self._op([x], lambda lane, r: self.s[lane].dropout(None, r[0], p), nodes=4)
         assert out is not None
-        for lane in out.refs:
-            assert self.s[lane].rng.counter == counters[lane] + 1
+        for lane, r in out.refs.items():
+            s = self.s[lane]
+            assert s.rng.counter == counters[lane] + 1
+            # the mask (the first of the 4 nodes) is the spec RNG's, on every lane
+            key = srng.key_of(s.rng.seed, counters[lane])
+            mask = s.tape.nodes[r.id - 3].value
+            assert np.shape(mask) == x.shape, (lane, np.shape(mask), x.shape)
+            want = [float(srng.mask(key, i, p)) for i in range(size_of(x.shape))]
+            have = [float(v) for v in np.asarray(mask).reshape(-1)]
+            assert have == want, (lane, have, want)
         if "exact" in out.refs:
             s = self.s["exact"]
             for y, v in zip(
