@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import Engine, EngineUnavailable, select_index
 
 try:
     import autograd
@@ -66,7 +66,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: anp.broadcast_to(x, shape),
     "concat": lambda *xs: anp.concatenate(xs, 0),
     "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None: x[index],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
     "mse_loss": lambda y, t: anp.mean((y - t) ** 2),
 }
 

@@ -1,9 +1,12 @@
-"""JAX adapters: `JaxEngine` (eager) and `JaxJitEngine` (every op under `jax.jit`).
+"""JAX adapters: `JaxEngine` (eager) and `JaxJitEngine` (every function under `jax.jit`).
 
 Invariants: every entry of `ops` is the plain `jax.numpy` / `jax.nn` call for that op of the
-table; VJPs come from `jax.vjp`, JVPs from `jax.jvp` (JAX's forward mode), both applied to
-the jitted function in `JaxJitEngine`. float64 needs `jax_enable_x64`, which constructing an
-adapter switches on (process-wide, as JAX requires). Ops without an entry are not covered.
+table; VJPs come from `jax.vjp`, JVPs from `jax.jvp` (JAX's forward mode). `JaxJitEngine`
+compiles, per call, one program for the output and the VJP (`jax.jit` of `jax.vjp`) and
+one for `jax.jvp`, kept in a `base.CompileCache`: a program is reused only for the same
+op, attributes (with their types), integer environment and shapes and dtypes of every
+array. float64 needs `jax_enable_x64`, which constructing an adapter switches on
+(process-wide, as JAX requires). Ops without an entry are not covered.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import CompileCache, Engine, EngineUnavailable, select_index
 
 try:
     import jax
@@ -73,7 +76,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: jnp.broadcast_to(x, shape),
     "concat": lambda *xs: jnp.concatenate(xs, 0),
     "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None: x[index],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
     "index_select": lambda x, indices: x[np.array(list(indices), dtype=np.int64)],
     "scatter_add": _scatter_add,
     "softmax": lambda x: jax.nn.softmax(x, axis=-1),
@@ -113,9 +116,6 @@ class JaxEngine(Engine):
             "device": str(jax.devices()[0]),
         }
 
-    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        return jax.jit(fn) if self.jit else fn
-
     def asarray(self, a: np.ndarray, dtype: str) -> Any:
         return jnp.asarray(a.copy())
 
@@ -125,17 +125,50 @@ class JaxEngine(Engine):
     def vjp(
         self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
     ) -> tuple[Any, list[Any]]:
-        out, pull = jax.vjp(self._wrap(fn), *arrays)
+        out, pull = jax.vjp(fn, *arrays)
         return out, list(pull(cotangent))
 
     def jvp(
         self, fn: Callable[..., Any], arrays: Sequence[Any], tangents: Sequence[Any]
     ) -> tuple[Any, Any]:
-        return jax.jvp(self._wrap(fn), tuple(arrays), tuple(tangents))
+        return jax.jvp(fn, tuple(arrays), tuple(tangents))
+
+
+def _vjp_program(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def program(xs: tuple[Any, ...], g: Any) -> tuple[Any, Any]:
+        out, pull = jax.vjp(fn, *xs)
+        return out, pull(g)
+
+    return jax.jit(program)
+
+
+def _jvp_program(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return jax.jit(lambda xs, ts: jax.jvp(fn, xs, ts))
 
 
 class JaxJitEngine(JaxEngine):
-    """JAX with every function under `jax.jit` (XLA-compiled, fusion allowed)."""
+    """JAX with every VJP and JVP one `jax.jit` program (XLA-compiled, fusion allowed),
+    compiled once per op, attributes, shapes and dtypes (`cache`)."""
 
     name: ClassVar[str] = "jax-jit"
     jit: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = CompileCache()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "compile_cache": self.cache.stats()}
+
+    def vjp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
+    ) -> tuple[Any, list[Any]]:
+        program = self.cache.get("vjp", fn, [*arrays, cotangent], lambda: _vjp_program(fn))
+        out, cts = program(tuple(arrays), cotangent)
+        return out, list(cts)
+
+    def jvp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], tangents: Sequence[Any]
+    ) -> tuple[Any, Any]:
+        program = self.cache.get("jvp", fn, [*arrays, *tangents], lambda: _jvp_program(fn))
+        return program(tuple(arrays), tuple(tangents))

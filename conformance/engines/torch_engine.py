@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import Engine, EngineUnavailable, select_index
 
 try:
     import torch
@@ -88,7 +88,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: torch.broadcast_to(x, shape),
     "concat": lambda *xs: torch.cat(xs, 0),
     "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None: x[index],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
     "index_select": lambda x, indices: torch.index_select(x, 0, _idx(x, indices)),
     "scatter_add": lambda x, indices, size: torch.zeros(
         (size, *x.shape[1:]), dtype=x.dtype, device=x.device
