@@ -6,10 +6,15 @@ input of `conv_transpose2d` gets a batch axis of 1; multi_head_attention is the 
 projections x @ w.T around `Tensor.scaled_dot_product_attention`, the causal and explicit
 masks combined into one boolean mask); VJPs come from
 `Tensor.gradient(*inputs, gradient=cotangent)` (tinygrad's reverse mode; it has no forward
-mode, so no JVP is claimed). The device is tinygrad's default when it can compile a kernel,
-else the `PYTHON` device (tinygrad's own UOp interpreter: the CPU device needs `clang`; the
-fallback sets tinygrad's process-wide default device); the report names the device. Ops
-without an entry are not covered.
+mode, so no JVP is claimed). Ops without an entry are not covered.
+
+Device: tinygrad's default where its CPU device can run, else the `PYTHON` device
+(tinygrad's own UOp interpreter; the fallback sets tinygrad's process-wide default device);
+the report names the device. tinygrad 0.14's CPU device runs the C compiler named by `CC`
+(default `clang`) when it is constructed, whatever its renderer: `DEV=CPU:LLVM` compiles
+kernels with libLLVM, but the device's own queue programs are still C compiled by `CC`
+with clang's `--target=` flag, which gcc rejects. So the CPU device is used only where
+that compiler is on PATH (or `DEV` is set).
 """
 
 from __future__ import annotations
@@ -146,15 +151,16 @@ _UINT = {"float64": "uint64", "float32": "uint32", "bfloat16": "uint16", "float1
 
 
 def _device() -> str:
-    """tinygrad's default device, or its PYTHON interpreter where the default CPU device
-    has no `clang` to compile with (set process-wide, before tinygrad picks a device)."""
+    """tinygrad's default device, or its PYTHON interpreter where the CPU device has no C
+    compiler to run (`CC`, default `clang`; set process-wide, before tinygrad picks a
+    device)."""
     import os
     import shutil
 
     from tinygrad import Device
     from tinygrad.helpers import DEV
 
-    if not os.environ.get("DEV") and shutil.which("clang") is None:
+    if not os.environ.get("DEV") and shutil.which(os.environ.get("CC") or "clang") is None:
         DEV.value = "PYTHON"
     return str(Device.DEFAULT)
 
