@@ -146,7 +146,7 @@ def _repro(
 ) -> dict:
     D = ieee_domain(dtype)
     one = Graph([x.shape for x in xs], [Node(node.op, tuple(range(len(xs))), node.attrs)])
-    out = {
+    out: dict[str, Any] = {
         "engine": engine.name,
         "dtype": dtype,
         "op": node.op,
