@@ -48,6 +48,7 @@ from .suite import (
 )
 
 __all__ = [
+    "DEFAULT_REPORT",
     "DESCRIPTION",
     "add_engine_arguments",
     "build_parser",
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 DESCRIPTION = "`python -m conformance`: run the conformance suite and write its report."
+DEFAULT_REPORT = "conformance-report"
 
 
 def _version(dist: str) -> str:
@@ -150,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--report",
-        default="conformance-report",
-        help="report path prefix (writes PREFIX.json and PREFIX.md)",
+        default=None,
+        help=f"report path prefix (writes PREFIX.json and PREFIX.md; default {DEFAULT_REPORT}, "
+        "with --engine NAME conformance-engine-NAME)",
     )
     p.add_argument(
         "--session-examples",
@@ -217,7 +220,17 @@ def engine_mode(a: argparse.Namespace) -> int:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    """The flags; without `--report` the prefix is `DEFAULT_REPORT`, or the engine's own
+    (`conformance.engines.report.report_prefix`) with `--engine`."""
+    a = build_parser().parse_args(argv)
+    if a.report is None:
+        if a.engine:
+            from .engines.report import report_prefix
+
+            a.report = report_prefix(a.engine)
+        else:
+            a.report = DEFAULT_REPORT
+    return a
 
 
 def replay_file(path: str, backend: str = "numpy", against: str | None = None) -> int:

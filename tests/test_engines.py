@@ -151,6 +151,24 @@ def test_unavailable_engine_is_skipped_naming_the_package(capsys) -> None:  # ty
     assert "skipped" in capsys.readouterr().err
 
 
+def test_engine_report_gets_its_own_default_name(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from conformance.cli import DEFAULT_REPORT, parse_args
+    from conformance.engines.report import report_prefix
+
+    assert parse_args([]).report == DEFAULT_REPORT == "conformance-report"
+    assert parse_args(["--engine", "torch-cuda"]).report == "conformance-engine-torch-cuda"
+    assert parse_args(["--engine", "tinygrad", "--report", "r"]).report == "r"
+    assert report_prefix("my/pkg.mod:Eng x") == "conformance-engine-my_pkg.mod_Eng_x"
+    monkeypatch.chdir(tmp_path)
+    args = ["--engine", "autograd", "--dtype", "float32", "--ops", "add",
+            "--max-examples", "1", "--per-op", "0"]  # fmt: skip
+    assert main(args) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "conformance-engine-autograd.json",
+        "conformance-engine-autograd.md",
+    ]
+
+
 # ---------------------------------------------------------------- real engines
 
 

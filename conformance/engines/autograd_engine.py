@@ -4,7 +4,9 @@ Invariants: every entry of `ops` is the plain `autograd.numpy` call for that op 
 table; VJPs come from `autograd.make_vjp` over the tuple of arguments (reverse mode; HIPS
 autograd's forward mode covers few primitives, so no JVP is claimed). NumPy has no
 bfloat16 ufunc loops that autograd differentiates reliably, so the adapter declares
-float64, float32 and float16 only. Ops without an entry are not covered.
+float64, float32 and float16 only. `gather` is autograd's indexing primitive along the
+last axis after a +0 column is concatenated for the pad index. Ops without an entry are not
+covered (autograd.numpy has no convolution, softmax or attention primitive).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import Engine, EngineUnavailable, select_index
 
 try:
     import autograd
@@ -31,6 +33,12 @@ __all__ = ["AutogradEngine"]
 def _c(x: Any, v: float) -> Any:
     """The Python number v as a scalar of x's dtype (so NumPy keeps x's dtype)."""
     return np.asarray(v, dtype=np.result_type(x))
+
+
+def _gather(x: Any, indices: Any, shape: Any) -> Any:
+    lead = tuple(x.shape[:-1])
+    xp = anp.concatenate([x, np.zeros((*lead, 1), dtype=x.dtype)], axis=-1)  # pad: +0
+    return anp.reshape(xp[..., np.array(list(indices), dtype=np.intp)], (*lead, *shape))
 
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -66,7 +74,8 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: anp.broadcast_to(x, shape),
     "concat": lambda *xs: anp.concatenate(xs, 0),
     "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None: x[index],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
+    "gather": _gather,
     "mse_loss": lambda y, t: anp.mean((y - t) ** 2),
 }
 

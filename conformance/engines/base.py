@@ -13,12 +13,24 @@ Invariants:
   unsigned-integer views), and back. No conversion rounds.
 - Constructing an adapter whose package is missing raises `EngineUnavailable`, whose
   message names the package to `pip install`.
+- The checks hand `vjp`/`jvp` a `KeyedCall`: `OpCall` (one op of the table with its
+  attributes) or a whole graph (`whole.GraphCall`). Its `key` names exactly what it
+  computes: the op names, the engine's callables themselves (a subclass that replaces an
+  entry gets other keys), every attribute value tagged with its type (1, 1.0, True and
+  Fraction(1) differ), and the integer environment where `select` reads `env_slot`.
+- `CompileCache` (used by engines that compile, e.g. `JaxJitEngine`) keys a compiled
+  function by (kind, the call's `key`, the shape and dtype of every array it is given); a
+  call without a key is compiled afresh. So a cached function is never reused for another
+  op, attribute, shape or dtype.
+- An op whose attributes give `env_slot` (`select`) is called with one more keyword,
+  `env`: the tuple of ints of the non-differentiable integer environment it indexes.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import ml_dtypes
@@ -32,11 +44,18 @@ from spec.tensor import Tensor
 __all__ = [
     "NP_DTYPE",
     "UINT_OF",
+    "CompileCache",
     "Engine",
     "EngineUnavailable",
+    "KeyedCall",
+    "OpCall",
+    "aval",
+    "freeze",
     "from_numpy",
     "ieee_domain",
+    "select_index",
     "to_numpy",
+    "uses_env",
 ]
 
 NP_DTYPE: dict[str, Any] = {
@@ -80,6 +99,112 @@ def from_numpy(a: np.ndarray, dtype: str) -> Tensor:
     D = ieee_domain(dtype)
     bits = np.ascontiguousarray(a).view(UINT_OF[dtype]).reshape(-1)
     return Tensor(tuple(int(s) for s in a.shape), tuple(D.from_bits(int(b)) for b in bits))
+
+
+def freeze(v: Any) -> Any:
+    """A hashable form of an attribute value in which equal forms mean equal values of equal
+    types (containers recursively; 1, 1.0, True and Fraction(1) stay apart)."""
+    if isinstance(v, Mapping):
+        return ("mapping", tuple(sorted((str(k), freeze(x)) for k, x in v.items())))
+    if isinstance(v, list | tuple):
+        return (type(v).__name__, tuple(freeze(x) for x in v))
+    return (type(v).__name__, v)
+
+
+def uses_env(attrs: Mapping[str, Any]) -> bool:
+    """Whether the op reads the integer environment (`select` with `env_slot`)."""
+    return attrs.get("env_slot") is not None
+
+
+def select_index(index: int | None, env_slot: int | None, env: Sequence[int]) -> int:
+    """`select`'s row: the literal `index`, or env[env_slot]."""
+    if env_slot is not None:
+        return int(env[env_slot])
+    if index is None:
+        raise TorchLeanError("select: give exactly one of index and env_slot (got neither)")
+    return int(index)
+
+
+class KeyedCall(ABC):
+    """A function of the engine's arrays with a hashable `key` naming what it computes."""
+
+    key: Any
+
+    @abstractmethod
+    def __call__(self, *arrays: Any) -> Any:
+        """The engine's result on `arrays`."""
+
+
+class OpCall(KeyedCall):
+    """`fn(*arrays, **attrs)` for one op of the table (plus `env=env` when the attributes
+    give `env_slot`); `key` = (op, fn, frozen attributes, env where read)."""
+
+    def __init__(
+        self, op: str, fn: Callable[..., Any], attrs: Mapping[str, Any], env: Sequence[int] = ()
+    ) -> None:
+        self.op, self.fn, self.attrs = op, fn, dict(attrs)
+        self.env = tuple(int(i) for i in env) if uses_env(self.attrs) else ()
+        self.key = ("op", op, fn, freeze(self.attrs), self.env)
+
+    def __call__(self, *arrays: Any) -> Any:
+        if uses_env(self.attrs):
+            return self.fn(*arrays, **self.attrs, env=self.env)
+        return self.fn(*arrays, **self.attrs)
+
+
+def aval(a: Any) -> tuple[tuple[int, ...], str]:
+    """An array's shape and dtype (NumPy, PyTorch, JAX and tinygrad arrays alike)."""
+    return tuple(int(d) for d in a.shape), str(a.dtype)
+
+
+class CompileCache:
+    """Compiled functions by (kind, the call's key, every array's shape and dtype), least
+    recently used dropped beyond `capacity`; `hits`, `misses` and `uncached` count the
+    lookups (see the module docstring)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self.entries: OrderedDict[Any, Callable[..., Any]] = OrderedDict()
+        self.hits = self.misses = self.uncached = 0
+
+    def key(self, kind: str, fn: Callable[..., Any], arrays: Sequence[Any]) -> Any:
+        """The cache key of `fn` compiled as `kind` for `arrays`, or None (no key: never
+        cached)."""
+        if not isinstance(fn, KeyedCall):
+            return None
+        k = (kind, fn.key, tuple(aval(a) for a in arrays))
+        try:
+            hash(k)
+        except TypeError:  # an attribute value that cannot be hashed: compile afresh
+            return None
+        return k
+
+    def get(
+        self,
+        kind: str,
+        fn: Callable[..., Any],
+        arrays: Sequence[Any],
+        build: Callable[[], Callable[..., Any]],
+    ) -> Callable[..., Any]:
+        """The compiled function for (kind, fn, arrays): cached, or `build()` (cached when
+        `fn` has a key)."""
+        k = self.key(kind, fn, arrays)
+        if k is None:
+            self.uncached += 1
+            return build()
+        hit = self.entries.get(k)
+        if hit is not None:
+            self.hits += 1
+            self.entries.move_to_end(k)
+            return hit
+        self.misses += 1
+        hit = self.entries[k] = build()
+        if len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+        return hit
+
+    def stats(self) -> dict[str, int]:
+        return {"compiled": self.misses, "reused": self.hits, "uncached": self.uncached}
 
 
 class Engine(ABC):

@@ -1,19 +1,29 @@
-"""JAX adapters: `JaxEngine` (eager) and `JaxJitEngine` (every op under `jax.jit`).
+"""JAX adapters: `JaxEngine` (eager) and `JaxJitEngine` (every function under `jax.jit`).
 
-Invariants: every entry of `ops` is the plain `jax.numpy` / `jax.nn` call for that op of the
-table; VJPs come from `jax.vjp`, JVPs from `jax.jvp` (JAX's forward mode), both applied to
-the jitted function in `JaxJitEngine`. float64 needs `jax_enable_x64`, which constructing an
-adapter switches on (process-wide, as JAX requires). Ops without an entry are not covered.
+Invariants: every entry of `ops` is the plain `jax.numpy` / `jax.nn` / `jax.lax` call for
+that op of the table (`gather` pads the last axis with one +0 column and takes along it,
+conv2d and conv_transpose2d are `lax.conv_general_dilated`, the latter with lhs dilation
+and the kernel flipped and regrouped; scaled_dot_product_attention and
+multi_head_attention are the spec's bodies written with `jnp.matmul`, `jnp.where` (-inf)
+and `jax.nn.softmax`, because `jax.nn.dot_product_attention` computes its softmax in
+float32 whatever the input dtype); VJPs come from `jax.vjp`, JVPs from `jax.jvp`
+(JAX's forward mode). `JaxJitEngine` compiles, per call, one program for the output and
+the VJP (`jax.jit` of `jax.vjp`) and one for `jax.jvp`, kept in a `base.CompileCache`:
+a program is reused only for the same op, attributes (with their types), integer
+environment and shapes and dtypes of every array. float64 needs `jax_enable_x64`, which
+constructing an adapter switches on (process-wide, as JAX requires). Ops without an entry
+are not covered.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import CompileCache, Engine, EngineUnavailable, select_index
 
 try:
     import jax
@@ -33,6 +43,128 @@ def _mask_neg_inf(x: Any, mask: Any, mask_shape: Any) -> Any:
 def _scatter_add(x: Any, indices: Any, size: int) -> Any:
     out = jnp.zeros((size, *x.shape[1:]), dtype=x.dtype)
     return out.at[np.array(list(indices), dtype=np.int64)].add(x)
+
+
+def _gather(x: Any, indices: Any, shape: Any) -> Any:
+    lead = tuple(x.shape[:-1])
+    xp = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, 1)])  # index M reads this +0
+    idx = np.array(list(indices), dtype=np.int64)
+    out = jnp.take_along_axis(xp, jnp.broadcast_to(idx, (*lead, len(idx))), axis=-1)
+    return out.reshape((*lead, *tuple(shape)))
+
+
+def _pair(v: Any, default: int) -> tuple[int, int]:
+    return (default, default) if v is None else (int(v[0]), int(v[1]))
+
+
+_NCHW = ("NCHW", "OIHW", "NCHW")
+
+
+def _batched(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn on (N, C, H, W); a (C, H, W) input gets (and loses) a batch axis of 1."""
+
+    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
+        if x.ndim == 3:
+            return fn(x[None], *rest, **attrs)[0]
+        return fn(x, *rest, **attrs)
+
+    return run
+
+
+def _bias(y: Any, b: Any) -> Any:
+    return y if b is None else y + b.reshape(-1, 1, 1)
+
+
+@_batched
+def _conv2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    groups: Any = None,
+) -> Any:
+    ph, pw = _pair(padding, 0)
+    y = jax.lax.conv_general_dilated(
+        x,
+        w,
+        _pair(stride, 1),
+        [(ph, ph), (pw, pw)],
+        rhs_dilation=_pair(dilation, 1),
+        dimension_numbers=_NCHW,
+        feature_group_count=groups or 1,
+    )
+    return _bias(y, b)
+
+
+@_batched
+def _conv_transpose2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    groups: Any = None,
+    output_padding: Any = None,
+) -> Any:
+    g = groups or 1
+    cin, cog, kh, kw = w.shape
+    # (C_in, C_out/G, kh, kw) -> (C_out, C_in/G, kh, kw), each kernel flipped in h and w
+    wt = w.reshape(g, cin // g, cog, kh, kw).transpose(0, 2, 1, 3, 4)
+    wt = wt.reshape(g * cog, cin // g, kh, kw)[:, :, ::-1, ::-1]
+    (dh, dw), (ph, pw), (oh, ow) = _pair(dilation, 1), _pair(padding, 0), _pair(output_padding, 0)
+    lo_h, lo_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+    y = jax.lax.conv_general_dilated(
+        x,
+        wt,
+        (1, 1),
+        [(lo_h, lo_h + oh), (lo_w, lo_w + ow)],
+        lhs_dilation=_pair(stride, 1),
+        rhs_dilation=(dh, dw),
+        dimension_numbers=_NCHW,
+        feature_group_count=g,
+    )
+    return _bias(y, b)
+
+
+def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
+    """softmax(scale * q @ k.T, -inf where not kept) @ v from jnp ops (scale default
+    1/sqrt(d)); the kept set is `mask` (Lq x Lk, 1 = attend) and, with causal, j <= i."""
+    lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    c = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    s = jnp.matmul(q, jnp.swapaxes(k, -2, -1)) * c
+    keep = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
+    if causal:
+        keep &= np.tril(np.ones((lq, lk), bool))
+    if mask is not None or causal:
+        s = jnp.where(keep, s, jnp.array(-jnp.inf, dtype=s.dtype))
+    return jnp.matmul(jax.nn.softmax(s, axis=-1), v)
+
+
+def _mha(
+    q: Any,
+    k: Any,
+    v: Any,
+    wq: Any,
+    wk: Any,
+    wv: Any,
+    wo: Any,
+    heads: int,
+    mask: Any = None,
+    causal: Any = None,
+) -> Any:
+    """The spec's body from jnp ops: projections x @ w.T (no biases), heads split on the
+    last axis, attention per head (`_sdpa`), heads merged, output projection."""
+    e = q.shape[-1]
+
+    def split(x: Any, w: Any) -> Any:
+        y = jnp.matmul(x, w.T)
+        return jnp.swapaxes(y.reshape((*y.shape[:-1], heads, e // heads)), -3, -2)
+
+    o = jnp.swapaxes(_sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal), -3, -2)
+    return jnp.matmul(o.reshape((*o.shape[:-2], e)), wo.T)
 
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -73,13 +205,18 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: jnp.broadcast_to(x, shape),
     "concat": lambda *xs: jnp.concatenate(xs, 0),
     "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None: x[index],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
     "index_select": lambda x, indices: x[np.array(list(indices), dtype=np.int64)],
     "scatter_add": _scatter_add,
+    "gather": _gather,
     "softmax": lambda x: jax.nn.softmax(x, axis=-1),
     "log_softmax": lambda x: jax.nn.log_softmax(x, axis=-1),
     "mse_loss": lambda y, t: jnp.mean((y - t) ** 2),
+    "conv2d": _conv2d,
+    "conv_transpose2d": _conv_transpose2d,
     "mask_neg_inf": _mask_neg_inf,
+    "scaled_dot_product_attention": _sdpa,
+    "multi_head_attention": _mha,
     "embedding": lambda table, indices, shape=None: table[
         np.array(list(indices), dtype=np.int64).reshape(
             shape if shape is not None else (len(indices),)
@@ -113,9 +250,6 @@ class JaxEngine(Engine):
             "device": str(jax.devices()[0]),
         }
 
-    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        return jax.jit(fn) if self.jit else fn
-
     def asarray(self, a: np.ndarray, dtype: str) -> Any:
         return jnp.asarray(a.copy())
 
@@ -125,17 +259,50 @@ class JaxEngine(Engine):
     def vjp(
         self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
     ) -> tuple[Any, list[Any]]:
-        out, pull = jax.vjp(self._wrap(fn), *arrays)
+        out, pull = jax.vjp(fn, *arrays)
         return out, list(pull(cotangent))
 
     def jvp(
         self, fn: Callable[..., Any], arrays: Sequence[Any], tangents: Sequence[Any]
     ) -> tuple[Any, Any]:
-        return jax.jvp(self._wrap(fn), tuple(arrays), tuple(tangents))
+        return jax.jvp(fn, tuple(arrays), tuple(tangents))
+
+
+def _vjp_program(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def program(xs: tuple[Any, ...], g: Any) -> tuple[Any, Any]:
+        out, pull = jax.vjp(fn, *xs)
+        return out, pull(g)
+
+    return jax.jit(program)
+
+
+def _jvp_program(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return jax.jit(lambda xs, ts: jax.jvp(fn, xs, ts))
 
 
 class JaxJitEngine(JaxEngine):
-    """JAX with every function under `jax.jit` (XLA-compiled, fusion allowed)."""
+    """JAX with every VJP and JVP one `jax.jit` program (XLA-compiled, fusion allowed),
+    compiled once per op, attributes, shapes and dtypes (`cache`)."""
 
     name: ClassVar[str] = "jax-jit"
     jit: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = CompileCache()
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "compile_cache": self.cache.stats()}
+
+    def vjp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], cotangent: Any
+    ) -> tuple[Any, list[Any]]:
+        program = self.cache.get("vjp", fn, [*arrays, cotangent], lambda: _vjp_program(fn))
+        out, cts = program(tuple(arrays), cotangent)
+        return out, list(cts)
+
+    def jvp(
+        self, fn: Callable[..., Any], arrays: Sequence[Any], tangents: Sequence[Any]
+    ) -> tuple[Any, Any]:
+        program = self.cache.get("jvp", fn, [*arrays, *tangents], lambda: _jvp_program(fn))
+        return program(tuple(arrays), tuple(tangents))

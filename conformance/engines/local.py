@@ -14,6 +14,9 @@ Invariants:
   spec and engine values side by side, excluded from the max ulp); otherwise *wrong*.
 - An op missing from `engine.ops` is not covered; an engine raising on a valid input is
   a `refused` result (reported with the message, never a pass).
+- The engine gets the op as a `base.OpCall` (its key names op, callable, attributes and
+  the integer environment `env`, which the spec's reference reads too: `select` with
+  `env_slot`).
 """
 
 from __future__ import annotations
@@ -33,12 +36,12 @@ from spec.ops import get_op
 from spec.tensor import Tensor, TensorPack
 
 from ..bounds.core import HP, exact_q, fmt, ulp
-from .base import Engine, from_numpy, ieee_domain, to_numpy
+from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
 from .budgets import budget_for
 from .conventions import SIGNED_ZERO, conventions_for
 from .propagate import abs_backprop
 
-__all__ = ["NodeResult", "check_node", "elem_error", "lift", "safe_float"]
+__all__ = ["NodeResult", "check_node", "elem_error", "lift", "literal_attrs", "safe_float"]
 
 
 def lift(t: Tensor) -> Tensor:
@@ -72,6 +75,14 @@ def dtype_attrs(D: Any, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
         elif a.kind == "rationals":
             out[a.name] = tuple(Fraction(D.to_rational(D.from_rational(Fraction(q)))) for q in v)
     return out
+
+
+def literal_attrs(attrs: dict[str, Any], env: Sequence[int]) -> dict[str, Any]:
+    """`select`'s attributes with env[env_slot] as its literal `index` (the same op on the
+    empty environment); other attributes unchanged."""
+    if not uses_env(attrs):
+        return attrs
+    return {**attrs, "index": int(env[attrs["env_slot"]]), "env_slot": None}
 
 
 def abs_scale(op: str, xs: list[Tensor], g: Tensor, attrs: dict[str, Any]) -> list[Tensor]:
@@ -237,13 +248,14 @@ def check_node(
     xs: Sequence[Tensor],
     g: Tensor,
     ts: Sequence[Tensor] | None = None,
+    env: Sequence[int] = (),
 ) -> NodeResult:
-    """Check one op on the engine's inputs `xs` (dtype domain), cotangent `g` and, for an
-    engine with forward mode, tangents `ts` (engines' floating-point warnings silenced:
-    the check reports what they warn about)."""
+    """Check one op on the engine's inputs `xs` (dtype domain), cotangent `g`, integer
+    environment `env` and, for an engine with forward mode, tangents `ts` (engines'
+    floating-point warnings silenced: the check reports what they warn about)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _check_node(engine, dtype, op, attrs, xs, g, ts)
+        return _check_node(engine, dtype, op, attrs, xs, g, ts, tuple(env))
 
 
 def _check_node(
@@ -253,29 +265,26 @@ def _check_node(
     attrs: dict[str, Any],
     xs: Sequence[Tensor],
     g: Tensor,
-    ts: Sequence[Tensor] | None = None,
+    ts: Sequence[Tensor] | None,
+    env: tuple[int, ...],
 ) -> NodeResult:
-    """Check one op on the engine's inputs `xs` (dtype domain), cotangent `g` and, for an
-    engine with forward mode, tangents `ts`."""
     res = NodeResult(op)
     fn0 = engine.ops.get(op)
     if fn0 is None:
         res.covered = False
         return res
-
-    def fn(*a: Any) -> Any:
-        return fn0(*a, **attrs)
-
     d = get_op(op)
     D = ieee_domain(dtype)
     hx = [lift(x) for x in xs]
     attrs = dtype_attrs(D, op, attrs)
+    fn = OpCall(op, fn0, attrs, env)  # the engine gets the attributes the dtype holds
     try:
-        want_y = d.forward(HP, hx, attrs, ())
-        want_ct = d.vjp(HP, hx, lift(g), attrs, ())
+        want_y = d.forward(HP, hx, attrs, env)
+        want_ct = d.vjp(HP, hx, lift(g), attrs, env)
     except TorchLeanError:
         res.covered = False  # outside the spec's domain (e.g. log of a non-positive)
         return res
+    lit = literal_attrs(attrs, env)  # the same op without the environment, for the scales
     try:
         arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
         out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
@@ -286,12 +295,12 @@ def _check_node(
         return res
     res.output = got_y
     hg = lift(g)
-    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, attrs, res)
+    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, lit, res)
     for k, (gc, wc) in enumerate(zip(got_ct, want_ct, strict=True)):
-        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, attrs, res)
+        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, lit, res)
     if engine.has_jvp and ts is not None:
         try:
-            want_t = d.jvp(HP, hx, [lift(t) for t in ts], attrs, ())
+            want_t = d.jvp(HP, hx, [lift(t) for t in ts], attrs, env)
             tarrs = [engine.asarray(to_numpy(t, dtype), dtype) for t in ts]
             _, tout = engine.jvp(fn, arrs, tarrs)
             got_t = from_numpy(engine.to_numpy(tout, dtype), dtype)
@@ -306,5 +315,5 @@ def _check_node(
                     Tensor.of((sum(len(t.data) for t in ts),), [v for t in ts for v in t.data])
                 )
             )
-            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, attrs, res)
+            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, lit, res)
     return res

@@ -8,6 +8,9 @@ Invariants:
 - The reports are `<prefix>.json` (every row, the meta data) and `<prefix>.md` (the same
   tables and every failure with its reproducer); both are written before the summary line.
 - `--engine NAME --replay FILE` re-runs a per-node reproducer on that engine.
+- Without `--report`, the prefix is `report_prefix(NAME)`: `conformance-engine-` and NAME
+  with every character outside [A-Za-z0-9._-] replaced by `_` (one file name in the
+  working directory, never the main suite's `conformance-report`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -26,9 +30,14 @@ from .base import EngineUnavailable
 from .conventions import CONVENTIONS, SIGNED_ZERO
 from .run import EngineRun, replay_node, run_engine
 
-__all__ = ["engine_main", "markdown", "write_engine_reports"]
+__all__ = ["engine_main", "markdown", "report_prefix", "write_engine_reports"]
 
 _IEEE = ("float64", "float32", "bfloat16", "float16")
+
+
+def report_prefix(engine: str) -> str:
+    """The default report prefix of `--engine NAME` (see the module docstring)."""
+    return "conformance-engine-" + re.sub(r"[^A-Za-z0-9._-]", "_", engine)
 
 
 def _u(v: float | None) -> str:

@@ -19,11 +19,18 @@ Invariants:
   dtype; the row says whether spec and engine differ there, with both values.
 - Conventions are reported, never failures, unless `strict_conventions` is set; then any
   convention other than `signed_zero` that differs fails the run.
+- Shrinking is capped: `shrink_seconds` (default `SHRINK_SECONDS`) after a run's first
+  failure the run stops, and the reported reproducer is the last failing case found (a
+  real failing case, possibly not the smallest); the row's note says so.
+- Environment cases: the graph generator draws `select` with a literal `index` only, so
+  `select` is also checked on fixed inputs with `env_slot` and an integer environment
+  (`ENV_CASES`), recorded in its row; a wrong one is reported with `env` in the reproducer.
 """
 
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,15 +45,18 @@ from spec.graph import Graph, Node
 from spec.ops import OPS, get_op
 from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor
+from spec.validate import normalize_attrs
 
 from ..determinism import seed_only_draws
 from ..graphs import GRAPH_OPS, graphs, inputs_for, seeds_for
-from .base import Engine, ieee_domain
+from .base import Engine, OpCall, ieee_domain
 from .conventions import CONVENTIONS, SIGNED_ZERO
 from .local import NodeResult, check_node, lift
 from .whole import CONSTANT_OPS, check_graph
 
 __all__ = [
+    "ENV_CASES",
+    "SHRINK_SECONDS",
     "ConventionRow",
     "EngineRun",
     "GraphRow",
@@ -116,10 +126,27 @@ class EngineRun:
         )
 
 
-def _repro(engine: Engine, dtype: str, node: Node, xs: Sequence[Tensor], g: Tensor) -> dict:
+SHRINK_SECONDS = 30.0
+# select's environment cases: (input shape, env, env_slot), env[env_slot] in range
+ENV_CASES: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...] = (
+    ((3,), (2, 0), 0),
+    ((3, 2), (2, 0), 1),
+    ((2, 2, 2), (0, 1), 1),
+    ((4, 1), (5, 3, 1), 2),
+)
+
+
+def _repro(
+    engine: Engine,
+    dtype: str,
+    node: Node,
+    xs: Sequence[Tensor],
+    g: Tensor,
+    env: Sequence[int] = (),
+) -> dict:
     D = ieee_domain(dtype)
     one = Graph([x.shape for x in xs], [Node(node.op, tuple(range(len(xs))), node.attrs)])
-    return {
+    out: dict[str, Any] = {
         "engine": engine.name,
         "dtype": dtype,
         "op": node.op,
@@ -127,6 +154,9 @@ def _repro(engine: Engine, dtype: str, node: Node, xs: Sequence[Tensor], g: Tens
         "inputs": [tensor_to_dict(D, x) for x in xs],
         "cotangent": tensor_to_dict(D, g),
     }
+    if env:
+        out["env"] = [int(i) for i in env]
+    return out
 
 
 def replay_node(engine: Engine, repro: dict[str, Any]) -> NodeResult:
@@ -135,11 +165,17 @@ def replay_node(engine: Engine, repro: dict[str, Any]) -> NodeResult:
     (node,) = g1.nodes
     xs = [tensor_from_dict(d)[1] for d in repro["inputs"]]
     g = tensor_from_dict(repro["cotangent"])[1]
-    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, xs)
+    env = tuple(int(i) for i in repro.get("env", ()))
+    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, xs, env)
 
 
 class _Failure(Exception):
     pass
+
+
+class _ShrinkCapped(BaseException):
+    """Raised through Hypothesis (not an `Exception`, so not a test failure) to end a
+    shrink that ran past its time cap."""
 
 
 @dataclass
@@ -148,9 +184,15 @@ class _State:
     graph: GraphRow
     recording: bool = True
     failure: dict[str, Any] | None = None
+    shrink_seconds: float | None = None  # the cap on shrinking (None: no cap)
+    shrink_until: float | None = None  # perf_counter deadline, set at the first failure
 
 
 def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
+    """Check every node of one case; raise `_Failure` at a wrong node (starting the shrink
+    clock at a run's first) and `_ShrinkCapped` once that clock ran out."""
+    if st_.shrink_until is not None and time.perf_counter() > st_.shrink_until:
+        raise _ShrinkCapped
     g, xs, seed = case
     D = ieee_domain(dtype)
     vals: list[Tensor] = list(xs)
@@ -180,6 +222,8 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
                     "message": res.wrong,
                     "repro": _repro(engine, dtype, node, args, seed.tensors[idx]),
                 }
+                if st_.shrink_until is None and st_.shrink_seconds is not None:
+                    st_.shrink_until = time.perf_counter() + st_.shrink_seconds
                 raise _Failure(res.wrong)
             all_covered &= res.covered and res.refused is None
             clean &= not any(n != SIGNED_ZERO.name for n in res.conventions)
@@ -243,8 +287,11 @@ def _run(
     st_: _State,
     progress: Callable[[], None] | None,
     max_nodes: int,
+    shrink_seconds: float | None,
 ) -> None:
+    # (the body of `test` is kept as it was: derandomised draws hash its source)
     st_.recording, st_.failure = True, None
+    st_.shrink_seconds, st_.shrink_until = shrink_seconds, None
 
     @settings(
         max_examples=n,
@@ -267,15 +314,25 @@ def _run(
 
     if seed is not None:
         test = hyp_seed(seed)(test)
+    capped = False
     try:
         with seed_only_draws():
             test()
+    except _ShrinkCapped:
+        capped = True
     except (_Failure, BaseExceptionGroup):
-        f = st_.failure
-        assert f is not None
-        r = st_.rows.setdefault(f["op"], OpRow(engine.name, dtype, f["op"]))
-        r.failures += 1
-        r.failure = r.failure or f
+        pass
+    f = st_.failure
+    if f is None:
+        return
+    r = st_.rows.setdefault(f["op"], OpRow(engine.name, dtype, f["op"]))
+    r.failures += 1
+    r.failure = r.failure or f
+    if capped and r.failure is f:
+        r.note = (r.note + "; " if r.note else "") + (
+            f"shrinking stopped after {shrink_seconds:g} s: the reproducer is the last "
+            "failing case found"
+        )
 
 
 _GRID_FAMILIES = ("elementwise", "transcendental")
@@ -328,6 +385,29 @@ def _grid(engine: Engine, dtype: str, ops: Sequence[str], st_: _State) -> None:
             break
 
 
+def _env_cases(engine: Engine, dtype: str, st_: _State) -> None:
+    """`select` with `env_slot` on `ENV_CASES` (grid-like values, cotangent and tangent
+    cos(j)); a wrong case is reported with its environment."""
+    D = ieee_domain(dtype)
+    for shape, env, slot in ENV_CASES:
+        n = math.prod(shape)
+        x = Tensor(shape, tuple(D.from_float(-8.0 + 16.0 * (j + 0.618) / n) for j in range(n)))
+        t = Tensor(shape, tuple(D.from_float(math.cos(j)) for j in range(n)))
+        g = Tensor(shape[1:], t.data[: n // shape[0]])
+        attrs = normalize_attrs("select", {"env_slot": slot})
+        res = check_node(engine, dtype, "select", attrs, [x], g, [t], env)
+        _record(st_.rows, engine, dtype, res)
+        if res.wrong is not None:
+            r = st_.rows["select"]
+            r.failures += 1
+            r.failure = r.failure or {
+                "op": "select",
+                "message": res.wrong,
+                "repro": _repro(engine, dtype, Node("select", (0,), attrs), [x], g, env),
+            }
+            return
+
+
 def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[ConventionRow]:
     """Evaluate every convention of `ops` at its defining points."""
     D = ieee_domain(dtype)
@@ -372,12 +452,10 @@ def _side_by_side(
     from .base import from_numpy, to_numpy
 
     d = get_op(c.op)
-    fn = engine.ops[c.op]
+    fn = OpCall(c.op, engine.ops[c.op], attrs)
     arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
     try:
-        out, cts = engine.vjp(
-            lambda *a: fn(*a, **attrs), arrs, engine.asarray(to_numpy(g, dtype), dtype)
-        )
+        out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
     except Exception as e:
         return [], [f"refused: {e}"]
     if c.directions == ("forward",) or c.op == "softplus":
@@ -400,12 +478,16 @@ def run_engine(
     seed: int | None = None,
     max_nodes: int = 4,
     progress: Callable[[], None] | None = None,
+    shrink_seconds: float | None = SHRINK_SECONDS,
 ) -> EngineRun:
     """Run every check for one engine over `dtypes` (those it supports) and `ops` (default:
-    every op the graph generator builds)."""
+    every op the graph generator builds); a failing run shrinks for at most
+    `shrink_seconds` (None: no cap)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # engines warn on inf/NaN; the checks report them
-        return _run_engine(engine, dtypes, ops, max_examples, per_op, seed, max_nodes, progress)
+        return _run_engine(
+            engine, dtypes, ops, max_examples, per_op, seed, max_nodes, progress, shrink_seconds
+        )
 
 
 def _run_engine(
@@ -417,6 +499,7 @@ def _run_engine(
     seed: int | None,
     max_nodes: int,
     progress: Callable[[], None] | None,
+    shrink_seconds: float | None,
 ) -> EngineRun:
     wanted = [op for op in (ops or GRAPH_OPS) if op in OPS]
     checked = [op for op in wanted if op in engine.ops and op in GRAPH_OPS and op != "log"]
@@ -424,11 +507,13 @@ def _run_engine(
     for dt in dtypes:
         st_ = _State({}, GraphRow(engine.name, dt))
         if checked:
-            _run(engine, dt, checked, max_examples, seed, st_, progress, max_nodes)
+            _run(engine, dt, checked, max_examples, seed, st_, progress, max_nodes, shrink_seconds)
             for op in checked:
                 if per_op:
-                    _run(engine, dt, [op], per_op, seed, st_, progress, max_nodes)
+                    _run(engine, dt, [op], per_op, seed, st_, progress, max_nodes, shrink_seconds)
         _grid(engine, dt, [op for op in wanted if op in engine.ops], st_)
+        if "select" in wanted and "select" in engine.ops:
+            _env_cases(engine, dt, st_)
         for op in wanted:
             if op not in engine.ops and op not in CONSTANT_OPS:
                 st_.rows[op] = OpRow(engine.name, dt, op, covered=False, note="not covered")

@@ -1,11 +1,20 @@
 """tinygrad adapter: `TinygradEngine`.
 
 Invariants: every entry of `ops` is the plain tinygrad `Tensor` method for that op of the
-table; VJPs come from `Tensor.gradient(*inputs, gradient=cotangent)` (tinygrad's reverse
-mode; it has no forward mode, so no JVP is claimed). The device is tinygrad's default when
-it can compile a kernel, else the `PYTHON` device (tinygrad's own UOp interpreter: the CPU
-device needs `clang`; the fallback sets tinygrad's process-wide default device); the
-report names the device. Ops without an entry are not covered.
+table (`gather` pads the last axis with one +0 column and gathers along it; a (C, H, W)
+input of `conv_transpose2d` gets a batch axis of 1; multi_head_attention is the spec's
+projections x @ w.T around `Tensor.scaled_dot_product_attention`, the causal and explicit
+masks combined into one boolean mask); VJPs come from
+`Tensor.gradient(*inputs, gradient=cotangent)` (tinygrad's reverse mode; it has no forward
+mode, so no JVP is claimed). Ops without an entry are not covered.
+
+Device: tinygrad's default where its CPU device can run, else the `PYTHON` device
+(tinygrad's own UOp interpreter; the fallback sets tinygrad's process-wide default device);
+the report names the device. tinygrad 0.14's CPU device runs the C compiler named by `CC`
+(default `clang`) when it is constructed, whatever its renderer: `DEV=CPU:LLVM` compiles
+kernels with libLLVM, but the device's own queue programs are still C compiled by `CC`
+with clang's `--target=` flag, which gcc rejects. So the CPU device is used only where
+that compiler is on PATH (or `DEV` is set).
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import Engine, EngineUnavailable, select_index
 
 try:
     import tinygrad
@@ -27,6 +36,70 @@ except ImportError:  # pragma: no cover - exercised where tinygrad is absent
     dtypes = None
 
 __all__ = ["TinygradEngine"]
+
+
+def _ints(x: Any, values: Sequence[int]) -> Any:
+    return TT(list(values), dtype=dtypes.int32, device=x.device)
+
+
+def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
+    lead, p = tuple(x.shape[:-1]), len(indices)
+    xp = x.pad(((0, 0),) * (x.ndim - 1) + ((0, 1),))  # index M reads this +0
+    idx = _ints(x, indices).reshape(*(1,) * len(lead), p).expand(*lead, p)
+    return xp.gather(-1, idx).reshape(*lead, *shape)
+
+
+def _conv_transpose2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    groups: Any = None,
+    output_padding: Any = None,
+) -> Any:
+    xb = x.unsqueeze(0) if x.ndim == 3 else x
+    y = xb.conv_transpose2d(
+        w,
+        b,
+        groups=groups or 1,
+        stride=tuple(stride or (1, 1)),
+        dilation=tuple(dilation or (1, 1)),
+        padding=tuple(padding or (0, 0)),
+        output_padding=tuple(output_padding or (0, 0)),
+    )
+    return y.squeeze(0) if x.ndim == 3 else y
+
+
+def _mha(
+    q: Any,
+    k: Any,
+    v: Any,
+    wq: Any,
+    wk: Any,
+    wv: Any,
+    wo: Any,
+    heads: int,
+    mask: Any = None,
+    causal: Any = None,
+) -> Any:
+    e, lq, lk = q.shape[-1], q.shape[-2], k.shape[-2]
+
+    def split(x: Any, w: Any) -> Any:
+        y = x.matmul(w.transpose(-2, -1))
+        return y.reshape(*y.shape[:-1], heads, e // heads).transpose(-3, -2)
+
+    keep = None
+    if mask is not None or causal:
+        m = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
+        if causal:
+            m &= np.tril(np.ones((lq, lk), bool))
+        keep = TT(m.tolist(), dtype=dtypes.bool, device=q.device)
+    o = split(q, wq).scaled_dot_product_attention(split(k, wk), split(v, wv), attn_mask=keep)
+    o = o.transpose(-3, -2)
+    return o.reshape(*o.shape[:-2], e).matmul(wo.transpose(-2, -1))
+
 
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
@@ -64,9 +137,13 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: x.expand(shape),
     "concat": lambda *xs: xs[0].cat(*xs[1:], dim=0),
     "slice": lambda x, start, stop: x[start:stop],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
+    "gather": _gather,
     "softmax": lambda x: x.softmax(-1),
     "log_softmax": lambda x: x.log_softmax(-1),
     "mse_loss": lambda y, t: ((y - t) * (y - t)).mean(),
+    "conv_transpose2d": _conv_transpose2d,
+    "multi_head_attention": _mha,
 }
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -74,15 +151,16 @@ _UINT = {"float64": "uint64", "float32": "uint32", "bfloat16": "uint16", "float1
 
 
 def _device() -> str:
-    """tinygrad's default device, or its PYTHON interpreter where the default CPU device
-    has no `clang` to compile with (set process-wide, before tinygrad picks a device)."""
+    """tinygrad's default device, or its PYTHON interpreter where the CPU device has no C
+    compiler to run (`CC`, default `clang`; set process-wide, before tinygrad picks a
+    device)."""
     import os
     import shutil
 
     from tinygrad import Device
     from tinygrad.helpers import DEV
 
-    if not os.environ.get("DEV") and shutil.which("clang") is None:
+    if not os.environ.get("DEV") and shutil.which(os.environ.get("CC") or "clang") is None:
         DEV.value = "PYTHON"
     return str(Device.DEFAULT)
 

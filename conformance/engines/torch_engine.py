@@ -1,10 +1,13 @@
 """PyTorch adapter: `TorchEngine` (CPU) and `TorchCudaEngine` (CUDA when present).
 
 Invariants: every entry of `ops` is the plain PyTorch call a user would write for that op
-of the table (e.g. `amax` for `reduce_max`, `F.softplus` for `softplus`); VJPs come from
-`torch.autograd.grad`, JVPs from `torch.func.jvp` (PyTorch's forward mode). Ops without an
-entry (`gather`, `multi_head_attention`, ...) are reported as not covered. Importing this
-module without torch installed works; constructing the engine raises `EngineUnavailable`.
+of the table (e.g. `amax` for `reduce_max`, `F.softplus` for `softplus`, `torch.gather`
+along the last axis after `F.pad` adds the +0 column for `gather`'s pad index,
+`F.conv_transpose2d`, and multi_head_attention as the spec's projections x @ w.T, heads
+split on the last axis, `F.scaled_dot_product_attention`, heads merged, output
+projection); VJPs come from `torch.autograd.grad`, JVPs from `torch.func.jvp` (PyTorch's
+forward mode). An op without an entry is reported as not covered. Importing this module
+without torch installed works; constructing the engine raises `EngineUnavailable`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable
+from .base import Engine, EngineUnavailable, select_index
 
 try:
     import torch
@@ -48,6 +51,58 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: A
 
 def _pair(v: Any, default: int) -> Any:
     return default if v is None else tuple(v)
+
+
+def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
+    lead = tuple(x.shape[:-1])
+    xp = F.pad(x, (0, 1))  # index M reads this +0
+    idx = _idx(x, indices).expand(*lead, len(indices))
+    return torch.gather(xp, -1, idx).reshape(*lead, *shape)
+
+
+def _conv_transpose2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    groups: Any = None,
+    output_padding: Any = None,
+) -> Any:
+    # PyTorch's argument order: stride, padding, output_padding, groups, dilation
+    return F.conv_transpose2d(
+        x,
+        w,
+        b,
+        _pair(stride, 1),
+        _pair(padding, 0),
+        _pair(output_padding, 0),
+        groups or 1,
+        _pair(dilation, 1),
+    )
+
+
+def _mha(
+    q: Any,
+    k: Any,
+    v: Any,
+    wq: Any,
+    wk: Any,
+    wv: Any,
+    wo: Any,
+    heads: int,
+    mask: Any = None,
+    causal: Any = None,
+) -> Any:
+    e = q.shape[-1]
+
+    def split(x: Any, w: Any) -> Any:
+        y = torch.matmul(x, w.transpose(-2, -1))
+        return y.reshape(*y.shape[:-1], heads, e // heads).transpose(-3, -2)
+
+    o = _sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal).transpose(-3, -2)
+    return torch.matmul(o.reshape(*o.shape[:-2], e), wo.transpose(-2, -1))
 
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -88,11 +143,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "broadcast_to": lambda x, shape: torch.broadcast_to(x, shape),
     "concat": lambda *xs: torch.cat(xs, 0),
     "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None: x[index],
+    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
     "index_select": lambda x, indices: torch.index_select(x, 0, _idx(x, indices)),
     "scatter_add": lambda x, indices, size: torch.zeros(
         (size, *x.shape[1:]), dtype=x.dtype, device=x.device
     ).index_add(0, _idx(x, indices), x),
+    "gather": _gather,
     "softmax": lambda x: torch.softmax(x, -1),
     "log_softmax": lambda x: torch.log_softmax(x, -1),
     "mse_loss": lambda y, t: F.mse_loss(y, t),
@@ -102,6 +158,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "conv2d": lambda x, w, b=None, stride=None, padding=None, dilation=None, groups=None: F.conv2d(
         x, w, b, _pair(stride, 1), _pair(padding, 0), _pair(dilation, 1), groups or 1
     ),
+    "conv_transpose2d": _conv_transpose2d,
     "avg_pool2d": lambda x, kernel_size, stride=None, padding=None, dilation=None: F.avg_pool2d(
         x, tuple(kernel_size), _pair(stride, None), _pair(padding, 0), count_include_pad=True
     ),
@@ -113,6 +170,7 @@ OPS: dict[str, Callable[..., Any]] = {
         float("-inf"),
     ),
     "scaled_dot_product_attention": _sdpa,
+    "multi_head_attention": _mha,
     "embedding": lambda table, indices, shape=None: F.embedding(
         _idx(table, indices).reshape(shape if shape is not None else (len(indices),)), table
     ),

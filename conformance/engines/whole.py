@@ -33,12 +33,12 @@ from spec.shape import size
 from spec.tensor import Tensor, TensorPack
 
 from ..bounds.core import HP, exact_q, fmt, ulp
-from .base import Engine, from_numpy, ieee_domain, to_numpy
+from .base import Engine, KeyedCall, freeze, from_numpy, ieee_domain, to_numpy
 from .budgets import budget_for
 from .local import lift, safe_float
 from .propagate import abs_backprop
 
-__all__ = ["CONSTANT_OPS", "GraphResult", "check_graph"]
+__all__ = ["CONSTANT_OPS", "GraphCall", "GraphResult", "check_graph"]
 
 CONSTANT_OPS = ("const", "one_hot")  # materialised from their exact constants (no arithmetic)
 
@@ -52,25 +52,43 @@ class GraphResult:
     worst: str | None = None  # where the largest error/bound ratio was seen
 
 
+class GraphCall(KeyedCall):
+    """The engine's ops composed along a graph (constants materialised in the dtype); `key`
+    names every node: op, arguments, the engine's callable, frozen attributes, and the
+    dtype the constants are built in."""
+
+    def __init__(self, engine: Engine, dtype: str, g: Graph) -> None:
+        D = ieee_domain(dtype)
+        self.engine, self.dtype, self.g = engine, dtype, g
+        self.consts = {
+            k: to_numpy(get_op(n.op).forward(D, [], dict(n.attrs), ()), dtype)
+            for k, n in enumerate(g.nodes)
+            if n.op in CONSTANT_OPS
+        }
+        self.key = (
+            "graph",
+            dtype,
+            g.num_inputs,
+            tuple((n.op, tuple(n.args), engine.ops.get(n.op), freeze(n.attrs)) for n in g.nodes),
+        )
+
+    def __call__(self, *arrs: Any) -> Any:
+        vals = list(arrs)
+        for k, node in enumerate(self.g.nodes):
+            if k in self.consts:
+                vals.append(self.engine.asarray(self.consts[k], self.dtype))
+            else:
+                args = [vals[a] for a in node.args]
+                vals.append(self.engine.ops[node.op](*args, **dict(node.attrs)))
+        return vals[-1]
+
+
 def check_graph(
     engine: Engine, dtype: str, g: Graph, xs: list[Tensor], g_out: Tensor
 ) -> GraphResult:
     D = ieee_domain(dtype)
     f = fmt(D)
-    consts = {}
-    for k, node in enumerate(g.nodes):
-        if node.op in CONSTANT_OPS:
-            consts[k] = to_numpy(get_op(node.op).forward(D, [], dict(node.attrs), ()), dtype)
-
-    def fn(*arrs: Any) -> Any:
-        vals = list(arrs)
-        for k, node in enumerate(g.nodes):
-            if k in consts:
-                vals.append(engine.asarray(consts[k], dtype))
-            else:
-                vals.append(engine.ops[node.op](*[vals[a] for a in node.args], **dict(node.attrs)))
-        return vals[-1]
-
+    fn = GraphCall(engine, dtype, g)
     res = GraphResult()
     try:
         arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
