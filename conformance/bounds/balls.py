@@ -28,8 +28,11 @@ result on the runtime's operands):
   operand's radius propagates through the derivative's bound on the ball: exp(c + r),
   1/(c − r) for log (c > r), 1 for tanh, sin and cos.
 - Comparisons, `abs`, `neg`, and picks (relu, maximum, reduce_max, clamp) are exact; a
-  comparison the radii cannot decide raises `Undecided` (the caller skips that node and
-  counts it) instead of guessing a branch.
+  comparison (or NaN test) the radii cannot decide raises `Undecided` instead of guessing.
+  `all_branches` runs a rule once per path through such questions, answering each both
+  ways (`BallDomain.fork`), so the runtime's branch is one of the paths and a value is
+  checked against the union of the paths' balls (`contains_any`); a rule with more than
+  64 paths is left undecided (the caller counts it).
 - Overflow: where a result's bound M reaches the dtype's overflow threshold the runtime
   may give ±inf or NaN, so the value becomes *wild* (anything goes; counted, never
   compared); past it for sure, it is ±inf. ±inf and NaN centers are certain values (radius
@@ -44,8 +47,10 @@ plus 2**-200·(|c| + r) absolute when compared (`contains`): far above their own
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import gmpy2
 
@@ -54,7 +59,9 @@ from spec.errors import DomainError, TorchLeanError
 
 from .core import HP
 
-__all__ = ["Ball", "BallDomain", "Sum", "Undecided", "contains"]
+__all__ = ["Ball", "BallDomain", "Sum", "Undecided", "all_branches", "contains", "contains_any"]
+
+T = TypeVar("T")
 
 _C = HP.ctx
 _ZERO = HP.zero()
@@ -158,6 +165,8 @@ class BallDomain(Domain):
         self.budget = {k: _C.mul(gmpy2.mpfr(v), 1) for k, v in budget.items()}
         self._zero = Ball(_ZERO)
         self._one = Ball(_ONE)
+        self._script: list[bool] = []  # see `fork`
+        self._pos = 0
 
     # ------------------------------------------------------------------ construction
     def exact_ball(self, v: Any) -> Ball:
@@ -374,16 +383,29 @@ class BallDomain(Domain):
         return self._libm("cos", a)
 
     # ------------------------------------------------------------------ decisions
+    def fork(self, script: Sequence[bool]) -> BallDomain:
+        """This domain, answering its first len(script) undecided questions from `script`
+        (the runtime's branch on one path of `all_branches`)."""
+        f = copy.copy(self)
+        f._script, f._pos = list(script), 0
+        return f
+
+    def _decide(self, question: str) -> bool:
+        if self._pos < len(self._script):
+            self._pos += 1
+            return self._script[self._pos - 1]
+        raise Undecided(question)
+
     def is_nan(self, a: Value) -> bool:
         a = self.settle(a)
         if a.wild:
-            raise Undecided(f"{self.name}: NaN test of an unconstrained value")
+            return self._decide(f"{self.name}: NaN test of an unconstrained value")
         return bool(gmpy2.is_nan(a.c))
 
     def lt(self, a: Value, b: Value) -> bool:
         a, b = self.settle(a), self.settle(b)
         if a.wild or b.wild:
-            raise Undecided(f"{self.name}: comparison with an unconstrained value")
+            return self._decide(f"{self.name}: comparison with an unconstrained value")
         if gmpy2.is_nan(a.c) or gmpy2.is_nan(b.c):
             return False
         if a.r == 0 and b.r == 0:
@@ -392,24 +414,24 @@ class BallDomain(Domain):
             return True
         if _C.sub(a.c, a.r) >= _C.add(b.c, b.r):
             return False
-        raise Undecided(f"{self.name}: {a} < {b} is not decided by the radii")
+        return self._decide(f"{self.name}: {a} < {b} is not decided by the radii")
 
     def eq(self, a: Value, b: Value) -> bool:
         a, b = self.settle(a), self.settle(b)
         if a.wild or b.wild:
-            raise Undecided(f"{self.name}: comparison with an unconstrained value")
+            return self._decide(f"{self.name}: comparison with an unconstrained value")
         if gmpy2.is_nan(a.c) or gmpy2.is_nan(b.c):
             return False
         if a.r == 0 and b.r == 0:
             return bool(a.c == b.c)
         if abs(_C.sub(a.c, b.c)) > _C.add(a.r, b.r):
             return False
-        raise Undecided(f"{self.name}: {a} == {b} is not decided by the radii")
+        return self._decide(f"{self.name}: {a} == {b} is not decided by the radii")
 
     def same(self, a: Value, b: Value) -> bool:
         a, b = self.settle(a), self.settle(b)
         if a.wild or b.wild or a.r or b.r:
-            raise Undecided(f"{self.name}: identity of values with radii")
+            return self._decide(f"{self.name}: identity of values with radii")
         return HP.same(a.c, b.c)
 
     def encode(self, a: Value) -> str:
@@ -418,6 +440,40 @@ class BallDomain(Domain):
 
     def decode(self, s: str) -> Any:
         raise DomainError(f"{self.name}: balls have no serialised form")
+
+
+def all_branches(rule: Callable[[BallDomain], T], D: BallDomain, limit: int = 64) -> list[T] | None:
+    """`rule(domain)` on every path through the questions (comparisons, NaN tests) the balls
+    leave open: each open question is answered both ways, so every branch the runtime can
+    take is one of the paths. None when more than `limit` paths would be needed."""
+    out: list[T] = []
+    todo: list[tuple[bool, ...]] = [()]
+    while todo:
+        script = todo.pop()
+        try:
+            out.append(rule(D.fork(script)))
+        except Undecided:
+            if len(out) + len(todo) + 2 > limit:
+                return None
+            todo += [(*script, True), (*script, False)]
+    return out
+
+
+def contains_any(D: BallDomain, xs: Sequence[Value], v: Any) -> tuple[bool | None, Any, Any]:
+    """`contains` over the paths of `all_branches`: None when a path leaves the element
+    unconstrained; ok when some path's ball holds v (its error and bound); else the path
+    whose bound comes nearest (error/bound smallest)."""
+    best: tuple[bool | None, Any, Any] | None = None
+    for x in xs:
+        ok, err, bound = contains(D, x, v)
+        if ok is None:
+            return ok, err, bound
+        if ok:
+            return ok, err, bound
+        if best is None or (bound and err / bound < best[1] / best[2]) or not best[2]:
+            best = (ok, err, bound)
+    assert best is not None
+    return best
 
 
 def contains(D: BallDomain, x: Value, v: Any) -> tuple[bool | None, Any, Any]:

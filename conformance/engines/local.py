@@ -6,9 +6,12 @@ Invariants:
   forward / VJP / JVP of that op evaluated in `HP` (256-bit MPFR, every rounding far below
   the dtype's) on those inputs lifted exactly.
 - Error of one element, in ulps of the engine's dtype: |got - exact| / ulp(max(|exact|, S))
-  with S from the op's `Budget.scale` (see `budgets`). NaN vs NaN and equal infinities are
-  0; a finite/NaN or finite/inf disagreement is infinite, except that an engine's ±inf is
-  correct where the exact value rounds to that infinity.
+  with S from the op's `Budget.scale` (see `budgets`). Ops with the `ball` scale also
+  accept an element inside its ball: what a direct evaluation of the spec's op sequence in
+  the dtype can give (`conformance.bounds.balls`, with the engine's transcendental
+  budgets; a wild ball — a possible overflow — accepts anything). NaN vs NaN and equal
+  infinities are 0; a finite/NaN or finite/inf disagreement is infinite, except that an
+  engine's ±inf is correct where the exact value rounds to that infinity.
 - Three outcomes per element: within budget (accuracy, counted in the max ulp); beyond
   budget but explained by a named convention whose condition the inputs hit (reported with
   spec and engine values side by side, excluded from the max ulp); otherwise *wrong*.
@@ -22,7 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -35,7 +38,8 @@ from spec.inline import inline
 from spec.ops import get_op
 from spec.tensor import Tensor, TensorPack
 
-from ..bounds.core import HP, exact_q, fmt, ulp
+from ..bounds.balls import BallDomain, all_branches, contains_any
+from ..bounds.core import HP, TRANSCENDENTAL, exact_q, fmt, ulp
 from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
 from .budgets import budget_for
 from .conventions import SIGNED_ZERO, conventions_for
@@ -59,6 +63,7 @@ class NodeResult:
     wrong: str | None = None
     jvp_refused: str | None = None
     output: Tensor | None = None  # the engine's forward value (dtype domain)
+    unconstrained: int = 0  # `ball` elements where a direct evaluation may overflow
 
 
 def dtype_attrs(D: Any, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +145,8 @@ def _scale(
 ) -> Fraction:
     if mode == "rel":
         return Fraction(0)
+    if mode == "ball":  # the abs scale; the ball is checked beside it (`_compare`)
+        mode = "abs"
     gm = _mag(g) if g is not None else Fraction(0)
     if mode == "cotangent":
         return gm if direction != "forward" else Fraction(0)
@@ -184,6 +191,7 @@ def _compare(
     g: Tensor | None,
     attrs: dict[str, Any],
     res: NodeResult,
+    balls: Callable[[], list[Tensor] | None] | None = None,
 ) -> None:
     if got.shape != want.shape:
         res.wrong = f"{op} {direction}: shape {got.shape}, spec {want.shape}"
@@ -194,9 +202,19 @@ def _compare(
     S = _scale(op, b.scale, direction, xs, g, attrs, k)
     alts = [(c, c.alt(xs, g, attrs)) for c in conventions_for(op, direction)]
     worst = res.max_ulp.get(direction, 0.0)
+    ball = balls() if balls is not None and b.scale == "ball" else None
+    BD = ball_domain_for(engine.name, dtype) if ball is not None else None
     for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
         e = elem_error(dtype, gv, wv, S)
-        if e <= allowed:
+        inside = e <= allowed
+        if not inside and ball is not None:
+            inside = contains_any(BD, [t.data[i] for t in ball], gv)[0]
+            if inside is None or (inside and e == float("inf")):
+                # a possible (or certain) overflow of a direct evaluation in the dtype:
+                # the engine's value is explained, but it is no accuracy figure
+                res.unconstrained += 1
+                continue
+        if inside:
             if gv == 0 and wv == 0 and gmpy2.is_signed(gv) != gmpy2.is_signed(wv):
                 res.conventions.setdefault(
                     SIGNED_ZERO.name, _example(op, direction, k, i, wv, gv, xs, attrs)
@@ -258,6 +276,42 @@ def check_node(
         return _check_node(engine, dtype, op, attrs, xs, g, ts, tuple(env))
 
 
+_BALLS: dict[tuple[str, str], BallDomain] = {}
+
+
+def ball_domain_for(engine: str, dtype: str) -> BallDomain:
+    """The ball domain of a direct evaluation in `dtype` with this engine's transcendental
+    budgets (its forward ulps of exp, log, tanh, sin, cos)."""
+    hit = _BALLS.get((engine, dtype))
+    if hit is None:
+        K = {fn: budget_for(engine, dtype, fn, "forward").ulps for fn in TRANSCENDENTAL}
+        hit = _BALLS[engine, dtype] = BallDomain(dtype, ieee_domain(dtype), K)
+    return hit
+
+
+def _ball_rule(
+    engine: Engine, dtype: str, rule: Callable[[BallDomain, Any], Any], k: int = 0
+) -> Callable[[], list[Tensor] | None]:
+    """Lazily, output k of `rule(BD, exact_ball)` over the engine's ball domain on every
+    path of `balls.all_branches` (None when there are too many, or the rule refuses)."""
+
+    def run() -> list[Tensor] | None:
+        BD = ball_domain_for(engine.name, dtype)
+        try:
+            paths = all_branches(lambda B: rule(B, B.exact_ball), BD)
+        except TorchLeanError:
+            return None
+        if paths is None:
+            return None
+        return [out[k] if isinstance(out, list) else out for out in paths]
+
+    return run
+
+
+def _lift_ball(t: Tensor, exact: Callable[[Any], Any]) -> Tensor:
+    return Tensor(t.shape, tuple(exact(v) for v in t.data))
+
+
 def _check_node(
     engine: Engine,
     dtype: str,
@@ -295,9 +349,17 @@ def _check_node(
         return res
     res.output = got_y
     hg = lift(g)
-    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, lit, res)
+
+    def bx(exact: Any) -> list[Tensor]:
+        return [_lift_ball(x, exact) for x in hx]
+
+    fwd = _ball_rule(engine, dtype, lambda BD, ex: d.forward(BD, bx(ex), attrs, env))
+    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, lit, res, fwd)
     for k, (gc, wc) in enumerate(zip(got_ct, want_ct, strict=True)):
-        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, lit, res)
+        bwd = _ball_rule(
+            engine, dtype, lambda BD, ex: d.vjp(BD, bx(ex), _lift_ball(hg, ex), attrs, env), k
+        )
+        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, lit, res, bwd)
     if engine.has_jvp and ts is not None:
         try:
             want_t = d.jvp(HP, hx, [lift(t) for t in ts], attrs, env)
@@ -315,5 +377,10 @@ def _check_node(
                     Tensor.of((sum(len(t.data) for t in ts),), [v for t in ts for v in t.data])
                 )
             )
-            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, lit, res)
+            tan = _ball_rule(
+                engine,
+                dtype,
+                lambda BD, ex: d.jvp(BD, bx(ex), [_lift_ball(lift(t), ex) for t in ts], attrs, env),
+            )
+            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, lit, res, tan)
     return res

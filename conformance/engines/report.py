@@ -28,7 +28,7 @@ from spec.ops import OPS
 from . import load_engine
 from .base import EngineUnavailable
 from .conventions import CONVENTIONS, SIGNED_ZERO
-from .run import EngineRun, replay_node, run_engine
+from .run import EngineRun, OpRow, replay_node, run_engine
 
 __all__ = ["engine_main", "markdown", "report_prefix", "write_engine_reports"]
 
@@ -38,6 +38,13 @@ _IEEE = ("float64", "float32", "bfloat16", "float16")
 def report_prefix(engine: str) -> str:
     """The default report prefix of `--engine NAME` (see the module docstring)."""
     return "conformance-engine-" + re.sub(r"[^A-Za-z0-9._-]", "_", engine)
+
+
+def _note(r: OpRow) -> str:
+    parts = [r.note] if r.note else []
+    if r.unconstrained:
+        parts.append(f"{r.unconstrained} elements may overflow in the dtype (not compared)")
+    return "; ".join(parts)
 
 
 def _u(v: float | None) -> str:
@@ -59,7 +66,7 @@ def markdown(run: EngineRun, meta: dict[str, Any]) -> str:
         parts.append(
             f"| {r.dtype} | {r.op} | {r.cases} | {_u(r.forward_max_ulp)} | "
             f"{_u(r.backward_max_ulp)} | {_u(r.jvp_max_ulp)} | {', '.join(r.conventions)} | "
-            f"{r.failures} | {r.note or ''} |"
+            f"{r.failures} | {_note(r)} |"
         )
     missing = sorted({r.op for r in run.ops if not r.covered})
     parts += ["", f"Not covered (no entry in `ops`): {', '.join(missing) or 'none'}.", ""]

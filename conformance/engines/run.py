@@ -82,6 +82,7 @@ class OpRow:
     refused: int = 0
     note: str | None = None
     failure: dict[str, Any] | None = None
+    unconstrained: int = 0  # elements (`ball` scale) where a direct evaluation may overflow
 
 
 @dataclass
@@ -253,6 +254,7 @@ def _record(rows: dict[str, OpRow], engine: Engine, dtype: str, res: NodeResult)
         r.note = r.note or f"refused: {res.refused}"
         return
     r.cases += 1
+    r.unconstrained += res.unconstrained
     r.forward_max_ulp = max(r.forward_max_ulp, res.max_ulp.get("forward", 0.0))
     r.backward_max_ulp = max(r.backward_max_ulp, res.max_ulp.get("vjp", 0.0))
     if "jvp" in res.max_ulp:

@@ -17,6 +17,9 @@ Invariants:
   (`rounding_scalars`, so sums and products round); or (IEEE) all tensors of a case from one
   shared pool of ±0 and up to 2 values and their negations, so ties occur *across* operands
   (minimum(+0, −0), clamp at an operand-equal bound, abs of x and −x).
+- One case in six (IEEE) draws its tensors from a pool of NaN (twice), ±inf, −0 and one
+  finite value (`_special_pool`): lanes with several NaNs or equal infinities, so which
+  NaN a reduction propagates (and where its cotangent goes) shows.
 - `direct_graphs(gs, ops)` cuts a graph after its last node of a focused op, so the seed
   (signed zeros or full-width values) lands on that op's output and reaches its VJP as is.
 - `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
@@ -207,10 +210,29 @@ def _shared_pool(draw: Any, shapes: Sequence[Shape], domain: Domain) -> list[Ten
     return out
 
 
+@st.composite
+def _special_pool(draw: Any, shapes: Sequence[Shape], domain: IEEEDomain) -> list[Tensor]:
+    """Every tensor from one pool of NaN (twice), ±inf, −0 and one finite value: lanes
+    with two NaNs or equal infinities (which NaN a reduction or a pick propagates, where
+    its cotangent goes), inf − inf and 0·inf inside rules."""
+    v = draw(rounding_scalars(domain))
+    nan, inf = domain.from_float(float("nan")), domain.from_float(float("inf"))
+    pool = [nan, nan, inf, domain.neg(inf), domain.from_float(-0.0), v]
+    r = draw(st.randoms(use_true_random=False))
+    return [
+        Tensor(tuple(s), tuple(pool[r.randrange(len(pool))] for _ in range(size(s))))
+        for s in shapes
+    ]
+
+
 def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
     if not isinstance(domain, IEEEDomain):
         return _own_pools(shapes, domain)
-    return st.one_of(_own_pools(shapes, domain), _shared_pool(shapes, domain))
+    # own pools 1/2, a shared pool 1/3, the special pool 1/6
+    pick = st.integers(0, 5)
+    own, shared = _own_pools(shapes, domain), _shared_pool(shapes, domain)
+    special = _special_pool(shapes, domain)
+    return pick.flatmap(lambda k: own if k < 3 else shared if k < 5 else special)
 
 
 def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tensor]]:
