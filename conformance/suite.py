@@ -48,9 +48,11 @@ from .determinism import seed_only_draws
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .graphs.hard import (
     BROADCAST_OPS,
+    FANIN_OPS,
     REDUCTION_OPS,
     broadcast_graphs,
     direct_graphs,
+    fanin_graphs,
     hard_inputs_for,
     hard_seeds_for,
     long_reduction_graphs,
@@ -164,7 +166,7 @@ def _hard_graphs(
     ops: Sequence[str], focus: Sequence[str] | None, max_nodes: int
 ) -> st.SearchStrategy[Graph]:
     """Random graphs over `ops`, or graphs cut at the focused op, or multi-axis broadcast
-    graphs, or long reductions (`graphs.hard`)."""
+    graphs, or long reductions, or repeated arguments (`graphs.hard`)."""
     gs = graphs(list(ops), max_nodes=max_nodes, domain_kind="float")
     f = list(ops) if focus is not None else None
     if focus is not None:  # also graphs that end at the focused op (seed lands on it)
@@ -173,6 +175,8 @@ def _hard_graphs(
         gs = st.one_of(gs, broadcast_graphs(f))
     if focus is None or any(o in REDUCTION_OPS for o in ops):
         gs = st.one_of(gs, long_reduction_graphs(f))
+    if focus is None or any(o in FANIN_OPS for o in ops):
+        gs = st.one_of(gs, fanin_graphs(f))
     return gs
 
 

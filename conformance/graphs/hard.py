@@ -29,6 +29,8 @@ Invariants:
 - `hard_seeds_for` makes a third of the seeds signed zeros only, so VJP sign rules show
   (`0 − x` vs `−x`) wherever the first contribution is stored as is, and a third
   full-width values only, so a reordered VJP (`(t*y)*(1-y)` vs `t*(y*(1-y))`) rounds apart.
+- `fanin_graphs(ops)` builds `op(x, x)` followed by a node using x again (repeated
+  arguments whose slot already holds a cotangent: the fan-in fold's order shows).
 - `broadcast_graphs(ops)` builds `op(x, y)` (or `broadcast_to`) where the cotangent of y is
   reduced over two or more axes that are each longer than 1, followed by a sum so values round.
 """
@@ -53,9 +55,11 @@ from .values import scalars, special_values
 
 __all__ = [
     "BROADCAST_OPS",
+    "FANIN_OPS",
     "REDUCTION_OPS",
     "broadcast_graphs",
     "direct_graphs",
+    "fanin_graphs",
     "hard_inputs_for",
     "hard_scalars",
     "hard_seeds_for",
@@ -323,6 +327,31 @@ def broadcast_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
         x, y = b.input(big), b.input(small)
         z = b.node(op, x, y) if draw(st.booleans()) else b.node(op, y, x)
     b.node("sum", z)
+    return b.build()
+
+
+FANIN_OPS = ("add", "sub", "mul", "div", "maximum", "minimum", "matmul", "linear")
+
+
+@st.composite
+def fanin_graphs(draw: Any, ops: Sequence[str] | None = None) -> Graph:
+    """`y = op(x, x)` (a repeated argument), then a later node that uses x and y again, so
+    x's slot already holds a cotangent when the repeated-argument node adds its two: the
+    fan-in fold (the two folded first, in argument order, then added to the slot) shows."""
+    usable = [o for o in (ops or FANIN_OPS) if o in FANIN_OPS] or list(FANIN_OPS)
+    op = draw(st.sampled_from(usable))
+    square = op in ("matmul", "linear")
+    shape = draw(st.sampled_from(((2, 2), (3, 3)) if square else ((3,), (2, 2), (4,))))
+    b = GraphBuilder()
+    x = b.input(shape)
+    if op == "linear":
+        y = b.node("linear", x, x, b.input(shape[:1]))
+    else:
+        y = b.node(op, x, x)
+    later = draw(st.sampled_from(("mul", "add", "sub")))
+    z = b.node(later, y, x) if draw(st.booleans()) else b.node(later, x, y)
+    if draw(st.booleans()):
+        b.node("sum", z)
     return b.build()
 
 
