@@ -180,11 +180,13 @@ def _hard_graphs(
     return gs
 
 
-def _hard_cases(
-    dtype: str, max_nodes: int = 6
+def _graph_cases(
+    dtype: str,
+    values: Callable[[Any, Graph, Any], tuple[list[Tensor], TensorPack]],
+    max_nodes: int = 6,
 ) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
-    """Cases aimed at the hard cases (`graphs.hard`): pooled values (ties, ±0), kink,
-    boundary and transcendental-hard values, and multi-axis broadcast graphs."""
+    """Cases over the hard graphs (`_hard_graphs`), inputs and seeds drawn by
+    `values(draw, graph, domain)`."""
     D = DTYPE_DOMAIN[dtype]
     default_ops = _ops_for(dtype)
 
@@ -195,37 +197,35 @@ def _hard_cases(
         @st.composite
         def build(draw: Any) -> Case:
             g = draw(gs)
-            return Case(g, tuple(draw(hard_inputs_for(g, D))), draw(hard_seeds_for(g, D)))
+            xs, seed = values(draw, g, D)
+            return Case(g, tuple(xs), seed)
 
         return build()
 
     return strategy
 
 
-def _rounding_cases(
-    dtype: str, max_nodes: int = 6
-) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
-    """Cases for the `fast` derivative bounds: the hard graphs (broadcasts reduced over
-    several axes, long reductions, graphs cut at the focused op) with finite inputs and
-    seeds, ordinary or with full-width significands (so every sum and product rounds)."""
-    D = DTYPE_DOMAIN[dtype]
-    default_ops = _ops_for(dtype)
+def _hard_values(draw: Any, g: Graph, D: Any) -> tuple[list[Tensor], TensorPack]:
+    """Pooled values (ties, ±0, NaN/inf lanes), kink, boundary and transcendental-hard
+    values (`graphs.hard`)."""
+    return draw(hard_inputs_for(g, D)), draw(hard_seeds_for(g, D))
 
-    def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
-        ops = list(focus) if focus is not None else list(default_ops)
-        gs = _hard_graphs(ops, focus, max_nodes)
 
-        @st.composite
-        def build(draw: Any) -> Case:
-            g = draw(gs)
-            xs = draw(st.one_of(inputs_for(g, D), rounding_tensors_for(g.inputs, D)))
-            seeds = draw(st.one_of(seeds_for(g, D).map(lambda p: list(p.tensors)),
-                                   rounding_tensors_for(g.shapes, D)))  # fmt: skip
-            return Case(g, tuple(xs), TensorPack(g.shapes, tuple(seeds)))
+def _rounding_values(draw: Any, g: Graph, D: Any) -> tuple[list[Tensor], TensorPack]:
+    """Finite inputs and seeds, ordinary or with full-width significands (so every sum and
+    product rounds): the cases of the `fast` derivative bounds."""
+    xs = draw(st.one_of(inputs_for(g, D), rounding_tensors_for(g.inputs, D)))
+    seeds = draw(st.one_of(seeds_for(g, D).map(lambda p: list(p.tensors)),
+                           rounding_tensors_for(g.shapes, D)))  # fmt: skip
+    return xs, TensorPack(g.shapes, tuple(seeds))
 
-        return build()
 
-    return strategy
+def _hard_cases(dtype: str) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+    return _graph_cases(dtype, _hard_values)
+
+
+def _rounding_cases(dtype: str) -> Callable[[Sequence[str] | None], st.SearchStrategy[Case]]:
+    return _graph_cases(dtype, _rounding_values)
 
 
 def _sparse(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Case], Outcome]:
