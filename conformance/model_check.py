@@ -8,7 +8,8 @@ Invariants:
   default inputs) and then on `--max-examples` Hypothesis-drawn inputs and seeds for the
   same graph; both count in the property's row. The properties are the suite's: `link`
   (ordered kernels, bit equality with the spec; exact equality for "exact"),
-  `node_bounds` (fast kernels, per-node error bounds) and `dense_all_vs_from` (exact).
+  `node_bounds` and `derivative_bounds` (fast kernels: per-node error bounds of values, and
+  of VJPs, JVPs and accumulated cotangents) and `dense_all_vs_from` (exact).
 - The report is the suite's (`cli.report`): the same table, files and exit codes.
 """
 
@@ -27,7 +28,7 @@ from spec.errors import TorchLeanError
 from spec.graph import format_graph
 from spec.serialize import graph_to_dict, tensor_to_dict
 
-from .bounds import check_bounds
+from .bounds import check_bounds, check_derivative_bounds
 from .graphs import inputs_for, seeds_for
 from .link_property import check_dense_all_vs_from, check_link
 from .suite import IEEE_DTYPES, Case, Outcome, Property, Row, run_property
@@ -63,6 +64,14 @@ def _bounds(dtype: str) -> Callable[[Case], Outcome]:
     return check
 
 
+def _derivatives(dtype: str) -> Callable[[Case], Outcome]:
+    def check(c: Case) -> Outcome:
+        r = check_derivative_bounds(c.graph, c.inputs, c.seed, c.env, dtype=dtype)
+        return Outcome(r.ok, r.first_violation, r.max_ulp, r.worst_ratio)
+
+    return check
+
+
 def _dense_all(c: Case) -> Outcome:
     r = check_dense_all_vs_from(c.graph, c.inputs, c.seed.tensors[-1], c.env, dtype="exact")
     return Outcome(r.ok, r.first_mismatch)
@@ -86,6 +95,11 @@ def model_properties(
         if "fast" in kernels:
             props.append(
                 Property("node_bounds", dt, "fast", _cases(imp, dt), _bounds(dt), "bounds", ops)
+            )
+            props.append(
+                Property(
+                    "derivative_bounds", dt, "fast", _cases(imp, dt), _derivatives(dt), "", ops
+                )
             )
     return props
 

@@ -555,6 +555,7 @@ def test_cli_runs_the_properties_on_an_onnx_file(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "link" in out and "node_bounds" in out and "0 failing properties" in out
+    assert "derivative_bounds" in out  # the fast VJPs of the imported CNN too
     assert main([str(tmp_path / "missing.txt")]) == 2
 
 
