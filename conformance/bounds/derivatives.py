@@ -21,7 +21,8 @@ Invariants:
 - A check never raises on a violation: the `BoundReport` names the first one (node, op,
   which derivative, argument, element, runtime vs center ± bound). Its `worst_ratio` is
   the largest error/bound; `max_ulp` the largest error in ulps of the center among the
-  elements whose ball excludes 0 (where a sum cancelled, ulps of the result mean little).
+  elements whose radius is under 1/256 of the center (where a sum cancelled, ulps of the
+  result mean little).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class _Tally:
             if err:
                 ratio = float(err / bound) if bound else float("inf")
                 rep.worst_ratio = max(rep.worst_ratio, ratio)
-                if gmpy2.is_finite(err) and abs(b.c) > b.r:  # ulps where no cancellation
+                if gmpy2.is_finite(err) and 256 * b.r < abs(b.c):  # ulps: no cancellation
                     rep.max_ulp = max(rep.max_ulp, float(err / _ulp(self.F, b.c)))
             if not ok and rep.ok:
                 self.fail(
