@@ -403,30 +403,29 @@ class BallDomain(Domain):
         return bool(gmpy2.is_nan(a.c))
 
     def lt(self, a: Value, b: Value) -> bool:
-        a, b = self.settle(a), self.settle(b)
-        if a.wild or b.wild:
-            return self._decide(f"{self.name}: comparison with an unconstrained value")
-        if gmpy2.is_nan(a.c) or gmpy2.is_nan(b.c):
-            return False
-        if a.r == 0 and b.r == 0:
-            return bool(a.c < b.c)
-        if _C.add(a.c, a.r) < _C.sub(b.c, b.r):
-            return True
-        if _C.sub(a.c, a.r) >= _C.add(b.c, b.r):
-            return False
-        return self._decide(f"{self.name}: {a} < {b} is not decided by the radii")
+        return self._compare(a, b, "<")
 
     def eq(self, a: Value, b: Value) -> bool:
+        return self._compare(a, b, "==")
+
+    def _compare(self, a: Value, b: Value, op: str) -> bool:
+        """IEEE `<` or `==` of the runtime's values: false with a NaN, exact on exact
+        values, decided by disjoint balls, else an open question (`_decide`)."""
         a, b = self.settle(a), self.settle(b)
         if a.wild or b.wild:
             return self._decide(f"{self.name}: comparison with an unconstrained value")
         if gmpy2.is_nan(a.c) or gmpy2.is_nan(b.c):
             return False
         if a.r == 0 and b.r == 0:
-            return bool(a.c == b.c)
-        if abs(_C.sub(a.c, b.c)) > _C.add(a.r, b.r):
+            return bool(a.c < b.c) if op == "<" else bool(a.c == b.c)
+        if op == "<":
+            if _C.add(a.c, a.r) < _C.sub(b.c, b.r):
+                return True
+            if _C.sub(a.c, a.r) >= _C.add(b.c, b.r):
+                return False
+        elif abs(_C.sub(a.c, b.c)) > _C.add(a.r, b.r):
             return False
-        return self._decide(f"{self.name}: {a} == {b} is not decided by the radii")
+        return self._decide(f"{self.name}: {a} {op} {b} is not decided by the radii")
 
     def same(self, a: Value, b: Value) -> bool:
         a, b = self.settle(a), self.settle(b)
