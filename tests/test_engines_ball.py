@@ -4,8 +4,8 @@ An attention op's error depends on its inputs' conditioning (the softmax amplifi
 scores' rounding by exp), so beside its ulp budget an element is also accepted inside its
 ball: what a direct evaluation of the spec's op sequence in the dtype can give
 (`conformance.bounds.balls`). Oracles: an engine composed here from HIPS autograd's own
-primitives (right, or deliberately off by 2**-5), hand-picked inputs whose scores overflow
-float16, and the same check with the ball scale switched off.
+primitives (right, deliberately off by 2**-5, or NaN), hand-picked inputs whose scores
+overflow float16, and the same check with the ball scale switched off.
 """
 
 from __future__ import annotations
@@ -84,8 +84,18 @@ def test_an_overflowing_direct_evaluation_is_explained_not_failed(
         b = real(engine, dtype, op, direction)
         return budgets.Budget(b.ulps, b.per_term, "abs") if b.scale == "ball" else b
 
+    # every op: an element beyond budget where the spec's own rule may overflow is counted
+    # unconstrained, not failed (the ball scale adds the finite, ill-conditioned cases)
     monkeypatch.setattr(local, "budget_for", abs_only)
     r = check_node(AttentionEngine(), "float16", SDPA, ONE, [q, k, v], g)
+    assert r.wrong is None and r.unconstrained > 0
+    # ... but a NaN where no direct evaluation overflows is wrong
+    nan_engine = type("NanAttention", (AutogradEngine,), {
+        "name": "nan-attention",
+        "ops": {**AutogradEngine.ops, SDPA: lambda *a, **kw: _sdpa(*a, **kw) * anp.nan},
+    })  # fmt: skip
+    small = _t(FLOAT16, 1, 2, 1, 2)
+    r = check_node(nan_engine(), "float16", SDPA, ONE, [small, small, v], g)
     assert r.wrong is not None and r.wrong.startswith(f"{SDPA} forward element 0: engine nan")
 
 

@@ -1,7 +1,9 @@
 """conformance.engines: the adapters of gather, conv_transpose2d, multi_head_attention (and
-conv2d, scaled_dot_product_attention where new) and `select` with `env_slot`, checked
+conv2d, scaled_dot_product_attention where new), tinygrad's and JAX's model-scale ops
+(linear, norms, pools, losses, indexing, attention) and `select` with `env_slot`, checked
 against the spec end to end (HIPS autograd and tinygrad in CI; PyTorch and JAX when
-installed), and an engine that ignores the environment caught and named."""
+installed), an engine that ignores the environment caught and named, and max_pool2d's
+tie-split convention worked by hand."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
+import gmpy2
 import pytest
 
 from conformance.__main__ import main
 from conformance.engines import load_engine
+from conformance.engines.conventions import CONVENTIONS
 from conformance.engines.local import check_node
 from conformance.engines.run import ENV_CASES, replay_node, run_engine
 from runtime.backends import DTYPE_DOMAIN
@@ -25,6 +29,22 @@ pytest.importorskip("autograd", reason="pip install autograd")
 from conformance.engines.autograd_engine import AutogradEngine
 
 NEW_OPS = ("gather", "conv_transpose2d", "multi_head_attention", "select")
+TINYGRAD_MODEL_OPS = (
+    "linear",
+    "layer_norm",
+    "batch_norm",
+    "conv2d",
+    "avg_pool2d",
+    "max_pool2d",
+    "cross_entropy",
+    "mask_neg_inf",
+    "index_select",
+    "scatter_add",
+    "embedding",
+    "safe_log",
+    "scaled_dot_product_attention",
+)
+JAX_MODEL_OPS = ("layer_norm", "batch_norm", "avg_pool2d", "max_pool2d", "cross_entropy")
 
 
 def _sample_cases(op: str, dtype: str) -> list[tuple[list[Tensor], Tensor, list[Tensor], dict]]:
@@ -107,6 +127,53 @@ def test_select_env_slot_reads_the_environment_in_the_spec_and_the_engine() -> N
     assert res.wrong is None and [float(v) for v in res.output.data] == [5.0, 6.0]
 
 
+def test_tinygrad_model_ops_match_the_spec_on_the_samples() -> None:
+    pytest.importorskip("tinygrad", reason="pip install tinygrad")
+    e = load_engine("tinygrad")
+    assert set(TINYGRAD_MODEL_OPS) <= set(e.ops)
+    _check_samples(e, TINYGRAD_MODEL_OPS, ("float32",))
+
+
+def test_tinygrad_attention_with_an_explicit_scale_is_refused_not_faked() -> None:
+    pytest.importorskip("tinygrad", reason="pip install tinygrad")
+    D = DTYPE_DOMAIN["float32"]
+    q = Tensor((2, 2), tuple(D.from_float(v) for v in (0.5, -1.0, 2.0, 0.25)))
+    attrs = {"scale": Fraction(1, 3)}
+    g = get_op("scaled_dot_product_attention").forward(D, [q, q, q], attrs, ())
+    res = check_node(load_engine("tinygrad"), "float32", "scaled_dot_product_attention", attrs,
+                     [q, q, q], g)  # fmt: skip
+    assert res.refused is not None and "no scale argument" in res.refused
+    assert res.wrong is None
+
+
+def _max_pool_split() -> Any:
+    (c,) = [c for c in CONVENTIONS if c.name == "max_pool2d_tie_split"]
+    return c.alt
+
+
+def test_max_pool_tie_split_alternative_by_hand() -> None:
+    # x = [[2, 2, 1], [0, 2, 5]], 2x2 windows at stride 1: window 0 (columns 0-1) holds
+    # 2, 2, 0, 2, a three-way tie, so each 2 gets g0/3 = 1; window 1 (columns 1-2) holds
+    # 2, 1, 2, 5, no tie: 5 gets g1 = 7. Only elements a tied window reaches are predicted.
+    x = Tensor((1, 2, 3), tuple(gmpy2.mpfr(v) for v in (2, 2, 1, 0, 2, 5)))
+    g = Tensor((1, 1, 2), (gmpy2.mpfr(3), gmpy2.mpfr(7)))
+    (out,) = _max_pool_split()([x], g, {"kernel_size": (2, 2), "stride": (1, 1)})
+    got = [None if v is None else float(v) for v in out.data]
+    assert got == [1.0, 1.0, None, None, 1.0, None]
+
+
+def test_tinygrad_max_pool_tie_is_a_convention_not_a_failure() -> None:
+    pytest.importorskip("tinygrad", reason="pip install tinygrad")
+    D = DTYPE_DOMAIN["float32"]
+    x = Tensor((1, 2, 2), tuple(D.from_float(v) for v in (1.0, 1.0, 0.0, 1.0)))
+    g = Tensor((1, 1, 1), (D.from_float(3.0),))
+    res = check_node(load_engine("tinygrad"), "float32", "max_pool2d", {"kernel_size": (2, 2)},
+                     [x], g)  # fmt: skip
+    assert res.wrong is None and "max_pool2d_tie_split" in res.conventions
+    ex = res.conventions["max_pool2d_tie_split"]
+    assert ex["spec"] == 3.0 and ex["engine"] == 1.0 and ex["element"] == 0
+
+
 # ---------------------------------------------------------------- optional engines
 
 
@@ -114,7 +181,8 @@ def test_select_env_slot_reads_the_environment_in_the_spec_and_the_engine() -> N
     ("engine", "module", "ops", "dtypes"),
     [("torch", "torch", NEW_OPS, ("float64", "float32", "bfloat16")),
      ("jax", "jax", (*NEW_OPS, "conv2d", "scaled_dot_product_attention"), ("float32",)),
-     ("jax-jit", "jax", NEW_OPS, ("float64", "bfloat16"))],
+     ("jax", "jax", JAX_MODEL_OPS, ("float32", "float16")),
+     ("jax-jit", "jax", (*NEW_OPS, *JAX_MODEL_OPS), ("float64", "bfloat16"))],
 )  # fmt: skip
 def test_optional_engines_match_the_spec_on_the_samples(
     engine: str, module: str, ops: tuple[str, ...], dtypes: tuple[str, ...]

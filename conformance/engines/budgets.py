@@ -25,7 +25,8 @@ Invariants:
   element's ball (`conformance.bounds.balls`, the same rounding model as the fast
   profile's derivative bounds, with this engine's transcendental budgets). Attention's
   error depends on the inputs' conditioning (the softmax amplifies the scores' rounding
-  errors by exp), which no fixed number of ulps states; an element outside both is wrong.
+  errors by exp), which no fixed number of ulps states; an element outside both is wrong
+  (a wild ball, or one that cannot be computed, leaves the element unconstrained).
   `OVERRIDES[engine]` replaces
   entries for one engine (none is needed by the measured engines; it is the place for a
   user's documented kernel).

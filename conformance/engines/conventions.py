@@ -9,12 +9,20 @@ Invariants:
   where the engine differs from the spec is classified as this convention only when its
   `alt` entry is not None (the inputs hit the condition) and the engine's value equals the
   alternative value within the op's budget; otherwise it stays an accuracy error.
-- `point` holds the convention's defining points (ties, zeros, bounds, thresholds): the
-  runner evaluates spec and engine there in every dtype and reports spec and engine values
-  side by side, whether or not random cases hit them.
+- `point` holds the convention's defining points (ties, zeros, bounds, thresholds; each
+  input 1-D unless `point_shapes` gives its shape): the runner evaluates spec and engine
+  there in every dtype and reports spec and engine values side by side, whether or not
+  random cases hit them.
 - Signed zeros: an engine returning -0 where the spec returns +0 (or the reverse) is the
   convention `signed_zero` for every op (IEEE leaves the sign of many exact zeros to the
   formula used); it is reported, never a failure.
+- Flushed subnormals: `flush_subnormals` (every op) applies to an engine whose probe
+  (`local.flush_probe`: smallest subnormal x 1, smallest normal x 1/2) returns a zero in
+  that dtype. It explains an element where the engine gives ±0 and the exact value is
+  below the dtype's smallest normal (FTZ), or where it matches, within the budget, the
+  exact op (or one of the op's conventions) on its inputs and cotangent/tangent with every
+  subnormal read as a zero of its sign (DAZ). A float-environment mode, not a rounding
+  error: reported, and a failure only with `--strict-conventions`.
 - All alternative values are computed in `HP` (256-bit MPFR): exact for these rules.
 """
 
@@ -33,7 +41,7 @@ from spec.tensor import Tensor
 
 from ..bounds.core import HP
 
-__all__ = ["CONVENTIONS", "SIGNED_ZERO", "Convention", "conventions_for"]
+__all__ = ["CONVENTIONS", "SIGNED_ZERO", "SUBNORMAL_FLUSH", "Convention", "conventions_for"]
 
 Alt = Callable[[list[Tensor], Tensor | None, dict[str, Any]], list[Tensor]]
 ZERO, HALF = gmpy2.mpfr(0), gmpy2.mpfr(0.5)
@@ -47,6 +55,7 @@ class Convention:
     sentence: str
     alt: Alt
     point: tuple[tuple[tuple[float, ...], ...], dict[str, Any]] = field(default=((), {}))
+    point_shapes: tuple[tuple[int, ...], ...] | None = None  # default: each input 1-D
 
 
 def _unary(rule: Callable[[Any, Any, dict[str, Any]], Any]) -> Alt:
@@ -155,6 +164,47 @@ def _reduce_max_split_jvp(
             out.append(sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None)
     shape = x.shape[:ax] + x.shape[ax + 1 :]
     return [Tensor(shape, tuple(out))]
+
+
+def _max_pool_split(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """max_pool2d with tied maxima in a window: that window's cotangent split evenly over
+    its tied in-bounds elements (padding never ties: it is below every value), summed over
+    overlapping windows. Predicted only at elements some tied window reaches and no window
+    holding a NaN does."""
+    assert g is not None
+    (x,) = xs
+    kh, kw = attrs["kernel_size"]
+    sh, sw = attrs.get("stride") or (kh, kw)
+    ph, pw = attrs.get("padding") or (0, 0)
+    dh, dw = attrs.get("dilation") or (1, 1)
+    h, w = x.shape[-2:]
+    oh_n = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow_n = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    acc = [ZERO] * len(x.data)
+    tied, poisoned = [False] * len(x.data), [False] * len(x.data)
+    for p in range(len(x.data) // max(h * w, 1)):
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                taps = [
+                    (p * h + ih) * w + iw
+                    for i in range(kh)
+                    for j in range(kw)
+                    if 0 <= (ih := oh * sh - ph + i * dh) < h
+                    and 0 <= (iw := ow * sw - pw + j * dw) < w
+                ]
+                vals = [x.data[t] for t in taps]
+                if not taps or any(gmpy2.is_nan(v) for v in vals):
+                    for t in taps:
+                        poisoned[t] = True
+                    continue
+                m = max(vals)
+                ties = [t for t in taps if x.data[t] == m]
+                gi = g.data[(p * oh_n + oh) * ow_n + ow]
+                for t in ties:
+                    acc[t] += gi / len(ties)
+                    tied[t] |= len(ties) > 1
+    out = [a if t and not q else None for a, t, q in zip(acc, tied, poisoned, strict=True)]
+    return [Tensor(x.shape, tuple(out))]
 
 
 def _clamp_ties(x: Any, g: Any, a: dict[str, Any], pass_share: bool) -> Any:
@@ -290,6 +340,27 @@ CONVENTIONS: tuple[Convention, ...] = (
         (((1.0, 1.0, 0.0),), {"axis": 0}),
     ),
     Convention(
+        "max_pool2d_tie_split",
+        "max_pool2d",
+        ("vjp",),
+        "max_pool2d with tied maxima in a window: the spec gives the window's cotangent to "
+        "the first maximal element (row-major), as PyTorch's CPU kernel does; tinygrad's "
+        "max (a reduce over the window) splits it evenly over the tied elements.",
+        _max_pool_split,
+        (((1.0, 1.0, 0.0, 1.0),), {"kernel_size": (2, 2)}),
+        ((1, 2, 2),),
+    ),
+    Convention(
+        "safe_log_floor_pass",
+        "safe_log",
+        ("vjp", "jvp"),
+        "safe_log at x == 2**-24 (its floor): the spec's log(maximum(x, 2**-24)) splits the "
+        "tie, so x gets g/(2x); an engine writing log(clamp(x, min=2**-24)) passes all of "
+        "g/x (PyTorch's clamp passes the cotangent at its bound).",
+        _unary(lambda x, g, a: g / x if x == _q(Fraction(1, 2**24)) else None),
+        (((2.0**-24, 1.0),), {}),
+    ),
+    Convention(
         "softplus_threshold",
         "softplus",
         ("forward", "vjp", "jvp"),
@@ -304,7 +375,7 @@ CONVENTIONS: tuple[Convention, ...] = (
 
 
 def _signed_zero(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    raise AssertionError("signed_zero is classified by the runner, not by an alt rule")
+    raise AssertionError("classified by the checker (`local`), not by an alt rule")
 
 
 SIGNED_ZERO = Convention(
@@ -314,6 +385,17 @@ SIGNED_ZERO = Convention(
     "an exact zero whose sign differs from the spec's (e.g. relu(-0) = -0, or g*0 with "
     "g < 0): IEEE leaves it to the formula; reported, never a failure.",
     _signed_zero,
+)
+
+
+SUBNORMAL_FLUSH = Convention(
+    "flush_subnormals",
+    "*",
+    ("forward", "vjp", "jvp"),
+    "subnormals flushed to zero (FTZ/DAZ; XLA on the CPU does so): the engine returns ±0 "
+    "where the exact result is below the dtype's smallest normal, or the exact result of "
+    "the op with its subnormal inputs (and cotangent or tangent) read as zeros.",
+    _signed_zero,  # classified by the checker (`local`), not by an alt rule
 )
 
 

@@ -2,17 +2,19 @@
 
 Invariants: every entry of `ops` is the plain `jax.numpy` / `jax.nn` / `jax.lax` call for
 that op of the table (`gather` pads the last axis with one +0 column and takes along it,
-conv2d and conv_transpose2d are `lax.conv_general_dilated`, the latter with lhs dilation
-and the kernel flipped and regrouped; scaled_dot_product_attention and
-multi_head_attention are the spec's bodies written with `jnp.matmul`, `jnp.where` (-inf)
-and `jax.nn.softmax`, because `jax.nn.dot_product_attention` computes its softmax in
-float32 whatever the input dtype); VJPs come from `jax.vjp`, JVPs from `jax.jvp`
-(JAX's forward mode). `JaxJitEngine` compiles, per call, one program for the output and
-the VJP (`jax.jit` of `jax.vjp`) and one for `jax.jvp`, kept in a `base.CompileCache`:
-a program is reused only for the same op, attributes (with their types), integer
-environment and shapes and dtypes of every array. float64 needs `jax_enable_x64`, which
-constructing an adapter switches on (process-wide, as JAX requires). Ops without an entry
-are not covered.
+conv2d and conv_transpose2d are `lax.conv_general_dilated`, the latter with lhs dilation and
+the kernel flipped and regrouped; scaled_dot_product_attention and multi_head_attention are
+the spec's bodies written with `jnp.matmul`, `jnp.where` (-inf) and `jax.nn.softmax`,
+because `jax.nn.dot_product_attention` computes its softmax in float32 whatever the input
+dtype; the pools are `lax.reduce_window` as in flax, layer_norm and batch_norm
+`jax.nn.standardize` with the two-pass variance, then the affine map, and cross_entropy
+optax's -sum(t * log_softmax(x)), averaged over a batch); VJPs come from `jax.vjp`, JVPs
+from `jax.jvp` (JAX's forward mode). `JaxJitEngine` compiles, per call, one program for the
+output and the VJP (`jax.jit` of `jax.vjp`) and one for `jax.jvp`, kept in a
+`base.CompileCache`: a program is reused only for the same op, attributes (with their
+types), integer environment and shapes and dtypes of every array. float64 needs
+`jax_enable_x64`, which constructing an adapter switches on (process-wide, as JAX requires).
+Ops without an entry are not covered.
 """
 
 from __future__ import annotations
@@ -129,6 +131,53 @@ def _conv_transpose2d(
     return _bias(y, b)
 
 
+def _window(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> dict[str, Any]:
+    """`lax.reduce_window`'s arguments for a 2-D pool over the last two axes."""
+    lead = (1,) * (x.ndim - 2)
+    k = _pair(kernel_size, 1)
+    ph, pw = _pair(padding, 0)
+    return {
+        "window_dimensions": lead + k,
+        "window_strides": lead + (k if stride is None else _pair(stride, 1)),
+        "padding": [(0, 0)] * len(lead) + [(ph, ph), (pw, pw)],
+        "window_dilation": lead + _pair(dilation, 1),
+    }
+
+
+def _max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
+                dilation: Any = None) -> Any:  # fmt: skip
+    """`lax.reduce_window` with `lax.max` from -inf (flax's max_pool)."""
+    w = _window(x, kernel_size, stride, padding, dilation)
+    return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, **w)
+
+
+def _avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
+                dilation: Any = None) -> Any:  # fmt: skip
+    """`lax.reduce_window` with `lax.add` from 0, divided by the window's size (flax's
+    avg_pool; the zero padding counted, as the spec's)."""
+    w = _window(x, kernel_size, stride, padding, dilation)
+    s = jax.lax.reduce_window(x, 0.0, jax.lax.add, **w)
+    return s / math.prod(_pair(kernel_size, 1))
+
+
+def _norm(x: Any, g: Any, b: Any, axis: Any, shape: tuple[int, ...]) -> Any:
+    """`jax.nn.standardize` (the two-pass "stable" variance; see docs/ENGINES.md for the
+    default "fast" one), then the affine map."""
+    y = jax.nn.standardize(x, axis=axis, epsilon=1e-5, algorithm="stable")
+    return y * g.reshape(shape) + b.reshape(shape)
+
+
+def _batch_norm(x: Any, g: Any, b: Any) -> Any:
+    axes = (0, *range(2, x.ndim))
+    return _norm(x, g, b, axes, (-1, *(1,) * (x.ndim - 2)))
+
+
+def _cross_entropy(x: Any, t: Any) -> Any:
+    """optax's softmax_cross_entropy, -sum(t * log_softmax(x)), averaged over a batch."""
+    loss = -jnp.sum(t * jax.nn.log_softmax(x, axis=-1), axis=-1)
+    return loss if x.ndim == 1 else jnp.mean(loss)
+
+
 def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
     """softmax(scale * q @ k.T, -inf where not kept) @ v from jnp ops (scale default
     1/sqrt(d)); the kept set is `mask` (Lq x Lk, 1 = attend) and, with causal, j <= i."""
@@ -212,6 +261,11 @@ OPS: dict[str, Callable[..., Any]] = {
     "softmax": lambda x: jax.nn.softmax(x, axis=-1),
     "log_softmax": lambda x: jax.nn.log_softmax(x, axis=-1),
     "mse_loss": lambda y, t: jnp.mean((y - t) ** 2),
+    "cross_entropy": _cross_entropy,
+    "layer_norm": lambda x, g, b: _norm(x, g, b, -1, (-1,)),
+    "batch_norm": _batch_norm,
+    "avg_pool2d": _avg_pool2d,
+    "max_pool2d": _max_pool2d,
     "conv2d": _conv2d,
     "conv_transpose2d": _conv_transpose2d,
     "mask_neg_inf": _mask_neg_inf,

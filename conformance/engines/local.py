@@ -6,15 +6,23 @@ Invariants:
   forward / VJP / JVP of that op evaluated in `HP` (256-bit MPFR, every rounding far below
   the dtype's) on those inputs lifted exactly.
 - Error of one element, in ulps of the engine's dtype: |got - exact| / ulp(max(|exact|, S))
-  with S from the op's `Budget.scale` (see `budgets`). Ops with the `ball` scale also
-  accept an element inside its ball: what a direct evaluation of the spec's op sequence in
-  the dtype can give (`conformance.bounds.balls`, with the engine's transcendental
-  budgets; a wild ball — a possible overflow — accepts anything). NaN vs NaN and equal
-  infinities are 0; a finite/NaN or finite/inf disagreement is infinite, except that an
-  engine's ±inf is correct where the exact value rounds to that infinity.
+  with S from the op's `Budget.scale` (see `budgets`). Ops with the `ball` scale also accept
+  an element inside its ball: what a direct evaluation of the spec's op sequence in the
+  dtype can give (`conformance.bounds.balls`, with the engine's transcendental budgets; a
+  wild ball — a possible overflow — accepts anything, and so does a ball that cannot be
+  computed, more branch paths than `all_branches` follows: such elements are counted
+  `unconstrained`, not judged). NaN vs NaN and equal infinities are 0; a finite/NaN or
+  finite/inf disagreement is infinite, except that an engine's ±inf is correct where the
+  exact value rounds to that infinity.
 - Three outcomes per element: within budget (accuracy, counted in the max ulp); beyond
   budget but explained by a named convention whose condition the inputs hit (reported with
-  spec and engine values side by side, excluded from the max ulp); otherwise *wrong*.
+  spec and engine values side by side, excluded from the max ulp; `flush_subnormals`, for
+  every op, is tried last, and only for an engine whose `flush_probe` shows it flushing
+  in that dtype: see `conventions`); otherwise *wrong* — unless a direct
+  evaluation of the spec's own rule in the dtype may overflow at that element (its ball is
+  wild, e.g. div's denominator cotangent -(g*((a/b)/b)) at a subnormal b): then the element
+  is counted `unconstrained`, as for the `ball` ops, not judged. (A ball that cannot be
+  computed leaves such an element wrong.)
 - An op missing from `engine.ops` is not covered; an engine raising on a valid input is
   a `refused` result (reported with the message, never a pass).
 - The engine gets the op as a `base.OpCall` (its key names op, callable, attributes and
@@ -42,10 +50,18 @@ from ..bounds.balls import BallDomain, all_branches, contains_any
 from ..bounds.core import HP, TRANSCENDENTAL, exact_q, fmt, ulp
 from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
 from .budgets import budget_for
-from .conventions import SIGNED_ZERO, conventions_for
+from .conventions import SIGNED_ZERO, SUBNORMAL_FLUSH, conventions_for
 from .propagate import abs_backprop
 
-__all__ = ["NodeResult", "check_node", "elem_error", "lift", "literal_attrs", "safe_float"]
+__all__ = [
+    "NodeResult",
+    "check_node",
+    "elem_error",
+    "flush_probe",
+    "lift",
+    "literal_attrs",
+    "safe_float",
+]
 
 
 def lift(t: Tensor) -> Tensor:
@@ -179,6 +195,136 @@ def _scale(
         return gm
 
 
+def _tiny(dtype: str) -> Fraction:
+    """The dtype's smallest normal magnitude, 2**(1 - bias)."""
+    return Fraction(2) ** (1 - ieee_domain(dtype).bias)
+
+
+def _daz(t: Tensor, tiny: Fraction) -> Tensor | None:
+    """t with every subnormal read as a zero of its sign; None when t has none."""
+
+    def z(v: Any) -> Any:
+        q = exact_q(v)
+        return gmpy2.copy_sign(gmpy2.mpfr(0), v) if q is not None and 0 < abs(q) < tiny else v
+
+    out = t.map(z)
+    return None if all(a is b for a, b in zip(out.data, t.data, strict=True)) else out
+
+
+@dataclass
+class _Flushed:
+    """The op's inputs (and cotangent/tangent) with subnormals read as zeros, and the exact
+    result on them (None where the spec refuses them)."""
+
+    xs: list[Tensor]
+    g: Tensor | None
+    value: Tensor | None
+
+
+def _flush_rule(
+    dtype: str,
+    rule: Callable[[list[Tensor], list[Tensor]], Tensor],
+    xs: list[Tensor],
+    extra: list[Tensor],
+    conv_g: Tensor | None,
+) -> Callable[[], _Flushed | None]:
+    """Lazily, `rule(xs, extra)` with every subnormal read as a zero of its sign; `conv_g`
+    (the cotangent or tangent the op's conventions read) flushed alike. None when nothing
+    is subnormal."""
+    memo: list[_Flushed | None] = []
+
+    def run() -> _Flushed | None:
+        if not memo:
+            tiny = _tiny(dtype)
+            ts = [*xs, *extra, *([conv_g] if conv_g is not None else [])]
+            fl = [_daz(t, tiny) for t in ts]
+            out = None
+            if any(f is not None for f in fl):
+                ft = [f if f is not None else t for f, t in zip(fl, ts, strict=True)]
+                fx, fe = ft[: len(xs)], ft[len(xs) : len(xs) + len(extra)]
+                try:
+                    value: Tensor | None = rule(fx, fe)
+                except TorchLeanError:
+                    value = None
+                out = _Flushed(fx, ft[-1] if conv_g is not None else None, value)
+            memo.append(out)
+        return memo[0]
+
+    return run
+
+
+_FLUSHES: dict[tuple[type, str, str], tuple[bool, list[float], list[float]]] = {}
+
+
+def flush_probe(engine: Engine, dtype: str) -> tuple[bool, list[float], list[float]]:
+    """(does this engine flush subnormals in `dtype`, its values, the spec's) at the probe:
+    the engine's `mul` forward of (smallest subnormal) x 1 (DAZ gives 0) and (smallest
+    normal) x 1/2 (FTZ gives 0) — both exact products subnormal — or, without `mul`, `add`
+    of (smallest subnormal) + 1 and (smallest normal) - (smallest subnormal) (FTZ gives 0).
+    Cached per engine class and name (adapters keep their ops on the class) and dtype; an
+    engine with neither op, or refusing, does not flush (empty values)."""
+    key = (type(engine), engine.name, dtype)
+    hit = _FLUSHES.get(key)
+    if hit is None:
+        D = ieee_domain(dtype)
+        sub, tiny = D.from_bits(1), D.from_rational(_tiny(dtype))
+        op = "mul" if "mul" in engine.ops else "add" if "add" in engine.ops else None
+        got: list[float] = []
+        want: list[float] = []
+        if op is not None:
+            x = Tensor((2,), (sub, tiny))
+            y = Tensor((2,), (D.one(), D.from_float(0.5) if op == "mul" else D.neg(sub)))
+            want = [float(v) for v in get_op(op).forward(D, [x, y], {}, ()).data]
+            try:
+                arrs = [engine.asarray(to_numpy(t, dtype), dtype) for t in (x, y)]
+                out, _ = engine.vjp(OpCall(op, engine.ops[op], {}), arrs, arrs[0])
+                got = [float(v) for v in from_numpy(engine.to_numpy(out, dtype), dtype).data]
+            except Exception:
+                got = []
+        hit = _FLUSHES[key] = (any(v == 0 for v in got), got, want)
+    return hit
+
+
+def _flushed(
+    engine: Engine,
+    dtype: str,
+    gv: Any,
+    wv: Any,
+    i: int,
+    k: int,
+    flush: Callable[[], _Flushed | None] | None,
+    convs: Sequence[Any],
+    attrs: dict[str, Any],
+    S: Fraction,
+    allowed: float,
+) -> bool:
+    """Does `flush_subnormals` explain the engine's gv (exact wv) at element i of result k:
+    only for an engine the probe shows flushing in this dtype (`flush_probe`), FTZ of the
+    result, or the exact op — or one of its conventions — on the inputs with their
+    subnormals read as zeros (DAZ, which can make the op singular: 0/0, 1/sqrt(0))?"""
+    if not flush_probe(engine, dtype)[0]:
+        return False
+    tiny = _tiny(dtype)
+    wq = exact_q(wv)
+    if gv == 0 and wq is not None and 0 < abs(wq) < tiny:
+        return True  # FTZ: a subnormal result returned as zero
+    fl = flush() if flush is not None else None
+    if fl is None:
+        return False
+    cands = [fl.value.data[i]] if fl.value is not None else []
+    for c in convs:
+        alt = c.alt(fl.xs, fl.g, attrs)
+        if k < len(alt) and alt[k].data[i] is not None:
+            cands.append(alt[k].data[i])
+    for av in cands:
+        aq = exact_q(av)
+        if gv == 0 and aq is not None and abs(aq) < tiny:
+            return True  # DAZ, then FTZ of the result
+        if elem_error(dtype, gv, av, S) <= allowed:
+            return True
+    return False
+
+
 def _compare(
     engine: Engine,
     dtype: str,
@@ -192,6 +338,7 @@ def _compare(
     attrs: dict[str, Any],
     res: NodeResult,
     balls: Callable[[], list[Tensor] | None] | None = None,
+    flush: Callable[[], _Flushed | None] | None = None,
 ) -> None:
     if got.shape != want.shape:
         res.wrong = f"{op} {direction}: shape {got.shape}, spec {want.shape}"
@@ -200,13 +347,35 @@ def _compare(
     n = max((len(x.data) for x in xs), default=1)
     allowed = b.allowed(n)
     S = _scale(op, b.scale, direction, xs, g, attrs, k)
-    alts = [(c, c.alt(xs, g, attrs)) for c in conventions_for(op, direction)]
+    convs = conventions_for(op, direction)
+    alts = [(c, c.alt(xs, g, attrs)) for c in convs]
     worst = res.max_ulp.get(direction, 0.0)
     ball = balls() if balls is not None and b.scale == "ball" else None
+    undecided = balls is not None and b.scale == "ball" and ball is None
     BD = ball_domain_for(engine.name, dtype) if ball is not None else None
+    late: list[list[Tensor] | None] = []  # other ops: the ball, computed at a first miss
+
+    def may_overflow(i: int, gv: Any, e: float) -> bool:
+        """Does a direct evaluation of the spec's rule in the dtype (possibly) overflow at
+        element i: a wild ball, or an infinite error the ball holds?"""
+        if balls is None or b.scale == "ball":
+            return False
+        if not late:
+            late.append(balls())
+        paths = late[0]
+        if paths is None:
+            return False
+        ok = contains_any(ball_domain_for(engine.name, dtype), [t.data[i] for t in paths], gv)[0]
+        return ok is None or (ok and e == float("inf"))
+
     for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
         e = elem_error(dtype, gv, wv, S)
         inside = e <= allowed
+        if not inside and undecided:
+            # no ball (more paths than `all_branches` follows): beyond the fixed budget the
+            # element is not judged, as where a ball is wild
+            res.unconstrained += 1
+            continue
         if not inside and ball is not None:
             inside = contains_any(BD, [t.data[i] for t in ball], gv)[0]
             if inside is None or (inside and e == float("inf")):
@@ -227,7 +396,13 @@ def _compare(
                 res.conventions.setdefault(c.name, _example(op, direction, k, i, wv, gv, xs, attrs))
                 break
         else:
-            if res.wrong is None:
+            if _flushed(engine, dtype, gv, wv, i, k, flush, convs, attrs, S, allowed):
+                res.conventions.setdefault(
+                    SUBNORMAL_FLUSH.name, _example(op, direction, k, i, wv, gv, xs, attrs)
+                )
+            elif may_overflow(i, gv, e):
+                res.unconstrained += 1  # the spec's own formula may overflow here too
+            elif res.wrong is None:
                 res.wrong = (
                     f"{op} {direction}"
                     + (f" (argument {k})" if direction == "vjp" else "")
@@ -354,12 +529,16 @@ def _check_node(
         return [_lift_ball(x, exact) for x in hx]
 
     fwd = _ball_rule(engine, dtype, lambda BD, ex: d.forward(BD, bx(ex), attrs, env))
-    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, lit, res, fwd)
+    ffl = _flush_rule(dtype, lambda fx, _: d.forward(HP, fx, attrs, env), hx, [], None)
+    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, lit, res, fwd, ffl)
     for k, (gc, wc) in enumerate(zip(got_ct, want_ct, strict=True)):
         bwd = _ball_rule(
             engine, dtype, lambda BD, ex: d.vjp(BD, bx(ex), _lift_ball(hg, ex), attrs, env), k
         )
-        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, lit, res, bwd)
+        bfl = _flush_rule(
+            dtype, lambda fx, fg, k=k: d.vjp(HP, fx, fg[0], attrs, env)[k], hx, [hg], hg
+        )
+        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, lit, res, bwd, bfl)
     if engine.has_jvp and ts is not None:
         try:
             want_t = d.jvp(HP, hx, [lift(t) for t in ts], attrs, env)
@@ -382,5 +561,7 @@ def _check_node(
                 dtype,
                 lambda BD, ex: d.jvp(BD, bx(ex), [_lift_ball(lift(t), ex) for t in ts], attrs, env),
             )
-            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, lit, res, tan)
+            lts = [lift(t) for t in ts]
+            tfl = _flush_rule(dtype, lambda fx, ft: d.jvp(HP, fx, ft, attrs, env), hx, lts, ht)
+            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, lit, res, tan, tfl)
     return res

@@ -189,9 +189,9 @@ def engine_main(a: argparse.Namespace) -> int:
     _print(run)
     jpath, mpath = write_engine_reports(run, a.report, meta)
     failed = run.failed(a.strict_conventions)
-    nf = sum(r.failures for r in run.ops)
+    nf, nrows = sum(r.failures for r in run.ops), sum(r.failures > 0 for r in run.ops)
     print(
-        f"\n{sum(r.cases for r in run.ops)} node checks, {nf} failing ops"
+        f"\n{sum(r.cases for r in run.ops)} node checks, {nf} failing in {nrows} op rows"
         f"{' (strict conventions)' if a.strict_conventions else ''}; reports: {jpath}, {mpath}"
     )
     return 1 if failed else 0

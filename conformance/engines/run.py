@@ -4,7 +4,11 @@ defining points, whole-graph checks, and the report rows.
 Invariants:
 - Cases come from `conformance.graphs` (`graphs`, `inputs_for`, `seeds_for`, float
   domain, finite inputs in [-8, 8]); Hypothesis draws `max_examples` cases over all the
-  checked ops, then `per_op` cases focused on each op. Each node of a case is checked by
+  checked ops, then `per_op` cases focused on each op, then (the hard phase) `per_op`
+  more per op with inputs and seeds from the hard-case pools without NaN or ±inf
+  (`hard_inputs_for(..., finite=True)`: ties, ±0, kinks, rounding boundaries, subnormals,
+  the largest finite values, each transcendental's hard ranges); whole graphs are checked
+  on the ordinary cases only. Each node of a case is checked by
   `local.check_node` on the engine's own outputs of the earlier nodes (the spec's value in
   the dtype where the engine does not cover a helper node). The first *wrong* node stops
   that run, Hypothesis shrinks the case, and the shrunk node is reported with a JSON
@@ -49,9 +53,10 @@ from spec.validate import normalize_attrs
 
 from ..determinism import seed_only_draws
 from ..graphs import GRAPH_OPS, graphs, inputs_for, seeds_for
+from ..graphs.hard import hard_inputs_for, hard_seeds_for
 from .base import Engine, OpCall, ieee_domain
-from .conventions import CONVENTIONS, SIGNED_ZERO
-from .local import NodeResult, check_node, lift
+from .conventions import CONVENTIONS, SIGNED_ZERO, SUBNORMAL_FLUSH
+from .local import NodeResult, check_node, flush_probe, lift
 from .whole import CONSTANT_OPS, check_graph
 
 __all__ = [
@@ -143,6 +148,7 @@ def _repro(
     node: Node,
     xs: Sequence[Tensor],
     g: Tensor,
+    ts: Sequence[Tensor],
     env: Sequence[int] = (),
 ) -> dict:
     D = ieee_domain(dtype)
@@ -154,6 +160,7 @@ def _repro(
         "graph": graph_to_dict(one),
         "inputs": [tensor_to_dict(D, x) for x in xs],
         "cotangent": tensor_to_dict(D, g),
+        "tangents": [tensor_to_dict(D, t) for t in ts],
     }
     if env:
         out["env"] = [int(i) for i in env]
@@ -166,8 +173,10 @@ def replay_node(engine: Engine, repro: dict[str, Any]) -> NodeResult:
     (node,) = g1.nodes
     xs = [tensor_from_dict(d)[1] for d in repro["inputs"]]
     g = tensor_from_dict(repro["cotangent"])[1]
+    # reproducers written before "tangents" was recorded replay with the inputs as tangents
+    ts = [tensor_from_dict(d)[1] for d in repro.get("tangents", repro["inputs"])]
     env = tuple(int(i) for i in repro.get("env", ()))
-    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, xs, env)
+    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, ts, env)
 
 
 class _Failure(Exception):
@@ -187,6 +196,7 @@ class _State:
     failure: dict[str, Any] | None = None
     shrink_seconds: float | None = None  # the cap on shrinking (None: no cap)
     shrink_until: float | None = None  # perf_counter deadline, set at the first failure
+    whole_graphs: bool = True  # off in the hard phase (the first-order bound is no guide)
 
 
 def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
@@ -221,7 +231,14 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
                 st_.failure = {
                     "op": node.op,
                     "message": res.wrong,
-                    "repro": _repro(engine, dtype, node, args, seed.tensors[idx]),
+                    "repro": _repro(
+                        engine,
+                        dtype,
+                        node,
+                        args,
+                        seed.tensors[idx],
+                        [seed.tensors[a] for a in node.args],
+                    ),
                 }
                 if st_.shrink_until is None and st_.shrink_seconds is not None:
                     st_.shrink_until = time.perf_counter() + st_.shrink_seconds
@@ -235,7 +252,7 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
                 vals.append(get_op(node.op).forward(D, args, attrs, ()))
             except TorchLeanError:
                 return
-    if all_covered and clean and g.nodes and st_.recording:
+    if all_covered and clean and g.nodes and st_.recording and st_.whole_graphs:
         gr = check_graph(engine, dtype, g, list(xs), seed.tensors[-1])
         st_.graph.graphs += 1
         if gr.ratio > st_.graph.max_ratio:
@@ -266,15 +283,19 @@ def _record(rows: dict[str, OpRow], engine: Engine, dtype: str, res: NodeResult)
             r.conventions.append(n)
 
 
-def _strategy(ops: Sequence[str], dtype: str, max_nodes: int) -> st.SearchStrategy:
+def _strategy(ops: Sequence[str], dtype: str, max_nodes: int, hard: bool) -> st.SearchStrategy:
     D = ieee_domain(dtype)
 
     @st.composite
     def build(draw: Any) -> tuple:
         g = draw(graphs(list(ops), max_nodes=max_nodes, domain_kind="float"))
         assume(any(n.op in ops for n in g.nodes))
-        xs = draw(inputs_for(g, D))
-        seed = draw(seeds_for(g, D))
+        if hard:
+            xs = draw(hard_inputs_for(g, D, finite=True))
+            seed = draw(hard_seeds_for(g, D, finite=True))
+        else:
+            xs = draw(inputs_for(g, D))
+            seed = draw(seeds_for(g, D))
         return g, tuple(xs), seed
 
     return build()
@@ -290,9 +311,10 @@ def _run(
     progress: Callable[[], None] | None,
     max_nodes: int,
     shrink_seconds: float | None,
+    hard: bool = False,
 ) -> None:
     # (the body of `test` is kept as it was: derandomised draws hash its source)
-    st_.recording, st_.failure = True, None
+    st_.recording, st_.failure, st_.whole_graphs = True, None, not hard
     st_.shrink_seconds, st_.shrink_until = shrink_seconds, None
 
     @settings(
@@ -304,7 +326,7 @@ def _run(
         suppress_health_check=list(HealthCheck),
         phases=(Phase.explicit, Phase.generate, Phase.shrink),
     )
-    @given(_strategy(ops, dtype, max_nodes))
+    @given(_strategy(ops, dtype, max_nodes, hard))
     def test(case: tuple) -> None:
         try:
             _check_case(engine, dtype, case, st_)
@@ -381,7 +403,7 @@ def _grid(engine: Engine, dtype: str, ops: Sequence[str], st_: _State) -> None:
                     r.failure = r.failure or {
                         "op": op,
                         "message": one.wrong,
-                        "repro": _repro(engine, dtype, node, xi, gi),
+                        "repro": _repro(engine, dtype, node, xi, gi, [gi] * len(xi)),
                     }
                     break
             break
@@ -405,20 +427,39 @@ def _env_cases(engine: Engine, dtype: str, st_: _State) -> None:
             r.failure = r.failure or {
                 "op": "select",
                 "message": res.wrong,
-                "repro": _repro(engine, dtype, Node("select", (0,), attrs), [x], g, env),
+                "repro": _repro(engine, dtype, Node("select", (0,), attrs), [x], g, [t], env),
             }
             return
 
 
 def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[ConventionRow]:
-    """Evaluate every convention of `ops` at its defining points."""
+    """Evaluate every convention of `ops` at its defining points (and `flush_subnormals`
+    at its probe, `local.flush_probe`)."""
     D = ieee_domain(dtype)
     out: list[ConventionRow] = []
+    flushes, got, want = flush_probe(engine, dtype)
+    if got:
+        out.append(
+            ConventionRow(
+                engine.name,
+                dtype,
+                SUBNORMAL_FLUSH.name,
+                "mul" if "mul" in engine.ops else "add",
+                flushes,
+                [" ".join(f"{v:.6g}" for v in want)],
+                [" ".join(f"{v:.6g}" for v in got)],
+                SUBNORMAL_FLUSH.sentence,
+            )
+        )
     for c in CONVENTIONS:
         if c.op not in ops or c.op not in engine.ops or any(r.convention == c.name for r in out):
             continue
         for inputs, attrs in [c.point]:
-            xs = [Tensor((len(v),), tuple(D.from_float(f) for f in v)) for v in inputs]
+            shapes = c.point_shapes or [(len(v),) for v in inputs]
+            xs = [
+                Tensor(tuple(s), tuple(D.from_float(f) for f in v))
+                for s, v in zip(shapes, inputs, strict=True)
+            ]
             a = dict(attrs)
             y = get_op(c.op).forward(D, xs, a, ())
             g = Tensor(y.shape, (D.one(),) * len(y.data))
@@ -510,9 +551,10 @@ def _run_engine(
         st_ = _State({}, GraphRow(engine.name, dt))
         if checked:
             _run(engine, dt, checked, max_examples, seed, st_, progress, max_nodes, shrink_seconds)
-            for op in checked:
-                if per_op:
-                    _run(engine, dt, [op], per_op, seed, st_, progress, max_nodes, shrink_seconds)
+            for hard in (False, True):
+                for op in checked if per_op else ():
+                    _run(engine, dt, [op], per_op, seed, st_, progress, max_nodes,
+                         shrink_seconds, hard)  # fmt: skip
         _grid(engine, dt, [op for op in wanted if op in engine.ops], st_)
         if "select" in wanted and "select" in engine.ops:
             _env_cases(engine, dt, st_)

@@ -29,9 +29,10 @@ from .base import Engine, EngineUnavailable, select_index
 try:
     import tinygrad
     from tinygrad import Tensor as TT
-    from tinygrad import dtypes
+    from tinygrad import dtypes, nn
 except ImportError:  # pragma: no cover - exercised where tinygrad is absent
     tinygrad = None
+    nn = None
     TT = None
     dtypes = None
 
@@ -49,6 +50,42 @@ def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     return xp.gather(-1, idx).reshape(*lead, *shape)
 
 
+def _batched(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn on (N, C, H, W); a (C, H, W) input gets (and loses) a batch axis of 1."""
+
+    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
+        if x.ndim == 3:
+            return fn(x.unsqueeze(0), *rest, **attrs).squeeze(0)
+        return fn(x, *rest, **attrs)
+
+    return run
+
+
+def _pair(v: Any, default: int) -> tuple[int, ...]:
+    return (default, default) if v is None else tuple(int(a) for a in v)
+
+
+@_batched
+def _conv2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    groups: Any = None,
+) -> Any:
+    return x.conv2d(
+        w,
+        b,
+        groups=groups or 1,
+        stride=_pair(stride, 1),
+        dilation=_pair(dilation, 1),
+        padding=_pair(padding, 0),
+    )
+
+
+@_batched
 def _conv_transpose2d(
     x: Any,
     w: Any,
@@ -59,17 +96,75 @@ def _conv_transpose2d(
     groups: Any = None,
     output_padding: Any = None,
 ) -> Any:
-    xb = x.unsqueeze(0) if x.ndim == 3 else x
-    y = xb.conv_transpose2d(
+    return x.conv_transpose2d(
         w,
         b,
         groups=groups or 1,
-        stride=tuple(stride or (1, 1)),
-        dilation=tuple(dilation or (1, 1)),
-        padding=tuple(padding or (0, 0)),
-        output_padding=tuple(output_padding or (0, 0)),
+        stride=_pair(stride, 1),
+        dilation=_pair(dilation, 1),
+        padding=_pair(padding, 0),
+        output_padding=_pair(output_padding, 0),
     )
-    return y.squeeze(0) if x.ndim == 3 else y
+
+
+def _pool(method: str) -> Callable[..., Any]:
+    """`Tensor.max_pool2d` / `Tensor.avg_pool2d` (stride default = kernel, avg counts the
+    zero padding: tinygrad's defaults, the same as the spec's)."""
+
+    def run(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
+            dilation: Any = None) -> Any:  # fmt: skip
+        k = _pair(kernel_size, 1)
+        return getattr(x, method)(
+            k,
+            stride=k if stride is None else _pair(stride, 1),
+            dilation=_pair(dilation, 1),
+            padding=_pair(padding, 0),
+        )
+
+    return run
+
+
+def _layer_norm(x: Any, g: Any, b: Any) -> Any:
+    ln = nn.LayerNorm(x.shape[-1], eps=1e-5)  # tinygrad's module, its weight and bias ours
+    ln.weight, ln.bias = g, b
+    return ln(x)
+
+
+def _batch_norm(x: Any, g: Any, b: Any) -> Any:
+    bn = nn.BatchNorm(x.shape[1], eps=1e-5, track_running_stats=False)  # batch statistics
+    bn.weight, bn.bias = g, b
+    return bn(x)
+
+
+def _embedding(table: Any, indices: Sequence[int], shape: Any = None) -> Any:
+    emb = nn.Embedding(table.shape[0], table.shape[1])
+    emb.weight = table
+    return emb(_ints(table, indices).reshape(tuple(shape) if shape is not None else (-1,)))
+
+
+def _scatter_add(x: Any, indices: Sequence[int], size: int) -> Any:
+    idx = _ints(x, indices).reshape(-1, *(1,) * (x.ndim - 1)).expand(*x.shape)
+    out = TT.zeros(size, *x.shape[1:], dtype=x.dtype, device=x.device)
+    return out.scatter_reduce(0, idx, x, reduce="sum")
+
+
+def _keep(q: Any, lq: int, lk: int, mask: Any, causal: Any) -> Any:
+    """One boolean (Lq, Lk) tensor, True = attend: `mask` and, with causal, j <= i
+    (tinygrad refuses attn_mask and is_causal together)."""
+    m = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
+    if causal:
+        m &= np.tril(np.ones((lq, lk), bool))
+    return TT(m.tolist(), dtype=dtypes.bool, device=q.device)
+
+
+def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
+    if scale is not None:
+        raise NotImplementedError(
+            "tinygrad's scaled_dot_product_attention has no scale argument (it divides by sqrt(d))"
+        )
+    lq, lk = q.shape[-2], k.shape[-2]
+    keep = _keep(q, lq, lk, mask, causal) if mask is not None or causal else None
+    return q.scaled_dot_product_attention(k, v, attn_mask=keep)
 
 
 def _mha(
@@ -84,20 +179,13 @@ def _mha(
     mask: Any = None,
     causal: Any = None,
 ) -> Any:
-    e, lq, lk = q.shape[-1], q.shape[-2], k.shape[-2]
+    e = q.shape[-1]
 
     def split(x: Any, w: Any) -> Any:
         y = x.matmul(w.transpose(-2, -1))
         return y.reshape(*y.shape[:-1], heads, e // heads).transpose(-3, -2)
 
-    keep = None
-    if mask is not None or causal:
-        m = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
-        if causal:
-            m &= np.tril(np.ones((lq, lk), bool))
-        keep = TT(m.tolist(), dtype=dtypes.bool, device=q.device)
-    o = split(q, wq).scaled_dot_product_attention(split(k, wk), split(v, wv), attn_mask=keep)
-    o = o.transpose(-3, -2)
+    o = _sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal).transpose(-3, -2)
     return o.reshape(*o.shape[:-2], e).matmul(wo.transpose(-2, -1))
 
 
@@ -125,12 +213,14 @@ OPS: dict[str, Callable[..., Any]] = {
     "softplus": lambda x: x.softplus(),
     "gelu": lambda x: x.gelu(),
     "silu": lambda x: x.silu(),
+    "safe_log": lambda x: x.maximum(2.0**-24).log(),
     "sum": lambda x: x.sum(),
     "reduce_sum": lambda x, axis: x.sum(axis),
     "mean": lambda x: x.mean(),
     "reduce_mean": lambda x, axis: x.mean(axis),
     "reduce_max": lambda x, axis: x.max(axis),
     "matmul": lambda a, b: a.matmul(b),
+    "linear": lambda x, w, b: x.linear(w.transpose(), b),  # nn.Linear's call
     "reshape": lambda x, shape: x.reshape(shape),
     "swap_adjacent": lambda x, axis: x.transpose(axis, axis + 1),
     "transpose": lambda x: x.transpose(-2, -1),
@@ -138,12 +228,28 @@ OPS: dict[str, Callable[..., Any]] = {
     "concat": lambda *xs: xs[0].cat(*xs[1:], dim=0),
     "slice": lambda x, start, stop: x[start:stop],
     "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
+    "index_select": lambda x, indices: x[_ints(x, indices)],
+    "scatter_add": _scatter_add,
     "gather": _gather,
     "softmax": lambda x: x.softmax(-1),
     "log_softmax": lambda x: x.log_softmax(-1),
     "mse_loss": lambda y, t: ((y - t) * (y - t)).mean(),
+    "cross_entropy": lambda x, t: x.cross_entropy(t),
+    "layer_norm": _layer_norm,
+    "batch_norm": _batch_norm,
+    "conv2d": _conv2d,
     "conv_transpose2d": _conv_transpose2d,
+    "avg_pool2d": _pool("avg_pool2d"),
+    "max_pool2d": _pool("max_pool2d"),
+    "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
+        TT(
+            np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=x.device
+        ).logical_not(),
+        float("-inf"),
+    ),
+    "scaled_dot_product_attention": _sdpa,
     "multi_head_attention": _mha,
+    "embedding": _embedding,
 }
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

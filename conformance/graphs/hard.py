@@ -18,8 +18,13 @@ Invariants:
   shared pool of ±0 and up to 2 values and their negations, so ties occur *across* operands
   (minimum(+0, −0), clamp at an operand-equal bound, abs of x and −x).
 - One case in six (IEEE) draws its tensors from a pool of NaN (twice), ±inf, −0 and one
-  finite value (`_special_pool`): lanes with several NaNs or equal infinities, so which
-  NaN a reduction propagates (and where its cotangent goes) shows.
+  finite value (`_special_pool`): lanes with several NaNs or equal infinities, so which NaN
+  a reduction propagates (and where its cotangent goes) shows. `finite=True` (the engine
+  runner's hard phase) leaves NaN and ±inf out everywhere and puts two cases in five, the
+  first one drawn included, on `_range_pool` instead (the ends of the finite range:
+  subnormals, the smallest normal, the largest finite value, ±, with 1/2, 2 and a full-width
+  value, so results land on subnormals or overflow: an engine that flushes subnormals
+  shows); the default draws are unchanged by it.
 - `direct_graphs(gs, ops)` cuts a graph after its last node of a focused op, so the seed
   (signed zeros or full-width values) lands on that op's output and reaches its VJP as is.
 - `long_reduction_graphs(ops)` reduces 9 to 12 elements (a pairwise sum and a left fold
@@ -42,6 +47,7 @@ from fractions import Fraction
 from functools import cache
 from typing import Any
 
+import gmpy2
 import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
@@ -144,18 +150,22 @@ def _boundary(D: IEEEDomain) -> list[Any]:
     return [D.from_float(v) for v in fl]
 
 
-def hard_scalars(domain: Domain) -> st.SearchStrategy[Any]:
-    """Elements aimed at the hard cases (see the module docstring)."""
-    base = scalars(domain, specials=True)
+def hard_scalars(domain: Domain, *, finite: bool = False) -> st.SearchStrategy[Any]:
+    """Elements aimed at the hard cases (see the module docstring); `finite` leaves out NaN
+    and ±inf (subnormals, ±0 and the largest finite values stay)."""
+    base = scalars(domain, specials=not finite)
     if not isinstance(domain, IEEEDomain):
         return base
     D = domain
     kinks = [D.from_float(v) for v in (0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0)]
     trans = [D.from_float(v) for v in transcendental_hard(_name(D))]
+    edges = _boundary(D) + special_values(D)
+    if finite:
+        edges = [v for v in edges if gmpy2.is_finite(v)]
     return st.one_of(
         base,
         st.sampled_from(kinks),
-        st.sampled_from(_boundary(D) + special_values(D)),
+        st.sampled_from(edges),
         st.sampled_from(trans),
     )
 
@@ -186,8 +196,10 @@ def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Te
     return build()
 
 
-def _own_pools(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
-    elems = hard_scalars(domain)
+def _own_pools(
+    shapes: Sequence[Shape], domain: Domain, finite: bool = False
+) -> st.SearchStrategy[list[Tensor]]:
+    elems = hard_scalars(domain, finite=finite)
     plain = rounding_scalars(domain)
 
     def one(s: Shape) -> st.SearchStrategy[Tensor]:
@@ -199,10 +211,12 @@ def _own_pools(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[lis
 
 
 @st.composite
-def _shared_pool(draw: Any, shapes: Sequence[Shape], domain: Domain) -> list[Tensor]:
+def _shared_pool(
+    draw: Any, shapes: Sequence[Shape], domain: Domain, finite: bool = False
+) -> list[Tensor]:
     """Every tensor from one pool of ±0 and 0 to 2 values and their negations: ties *across*
     operands (maximum/minimum/clamp of equal or ±0 arguments, abs of x and -x)."""
-    base = draw(st.lists(hard_scalars(domain), min_size=0, max_size=2))
+    base = draw(st.lists(hard_scalars(domain, finite=finite), min_size=0, max_size=2))
     zero = domain.from_float(0.0)  # always with +0 and -0: signed-zero ties
     pool = [zero, domain.neg(zero), *base, *(domain.neg(v) for v in base)]
     # positions from a Hypothesis-controlled Random: drawn index lists shrink towards all
@@ -229,18 +243,52 @@ def _special_pool(draw: Any, shapes: Sequence[Shape], domain: IEEEDomain) -> lis
     ]
 
 
-def hard_tensors_for(shapes: Sequence[Shape], domain: Domain) -> st.SearchStrategy[list[Tensor]]:
+@st.composite
+def _range_pool(draw: Any, shapes: Sequence[Shape], domain: IEEEDomain) -> list[Tensor]:
+    """Every tensor from one pool at the ends of the finite range, each value of either
+    sign: the smallest and largest subnormals, one drawn subnormal, the smallest normal,
+    the largest finite value, 1/2, 2 and one full-width value (products and sums that land
+    on subnormals, on the normal boundary, or overflow)."""
+    D = domain
+    sub = draw(st.integers(1, (1 << D.mbits) - 1))
+    bits = [
+        1,
+        (1 << D.mbits) - 1,
+        sub,
+        1 << D.mbits,
+        ((2**D.ebits - 2) << D.mbits) | ((1 << D.mbits) - 1),
+    ]
+    base = [D.from_bits(b) for b in bits] + [D.from_float(0.5), D.from_float(2.0)]
+    base.append(draw(rounding_scalars(D)))
+    pool = base + [D.neg(v) for v in base]
+    r = draw(st.randoms(use_true_random=False))
+    return [
+        Tensor(tuple(s), tuple(pool[r.randrange(len(pool))] for _ in range(size(s))))
+        for s in shapes
+    ]
+
+
+def hard_tensors_for(
+    shapes: Sequence[Shape], domain: Domain, *, finite: bool = False
+) -> st.SearchStrategy[list[Tensor]]:
+    """Hard-case tensors (see the module docstring); `finite`: no NaN or ±inf anywhere (the
+    special pool left out, the others drawn from finite hard values)."""
     if not isinstance(domain, IEEEDomain):
         return _own_pools(shapes, domain)
+    own, shared = _own_pools(shapes, domain, finite), _shared_pool(shapes, domain, finite)
+    if finite:  # the range pool 2/5 (first: Hypothesis starts from 0), own 2/5, shared 1/5
+        edge = _range_pool(shapes, domain)
+        return st.integers(0, 4).flatmap(lambda k: edge if k < 2 else own if k < 4 else shared)
     # own pools 1/2, a shared pool 1/3, the special pool 1/6
     pick = st.integers(0, 5)
-    own, shared = _own_pools(shapes, domain), _shared_pool(shapes, domain)
     special = _special_pool(shapes, domain)
     return pick.flatmap(lambda k: own if k < 3 else shared if k < 5 else special)
 
 
-def hard_inputs_for(graph: Graph, domain: Domain) -> st.SearchStrategy[list[Tensor]]:
-    return hard_tensors_for(graph.inputs, domain)
+def hard_inputs_for(
+    graph: Graph, domain: Domain, *, finite: bool = False
+) -> st.SearchStrategy[list[Tensor]]:
+    return hard_tensors_for(graph.inputs, domain, finite=finite)
 
 
 def signed_zero_tensors_for(
@@ -276,11 +324,13 @@ def rounding_tensors_for(
     ).map(list)
 
 
-def hard_seeds_for(graph: Graph, domain: Domain) -> st.SearchStrategy[TensorPack]:
+def hard_seeds_for(
+    graph: Graph, domain: Domain, *, finite: bool = False
+) -> st.SearchStrategy[TensorPack]:
     """Hard-case seeds: a third signed zeros only (`signed_zero_tensors_for`), a third
     full-width values only (so the operation order inside a VJP rounds differently)."""
     return st.one_of(
-        hard_tensors_for(graph.shapes, domain),
+        hard_tensors_for(graph.shapes, domain, finite=finite),
         signed_zero_tensors_for(graph.shapes, domain),
         rounding_tensors_for(graph.shapes, domain),
     ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
