@@ -5,12 +5,13 @@ Invariants:
   the other properties keep their cases.
 - `hard_scalars(D)` mixes: the ordinary elements (`scalars`, specials included), kink values
   (±0, ±1/2, ±1, ±2: relu/abs/sqrt at 0, clamp at small rational bounds), rounding-boundary
-  values (1 ± ulp, half-ulps, 1.5), range boundaries (smallest normal, subnormals, largest
-  finite) and each transcendental's hard ranges (`transcendental_hard`: exp near overflow and
-  underflow, log near 1, tanh near saturation and 0, sin/cos at large arguments and near
-  multiples of π/2, plus inputs whose correctly rounded result lies nearest a rounding
-  midpoint, found by enumerating the format (16-bit formats) or by a fixed-seed search
-  (float64, long double as the wide format)).
+  values (1 ± ulp, half-ulps, 1.5), range boundaries (2**emin — MPFR's emin, so twice the
+  smallest subnormal, not the smallest normal —, the subnormals, the largest finite) and
+  each transcendental's hard ranges (`transcendental_hard`: exp near overflow and underflow,
+  log near 1, tanh near saturation and 0, sin/cos at large arguments and near multiples of
+  π/2, plus inputs whose correctly rounded result lies nearest a rounding midpoint, found by
+  enumerating the format (16-bit formats) or by a fixed-seed search (float64, long double as
+  the wide format)).
 - `hard_tensors_for` draws each tensor either from a pool of 1 to 3 such values, so ties
   (equal elements, +0 vs −0) are frequent (maximum/minimum/reduce_max/max_pool2d tie rules,
   repeated values), or elementwise from finite values with full-width significands
