@@ -17,12 +17,12 @@ Invariants:
 - Three outcomes per element: within budget (accuracy, counted in the max ulp); beyond
   budget but explained by a named convention whose condition the inputs hit (reported with
   spec and engine values side by side, excluded from the max ulp; `flush_subnormals`, for
-  every op, is tried last, and only for an engine whose `flush_probe` shows it flushing
-  in that dtype: see `conventions`); otherwise *wrong* — unless a direct
-  evaluation of the spec's own rule in the dtype may overflow at that element (its ball is
-  wild, e.g. div's denominator cotangent -(g*((a/b)/b)) at a subnormal b): then the element
-  is counted `unconstrained`, as for the `ball` ops, not judged. (A ball that cannot be
-  computed leaves such an element wrong.)
+  every op, is tried last, and only for an engine whose `flush_probe` shows it flushing in
+  that dtype: see `conventions`); otherwise *wrong* — unless a direct evaluation of the
+  spec's own rule in the dtype may overflow at that element (its ball is wild, e.g. div's
+  denominator cotangent -(g*((a/b)/b)) at a subnormal b): then the element is counted
+  `unconstrained`, as for the `ball` ops, not judged. (A ball that cannot be computed leaves
+  such an element wrong.)
 - An op missing from `engine.ops` is not covered; an engine raising on a valid input is
   a `refused` result (reported with the message, never a pass).
 - The engine gets the op as a `base.OpCall` (its key names op, callable, attributes and

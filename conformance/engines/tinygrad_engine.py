@@ -159,7 +159,7 @@ def _keep(q: Any, lq: int, lk: int, mask: Any, causal: Any) -> Any:
 
 def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
     if scale is not None:
-        raise NotImplementedError(
+        raise TypeError(
             "tinygrad's scaled_dot_product_attention has no scale argument (it divides by sqrt(d))"
         )
     lq, lk = q.shape[-2], k.shape[-2]
