@@ -24,6 +24,9 @@ Invariants:
   op, attribute, shape or dtype.
 - An op whose attributes give `env_slot` (`select`) is called with one more keyword,
   `env`: the tuple of ints of the non-differentiable integer environment it indexes.
+- `keep_mask` and `mha_body` are the attention ops' shared structure (the spec's kept set;
+  multi_head_attention's projections around an engine's own attention), written once over
+  the engine's own calls that each adapter passes in.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ __all__ = [
     "freeze",
     "from_numpy",
     "ieee_domain",
+    "keep_mask",
+    "mha_body",
     "select_index",
     "to_numpy",
     "uses_env",
@@ -123,6 +128,46 @@ def select_index(index: int | None, env_slot: int | None, env: Sequence[int]) ->
     if index is None:
         raise TorchLeanError("select: give exactly one of index and env_slot (got neither)")
     return int(index)
+
+
+def keep_mask(lq: int, lk: int, mask: Any, causal: Any) -> np.ndarray | None:
+    """The attention's kept set as an (Lq, Lk) boolean array (True = attend): `mask`
+    (0/1, row-major) and, with `causal`, j <= i; None when neither is given."""
+    if mask is None and not causal:
+        return None
+    m = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
+    if causal:
+        m &= np.tril(np.ones((lq, lk), bool))
+    return m
+
+
+def mha_body(
+    q: Any,
+    k: Any,
+    v: Any,
+    wq: Any,
+    wk: Any,
+    wv: Any,
+    wo: Any,
+    heads: int,
+    mask: Any = None,
+    causal: Any = None,
+    *,
+    matmul: Callable[[Any, Any], Any],
+    swap: Callable[[Any, int, int], Any],
+    sdpa: Callable[..., Any],
+) -> Any:
+    """multi_head_attention as the spec writes it, on an engine's own calls: projections
+    x @ w.T (no biases), heads split on the last axis, `sdpa(q, k, v, mask, causal)` per
+    head, heads merged, output projection. `swap(x, a, b)` exchanges two axes."""
+    e = q.shape[-1]
+
+    def split(x: Any, w: Any) -> Any:
+        y = matmul(x, swap(w, -2, -1))
+        return swap(y.reshape((*y.shape[:-1], heads, e // heads)), -3, -2)
+
+    o = swap(sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal), -3, -2)
+    return matmul(o.reshape((*o.shape[:-2], e)), swap(wo, -2, -1))
 
 
 class KeyedCall(ABC):

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CompileCache, Engine, EngineUnavailable, select_index
+from .base import CompileCache, Engine, EngineUnavailable, keep_mask, mha_body, select_index
 
 try:
     import jax
@@ -181,39 +182,21 @@ def _cross_entropy(x: Any, t: Any) -> Any:
 def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
     """softmax(scale * q @ k.T, -inf where not kept) @ v from jnp ops (scale default
     1/sqrt(d)); the kept set is `mask` (Lq x Lk, 1 = attend) and, with causal, j <= i."""
-    lq, lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    d = q.shape[-1]
     c = 1.0 / math.sqrt(d) if scale is None else float(scale)
     s = jnp.matmul(q, jnp.swapaxes(k, -2, -1)) * c
-    keep = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
-    if causal:
-        keep &= np.tril(np.ones((lq, lk), bool))
-    if mask is not None or causal:
+    keep = keep_mask(q.shape[-2], k.shape[-2], mask, causal)
+    if keep is not None:
         s = jnp.where(keep, s, jnp.array(-jnp.inf, dtype=s.dtype))
     return jnp.matmul(jax.nn.softmax(s, axis=-1), v)
 
 
-def _mha(
-    q: Any,
-    k: Any,
-    v: Any,
-    wq: Any,
-    wk: Any,
-    wv: Any,
-    wo: Any,
-    heads: int,
-    mask: Any = None,
-    causal: Any = None,
-) -> Any:
-    """The spec's body from jnp ops: projections x @ w.T (no biases), heads split on the
-    last axis, attention per head (`_sdpa`), heads merged, output projection."""
-    e = q.shape[-1]
-
-    def split(x: Any, w: Any) -> Any:
-        y = jnp.matmul(x, w.T)
-        return jnp.swapaxes(y.reshape((*y.shape[:-1], heads, e // heads)), -3, -2)
-
-    o = jnp.swapaxes(_sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal), -3, -2)
-    return jnp.matmul(o.reshape((*o.shape[:-2], e)), wo.T)
+_mha = partial(
+    mha_body,
+    matmul=lambda a, b: jnp.matmul(a, b),
+    swap=lambda x, i, j: jnp.swapaxes(x, i, j),
+    sdpa=_sdpa,
+)  # the spec's body from jnp ops (`base.mha_body` around `_sdpa`)
 
 
 OPS: dict[str, Callable[..., Any]] = {

@@ -350,39 +350,38 @@ def _compare(
     convs = conventions_for(op, direction)
     alts = [(c, c.alt(xs, g, attrs)) for c in convs]
     worst = res.max_ulp.get(direction, 0.0)
-    ball = balls() if balls is not None and b.scale == "ball" else None
-    undecided = balls is not None and b.scale == "ball" and ball is None
-    BD = ball_domain_for(engine.name, dtype) if ball is not None else None
-    late: list[list[Tensor] | None] = []  # other ops: the ball, computed at a first miss
+    memo: list[list[Tensor] | None] = []
 
-    def may_overflow(i: int, gv: Any, e: float) -> bool:
-        """Does a direct evaluation of the spec's rule in the dtype (possibly) overflow at
-        element i: a wild ball, or an infinite error the ball holds?"""
-        if balls is None or b.scale == "ball":
-            return False
-        if not late:
-            late.append(balls())
-        paths = late[0]
-        if paths is None:
-            return False
-        ok = contains_any(ball_domain_for(engine.name, dtype), [t.data[i] for t in paths], gv)[0]
+    def ball_hit(i: int, gv: Any) -> tuple[bool, bool | None]:
+        """(could the ball be computed, does it hold gv — None for a wild ball) at element
+        i; the ball (every branch path) is computed once, at the first element needing it."""
+        assert balls is not None
+        if not memo:
+            memo.append(balls())
+        if memo[0] is None:
+            return False, False
+        BD = ball_domain_for(engine.name, dtype)
+        return True, contains_any(BD, [t.data[i] for t in memo[0]], gv)[0]
+
+    def overflows(ok: bool | None, e: float) -> bool:
+        # a possible (wild) or certain (holds the engine's infinite error) overflow of a
+        # direct evaluation in the dtype: the engine's value is no accuracy figure
         return ok is None or (ok and e == float("inf"))
+
+    def overflows_here(i: int, gv: Any, e: float) -> bool:
+        computed, ok = ball_hit(i, gv)
+        return computed and overflows(ok, e)
 
     for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
         e = elem_error(dtype, gv, wv, S)
         inside = e <= allowed
-        if not inside and undecided:
-            # no ball (more paths than `all_branches` follows): beyond the fixed budget the
-            # element is not judged, as where a ball is wild
-            res.unconstrained += 1
-            continue
-        if not inside and ball is not None:
-            inside = contains_any(BD, [t.data[i] for t in ball], gv)[0]
-            if inside is None or (inside and e == float("inf")):
-                # a possible (or certain) overflow of a direct evaluation in the dtype:
-                # the engine's value is explained, but it is no accuracy figure
+        if not inside and balls is not None and b.scale == "ball":
+            computed, ok = ball_hit(i, gv)
+            if not computed or overflows(ok, e):
+                # not judged: no ball (more paths than `all_branches` follows), or overflow
                 res.unconstrained += 1
                 continue
+            inside = bool(ok)
         if inside:
             if gv == 0 and wv == 0 and gmpy2.is_signed(gv) != gmpy2.is_signed(wv):
                 res.conventions.setdefault(
@@ -400,7 +399,7 @@ def _compare(
                 res.conventions.setdefault(
                     SUBNORMAL_FLUSH.name, _example(op, direction, k, i, wv, gv, xs, attrs)
                 )
-            elif may_overflow(i, gv, e):
+            elif balls is not None and b.scale != "ball" and overflows_here(i, gv, e):
                 res.unconstrained += 1  # the spec's own formula may overflow here too
             elif res.wrong is None:
                 res.wrong = (

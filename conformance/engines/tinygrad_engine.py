@@ -20,11 +20,12 @@ that compiler is on PATH (or `DEV` is set).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, select_index
+from .base import Engine, EngineUnavailable, keep_mask, mha_body, select_index
 
 try:
     import tinygrad
@@ -148,45 +149,23 @@ def _scatter_add(x: Any, indices: Sequence[int], size: int) -> Any:
     return out.scatter_reduce(0, idx, x, reduce="sum")
 
 
-def _keep(q: Any, lq: int, lk: int, mask: Any, causal: Any) -> Any:
-    """One boolean (Lq, Lk) tensor, True = attend: `mask` and, with causal, j <= i
-    (tinygrad refuses attn_mask and is_causal together)."""
-    m = np.ones((lq, lk), bool) if mask is None else np.array(list(mask), bool).reshape(lq, lk)
-    if causal:
-        m &= np.tril(np.ones((lq, lk), bool))
-    return TT(m.tolist(), dtype=dtypes.bool, device=q.device)
-
-
 def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
     if scale is not None:
         raise TypeError(
             "tinygrad's scaled_dot_product_attention has no scale argument (it divides by sqrt(d))"
         )
-    lq, lk = q.shape[-2], k.shape[-2]
-    keep = _keep(q, lq, lk, mask, causal) if mask is not None or causal else None
+    # the causal and explicit masks as one (tinygrad refuses attn_mask with is_causal)
+    m = keep_mask(q.shape[-2], k.shape[-2], mask, causal)
+    keep = None if m is None else TT(m.tolist(), dtype=dtypes.bool, device=q.device)
     return q.scaled_dot_product_attention(k, v, attn_mask=keep)
 
 
-def _mha(
-    q: Any,
-    k: Any,
-    v: Any,
-    wq: Any,
-    wk: Any,
-    wv: Any,
-    wo: Any,
-    heads: int,
-    mask: Any = None,
-    causal: Any = None,
-) -> Any:
-    e = q.shape[-1]
-
-    def split(x: Any, w: Any) -> Any:
-        y = x.matmul(w.transpose(-2, -1))
-        return y.reshape(*y.shape[:-1], heads, e // heads).transpose(-3, -2)
-
-    o = _sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal).transpose(-3, -2)
-    return o.reshape(*o.shape[:-2], e).matmul(wo.transpose(-2, -1))
+_mha = partial(
+    mha_body,
+    matmul=lambda a, b: a.matmul(b),
+    swap=lambda x, i, j: x.transpose(i, j),
+    sdpa=_sdpa,
+)
 
 
 OPS: dict[str, Callable[..., Any]] = {

@@ -13,11 +13,12 @@ without torch installed works; constructing the engine raises `EngineUnavailable
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, select_index
+from .base import Engine, EngineUnavailable, keep_mask, mha_body, select_index
 
 try:
     import torch
@@ -38,13 +39,8 @@ def _idx(x: Any, indices: Sequence[int]) -> Any:
 
 
 def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: Any = None) -> Any:
-    lq, lk = q.shape[-2], k.shape[-2]
-    keep = None
-    if mask is not None:
-        keep = torch.tensor(list(mask), dtype=torch.bool, device=q.device).reshape(lq, lk)
-    if causal:
-        tri = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril()
-        keep = tri if keep is None else keep & tri
+    m = keep_mask(q.shape[-2], k.shape[-2], mask, causal)
+    keep = None if m is None else torch.tensor(m.tolist(), dtype=torch.bool, device=q.device)
     sc = None if scale is None else float(scale)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=sc)
 
@@ -83,26 +79,12 @@ def _conv_transpose2d(
     )
 
 
-def _mha(
-    q: Any,
-    k: Any,
-    v: Any,
-    wq: Any,
-    wk: Any,
-    wv: Any,
-    wo: Any,
-    heads: int,
-    mask: Any = None,
-    causal: Any = None,
-) -> Any:
-    e = q.shape[-1]
-
-    def split(x: Any, w: Any) -> Any:
-        y = torch.matmul(x, w.transpose(-2, -1))
-        return y.reshape(*y.shape[:-1], heads, e // heads).transpose(-3, -2)
-
-    o = _sdpa(split(q, wq), split(k, wk), split(v, wv), mask, causal).transpose(-3, -2)
-    return torch.matmul(o.reshape(*o.shape[:-2], e), wo.transpose(-2, -1))
+_mha = partial(
+    mha_body,
+    matmul=lambda a, b: torch.matmul(a, b),
+    swap=lambda x, i, j: x.transpose(i, j),
+    sdpa=_sdpa,
+)
 
 
 OPS: dict[str, Callable[..., Any]] = {
