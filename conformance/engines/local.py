@@ -253,18 +253,15 @@ def _flush_rule(
     return run
 
 
-_FLUSHES: dict[tuple[type, str, str], tuple[bool, list[float], list[float]]] = {}
-
-
 def flush_probe(engine: Engine, dtype: str) -> tuple[bool, list[float], list[float]]:
     """(does this engine flush subnormals in `dtype`, its values, the spec's) at the probe:
     the engine's `mul` forward of (smallest subnormal) x 1 (DAZ gives 0) and (smallest
     normal) x 1/2 (FTZ gives 0) — both exact products subnormal — or, without `mul`, `add`
     of (smallest subnormal) + 1 and (smallest normal) - (smallest subnormal) (FTZ gives 0).
-    Cached per engine class and name (adapters keep their ops on the class) and dtype; an
-    engine with neither op, or refusing, does not flush (empty values)."""
-    key = (type(engine), engine.name, dtype)
-    hit = _FLUSHES.get(key)
+    Kept on the engine instance (`flush_probes`, per dtype); an engine with neither op, or
+    refusing, does not flush (empty values)."""
+    probes = vars(engine).setdefault("flush_probes", {})
+    hit = probes.get(dtype)
     if hit is None:
         D = ieee_domain(dtype)
         sub, tiny = D.from_bits(1), D.from_rational(_tiny(dtype))
@@ -281,7 +278,7 @@ def flush_probe(engine: Engine, dtype: str) -> tuple[bool, list[float], list[flo
                 got = [float(v) for v in from_numpy(engine.to_numpy(out, dtype), dtype).data]
             except Exception:
                 got = []
-        hit = _FLUSHES[key] = (any(v == 0 for v in got), got, want)
+        hit = probes[dtype] = (any(v == 0 for v in got), got, want)
     return hit
 
 
