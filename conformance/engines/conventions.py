@@ -35,7 +35,7 @@ from typing import Any
 
 import gmpy2
 
-from spec.ops import expand, unbroadcast
+from spec.ops import conv_out_dim, expand, unbroadcast
 from spec.shape import broadcast_shapes
 from spec.tensor import Tensor
 
@@ -178,8 +178,8 @@ def _max_pool_split(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -
     ph, pw = attrs.get("padding") or (0, 0)
     dh, dw = attrs.get("dilation") or (1, 1)
     h, w = x.shape[-2:]
-    oh_n = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow_n = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    oh_n = conv_out_dim("max_pool2d", h, kh, sh, ph, dh)
+    ow_n = conv_out_dim("max_pool2d", w, kw, sw, pw, dw)
     acc = [ZERO] * len(x.data)
     tied, poisoned = [False] * len(x.data), [False] * len(x.data)
     for p in range(len(x.data) // max(h * w, 1)):
