@@ -58,6 +58,7 @@ __all__ = [
     "ieee_domain",
     "keep_mask",
     "mha_body",
+    "pair",
     "select_index",
     "to_numpy",
     "uses_env",
@@ -128,6 +129,12 @@ def select_index(index: int | None, env_slot: int | None, env: Sequence[int]) ->
     if index is None:
         raise TorchLeanError("select: give exactly one of index and env_slot (got neither)")
     return int(index)
+
+
+def pair(v: Any, default: int) -> tuple[int, int]:
+    """A pair attribute (stride, padding, dilation, ...) as two ints; (default, default)
+    when absent."""
+    return (default, default) if v is None else (int(v[0]), int(v[1]))
 
 
 def keep_mask(lq: int, lk: int, mask: Any, causal: Any) -> np.ndarray | None:

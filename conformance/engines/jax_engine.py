@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CompileCache, Engine, EngineUnavailable, keep_mask, mha_body, select_index
+from .base import CompileCache, Engine, EngineUnavailable, keep_mask, mha_body, pair, select_index
 
 try:
     import jax
@@ -54,10 +54,6 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
     idx = np.array(list(indices), dtype=np.int64)
     out = jnp.take_along_axis(xp, jnp.broadcast_to(idx, (*lead, len(idx))), axis=-1)
     return out.reshape((*lead, *tuple(shape)))
-
-
-def _pair(v: Any, default: int) -> tuple[int, int]:
-    return (default, default) if v is None else (int(v[0]), int(v[1]))
 
 
 _NCHW = ("NCHW", "OIHW", "NCHW")
@@ -88,13 +84,13 @@ def _conv2d(
     dilation: Any = None,
     groups: Any = None,
 ) -> Any:
-    ph, pw = _pair(padding, 0)
+    ph, pw = pair(padding, 0)
     y = jax.lax.conv_general_dilated(
         x,
         w,
-        _pair(stride, 1),
+        pair(stride, 1),
         [(ph, ph), (pw, pw)],
-        rhs_dilation=_pair(dilation, 1),
+        rhs_dilation=pair(dilation, 1),
         dimension_numbers=_NCHW,
         feature_group_count=groups or 1,
     )
@@ -117,14 +113,14 @@ def _conv_transpose2d(
     # (C_in, C_out/G, kh, kw) -> (C_out, C_in/G, kh, kw), each kernel flipped in h and w
     wt = w.reshape(g, cin // g, cog, kh, kw).transpose(0, 2, 1, 3, 4)
     wt = wt.reshape(g * cog, cin // g, kh, kw)[:, :, ::-1, ::-1]
-    (dh, dw), (ph, pw), (oh, ow) = _pair(dilation, 1), _pair(padding, 0), _pair(output_padding, 0)
+    (dh, dw), (ph, pw), (oh, ow) = pair(dilation, 1), pair(padding, 0), pair(output_padding, 0)
     lo_h, lo_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
     y = jax.lax.conv_general_dilated(
         x,
         wt,
         (1, 1),
         [(lo_h, lo_h + oh), (lo_w, lo_w + ow)],
-        lhs_dilation=_pair(stride, 1),
+        lhs_dilation=pair(stride, 1),
         rhs_dilation=(dh, dw),
         dimension_numbers=_NCHW,
         feature_group_count=g,
@@ -135,13 +131,13 @@ def _conv_transpose2d(
 def _window(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> dict[str, Any]:
     """`lax.reduce_window`'s arguments for a 2-D pool over the last two axes."""
     lead = (1,) * (x.ndim - 2)
-    k = _pair(kernel_size, 1)
-    ph, pw = _pair(padding, 0)
+    k = pair(kernel_size, 1)
+    ph, pw = pair(padding, 0)
     return {
         "window_dimensions": lead + k,
-        "window_strides": lead + (k if stride is None else _pair(stride, 1)),
+        "window_strides": lead + (k if stride is None else pair(stride, 1)),
         "padding": [(0, 0)] * len(lead) + [(ph, ph), (pw, pw)],
-        "window_dilation": lead + _pair(dilation, 1),
+        "window_dilation": lead + pair(dilation, 1),
     }
 
 
@@ -158,7 +154,7 @@ def _avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = Non
     avg_pool; the zero padding counted, as the spec's)."""
     w = _window(x, kernel_size, stride, padding, dilation)
     s = jax.lax.reduce_window(x, 0.0, jax.lax.add, **w)
-    return s / math.prod(_pair(kernel_size, 1))
+    return s / math.prod(pair(kernel_size, 1))
 
 
 def _norm(x: Any, g: Any, b: Any, axis: Any, shape: tuple[int, ...]) -> Any:

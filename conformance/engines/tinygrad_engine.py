@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, keep_mask, mha_body, select_index
+from .base import Engine, EngineUnavailable, keep_mask, mha_body, pair, select_index
 
 try:
     import tinygrad
@@ -62,10 +62,6 @@ def _batched(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _pair(v: Any, default: int) -> tuple[int, ...]:
-    return (default, default) if v is None else tuple(int(a) for a in v)
-
-
 @_batched
 def _conv2d(
     x: Any,
@@ -80,9 +76,9 @@ def _conv2d(
         w,
         b,
         groups=groups or 1,
-        stride=_pair(stride, 1),
-        dilation=_pair(dilation, 1),
-        padding=_pair(padding, 0),
+        stride=pair(stride, 1),
+        dilation=pair(dilation, 1),
+        padding=pair(padding, 0),
     )
 
 
@@ -101,10 +97,10 @@ def _conv_transpose2d(
         w,
         b,
         groups=groups or 1,
-        stride=_pair(stride, 1),
-        dilation=_pair(dilation, 1),
-        padding=_pair(padding, 0),
-        output_padding=_pair(output_padding, 0),
+        stride=pair(stride, 1),
+        dilation=pair(dilation, 1),
+        padding=pair(padding, 0),
+        output_padding=pair(output_padding, 0),
     )
 
 
@@ -114,12 +110,12 @@ def _pool(method: str) -> Callable[..., Any]:
 
     def run(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
             dilation: Any = None) -> Any:  # fmt: skip
-        k = _pair(kernel_size, 1)
+        k = pair(kernel_size, 1)
         return getattr(x, method)(
             k,
-            stride=k if stride is None else _pair(stride, 1),
-            dilation=_pair(dilation, 1),
-            padding=_pair(padding, 0),
+            stride=k if stride is None else pair(stride, 1),
+            dilation=pair(dilation, 1),
+            padding=pair(padding, 0),
         )
 
     return run
