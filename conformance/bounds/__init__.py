@@ -25,11 +25,13 @@ be NaN exactly where y is NaN.
 
 Layout (one module per op family, the same names as `spec/ops/`): `core` holds the table
 (`BOUNDS`, filled by keyword `register(name=..., bound=...)`), the bound function type and
-the γ/ulp arithmetic; `check` holds `check_bounds`; each family module (elementwise,
-transcendental, reduce, linalg, shape, index, softmax, loss, conv, pool, norm, attention,
-embed) registers its primitives' bounds. Composite ops (inv, mean, softplus, conv2d,
-layer_norm, ...) have no bound of their own: they are inlined and their primitives checked.
-Importing this package imports every family module, so `BOUNDS` is complete.
+the γ/ulp arithmetic; `check` holds `check_bounds`; the module of each family holding a
+primitive registers its primitives' bounds. Composite ops (inv, mean, softplus, conv2d,
+layer_norm, ...) have no bound of their own: they are inlined and their primitives
+checked, so a family of composites only (conv, pool, norm, loss, embed today) has no
+module here. Importing this
+package imports the modules of the families the op table says hold a primitive
+(`spec.ops.families_holding`); a missing one raises `ImportError`.
 
 The backward side (VJP contributions, JVP tangents, accumulated cotangents) has no per-op
 table: `balls` models the fast runtime per primitive as a scalar domain of (center,
@@ -39,24 +41,15 @@ rule over it, so every bound is derived from the rule's own operation sequence.
 
 from __future__ import annotations
 
-from . import (  # noqa: F401  (each family module registers its bounds on import)
-    attention,
-    conv,
-    elementwise,
-    embed,
-    index,
-    linalg,
-    loss,
-    norm,
-    pool,
-    reduce,
-    shape,
-    softmax,
-    transcendental,
-)
+from spec.ops import families_holding, load_families
+
 from .check import BoundReport, check_bounds
 from .core import BOUNDS, HP, TRANSCENDENTAL, ULP_BUDGET, BoundFn, node_bound, register
 from .derivatives import check_derivative_bounds
+
+# The families holding a primitive have a module of bounds (registered on import); a family
+# of composites only has none (its ops are inlined and their primitives checked).
+load_families(__name__, families_holding(("primitive",)))
 
 __all__ = [
     "BOUNDS",

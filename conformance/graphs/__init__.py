@@ -61,29 +61,16 @@ local module into its draws, so adding any module can change generated cases).
 Layout (one module per op family, the same names as `spec/ops/`): `core` holds the builder
 context (`Ctx`), the shape helpers, the normative `SAMPLING_ORDER`, the builder table
 (`BUILDERS`, filled by keyword `register(name=..., build=...)`) and `graphs()`; `values`
-holds the element, tensor and case strategies; each family module (elementwise,
-transcendental, reduce, linalg, shape, index, softmax, loss, conv, pool, norm, attention,
-embed) registers the graph builders of its ops. Importing this package imports every
-family module and checks that exactly the ops of `SAMPLING_ORDER` have a builder.
+holds the element, tensor and case strategies; each family module registers the graph
+builders of its ops. Importing this package imports the module of every family of the op
+table (`spec.ops.families_holding`) and checks that exactly the ops of `SAMPLING_ORDER`
+have a builder.
 """
 
 from __future__ import annotations
 
-from . import (  # noqa: F401  (each family module registers its builders on import)
-    attention,
-    conv,
-    elementwise,
-    embed,
-    index,
-    linalg,
-    loss,
-    norm,
-    pool,
-    reduce,
-    shape,
-    softmax,
-    transcendental,
-)
+from spec.ops import families_holding, load_families
+
 from .core import (
     ALGEBRAIC_OPS,
     BUILDERS,
@@ -97,6 +84,9 @@ from .core import (
     is_algebraic,
 )
 from .values import graph_cases, inputs_for, scalars, seeds_for, special_values, tensors_for
+
+# Each family module registers the builders of its ops on import (every family of the table).
+load_families(__name__, families_holding())
 
 __all__ = [
     "ALGEBRAIC_OPS",

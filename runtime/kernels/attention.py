@@ -6,8 +6,8 @@ Invariants:
   `spec.ops.neg_inf`) elsewhere; its VJP and JVP keep the tangent where the mask is true
   and write +0 elsewhere. An all-true mask returns x itself.
 - scaled_dot_product_attention and multi_head_attention are composite: their kernels run
-  the spec bodies (`table.register_composite`), so their ordered results are the spec's
-  bit for bit.
+  the spec bodies (`table.composite_kernel`, derived from the op table), so their ordered
+  results are the spec's bit for bit.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from spec.tensor import Tensor
 from ..backends import from_spec
 from ..engine.context import KernelContext
 from .builders import device_array
-from .table import Attrs, Env, register, register_composite
+from .table import Attrs, Env, register
 
 __all__: list[str] = []
 
@@ -55,6 +55,3 @@ register(
     jvp=lambda c, s, dxs, a, e: _mask_lin(c, dxs[0], a),
     saves="nothing",
 )
-
-for _name in ("scaled_dot_product_attention", "multi_head_attention"):
-    register_composite(family=__name__, name=_name)

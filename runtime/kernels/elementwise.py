@@ -8,7 +8,8 @@ Invariants:
   derivative (`builders.unary`); both save only what their derivative reads.
 - maximum/minimum: NaN propagates (the first operand first), ties return the first operand
   and split the cotangent in halves.
-- `inv` is composite: its kernel runs the spec body (`table.register_composite`).
+- `inv` is composite: its kernel runs the spec body (`table.composite_kernel`, derived
+  from the op table).
 - `const` rounds each exact value once into the dtype (MPFR) and returns a fresh copy on
   every call.
 """
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..engine.context import KernelContext
 from .builders import binary, pick, unary, where
-from .table import Attrs, Env, register, register_composite
+from .table import Attrs, Env, register
 
 __all__: list[str] = []
 
@@ -226,5 +227,3 @@ register(
     jvp=lambda c, s, dxs, a, e: c.zeros(s),
     saves="shape",
 )
-
-register_composite(family=__name__, name="inv")

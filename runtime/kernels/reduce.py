@@ -7,7 +7,7 @@ Invariants:
   and routes the whole cotangent or tangent to it; its Python loop runs only over the
   reduction lanes (vectorised over the other axes).
 - mean and reduce_mean are composite: their kernels run the spec bodies
-  (`table.register_composite`).
+  (`table.composite_kernel`, derived from the op table).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.context import KernelContext
-from .table import Attrs, Env, register, register_composite
+from .table import Attrs, Env, register
 
 __all__: list[str] = []
 
@@ -91,6 +91,3 @@ register(
     jvp=_rmax_jvp,
     saves="input shape, arg-max positions",
 )
-
-for _name in ("mean", "reduce_mean"):
-    register_composite(family=__name__, name=_name)

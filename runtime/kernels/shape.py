@@ -5,7 +5,8 @@ Invariants:
   concatenations or zero paddings (`builders.pad_rows`); broadcast_to's VJP is the
   context's `unbroadcast` fold.
 - concat and slice work on the leading axis, as in spec.
-- transpose is composite: its kernel runs the spec body (`table.register_composite`).
+- transpose is composite: its kernel runs the spec body (`table.composite_kernel`,
+  derived from the op table).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ..engine.context import KernelContext
 from .builders import pad_rows
-from .table import Attrs, Env, register, register_composite
+from .table import Attrs, Env, register
 
 __all__: list[str] = []
 
@@ -79,5 +80,3 @@ register(
     jvp=lambda c, s, dxs, a, e: dxs[0][a["start"] : a["stop"], ...],
     saves="input shape",
 )
-
-register_composite(family=__name__, name="transpose")

@@ -9,9 +9,13 @@ Invariants:
   `forward(ctx, xs, attrs, env) -> (y, saved)`, `vjp(ctx, saved, g, attrs, env) -> [g_i]`
   (one cotangent per argument) and `jvp(ctx, saved, dxs, attrs, env) -> dy`. `saved` is
   exactly what the forward keeps for the backward; each kernel says what it is.
-- Composite ops get `composite_kernel`, which runs the spec body's nodes through the
-  kernels of `KERNELS` (looked up at call time), so the composition is the same sequence.
-  Bodies are built once per (op, argument shapes, attributes) (`composite_body`, cached).
+- Every composite op of the table gets `composite_kernel`, derived from the table
+  (`add_composite_kernels`, run once by `runtime.kernels` after the family modules): it
+  runs the spec body's nodes through the kernels of `KERNELS` (looked up at call time), so
+  the composition is the same sequence. `register` refuses a composite (its kernel is never
+  written by hand). Bodies are built once per (op, argument shapes, attributes)
+  (`composite_body`, cached).
+- After loading, `KERNELS` iterates in the order of `spec.ops.OPS`.
 - Fan-in is folded by the caller (`fold_fanin`), never by a kernel.
 - This module imports no family module; the family modules import it.
 """
@@ -33,12 +37,12 @@ __all__ = [
     "Attrs",
     "Env",
     "Kernel",
+    "add_composite_kernels",
     "composite_body",
     "composite_kernel",
     "fold_fanin",
     "kernel_for",
     "register",
-    "register_composite",
 ]
 
 Attrs = dict[str, Any]
@@ -87,6 +91,11 @@ def register(
     `__name__` (its last component is recorded)."""
     if name not in OPS:
         raise GraphError(f"kernel for {name!r}, which is not in the spec op table")
+    if OPS[name].kind == "composite":
+        raise GraphError(
+            f"kernel for {name!r}: a composite op of the spec op table gets its kernel from "
+            "its body (add_composite_kernels); register only primitives"
+        )
     KERNELS[name] = Kernel(name, forward, vjp, jvp, saves, check, vjp_some, _family_of(family))
 
 
@@ -158,14 +167,18 @@ def composite_kernel(op: OpDef, *, family: str = "") -> Kernel:
     return Kernel(op.name, forward, vjp, jvp, "the body's saved values", family=_family_of(family))
 
 
-def register_composite(*, family: str, name: str) -> None:
-    """Registers the body-running kernel of composite spec op `name` (see `register`)."""
-    if name not in OPS:
-        raise GraphError(f"kernel for {name!r}, which is not in the spec op table")
-    op = OPS[name]
-    if op.kind != "composite":
-        raise GraphError(f"kernel for {name!r}: not a composite op of the spec op table")
-    KERNELS[name] = composite_kernel(op, family=family)
+def add_composite_kernels() -> None:
+    """Gives every composite op of the table its body-running kernel (`composite_kernel`,
+    family from the op table), then orders `KERNELS` as `OPS`. Run once, after the family
+    modules registered the primitives; a primitive without a kernel stays absent (the
+    table-completeness test names it, `kernel_for` raises)."""
+    for op in OPS.values():
+        if op.kind == "composite":
+            KERNELS[op.name] = composite_kernel(op, family=op.family)
+    ordered = [(n, KERNELS[n]) for n in OPS if n in KERNELS]
+    extra = [(n, k) for n, k in KERNELS.items() if n not in OPS]
+    KERNELS.clear()
+    KERNELS.update(ordered + extra)
 
 
 def kernel_for(name: str) -> Kernel:

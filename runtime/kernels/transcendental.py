@@ -7,7 +7,7 @@ Invariants:
 - log's precondition (x > 0, not NaN) is a `check` run by op constructors, not inside
   composite bodies (as in spec).
 - safe_log, softplus, gelu and silu are composite: their kernels run the spec bodies
-  (`table.register_composite`).
+  (`table.composite_kernel`, derived from the op table).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from spec.errors import DomainError
 
 from ..engine.context import KernelContext
 from .builders import unary
-from .table import Attrs, register_composite
+from .table import Attrs
 
 __all__: list[str] = []
 
@@ -88,6 +88,3 @@ unary(
     saves="x",
     keep="x",
 )
-
-for _name in ("safe_log", "softplus", "gelu", "silu"):
-    register_composite(family=__name__, name=_name)

@@ -3,35 +3,14 @@ spec forward/JVP/VJP (or composite body) and samples.
 
 Invariants:
 - Importing `spec.ops` registers every family into `OPS`, in the order of `FAMILIES`
-  (elementwise, transcendental, reduce, linalg, shape, index, softmax, loss, conv, pool,
-  norm, attention, embed); `OPS` is complete whenever `spec.ops` is imported.
+  (`table.load_families` imports `spec.ops.<family>` for each, so the family list is written
+  once, in `table.FAMILIES`); `OPS` is complete whenever `spec.ops` is imported.
 - `spec.ops.<family>` imports only `table` and `builders` (never this package), so the
   package has no import cycle; the normative evaluation order is stated in `table`.
 """
 
 from __future__ import annotations
 
-# Each family registers its ops on import, in the order of FAMILIES (keep this order).
-# isort: off
-from . import elementwise as elementwise
-from . import transcendental as transcendental
-from . import reduce as reduce
-from . import linalg as linalg
-from . import shape as shape
-from . import index as index
-from . import softmax as softmax
-from . import loss as loss
-from . import conv as conv
-from . import pool as pool
-from . import norm as norm
-from . import attention as attention
-from . import embed as embed
-
-# isort: on
-from .attention import default_attention_scale, neg_inf
-from .builders import conv_out_dim
-from .linalg import matmul_operands
-from .norm import LN_EPS
 from .table import (
     FAMILIES,
     OPS,
@@ -40,11 +19,25 @@ from .table import (
     OpDef,
     Sample,
     expand,
+    families_holding,
     get_op,
+    load_families,
     register,
     unbroadcast,
 )
-from .transcendental import GELU_C, GELU_K, SAFE_LOG_EPS
+
+# Each family registers its ops on import, in the order of FAMILIES; the re-exports below
+# come after, so they cannot change that order.
+load_families(__name__, FAMILIES)
+
+# isort: off
+from .attention import default_attention_scale, neg_inf  # noqa: E402
+from .builders import conv_out_dim  # noqa: E402
+from .linalg import matmul_operands  # noqa: E402
+from .norm import LN_EPS  # noqa: E402
+from .transcendental import GELU_C, GELU_K, SAFE_LOG_EPS  # noqa: E402
+
+# isort: on
 
 __all__ = [
     "FAMILIES",
@@ -60,7 +53,9 @@ __all__ = [
     "conv_out_dim",
     "default_attention_scale",
     "expand",
+    "families_holding",
     "get_op",
+    "load_families",
     "matmul_operands",
     "neg_inf",
     "register",

@@ -18,14 +18,22 @@ Invariants (the normative evaluation order the runtime's `ordered` kernels must 
   module `spec.ops.<family>` of its family; a second registration of a name raises.
 - Every op carries its samples (`Sample`): the first is an ordinary point (generic, smooth,
   no ties or kinks); the others are edge points of the kinds listed in `SAMPLE_KINDS`.
+- Every layer loads its family modules through `load_families`, for exactly the families
+  the table says it needs (`families_holding`): `spec.ops` every family, the runtime kernels
+  and the fast-profile bounds the families holding a primitive (composites get their kernel
+  from their body and have no bound of their own), the graph builders and the proof laws
+  every family holding an op. A needed module that is missing raises `ImportError` naming
+  the layer and the family; nothing falls back to a default.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import ModuleType
 from typing import Any
 
 from ..domains import Domain
@@ -49,7 +57,9 @@ __all__ = [
     "VjpFn",
     "arg",
     "expand",
+    "families_holding",
     "get_op",
+    "load_families",
     "register",
     "sample",
     "unbroadcast",
@@ -238,6 +248,33 @@ def register(
     )
     OPS[name] = op
     return op
+
+
+def families_holding(kinds: Iterable[str] = ("primitive", "composite")) -> tuple[str, ...]:
+    """The families, in `FAMILIES` order, that hold at least one op of `OPS` of one of
+    `kinds` (the op table decides which family modules a layer needs)."""
+    wanted = set(kinds)
+    held = {op.family for op in OPS.values() if op.kind in wanted}
+    return tuple(f for f in FAMILIES if f in held)
+
+
+def load_families(package: str, families: Iterable[str]) -> dict[str, ModuleType]:
+    """Imports `<package>.<family>` for each of `families`, in order (each family module
+    registers its entries on import); returns the modules by family. A missing module
+    raises `ImportError` naming the package and the family."""
+    out: dict[str, ModuleType] = {}
+    for family in families:
+        name = f"{package}.{family}"
+        try:
+            out[family] = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            raise ImportError(
+                f"{package}: the op table needs the family module {name} (family "
+                f"{family!r} holds ops this layer must register), but there is none"
+            ) from None
+    return out
 
 
 # --------------------------------------------------------------------------- central helpers
