@@ -73,6 +73,7 @@ __all__ = [
     "differential_check",
     "replay",
     "run_property",
+    "set_shrinking",
     "write_reports",
 ]
 
@@ -592,6 +593,18 @@ def run_property(
     return row
 
 
+_SHRINK = [True]
+"""Whether property runs shrink a failing case (one slot; `set_shrinking` sets it)."""
+
+
+def set_shrinking(enabled: bool) -> None:
+    """With `enabled` False, property runs stop at the first failing case: the shrink phase
+    is replaced by a second generate phase (the witness runs of `proofs`, where shrinking a
+    failure the witness caused only costs time). True restores the default. The test's
+    decorator text is not touched: Hypothesis derives the derandomised seed from it."""
+    _SHRINK[0] = enabled
+
+
 def _run_one(
     prop: Property,
     strategy: st.SearchStrategy[Case],
@@ -634,6 +647,11 @@ def _run_one(
         test = hyp_seed(_derandomised_seed(test) ^ salt)(test)
     elif salt:
         test = hyp_seed(salt)(test)
+    if not _SHRINK[0]:
+        test._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
+            test._hypothesis_internal_use_settings,  # type: ignore[attr-defined]
+            phases=(Phase.explicit, Phase.generate, Phase.generate),
+        )
     # No example database (database=None above): the key Hypothesis would digest the
     # test's source for on every run is never read.
     test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]

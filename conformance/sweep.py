@@ -11,7 +11,8 @@ instead. Any element where `cr_apply` and the reference differ is re-checked wit
 if `cr_apply` agrees with MPFR the long-double reference was wrong (counted, not a failure);
 otherwise it is a disagreement, i.e. a counterexample to `cr_apply`'s correctness assumption.
 
-The full sweep (`--start 0 --stop 2**32`, the default) takes hours; the unit test runs a small
+The engine is `conformance.crmath_sweep`; this module is its CLI. The full sweep
+(`--start 0 --stop 2**32`, the default) takes hours; the unit test runs a small
 range. With `--workers N` / `--scheduler ADDRESS` the range is cut into shards of
 `--shard-size` patterns run on Dask, and `--progress FILE` makes a run resumable
 (`conformance.distributed.sweep_shards`); the summary is the serial one, except `seconds`.
@@ -25,115 +26,18 @@ import argparse
 import json
 import platform
 import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict
 
 import numpy as np
 
-from runtime.backends import from_spec, round_f64, to_spec
-from runtime.engine.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
-from spec.domains import BINARY32
+from runtime.engine.crmath import ERR_ULPS, FUNCTIONS
 from spec.errors import TorchLeanError
 
-__all__ = ["FnSummary", "build_parser", "main", "run_sweep", "sweep_chunk"]
+from .crmath_sweep import MAX_EXAMPLES, FnSummary, run_sweep, sweep_chunk
+from .distributed.flags import add_cluster_arguments, execute, uses_cluster
+from .distributed.sweep_shards import header, plan, run_planned
 
-MAX_EXAMPLES = 20
-
-
-@dataclass
-class FnSummary:
-    """Counts for one function over the swept range."""
-
-    fn: str
-    elements: int = 0
-    cr_fallbacks: int = 0  # elements cr_apply itself recomputed with MPFR
-    reference_mpfr: int = 0  # elements whose reference came from MPFR (near a boundary)
-    reference_wrong: int = 0  # long-double reference wrong, cr_apply right (MPFR decided)
-    disagreements: int = 0  # cr_apply differs from the correctly rounded value
-    seconds: float = 0.0
-    examples: list[dict[str, str]] = field(default_factory=list)
-
-
-def _mpfr(fn: str, x: np.ndarray) -> np.ndarray:
-    """fn(x) correctly rounded to binary32 by MPFR (the spec domain)."""
-    if x.size == 0:
-        return np.zeros(0, dtype=np.float32)
-    return from_spec(to_spec(x, "float32").map(getattr(BINARY32, fn)), "float32")
-
-
-def _same32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Bit equality, all NaNs equal."""
-    return (a.view(np.uint32) == b.view(np.uint32)) | (np.isnan(a) & np.isnan(b))
-
-
-def sweep_chunk(fn: str, lo: int, hi: int, summary: FnSummary) -> None:
-    """Check the bit patterns lo..hi-1 (0 <= lo <= hi <= 2**32); update `summary`."""
-    pats = np.arange(lo, hi, dtype=np.uint64).astype(np.uint32)
-    x = pats.view(np.float32)
-    ufunc: Callable[[Any], Any] = getattr(np, fn)
-    cand = np.asarray(cr_apply(fn, x, "float32"))
-    with np.errstate(all="ignore"):
-        # cr_apply's own first pass, repeated here only to count its MPFR fallbacks
-        y64 = ufunc(x.astype(np.float64))
-        summary.cr_fallbacks += int(unsafe_mask(y64, round_f64(y64, "float32"), BINARY32).sum())
-        # the independent wide evaluation, rounded once to binary32
-        yl = ufunc(x.astype(np.longdouble))
-        ref = yl.astype(np.float32)
-    near = unsafe_mask(yl, ref, BINARY32)
-    if near.any():
-        ref[near] = _mpfr(fn, x[near])
-    summary.reference_mpfr += int(near.sum())
-    diff = ~_same32(cand, ref)
-    if diff.any():
-        idx = np.flatnonzero(diff)
-        exact = _mpfr(fn, x[idx])
-        cand_ok = _same32(cand[idx], exact)
-        summary.reference_wrong += int(cand_ok.sum())
-        bad = idx[~cand_ok]
-        summary.disagreements += int(bad.size)
-        for i, e in zip(bad, exact[~cand_ok], strict=True):
-            if len(summary.examples) >= MAX_EXAMPLES:
-                break
-            summary.examples.append(
-                {
-                    "x_bits": f"0x{int(pats[i]):08x}",
-                    "x": repr(float(x[i])),
-                    "cr_apply": f"0x{int(cand[i : i + 1].view(np.uint32)[0]):08x}",
-                    "mpfr": f"0x{int(np.array([e], dtype=np.float32).view(np.uint32)[0]):08x}",
-                }
-            )
-    summary.elements += hi - lo
-
-
-def run_sweep(
-    fns: Sequence[str] = FUNCTIONS,
-    start: int = 0,
-    stop: int = 2**32,
-    chunk: int = 2**20,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, FnSummary]:
-    """Sweep every function over the bit patterns [start, stop); return one summary each."""
-    for fn in fns:
-        if fn not in FUNCTIONS:
-            raise ValueError(f"unknown function {fn!r}; choose from {list(FUNCTIONS)}")
-    if not 0 <= start <= stop <= 2**32:
-        raise ValueError(f"need 0 <= start <= stop <= 2**32, got [{start}, {stop})")
-    if chunk < 1:
-        raise ValueError(f"chunk must be >= 1, got {chunk}")
-    out: dict[str, FnSummary] = {}
-    for fn in fns:
-        s = FnSummary(fn)
-        t0 = time.perf_counter()
-        for lo in range(start, stop, chunk):
-            hi = min(lo + chunk, stop)
-            sweep_chunk(fn, lo, hi, s)
-            if progress is not None:
-                progress(hi - lo)
-        s.seconds = time.perf_counter() - t0
-        out[fn] = s
-    return out
+__all__ = ["MAX_EXAMPLES", "FnSummary", "build_parser", "main", "run_sweep", "sweep_chunk"]
 
 
 def _int(s: str) -> int:
@@ -145,8 +49,6 @@ def _int(s: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .distributed import add_cluster_arguments
-
     p = argparse.ArgumentParser(
         prog="python -m conformance.sweep",
         description="Exhaustive binary32 check of runtime.engine.crmath.",
@@ -182,9 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sweep(a: argparse.Namespace, fns: list[str]) -> dict[str, FnSummary]:
     """Serial `run_sweep`, or shards (`conformance.distributed`) when the flags ask."""
-    from tqdm import tqdm
-
-    from .distributed import uses_cluster
+    from tqdm import tqdm  # optional progress bar, imported when a sweep runs
 
     bar = tqdm(
         total=(a.stop - a.start) * len(fns),
@@ -197,9 +97,6 @@ def _sweep(a: argparse.Namespace, fns: list[str]) -> dict[str, FnSummary]:
     try:
         if not (uses_cluster(a) or a.progress):
             return run_sweep(fns, a.start, a.stop, a.chunk, progress=bar.update)
-        from .distributed.cli import execute
-        from .distributed.sweep_shards import header, plan, run_planned
-
         shards = plan(fns, a.start, a.stop, a.chunk, a.shard_size)
         head = header(fns, a.start, a.stop, a.chunk, a.shard_size)
         return run_planned(

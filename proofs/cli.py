@@ -2,7 +2,7 @@
 
 Invariants:
 - `list [NAME ...]` prints every (or every selected) theorem: name, evidence, status, scope;
-  `show NAME ...` prints the selected theorems in full.
+  `show NAME ...` prints the selected theorems in full (a NAME may be an alias).
 - `check [NAME ...] [--quick] [--certificate PATH] [--against PATH] [--jobs N]
   [--witnesses] [--time-scale X]` re-runs the checks, each in a worker under its time limit
   (a theorem past it is "undecided (time limit)" and fails the run; `--witnesses` also runs
@@ -33,9 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from conformance.distributed.flags import add_cluster_arguments, uses_cluster
+
 from . import run_certificate
-from .registry import CheckResult, ProofError, Theorem, select
+from .catalogue import CheckResult, ProofError, Theorem, select
 from .runner import default_jobs, run_theorems
+from .theorem_shards import run_theorems_sharded
 
 __all__ = ["main", "readme_table", "summarize_counts"]
 
@@ -209,9 +212,6 @@ def _run_check(
 def _dispatch(ths: Sequence[Theorem], args: argparse.Namespace, bar: _Progress) -> list[Any]:
     """The theorems as shards on Dask with --workers N / --scheduler (conformance.distributed);
     [] when neither is given."""
-    from conformance.distributed import uses_cluster
-    from conformance.distributed.theorem_shards import run_theorems_sharded
-
     if not uses_cluster(args):
         return []
     if getattr(args, "witnesses", False):
@@ -340,6 +340,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         )
         if t.references:
             sys.stdout.write(f"  references: {', '.join(t.references)}\n")
+        if t.aliases:
+            sys.stdout.write(f"  aliases:    {', '.join(t.aliases)}\n")
     return 0
 
 
@@ -410,9 +412,7 @@ def _add_check(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="multiply every per-theorem time limit (default 1; for slow machines)",
     )
-    from conformance.distributed import add_cluster_arguments  # --workers, --scheduler (Dask)
-
-    add_cluster_arguments(p)
+    add_cluster_arguments(p)  # --workers, --scheduler (Dask)
 
 
 def _add_path(p: argparse.ArgumentParser) -> None:

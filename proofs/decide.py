@@ -41,7 +41,7 @@ import sympy
 from spec.shape import Shape, size
 from spec.tensor import Tensor
 
-from .registry import ProofError
+from .records import ProofError
 
 __all__ = [
     "NUMERIC_POINTS",

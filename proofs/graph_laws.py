@@ -1,6 +1,6 @@
 """Graph-level theorems, checked over every graph of a bounded grammar with symbolic inputs.
 
-Theorems (see `register_all` for the statements):
+Theorems (see `_DEFS` for the statements):
 `link.backward_dense_from_lower_eq_backprop_all_ctx`, `link.lower_values_eq_eval_graph`,
 `graph.backprop_correct`, `tape.lowered_zero_preserving`,
 `tape.backward_dense_all_eq_from_one_hot`.
@@ -45,10 +45,10 @@ from spec.tensor import Tensor, TensorPack, dot_list
 from .decide import symbols
 from .enumeration import GRAMMARS, GraphSpec, count_tier, enumerate_tier, grammar_summary
 from .opaque_ops import OPAQUE_TIERS, count_shapes, sweep_opaque, tiers_summary
-from .registry import CheckContext, CheckResult, Scope, Theorem, register
+from .records import CheckContext, CheckResult, Scope, Theorem
 from .witnesses import graph_witnesses
 
-__all__ = ["PARTS", "check_graph", "register_all", "sweep"]
+__all__ = ["PARTS", "TORCHLEAN_LINK_NAME", "check_graph", "sweep", "theorems"]
 
 S = SYMBOLIC
 PARTS = ("link", "values", "adjoint", "zero", "onehot")
@@ -368,7 +368,83 @@ def _written_proof_ok() -> tuple[bool, str]:
     return True, "proofs/link_theorem.md (hashed in the certificate's sources)"
 
 
-_THEOREM_PARTS: dict[str, tuple[str, ...]] = {}
+@dataclass(frozen=True)
+class _GraphTheorem:
+    name: str
+    parts: tuple[str, ...]
+    proof: bool
+    statement: str
+    formula: str
+    aliases: tuple[str, ...] = ()
+
+
+TORCHLEAN_LINK_NAME = "backwardDenseFrom_compileAuxData_eq_backpropAllCtx"
+"""The name TorchLean cites the link theorem under (an alias of
+`link.backward_dense_from_lower_eq_backprop_all_ctx`)."""
+
+_DEFS = (
+    _GraphTheorem(
+        "link.backward_dense_from_lower_eq_backprop_all_ctx",
+        ("link",),
+        True,
+        "The link theorem: for a graph g over inputs x with environment d and any full seed "
+        "over Γ ++ ss, the runtime's backward_dense_from(lower(g, x, d), seed) equals the "
+        "spec's backprop_all_ctx(g, x, d, seed), one cotangent per value. Written induction "
+        "proof in proofs/link_theorem.md, assuming each kernel's VJP equals its spec rule's "
+        "VJP (K2). Machine evidence: (a) every graph shape of the opaque-op grammar with "
+        "uninterpreted ops whose forward, JVP and VJP are opaque sympy functions shared by "
+        "spec and runtime (an identity of the free term algebra, so it holds for every "
+        "interpretation of the ops, in particular every op of the table where (K2) holds), "
+        "and (b) every graph of the concrete grammar; both run the real runtime code "
+        "(lower and backward_dense_from over symbolic object arrays, ordered kernels).",
+        "backward_dense_from(lower(g, x, d), seed) = backprop_all_ctx(g, x, d, seed)",
+        aliases=(TORCHLEAN_LINK_NAME,),
+    ),
+    _GraphTheorem(
+        "link.lower_values_eq_eval_graph",
+        ("values",),
+        False,
+        "The values recorded on the lowered tape equal the spec's eval_graph, value by value "
+        "(inputs and intermediates).",
+        "[node.value for node in lower(g, x, d).nodes] = eval_graph(g, x, d)",
+    ),
+    _GraphTheorem(
+        "graph.backprop_correct",
+        ("adjoint",),
+        False,
+        "Adjointness of reverse mode: for every graph of the grammar, symbolic inputs x, "
+        "input tangents dx and a full seed over every value, dot_list(jvp_ctx(g, x, dx), "
+        "seed) = dot_list(dx, backprop_ctx(g, x, seed)). (It follows from the per-op adjoint "
+        "laws by the induction of proofs/link_theorem.md §5.)",
+        "⟨jvp_ctx(g, x, dx), seed⟩ = ⟨dx, backprop_ctx(g, x, seed)⟩",
+    ),
+    _GraphTheorem(
+        "tape.lowered_zero_preserving",
+        ("zero",),
+        False,
+        "Every lowered tape of the grammar is zero-preserving: each node's backward maps a "
+        "zero cotangent to zero contributions (checked symbolically for every node of every "
+        "lowered graph of the grammar, at symbolic values). It holds because every kernel "
+        "VJP of the grammar is linear in the cotangent; a kernel VJP with an affine term "
+        "breaks it (the witness).",
+        "∀ i. backward_i(0) = [(j, 0) ...]",
+    ),
+    _GraphTheorem(
+        "tape.backward_dense_all_eq_from_one_hot",
+        ("zero", "onehot"),
+        True,
+        "On a zero-preserving tape (every node's backward maps a zero cotangent to zero "
+        "contributions), backward_dense_all(out, seed) = backward_dense_from(one_hot(out, "
+        "seed)) for every id out. Written argument in proofs/link_theorem.md §6 (exact "
+        "domains); checked for every id of every lowered graph of the grammar, together with "
+        "the zero-preservation hypothesis.",
+        "zero_preserving(tape) → backward_dense_all(out, s) = backward_dense_from(e_out ⊗ s)",
+    ),
+)
+"""The graph-level theorems as data: name, the sweep parts it needs, whether a written proof
+backs it, its statement and its formula."""
+
+_THEOREM_PARTS = {d.name: d.parts for d in _DEFS}
 
 
 def _selected_parts(names: Iterable[str]) -> set[str]:
@@ -392,7 +468,8 @@ _TIME_LIMITS = (120.0, 900.0)
 """Per theorem (quick, full); the first graph theorem of a run computes the shared sweep."""
 
 
-def register_all() -> None:
+def theorems() -> list[Theorem]:
+    """The graph-level theorems of `_DEFS`, with their bounds computed from the grammars."""
     ops = sorted({o.op for t in GRAMMARS["full"] for o in t.ops})
     grammar = f"full: {grammar_summary('full')}; quick: {grammar_summary('quick')}"
     counts = {m: sum(sum(count_tier(t).values()) for t in GRAMMARS[m]) for m in ("quick", "full")}
@@ -414,78 +491,21 @@ def register_all() -> None:
         "arity 1-3 (forward, JVP, VJP opaque sympy functions), given (K2) per op, checked by "
         f"link.kernels_eq_spec_rules on each op's law cases; plus {graphs}"
     )
-    defs = [
-        (
-            "link.backward_dense_from_lower_eq_backprop_all_ctx",
-            ("link",),
-            True,
-            "The link theorem: for a graph g over inputs x with environment d and any full seed "
-            "over Γ ++ ss, the runtime's backward_dense_from(lower(g, x, d), seed) equals the "
-            "spec's backprop_all_ctx(g, x, d, seed), one cotangent per value. Written induction "
-            "proof in proofs/link_theorem.md, assuming each kernel's VJP equals its spec rule's "
-            "VJP (K2). Machine evidence: (a) every graph shape of the opaque-op grammar with "
-            "uninterpreted ops whose forward, JVP and VJP are opaque sympy functions shared by "
-            "spec and runtime (an identity of the free term algebra, so it holds for every "
-            "interpretation of the ops, in particular every op of the table where (K2) holds), "
-            "and (b) every graph of the concrete grammar; both run the real runtime code "
-            "(lower and backward_dense_from over symbolic object arrays, ordered kernels).",
-            "backward_dense_from(lower(g, x, d), seed) = backprop_all_ctx(g, x, d, seed)",
-        ),
-        (
-            "link.lower_values_eq_eval_graph",
-            ("values",),
-            False,
-            "The values recorded on the lowered tape equal the spec's eval_graph, value by value "
-            "(inputs and intermediates).",
-            "[node.value for node in lower(g, x, d).nodes] = eval_graph(g, x, d)",
-        ),
-        (
-            "graph.backprop_correct",
-            ("adjoint",),
-            False,
-            "Adjointness of reverse mode: for every graph of the grammar, symbolic inputs x, "
-            "input tangents dx and a full seed over every value, dot_list(jvp_ctx(g, x, dx), "
-            "seed) = dot_list(dx, backprop_ctx(g, x, seed)). (It follows from the per-op adjoint "
-            "laws by the induction of proofs/link_theorem.md §5.)",
-            "⟨jvp_ctx(g, x, dx), seed⟩ = ⟨dx, backprop_ctx(g, x, seed)⟩",
-        ),
-        (
-            "tape.lowered_zero_preserving",
-            ("zero",),
-            False,
-            "Every lowered tape of the grammar is zero-preserving: each node's backward maps a "
-            "zero cotangent to zero contributions (checked symbolically for every node of every "
-            "lowered graph of the grammar, at symbolic values). It holds because every kernel "
-            "VJP of the grammar is linear in the cotangent; a kernel VJP with an affine term "
-            "breaks it (the witness).",
-            "∀ i. backward_i(0) = [(j, 0) ...]",
-        ),
-        (
-            "tape.backward_dense_all_eq_from_one_hot",
-            ("zero", "onehot"),
-            True,
-            "On a zero-preserving tape (every node's backward maps a zero cotangent to zero "
-            "contributions), backward_dense_all(out, seed) = backward_dense_from(one_hot(out, "
-            "seed)) for every id out. Written argument in proofs/link_theorem.md §6 (exact "
-            "domains); checked for every id of every lowered graph of the grammar, together with "
-            "the zero-preservation hypothesis.",
-            "zero_preserving(tape) → backward_dense_all(out, s) = backward_dense_from(e_out ⊗ s)",
-        ),
-    ]
     witnesses = graph_witnesses()
     all_ops = sorted(OPS)
-    for name, parts, proof, words, formula in defs:
-        _THEOREM_PARTS[name] = parts
+    out = []
+    for d in _DEFS:
+        name, proof = d.name, d.proof
         link = name.startswith("link.backward_dense_from")
         evidence = ("written proof", "bounded enumeration") if proof else ("bounded enumeration",)
-        register(
+        out.append(
             Theorem(
                 name=name,
-                statement=words,
-                formula=formula,
+                statement=d.statement,
+                formula=d.formula,
                 scope=_scope(all_ops if link else ops, link_graphs if link else graphs),
                 evidence=evidence,
-                check=_GraphCheck(parts, written_proof=proof, opaque=link),
+                check=_GraphCheck(d.parts, written_proof=proof, opaque=link),
                 status="checked",
                 sources=("spec", "runtime", "proofs"),
                 references=("proofs/link_theorem.md",) if proof else (),
@@ -493,5 +513,7 @@ def register_all() -> None:
                 group=GRAPH_GROUP,
                 time_limit=_TIME_LIMITS,
                 witness=witnesses[name],
+                aliases=d.aliases,
             )
         )
+    return out

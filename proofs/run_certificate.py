@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .registry import EVIDENCE_KINDS, CheckResult, ProofError, Theorem
+from .records import EVIDENCE_KINDS, CheckResult, ProofError, Theorem
 
 __all__ = [
     "FORMAT",

@@ -17,7 +17,7 @@ Invariants:
   remaining theorems undecided).
 - With `witness=True` each theorem runs alone in its worker after its `Witness.apply()`
   installed the defect there (the parent's tables are never changed).
-- Results come back in registry order whatever `jobs` is; they do not depend on `jobs` or
+- Results come back in catalogue order whatever `jobs` is; they do not depend on `jobs` or
   on scheduling. `on_start(theorem)` and `on_result(theorem, result)` are called as
   workers report (for progress bars); they may not affect the results.
 """
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .registry import CheckContext, CheckResult, Theorem, get, run_check
+from .catalogue import CheckContext, CheckResult, Theorem, get, run_check
 
 __all__ = ["WALL_FACTOR", "default_jobs", "group_cpu_seconds", "run_theorem", "run_theorems"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from spec.domains import Domain
 from spec.tensor import Tensor
 
-from .registry import Witness
+from .records import Witness
 
 __all__ = [
     "bump_first",
@@ -173,16 +173,9 @@ def _without_shrinking() -> None:
     """Witness runs of the conformance properties stop at the first failing case: the
     harness's shrink phase is replaced by a second generate phase (shrinking a failure the
     witness caused only costs time)."""
-    from hypothesis import Phase
+    from conformance.suite import set_shrinking  # the suite is loaded only by witness runs
 
-    import conformance.suite as suite
-
-    class _Phases:
-        explicit = Phase.explicit
-        generate = Phase.generate
-        shrink = Phase.generate
-
-    suite.Phase = _Phases  # type: ignore[assignment,misc]
+    set_shrinking(False)
 
 
 def _float_defect() -> None:

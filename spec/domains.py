@@ -290,9 +290,13 @@ class IEEEDomain(Domain):
         self._nan = gmpy2.nan()
         self.canonical_nan_bits = ((2**ebits - 1) << self.mbits) | (1 << (self.mbits - 1))
 
-    def _round(self, x: Any) -> gmpy2.mpfr:
+    def round_value(self, x: Any) -> gmpy2.mpfr:
+        """`x` (an MPFR value, an int, a Fraction-like mpq) rounded once into this format;
+        a value already in the format (±0, ±inf, NaN included) is kept exactly."""
         with gmpy2.context(self.ctx):
             return gmpy2.mpfr(x)
+
+    _round = round_value
 
     # -- arithmetic: each call is one MPFR operation rounded once in the format's context
     def zero(self) -> gmpy2.mpfr:

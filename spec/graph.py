@@ -29,7 +29,7 @@ from typing import Any
 
 from .domains import Domain
 from .errors import GraphError, ShapeError
-from .ops import get_op
+from .ops.table import get_op
 from .shape import Shape, as_shape
 from .tensor import Tensor, TensorPack, fold_add
 from .validate import check_node, validate_graph

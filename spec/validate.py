@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from .errors import GraphError, ShapeError, op_error
-from .ops import AttrSpec, get_op
+from .ops.table import AttrSpec, get_op
 from .shape import Shape, as_shape
 
 __all__ = ["check_node", "normalize_attrs", "validate_graph"]

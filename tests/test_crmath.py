@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import conformance.crmath_sweep as crmath_sweep
 import conformance.sweep as sweep
 from runtime.backends.base import DTYPE_DOMAIN, from_spec, np_dtype, to_spec
 from runtime.engine.crmath import ERR_ULPS, FUNCTIONS, cr_apply, unsafe_mask
@@ -248,7 +249,7 @@ def test_sweep_cli_writes_json(tmp_path, capsys) -> None:  # type: ignore[no-unt
 
 
 def test_sweep_detects_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = sweep.cr_apply
+    real = crmath_sweep.cr_apply
 
     def broken(fn: str, x: np.ndarray, dtype: str) -> np.ndarray:
         c = np.array(real(fn, x, dtype), copy=True)
@@ -256,7 +257,7 @@ def test_sweep_detects_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
         c[hit] = np.nextafter(c[hit], np.float32(np.inf))  # one ulp off
         return c
 
-    monkeypatch.setattr(sweep, "cr_apply", broken)
+    monkeypatch.setattr(crmath_sweep, "cr_apply", broken)
     res = sweep.run_sweep(["tanh"], 0x3F800100, 0x3F800200, chunk=64)
     s = res["tanh"]
     assert s.disagreements == 1
@@ -271,7 +272,7 @@ def test_sweep_detects_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_sweep_mpfr_reference_path(monkeypatch: pytest.MonkeyPatch) -> None:
     # force every reference through MPFR: still no disagreement, and all of them counted
-    monkeypatch.setattr(sweep, "unsafe_mask", lambda y, c, D: np.ones(np.shape(y), bool))
+    monkeypatch.setattr(crmath_sweep, "unsafe_mask", lambda y, c, D: np.ones(np.shape(y), bool))
     res = sweep.run_sweep(["log", "cos"], 0x3F800000, 0x3F800100, chunk=100)
     for s in res.values():
         assert s.reference_mpfr == s.elements == 256

@@ -33,8 +33,8 @@ pytest.importorskip(
 import conformance.sweep as sweep
 from conformance import cli
 from conformance.distributed import cluster, env, suite_shards, sweep_shards
-from conformance.distributed.theorem_shards import plan as theorem_plan
-from conformance.distributed.theorem_shards import run_theorem_shard
+from proofs.theorem_shards import plan as theorem_plan
+from proofs.theorem_shards import run_theorem_shard
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = [sys.executable, "-m", "distributed.cli.dask_worker"]
@@ -247,7 +247,7 @@ def test_sweep_shards_equal_serial_and_resume(client: Any, tmp_path: Path) -> No
 
 
 def test_proof_theorems_as_shards_equal_serial(client: Any) -> None:
-    from proofs.registry import select
+    from proofs.catalogue import select
     from proofs.runner import run_theorems
 
     ths = select(["op.relu", "op.exp", "op.add"])

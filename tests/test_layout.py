@@ -1,12 +1,16 @@
 """The layout's invariants, checked on the source tree (issue 14).
 
 - Layering: `spec` imports nothing from `runtime`, `conformance`, `proofs` or `benchmarks`;
-  `runtime` nothing from `conformance`, `proofs` or `benchmarks` — at any nesting level
-  (a function-local import counts too).
-- No import cycle between modules (module-level imports, also those under `if TYPE_CHECKING:`
-  or `try:`: a type-only cycle still ties two modules together).
+  `runtime` nothing from `conformance`, `proofs` or `benchmarks`; `conformance` nothing from
+  `proofs` or `benchmarks` (`proofs` may import `conformance`, never the reverse) — at any
+  nesting level (a function-local import counts too).
+- No import cycle between modules, counting every import at any nesting level (module
+  level, under `if TYPE_CHECKING:`, `if`, `try:`, and inside functions and classes) and the
+  family modules each per-family package loads (`spec.ops.load_families`).
 - No source module (packages and tests) is over 800 lines.
-- No module imports another module's private (`_name`) attribute.
+- No module imports another module's private (`_name`) attribute, and no module of one
+  package reaches a private attribute of another package's object by attribute access
+  (`IEEEDomain._round`, `module._helper`).
 - One module per op family in every layer, and every op's entry in each layer is
   registered from the module named after the op's family (`OpDef.family`).
 """
@@ -14,6 +18,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,6 +30,7 @@ PACKAGES = ("spec", "runtime", "conformance", "proofs", "benchmarks")
 FORBIDDEN = {
     "spec": {"runtime", "conformance", "proofs", "benchmarks"},
     "runtime": {"conformance", "proofs", "benchmarks"},
+    "conformance": {"proofs", "benchmarks"},
 }
 MAX_LINES = 800
 # The per-family packages of each layer: (package, module holding the table, table name, the
@@ -155,18 +161,36 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports, at any nesting level, plus each per-family
+    package -> the family modules it loads through `load_families`."""
+    from spec.ops import families_holding
+
     graph: dict[str, set[str]] = defaultdict(set)
     for name, tree in TREES.items():
         graph[name]
-        for mod, attr in _imports(name, tree, top_level_only=True):
+        for mod, attr in _imports(name, tree, top_level_only=False):
             target = _resolve(mod, attr)
             if target and target != name:
                 graph[name].add(target)
+    for package, _, _, kinds in LAYERS:
+        graph[package] |= {f"{package}.{f}" for f in families_holding(kinds)}
     return graph
 
 
 def test_no_import_cycle() -> None:
     assert _cycles(import_graph()) == []
+
+
+def test_a_function_level_import_counts_in_a_cycle() -> None:
+    """`_imports` sees an import inside a function body and inside `if`/`try` blocks."""
+    tree = ast.parse(
+        "import spec.shape\n"
+        "def f():\n    from spec import graph\n"
+        "if True:\n    import spec.inline\n"
+        "try:\n    import spec.serialize\nexcept ImportError:\n    pass\n"
+    )
+    got = {_resolve(m, a) for m, a in _imports("spec.tensor", tree, top_level_only=False)}
+    assert got == {"spec.shape", "spec.graph", "spec.inline", "spec.serialize"}
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -199,6 +223,95 @@ def test_no_private_name_imported_across_modules() -> None:
         MODULES.setdefault(f"tests.{path.stem}", path)
         bad += _private_imports(f"tests.{path.stem}", ast.parse(path.read_text()))
     assert not bad, "\n".join(bad)
+
+
+def _bound_names(name: str, tree: ast.AST) -> dict[str, tuple[str, str]]:
+    """Each name an import binds, at any nesting level -> (module, attribute or '')."""
+    out: dict[str, tuple[str, str]] = {}
+    for mod, attr, alias in _import_bindings(name, tree):
+        out[alias] = (mod, attr)
+    return out
+
+
+def _import_bindings(name: str, tree: ast.AST) -> list[tuple[str, str, str]]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    out.append((a.name, "", a.asname))
+                else:
+                    out.append((a.name.split(".")[0], "", a.name.split(".")[0]))
+        elif isinstance(node, ast.ImportFrom):
+            mod = _imports(name, ast.Module([node], []), top_level_only=False)[0][0]
+            out += [(mod, a.name, a.asname or a.name) for a in node.names]
+    return out
+
+
+def _owner(obj: object, attr: str) -> str:
+    """The module that defines `attr` as seen on `obj` (a module, a class or an instance)."""
+    if isinstance(obj, type(sys)):
+        return obj.__name__
+    cls = obj if isinstance(obj, type) else type(obj)
+    for c in cls.__mro__:
+        if attr in vars(c):
+            return c.__module__
+    return cls.__module__
+
+
+def _private_attributes(name: str, tree: ast.AST) -> list[str]:
+    """`X._private` (or `X.y._private`) where X is an imported name and `_private` is defined
+    in another project package than `name`'s (X may be an instance of another package's
+    class: `HP._round`, HP an `IEEEDomain`)."""
+    package = name.split(".")[0]
+    bound = _bound_names(name, tree)
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        if node.attr.startswith("__"):
+            continue
+        chain = []
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            chain.append(root.attr)
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in bound):
+            continue
+        mod, attr = bound[root.id]
+        if mod.split(".")[0] not in PACKAGES:
+            continue
+        try:
+            obj: object = importlib.import_module(mod)
+            if attr:
+                obj = getattr(obj, attr)
+            for part in reversed(chain):
+                obj = getattr(obj, part)
+            owner = _owner(obj, node.attr)
+        except (ImportError, AttributeError):  # an optional peer missing: judge by the import
+            owner = mod
+        if owner.split(".")[0] in PACKAGES and owner.split(".")[0] != package:
+            bad.append(f"{name}:{node.lineno}: {ast.unparse(node)} (from {owner})")
+    return bad
+
+
+def test_no_private_attribute_reached_across_packages() -> None:
+    bad = [line for name, tree in TREES.items() for line in _private_attributes(name, tree)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_attribute_check_sees_attribute_access() -> None:
+    tree = ast.parse(
+        "from spec.domains import IEEEDomain\nimport runtime.engine as eng\n"
+        "from conformance.bounds.core import HP\n"
+        "def f(x):\n    return IEEEDomain._round(x) + eng.tape._first + x._fine + HP._round\n"
+    )
+    got = _private_attributes("conformance.bounds.check", tree)
+    assert sorted(g.split(": ", 1)[1] for g in got) == [
+        "HP._round (from spec.domains)",
+        "IEEEDomain._round (from spec.domains)",
+        "eng.tape._first (from runtime.engine.tape)",
+    ]
 
 
 @pytest.mark.parametrize(("package", "kinds"), [(p, k) for p, _, _, k in LAYERS])

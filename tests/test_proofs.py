@@ -11,14 +11,7 @@ import pytest
 import sympy
 
 from proofs import run_certificate
-from proofs.cli import main, readme_table
-from proofs.decide import decide_zero, rational_points
-from proofs.enumeration import GRAMMARS, count_tier, enumerate_tier
-from proofs.graph_laws import check_graph
-from proofs.kernel_laws import KNOWN_FAILURES
-from proofs.laws import LAWS, OBLIGATIONS
-from proofs.opaque_ops import OPAQUE_TIERS, check_shape, count_shapes, installed
-from proofs.registry import (
+from proofs.catalogue import (
     EVIDENCE_KINDS,
     CheckContext,
     CheckResult,
@@ -31,6 +24,13 @@ from proofs.registry import (
     select,
     theorems,
 )
+from proofs.cli import main, readme_table
+from proofs.decide import decide_zero, rational_points
+from proofs.enumeration import GRAMMARS, count_tier, enumerate_tier
+from proofs.graph_laws import check_graph
+from proofs.kernel_laws import KNOWN_FAILURES
+from proofs.laws import LAWS, OBLIGATIONS
+from proofs.opaque_ops import OPAQUE_TIERS, check_shape, count_shapes, installed
 from proofs.runner import run_theorem, run_theorems
 from proofs.witnesses import fold_fanin_last_wins
 from spec.errors import TorchLeanError

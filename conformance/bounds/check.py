@@ -87,7 +87,7 @@ def check_bounds(
     vals = [backend.to_spec(n.value, dtype) for n in tape.nodes]
     for k, node in enumerate(gi.nodes):
         idx = gi.num_inputs + k
-        args = [vals[a].map(HP._round) for a in node.args]  # exact: keeps -0, inf, NaN
+        args = [vals[a].map(HP.round_value) for a in node.args]  # exact: keeps -0, inf, NaN
         op = get_op(node.op)
         try:
             want = op.forward(HP, args, dict(node.attrs), env)

@@ -3,7 +3,7 @@ a resumable progress file.
 
 Invariants:
 - `plan` cuts `[start, stop)` of each function into ranges of `shard_size` patterns
-  (function order, then ascending ranges); a shard runs `conformance.sweep.run_sweep` on its
+  (function order, then ascending ranges); a shard runs `conformance.crmath_sweep.run_sweep` on its
   range with the run's chunk size, so the elements checked and every count are those of
   the serial sweep. `merge` adds the counts and seconds per function in range order and
   keeps the first `MAX_EXAMPLES` examples in that order: the serial summary, except
@@ -26,6 +26,7 @@ from typing import Any
 
 from spec.errors import TorchLeanError
 
+from ..crmath_sweep import MAX_EXAMPLES, FnSummary, run_sweep
 from .env import digest, fingerprint
 
 __all__ = ["SweepProgressError", "SweepShard", "load_progress", "merge", "plan", "run_sweep_shard"]
@@ -63,15 +64,11 @@ def plan(
 
 def run_sweep_shard(sh: SweepShard) -> dict[str, Any]:
     """The shard's `FnSummary` as a dict."""
-    from ..sweep import run_sweep
-
     return asdict(run_sweep([sh.fn], sh.lo, sh.hi, sh.chunk)[sh.fn])
 
 
 def merge(shards: Sequence[SweepShard], results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """{fn: FnSummary} over every shard, in the serial order (see the module invariants)."""
-    from ..sweep import MAX_EXAMPLES, FnSummary
-
     out: dict[str, FnSummary] = {}
     counts = [f.name for f in dataclasses.fields(FnSummary) if f.name not in ("fn", "examples")]
     fn_order = {fn: i for i, fn in enumerate(dict.fromkeys(sh.fn for sh in shards))}

@@ -40,11 +40,11 @@ from spec.shape import Shape
 from spec.tensor import Tensor, dot, fold_add
 
 from ..decide import as_array, decide_zero, symbols
-from ..registry import CheckContext, CheckResult, Scope, Theorem, register
+from ..records import CheckContext, CheckResult, Scope, Theorem
 from ..witnesses import op_witness
 from .core import LAWS, OBLIGATIONS, Case, OpLaw, Point, arr
 
-__all__ = ["check_obligation", "register_all"]
+__all__ = ["check_obligation", "theorems"]
 
 S = SYMBOLIC
 
@@ -291,8 +291,9 @@ def _scope(law: OpLaw | None, op: str, obligation: str) -> Scope:
     return Scope((op,), ("symbolic",), f"{len(labels)} cases: " + "; ".join(labels))
 
 
-def register_all() -> None:
-    """Register the three obligations of every op in the op table."""
+def theorems() -> list[Theorem]:
+    """The three obligations of every op in the op table, in its order."""
+    out = []
     for name in OPS:
         law = LAWS.get(name)
         for ob in OBLIGATIONS:
@@ -311,7 +312,7 @@ def register_all() -> None:
                     " Identities sympy cannot decide are checked at exact rational "
                     "points with 60-digit evaluation (numeric fallback)."
                 )
-            register(
+            out.append(
                 Theorem(
                     name=f"op.{name}.{ob}",
                     statement=words.format(**fmt),
@@ -326,6 +327,7 @@ def register_all() -> None:
                     witness=op_witness(name, ob),
                 )
             )
+    return out
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from spec.errors import TorchLeanError
 from spec.ops import OPS
 
 from ..decide import as_array, decide_zero, symbols
-from ..registry import CheckContext, CheckResult, Scope, Theorem, register
+from ..records import CheckContext, CheckResult, Scope, Theorem
 from ..witnesses import op_witness
 from .core import LAWS, Case, OpLaw
 
-__all__ = ["eligible_cases", "register_all"]
+__all__ = ["eligible_cases", "theorems"]
 
 S = SYMBOLIC
 
@@ -101,7 +101,9 @@ class _Check:
         return CheckResult(failed == 0 and bool(rows), counts, {"cases": rows})
 
 
-def register_all() -> None:
+def theorems() -> list[Theorem]:
+    """The closed-form VJP theorem of every differentiable op with smooth law cases."""
+    out = []
     for name in OPS:
         law = LAWS.get(name)
         if law is None or not OPS[name].differentiable:
@@ -110,7 +112,7 @@ def register_all() -> None:
         if not cases:
             continue
         numeric = "derivative" in law.numeric
-        register(
+        out.append(
             Theorem(
                 name=f"op.{name}.vjp_closed_form",
                 statement=(
@@ -135,3 +137,4 @@ def register_all() -> None:
                 witness=op_witness(name, "adjoint"),
             )
         )
+    return out

@@ -5,7 +5,7 @@ Invariants:
   arguments only) writes it and refuses a second law for the same op. The family modules
   of `proofs.laws` (one per op family) call `law` when they are imported; importing
   `proofs.laws` imports every family, so `LAWS` is complete once `proofs.laws` is loaded.
-  `LAWS` is the lookup used by the checks and the registry (`proofs.laws.checks`) and by
+  `LAWS` is the lookup used by the checks and the catalogue (`proofs.laws.checks`) and by
   `proofs.kernel_laws`.
 - A law has representative `Case`s: argument shapes, attributes, an env and a *region*
   that builds the symbolic inputs. A region returns a `Point`: the input values (sympy
@@ -36,7 +36,7 @@ from spec.shape import Shape, size
 from spec.tensor import Tensor
 
 from ..decide import lt, symbols
-from ..registry import ProofError
+from ..records import ProofError
 
 __all__ = [
     "ALL_OBLIGATIONS",

@@ -1,5 +1,5 @@
 """The cluster flags shared by `python -m conformance`, `python -m conformance.sweep` and
-`python -m proofs check`, and the sharded conformance run behind them.
+`python -m proofs check`, and `execute`, which runs shards where the flags say.
 
 Invariants:
 - `--workers N` (default 1: in this process, exactly as without this package) runs on an
@@ -7,9 +7,8 @@ Invariants:
   an existing Dask cluster (and overrides `--workers`). `--seeds K` (conformance only)
   repeats every Hypothesis run for K consecutive seeds: K times the cases, in K times the
   shards.
-- `run_sharded` returns the same rows as `conformance.cli.run` for the same flags (only
-  `seconds` differs: it is the sum of the shards' times), and prints only to stderr:
-  refused workers, the shard count, and the progress bar (on a terminal).
+- This module imports no runner (the suite, the sweep, the proofs import it, never the
+  reverse); `execute` prints only to stderr (the accepted worker count).
 """
 
 from __future__ import annotations
@@ -19,13 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.backends import Backend
-
-from ..suite import Property, Row
 from .cluster import DistributedError, Vetting, open_client, run_local, run_shards
-from .suite_shards import Shard, local_runner, merge, plan, run_shard
 
-__all__ = ["add_cluster_arguments", "run_sharded", "sharded", "uses_cluster"]
+__all__ = ["add_cluster_arguments", "execute", "sharded", "uses_cluster"]
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, seeds: bool = False) -> None:
@@ -80,50 +75,3 @@ def execute(
     n = len(vet.accepted)
     print(f"note: {len(shards)} shards on {n} accepted Dask workers", file=sys.stderr)
     return out
-
-
-def run_sharded(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
-    """The rows of `conformance.cli.run`, computed as shards (see the module invariants)."""
-    if not backend.is_numpy and a.session_examples:
-        print(
-            f"note: the Session state machine runs on NumPy only; skipped for {a.backend!r}",
-            file=sys.stderr,
-        )
-        a.session_examples = 0
-    if a.seeds < 1:
-        raise DistributedError(f"--seeds must be at least 1, got {a.seeds}")
-    shards = plan(
-        props,
-        max_examples=a.max_examples,
-        per_op=a.per_op,
-        seed=a.seed,
-        seeds=a.seeds,
-        session_examples=a.session_examples,
-        against=a.against,
-    )
-    bar = _bar(sum(sh.cost for sh in shards))
-    try:
-        results = execute(
-            [(sh.id, sh) for sh in (_by_cost(shards) if uses_cluster(a) else shards)],
-            run_shard,
-            a,
-            on_result=lambda sid, r: bar.update(r["row"]["cases"]),
-            local_fn=local_runner,
-        )
-    finally:
-        bar.close()
-    rows, _ = merge(shards, results)
-    return rows
-
-
-def _by_cost(shards: Sequence[Shard]) -> list[Shard]:
-    """Largest first (a better packing on the cluster; the merge restores the order)."""
-    return sorted(shards, key=lambda sh: -sh.cost)
-
-
-def _bar(total: int):  # type: ignore[no-untyped-def]
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total, file=sys.stderr, disable=not sys.stderr.isatty(), unit="case", leave=False
-    )

@@ -8,9 +8,9 @@ Invariants:
   the whole selection, as the serial runner runs them in the calling process.
 - The result is one `(Theorem, CheckResult)` per selected theorem, in the selection's
   order, keyed by theorem name; only `seconds` can differ from a serial run.
-- `proofs` is imported inside the functions only (conformance does not depend on proofs
-  at import time). A cluster error (no Dask, no usable worker) is raised as `ProofError`,
-  which `python -m proofs` reports with exit status 2.
+- `proofs` imports `conformance.distributed` (the flags and the cluster), never the
+  reverse. A cluster error (no Dask, no usable worker) is raised as `ProofError`, which
+  `python -m proofs` reports with exit status 2.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from conformance.distributed.cluster import DistributedError
+from conformance.distributed.flags import execute
+
+from .catalogue import CheckContext, ProofError, get, run_check
 
 __all__ = ["plan", "run_theorem_shard", "run_theorems_sharded"]
 
@@ -37,8 +42,6 @@ def plan(names: Sequence[str], isolated: Sequence[bool], quick: bool) -> list[tu
 
 def run_theorem_shard(payload: tuple[tuple[str, ...], tuple[str, ...], bool]) -> list[Any]:
     """[(name, CheckResult)] for the shard's theorems, in order, in one context."""
-    from proofs.registry import CheckContext, get, run_check
-
     names, selected, quick = payload
     ctx = CheckContext(quick=quick, jobs=1, selected=frozenset(selected))
     return [(n, run_check(get(n), ctx)) for n in names]
@@ -53,11 +56,6 @@ def run_theorems_sharded(
 ) -> list[tuple[Any, Any]]:
     """Run the theorems `ths` as shards on the cluster `args` names (`--workers`,
     `--scheduler`); the results in `ths` order."""
-    from proofs.registry import ProofError
-
-    from .cli import execute
-    from .cluster import DistributedError
-
     by_name = {t.name: t for t in ths}
     shards = plan([t.name for t in ths], [t.isolated for t in ths], quick)
     got: dict[str, Any] = {}

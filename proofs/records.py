@@ -1,4 +1,4 @@
-"""The theorem registry: checked obligations with stable, citable names.
+"""The theorem records: checked obligations with stable, citable names.
 
 Invariants:
 - A theorem name is a stable dotted identifier: `op.<op>.adjoint|derivative|forward` for the
@@ -7,8 +7,10 @@ Invariants:
   new name.
 - Every `Theorem` carries its statement in words and as a formula, its `Scope` (ops,
   domains, shapes, graph sizes), the kinds of evidence (`EVIDENCE_KINDS`), a check and a
-  status (`STATUSES`). The registry is filled on first use, in a deterministic order (the
-  op table's order, then graph, tape and float theorems).
+  status (`STATUSES`), and may carry `aliases`: other names it is cited under (such as
+  TorchLean's Lean names); an alias is never another theorem's name. The catalogue of all
+  theorems is `proofs.catalogue`; this module holds only the records and imports no
+  producer.
 - A check is a callable `check(ctx: CheckContext) -> CheckResult`. Checks are
   deterministic: the same sources and the same mode give the same `CheckResult` (result,
   counts, details); timings live only in `CheckResult.seconds`. A failing obligation is
@@ -16,15 +18,13 @@ Invariants:
   a failed result that names the exception.
 - Per-op checks look the op up in `spec.ops.OPS` when they run (not when they are
   registered), so a patched op table is what gets checked.
-- Every op of `spec.ops.OPS` gets its three obligations; an op without a written law gets
-  obligations with status "missing" whose checks fail.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +41,7 @@ __all__ = [
     "Scope",
     "Theorem",
     "Witness",
-    "get",
-    "register",
     "run_check",
-    "select",
-    "theorems",
 ]
 
 EVIDENCE_KINDS = (
@@ -183,6 +179,9 @@ class Theorem:
     group: str = ""
     time_limit: tuple[float, float] = (DEFAULT_TIME_LIMIT, DEFAULT_TIME_LIMIT)
     witness: Witness | None = None
+    aliases: tuple[str, ...] = ()
+    """Other names the theorem is cited under (found by `proofs.catalogue.get`); not part
+    of the certificate's record of the theorem."""
 
     def evidence_label(self) -> str:
         """The evidence kinds, with the bounds when there are any."""
@@ -210,68 +209,6 @@ class Theorem:
             "sources": list(self.sources),
             "references": list(self.references),
         }
-
-
-_REGISTRY: dict[str, Theorem] = {}
-_LOADED = False
-
-
-def register(th: Theorem) -> Theorem:
-    """Add a theorem; a name may be registered once."""
-    if th.name in _REGISTRY:
-        raise ProofError(f"theorem {th.name!r} registered twice")
-    _REGISTRY[th.name] = th
-    return th
-
-
-def _load() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import float_laws, graph_laws, kernel_laws, laws, model_graphs, verify_laws
-
-    laws.register_all()
-    from .laws import closed_form
-
-    closed_form.register_all()
-    graph_laws.register_all()
-    kernel_laws.register_all()
-    float_laws.register_all()
-    model_graphs.register_all()
-    verify_laws.register_all()
-
-
-def theorems() -> list[Theorem]:
-    """Every registered theorem, in registration order."""
-    _load()
-    return list(_REGISTRY.values())
-
-
-def get(name: str) -> Theorem:
-    _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ProofError(f"unknown theorem {name!r} (see `python -m proofs list`)") from None
-
-
-def _matches(name: str, pattern: str) -> bool:
-    return name == pattern or name.startswith(pattern.rstrip(".") + ".")
-
-
-def select(patterns: Iterable[str] = ()) -> list[Theorem]:
-    """Theorems named by `patterns` (exact names or dotted prefixes such as `op.relu`), in
-    registration order; all theorems when `patterns` is empty. A pattern that matches
-    nothing raises `ProofError`."""
-    pats = list(patterns)
-    ths = theorems()
-    if not pats:
-        return ths
-    for p in pats:
-        if not any(_matches(t.name, p) for t in ths):
-            raise ProofError(f"no theorem matches {p!r} (see `python -m proofs list`)")
-    return [t for t in ths if any(_matches(t.name, p) for p in pats)]
 
 
 def run_check(th: Theorem, ctx: CheckContext) -> CheckResult:
