@@ -22,12 +22,11 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -60,6 +59,7 @@ from .graphs.hard import (
 )
 from .link_property import check_dense_all_vs_from, check_link
 from .locate import describe, locate, owner_of_inlined
+from .reports import Row, coverage_table, write_reports
 from .reproducer import Reproducer, ReproducerError, check_backends, validate
 from .sparse_property import check_sparse
 
@@ -69,6 +69,7 @@ __all__ = [
     "Outcome",
     "Property",
     "Row",
+    "coverage_table",
     "default_properties",
     "differential_check",
     "replay",
@@ -114,23 +115,6 @@ class Property:
     counter: dict[str, int] | None = None
     # focused cases per op = per_op * focus_factor (properties aimed at rare cases)
     focus_factor: int = 1
-
-
-@dataclass
-class Row:
-    property: str
-    dtype: str
-    kernels: str
-    backend: str = "numpy"
-    cases: int = 0
-    passed: int = 0
-    failed: int = 0
-    max_ulp: float = 0.0
-    worst_bound_ratio: float = 0.0
-    seconds: float = 0.0
-    ops_covered: int = 0
-    failure: dict[str, Any] | None = field(default=None)
-    namespace_calls: dict[str, int] = field(default_factory=dict)
 
 
 def _ops_for(dtype: str) -> tuple[str, ...]:
@@ -321,6 +305,149 @@ def _bounds(dtype: str, kernels: str, backend: Backend = NUMPY) -> Callable[[Cas
     return check
 
 
+@dataclass(frozen=True)
+class _PropertySpec:
+    """One IEEE property of the suite as data: it runs for every IEEE dtype when its kernel
+    profile is selected and `applies(dtype, backend)` holds."""
+
+    name: str
+    kernels: str
+    cases: Callable[[str], Callable[[Sequence[str] | None], st.SearchStrategy[Case]]]
+    check: Callable[[str, Backend], Callable[[Case], Outcome]]
+    description: str
+    focus_factor: int = 1
+    applies: Callable[[str, Backend], bool] = lambda dtype, backend: True
+
+
+def _compiled_enabled(dtype: str, backend: Backend) -> bool:
+    return backend.is_numpy and compiled_kernels.enabled(np_dtype(dtype))
+
+
+_IEEE_PROPERTIES = (
+    _PropertySpec(
+        "link",
+        "ordered",
+        _cases,
+        lambda dt, B: _link(dt, "ordered", B),
+        "bit equality of values and cotangents with spec",
+    ),
+    _PropertySpec(
+        "link_special_values",
+        "ordered",
+        lambda dt: _cases(dt, specials=True),
+        lambda dt, B: _link(dt, "ordered", B),
+        "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
+    ),
+    _PropertySpec(
+        "link_hard",
+        "ordered",
+        _hard_cases,
+        lambda dt, B: _link(dt, "ordered", B),
+        "bit equality on hard cases: ties, ±0, kinks, rounding and range "
+        "boundaries, transcendental hard ranges, multi-axis broadcasting",
+        focus_factor=2,
+    ),
+    _PropertySpec(
+        "link_compiled",
+        "ordered",
+        _hard_cases,
+        lambda dt, B: _link(dt, "ordered", B, compiled=True),
+        "bit equality on hard cases with the compiled ordered kernels at "
+        "every size (numba folds and k-loop matmul; elsewhere they serve "
+        f"problems of {compiled_kernels.MIN_WORK}+ operations only)",
+        applies=_compiled_enabled,
+    ),
+    _PropertySpec(
+        "sparse_backward",
+        "ordered",
+        _hard_cases,
+        lambda dt, B: _sparse(dt, "ordered", B),
+        "eager tape backward_dense (first contribution stored as is) == spec, "
+        "bitwise, hard-case inputs and seeds (−0 included)",
+        focus_factor=2,
+    ),
+    _PropertySpec(
+        "node_bounds",
+        "fast",
+        _cases,
+        lambda dt, B: _bounds(dt, "fast", B),
+        "every primitive node within its stated error bound",
+    ),
+    _PropertySpec(
+        "derivative_bounds",
+        "fast",
+        _rounding_cases,
+        _derivative_bounds,
+        "every VJP contribution, JVP tangent and accumulated cotangent within "
+        "the ball of its spec rule (bounds derived from the rule's operations)",
+    ),
+)
+"""The IEEE properties, in the order a run lists them (ordered profile first, then fast)."""
+
+
+def _exact_properties() -> list[Property]:
+    ops = _ops_for("exact")
+    return [
+        Property(
+            "link",
+            "exact",
+            "exact",
+            _cases("exact"),
+            _link("exact", "ordered"),
+            "runtime backward_dense_from(lower g) == spec "
+            "backprop_all_ctx, values == eval_graph (exact)",
+            ops,
+        ),
+        Property(
+            "dense_all_vs_from",
+            "exact",
+            "exact",
+            _cases("exact"),
+            _dense_all,
+            "backward_dense_all(out, seed) == backward_dense_from(one_hot(out, seed))",
+            ops,
+        ),
+    ]
+
+
+def _differential_properties(
+    dt: str, kernels: Sequence[str], B: Backend, A: Backend, backend: str
+) -> list[Property]:
+    return [
+        Property(
+            f"differential_{A.name}",
+            dt,
+            k,
+            _cases(dt, specials=k == "ordered"),
+            differential_check(dt, k, B, A),
+            f"{B.name} vs {A.name}: "
+            + ("bit-equal per node" if k == "ordered" else "both within node bounds"),
+            _ops_for(dt),
+            backend,
+        )
+        for k in kernels
+    ]
+
+
+def _ieee_properties(dt: str, kernels: Sequence[str], B: Backend, backend: str) -> list[Property]:
+    ops = _ops_for(dt)
+    return [
+        Property(
+            spec.name,
+            dt,
+            spec.kernels,
+            spec.cases(dt),
+            spec.check(dt, B),
+            spec.description,
+            ops,
+            backend,
+            focus_factor=spec.focus_factor,
+        )
+        for spec in _IEEE_PROPERTIES
+        if spec.kernels in kernels and spec.applies(dt, B)
+    ]
+
+
 def default_properties(
     dtypes: Sequence[str],
     kernels: Sequence[str],
@@ -340,141 +467,8 @@ def default_properties(
     props: list[Property] = []
     for dt in dtypes:
         if A is not None and dt != "exact":
-            for k in kernels:
-                props.append(
-                    Property(
-                        f"differential_{A.name}",
-                        dt,
-                        k,
-                        _cases(dt, specials=k == "ordered"),
-                        differential_check(dt, k, B, A),
-                        f"{B.name} vs {A.name}: "
-                        + ("bit-equal per node" if k == "ordered" else "both within node bounds"),
-                        _ops_for(dt),
-                        backend,
-                    )
-                )
-        if dt == "exact":
-            ops = _ops_for("exact")
-            props.append(
-                Property(
-                    "link",
-                    "exact",
-                    "exact",
-                    _cases("exact"),
-                    _link("exact", "ordered"),
-                    "runtime backward_dense_from(lower g) == spec "
-                    "backprop_all_ctx, values == eval_graph (exact)",
-                    ops,
-                )
-            )
-            props.append(
-                Property(
-                    "dense_all_vs_from",
-                    "exact",
-                    "exact",
-                    _cases("exact"),
-                    _dense_all,
-                    "backward_dense_all(out, seed) == backward_dense_from(one_hot(out, seed))",
-                    ops,
-                )
-            )
-            continue
-        ops = _ops_for(dt)
-        if "ordered" in kernels:
-            props.append(
-                Property(
-                    "link",
-                    dt,
-                    "ordered",
-                    _cases(dt),
-                    _link(dt, "ordered", B),
-                    "bit equality of values and cotangents with spec",
-                    ops,
-                    backend,
-                )
-            )
-            props.append(
-                Property(
-                    "link_special_values",
-                    dt,
-                    "ordered",
-                    _cases(dt, specials=True),
-                    _link(dt, "ordered", B),
-                    "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
-                    ops,
-                    backend,
-                )
-            )
-            props.append(
-                Property(
-                    "link_hard",
-                    dt,
-                    "ordered",
-                    _hard_cases(dt),
-                    _link(dt, "ordered", B),
-                    "bit equality on hard cases: ties, ±0, kinks, rounding and range "
-                    "boundaries, transcendental hard ranges, multi-axis broadcasting",
-                    ops,
-                    backend,
-                    focus_factor=2,
-                )
-            )
-            if B.is_numpy and compiled_kernels.enabled(np_dtype(dt)):
-                props.append(
-                    Property(
-                        "link_compiled",
-                        dt,
-                        "ordered",
-                        _hard_cases(dt),
-                        _link(dt, "ordered", B, compiled=True),
-                        "bit equality on hard cases with the compiled ordered kernels at "
-                        "every size (numba folds and k-loop matmul; elsewhere they serve "
-                        f"problems of {compiled_kernels.MIN_WORK}+ operations only)",
-                        ops,
-                        backend,
-                    )
-                )
-            props.append(
-                Property(
-                    "sparse_backward",
-                    dt,
-                    "ordered",
-                    _hard_cases(dt),
-                    _sparse(dt, "ordered", B),
-                    "eager tape backward_dense (first contribution stored as is) == spec, "
-                    "bitwise, hard-case inputs and seeds (−0 included)",
-                    ops,
-                    backend,
-                    focus_factor=2,
-                )
-            )
-        if "fast" in kernels:
-            props.append(
-                Property(
-                    "node_bounds",
-                    dt,
-                    "fast",
-                    _cases(dt),
-                    _bounds(dt, "fast", B),
-                    "every primitive node within its stated error bound",
-                    ops,
-                    backend,
-                )
-            )
-            props.append(
-                Property(
-                    "derivative_bounds",
-                    dt,
-                    "fast",
-                    _rounding_cases(dt),
-                    _derivative_bounds(dt, B),
-                    "every VJP contribution, JVP tangent and accumulated cotangent within "
-                    "the ball of its spec rule (bounds derived from the rule's operations)",
-                    ops,
-                    backend,
-                )
-            )
+            props += _differential_properties(dt, kernels, B, A, backend)
+        props += _exact_properties() if dt == "exact" else _ieee_properties(dt, kernels, B, backend)
     counter = getattr(B.xp, "calls", None) if not B.is_numpy else None
     if isinstance(counter, dict):
         for p in props:
@@ -717,82 +711,3 @@ def replay(repro: dict[str, Any], backend: str = "numpy", against: str | None = 
         return props[0].check(Case(r.graph, r.inputs, r.seed, r.env))
     except TorchLeanError as e:
         raise ReproducerError(f"the case does not fit property {r.property!r}: {e}") from None
-
-
-def _md_table(rows: Sequence[Row]) -> str:
-    head = (
-        "| property | dtype | kernels | cases | passed | failed | ops covered | max ulp | "
-        "worst bound ratio | s |\n|---|---|---|---|---|---|---|---|---|---|"
-    )
-    lines = [head]
-    for r in rows:
-        lines.append(
-            f"| {r.property} | {r.dtype} | {r.kernels} | {r.cases} | {r.passed} | "
-            f"{r.failed} | {r.ops_covered} | {r.max_ulp:.3g} | "
-            f"{r.worst_bound_ratio:.3g} | {r.seconds:.1f} |"
-        )
-    return "\n".join(lines)
-
-
-def coverage_table(rows: Sequence[Row]) -> str:
-    """Namespace function x property/dtype/kernels: how often each was called ("" when no
-    row has counts: the NumPy backend calls NumPy directly and is not counted)."""
-    cols = [r for r in rows if r.namespace_calls]
-    if not cols:
-        return ""
-    names = sorted({n for r in cols for n in r.namespace_calls})
-    head = "| function | " + " | ".join(f"{r.property}/{r.dtype}/{r.kernels}" for r in cols)
-    lines = [head + " |", "|---|" + "---|" * len(cols)]
-    for n in names:
-        lines.append(
-            f"| `{n}` | " + " | ".join(str(r.namespace_calls.get(n, 0)) for r in cols) + " |"
-        )
-    return "\n".join(lines)
-
-
-def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tuple[str, str]:
-    """Write `<prefix>.json` and `<prefix>.md`; return their paths."""
-    jpath, mpath = f"{prefix}.json", f"{prefix}.md"
-    with open(jpath, "w") as f:
-        json.dump({"meta": meta, "rows": [asdict(r) for r in rows]}, f, indent=1)
-    parts = [
-        "# Conformance report",
-        "",
-        "```",
-        json.dumps(meta, indent=1),
-        "```",
-        "",
-        _md_table(rows),
-        "",
-    ]
-    cov = coverage_table(rows)
-    if cov:
-        parts += [
-            "## Namespace coverage (calls of the plug-in's functions, per property)",
-            "",
-            cov,
-            "",
-        ]
-    for r in rows:
-        if r.failure:
-            parts += [
-                f"## FAILED: {r.property} / {r.dtype} / {r.kernels}",
-                "",
-                r.failure.get("message") or "",
-                "",
-                f"Where: {r.failure.get('op') or '(not located)'}",
-                "",
-                "```",
-                r.failure.get("graph_text", ""),
-                "```",
-                "",
-                "Reproducer (JSON):",
-                "",
-                "```json",
-                json.dumps(r.failure.get("repro")),
-                "```",
-                "",
-            ]
-    with open(mpath, "w") as f:
-        f.write("\n".join(parts))
-    return jpath, mpath

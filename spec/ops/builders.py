@@ -227,6 +227,35 @@ def max_tangent(D: Domain, a: Any, b: Any, da: Any, db: Any, larger: bool) -> An
     return D.zero()
 
 
+class _BodyCache:
+    """A composite's body graph per (argument shapes, attributes), built on first use by the
+    body function; at most 512 are kept (the graphs are immutable, so they are shared)."""
+
+    def __init__(self, body: Callable[[Any, list[int], Attrs], int]) -> None:
+        self.body = body
+        self.bodies: dict[Any, Any] = {}
+
+    def __call__(self, shapes: list[Shape], a: Attrs) -> Any:
+        from ..graph import GraphBuilder
+
+        try:
+            key: Any = (tuple(tuple(s) for s in shapes), tuple(sorted(a.items())))
+            hit = self.bodies.get(key)
+        except TypeError:  # an unhashable attribute value: build without caching
+            key, hit = None, None
+        if hit is not None:
+            return hit
+        b = GraphBuilder()
+        args = [b.input(s) for s in shapes]
+        out = self.body(b, args, a)
+        g = b.build(output=out)
+        if key is not None:
+            if len(self.bodies) >= 512:
+                self.bodies.clear()
+            self.bodies[key] = g
+        return g
+
+
 def composite(
     *,
     name: str,
@@ -243,27 +272,7 @@ def composite(
     """A composite op: `body(b, args, attrs)` emits nodes on a `GraphBuilder` b whose inputs
     are the op's arguments and returns the result id. Semantics = the body's semantics."""
 
-    bodies: dict[Any, Any] = {}  # (shapes, attrs) -> body Graph (immutable, so shared)
-
-    def build(shapes: list[Shape], a: Attrs) -> Any:
-        from ..graph import GraphBuilder
-
-        try:
-            key: Any = (tuple(tuple(s) for s in shapes), tuple(sorted(a.items())))
-            hit = bodies.get(key)
-        except TypeError:  # an unhashable attribute value: build without caching
-            key, hit = None, None
-        if hit is not None:
-            return hit
-        b = GraphBuilder()
-        args = [b.input(s) for s in shapes]
-        out = body(b, args, a)
-        g = b.build(output=out)
-        if key is not None:
-            if len(bodies) >= 512:
-                bodies.clear()
-            bodies[key] = g
-        return g
+    build = _BodyCache(body)
 
     def shape(shapes: list[Shape], a: Attrs) -> Shape:
         try:
