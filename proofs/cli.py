@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from conformance.distributed.flags import add_cluster_arguments, uses_cluster
+from conformance.distributed.flags import add_cluster_arguments, count_type, uses_cluster
 
 from . import run_certificate
 from .catalogue import CheckResult, ProofError, Theorem, select
@@ -396,7 +396,7 @@ def _add_check(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=int,
+        type=count_type("--jobs"),
         default=default_jobs(),
         help="worker processes (default: the CPUs available)",
     )

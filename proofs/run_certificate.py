@@ -183,6 +183,8 @@ def load(path: str | Path) -> dict[str, Any]:
         cert = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ProofError(f"cannot read certificate {path}: {e}") from None
+    except RecursionError:
+        raise ProofError(f"cannot read certificate {path}: JSON nested too deeply") from None
     if not isinstance(cert, dict) or cert.get("format") != FORMAT:
         raise ProofError(f"{path} is not a {FORMAT} certificate")
     for key in ("sources", "theorems", "certificate_digest"):

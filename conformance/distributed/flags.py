@@ -7,6 +7,11 @@ Invariants:
   an existing Dask cluster (and overrides `--workers`). `--seeds K` (conformance only)
   repeats every Hypothesis run for K consecutive seeds: K times the cases, in K times the
   shards.
+- Counts (`--workers`, `--seeds`, and `python -m proofs check --jobs` through
+  `count_type`) are integers from 1 to `MAX_PER_CPU` times the CPUs this process may use;
+  `--scheduler` is an existing scheduler file or an address `[scheme://]host:port` (scheme
+  tcp, tls, ws, wss, ucx or inproc; port 1-65535). Anything else is an argparse error: one
+  line, exit status 2, before anything runs.
 - This module imports no runner (the suite, the sweep, the proofs import it, never the
   reverse); `execute` prints only to stderr (the accepted worker count).
 """
@@ -14,25 +19,81 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .cluster import DistributedError, Vetting, open_client, run_local, run_shards
 
-__all__ = ["add_cluster_arguments", "execute", "sharded", "uses_cluster"]
+__all__ = [
+    "MAX_PER_CPU",
+    "add_cluster_arguments",
+    "count_type",
+    "cpus",
+    "execute",
+    "scheduler_address",
+    "sharded",
+    "uses_cluster",
+]
+
+MAX_PER_CPU = 8
+"""The most workers, jobs or seeds per CPU a command accepts."""
+
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx|inproc)://)?(\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d+)$")
+
+
+def cpus() -> int:
+    """The number of CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def count_type(flag: str) -> Callable[[str], int]:
+    """An argparse `type` for a count flag: an int from 1 to MAX_PER_CPU x cpus()."""
+
+    def parse(text: str) -> int:
+        limit = MAX_PER_CPU * cpus()
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
+        if not 1 <= n <= limit:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be from 1 to {limit} ({MAX_PER_CPU} per CPU, {cpus()} CPUs), got {n}"
+            )
+        return n
+
+    return parse
+
+
+def scheduler_address(text: str) -> str:
+    """An argparse `type` for --scheduler: an existing scheduler file, or an address."""
+    if os.path.isfile(text):
+        return text
+    m = _ADDRESS.match(text)
+    if m is None or not 1 <= int(m.group(2)) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"--scheduler wants an existing scheduler file or an address "
+            f"[scheme://]host:port (e.g. tcp://10.0.0.5:8786), got {text!r}"
+        )
+    return text
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, seeds: bool = False) -> None:
     p.add_argument(
         "--workers",
-        type=int,
+        type=count_type("--workers"),
         default=1,
         help="shards on an embedded local Dask cluster of N worker processes (default 1: "
         "in this process); needs torchlean[distributed]",
     )
     p.add_argument(
         "--scheduler",
+        type=scheduler_address,
         default=None,
         metavar="ADDRESS",
         help="shards on an existing Dask cluster: scheduler address (tcp://host:8786) or "
@@ -41,7 +102,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, seeds: bool = False) ->
     if seeds:
         p.add_argument(
             "--seeds",
-            type=int,
+            type=count_type("--seeds"),
             default=1,
             help="repeat every Hypothesis run for K seeds SEED..SEED+K-1 (SEED default 0): "
             "K times the cases, as K times the shards (default 1)",
