@@ -39,10 +39,22 @@ Invariants:
   conversion to the run's dtype, must be finite, else `DataError` naming the sample, the
   input or target and the element (a NaN label or an infinite input would turn every
   parameter NaN); the step is refused and nothing changes. `eval`/`loss(batch=True)` of
-  an empty dataset is a `DataError` (a mean of nothing is not 0.0).
-- `finish()` returns a `Result` holding copies: later steps or loads do not change it.
-  After `finish()` the session is closed for mutation: `step` and `load` raise
-  `FinishedError`; `loss`, `eval`, `predict`, `state` and `save` still work.
+  an empty stream is zero in the run's dtype (TorchLean: "returns its ordered mean, or
+  zero when empty").
+- `finish()` returns a `Result` holding copies (TorchLean: "Keep a model snapshot with the
+  losses measured for it. The session can continue training without changing this
+  result."): the session stays open, and later steps, loads or `set_state` calls do not
+  change the Result.
+- `state()` / `set_state(values)` read or replace every state slot (TorchLean's
+  `setStateImpl`: "read or replace the parameters"), validated before anything changes;
+  optimizer history and the step count are kept.
+- The loss graph is recorded once per shape signature (input and target shape and dtype)
+  and reused: later samples of that signature run the recorded tape again on their values
+  (`Tape.replay`) and take its `backward_dense_all`, the same kernels on the same
+  arguments as a fresh recording, so bit for bit the same gradients and losses. A forward
+  that draws random numbers (dropout), reports buffer updates (batch norm) or reads a value
+  back into Python (embedding ids) depends on more than the shapes: it is recorded for
+  every sample. `loss_graphs_recorded()` counts the recordings.
 - Full checkpoints are validated before anything changes (see `checkpoint` for the file
   checks): the digest, keys, dtype, tying, optimizer and scheduler configuration, the step
   count and RNG counter (ints >= 0), every tensor's shape and the optimizer state's domain
@@ -79,13 +91,12 @@ from ..backends.registry import get_backend
 from ..engine.context import KernelContext, fp_quiet
 from ..session import Param, Session, TensorRef
 from . import checkpoint as ckpt
-from .guards import DataError, FinishedError, check_finite, nonempty
+from .guards import DataError, check_finite
 from .layers import LOSSES, Forward, Sequential
 from .optim import SGD, Optimizer, OptState, Scheduler, check_value, format_name, scalar
 
 __all__ = [
     "DataError",
-    "FinishedError",
     "Result",
     "Trainer",
     "TrainingSession",
@@ -201,8 +212,8 @@ class Result:
         return self._eval().loss(self._state, sample, batch, self.typed)
 
     def eval(self, data: Iterable[Any]) -> Any:
-        """The pairwise mean loss over `data` (non-empty) at the snapshot's state."""
-        return self.loss(nonempty(data, "eval"), batch=True)
+        """The pairwise mean loss over `data` at the snapshot's state (zero when empty)."""
+        return self.loss(data, batch=True)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         ckpt.save_state(path, self._state, self.dtype, self.model.tying())
@@ -272,9 +283,8 @@ class _Evaluator:
     def loss(self, state: list[Any], samples: Any, batch: bool, typed: bool) -> Any:
         if not batch:
             return self.out(self.sample_loss(state, samples, typed), typed)
-        items = nonempty(samples, "loss(batch=True)")
         return self.out(
-            pairwise_mean(self.ctx, (self.sample_loss(state, sm, typed) for sm in items)), typed
+            pairwise_mean(self.ctx, (self.sample_loss(state, sm, typed) for sm in samples)), typed
         )
 
     def predict(self, state: list[Any], x: Any, batch: bool, typed: bool) -> Any:
@@ -441,6 +451,30 @@ def save_loss_curve(path: str | os.PathLike[str], losses: Sequence[float]) -> No
     fig.savefig(path, format="png")
 
 
+@dataclass
+class _LossGraph:
+    """A recorded loss graph: its tape, the leaf ids of each state slot, of the input and
+    of the target, and the loss id. `run` replays it on new values (`Tape.replay`) and
+    takes the same backward as `Session.backward_scalar_dense_all`."""
+
+    tape: Any
+    leaves: dict[int, list[int]]
+    x: int
+    t: int
+    loss: int
+
+    def run(
+        self, s: Session, params: list[Param], xv: Any, tv: Any
+    ) -> tuple[list[Any], dict[int, list[int]], Any]:
+        values = {self.x: xv, self.t: tv}
+        for k, ids in self.leaves.items():
+            for i in ids:
+                values[i] = s.store.leaf_value(params[k])
+        tape = self.tape.replay(values)
+        grads = tape.backward_dense_all(self.loss, tape.ctx.const(1))
+        return grads, self.leaves, tape.nodes[self.loss].value
+
+
 # --------------------------------------------------------------------------- the session
 
 
@@ -501,7 +535,8 @@ class TrainingSession:
         self._trainable = [i for i, sp in enumerate(self._specs) if sp.trainable]
         self._opt = self.optimizer.init(self.ctx, [self._shapes[i] for i in self._trainable])
         self._steps = 0
-        self._finished = False
+        self._graphs: dict[Any, _LossGraph | None] = {}
+        self._recorded = 0
         self._eval = _Evaluator(self.model, t.objective, dtype, t.mode, t.kernels)
 
     def __repr__(self) -> str:
@@ -516,7 +551,12 @@ class TrainingSession:
             raise ShapeError(f"{what}: expected {len(self._shapes)} tensors, got {len(values)}")
         out = []
         for i, (v, sh) in enumerate(zip(values, self._shapes, strict=True)):
-            a = _to_run(v, self.dtype)
+            try:
+                a = _to_run(v, self.dtype)
+            except (TypeError, ValueError, ArithmeticError) as e:
+                raise TorchLeanError(
+                    f"{what}: tensor {i}: not numbers of {self.dtype} ({e})"
+                ) from e
             if tuple(a.shape) != sh:
                 raise ShapeError(f"{what}: tensor {i}: shape {tuple(a.shape)} is not {sh}")
             out.append(a)
@@ -527,10 +567,37 @@ class TrainingSession:
 
     def _sample_grads(self, sample: Any, want_loss: bool) -> tuple[list[Any], Any]:
         """One training-mode forward and backward at the current point; applies the
-        forward's buffer updates; returns (gradient per trainable slot, loss or None)."""
+        forward's buffer updates; returns (gradient per trainable slot, loss or None). The
+        loss graph of the sample's shape signature is reused when one was recorded (see
+        the module docstring)."""
         x, t = _split(sample)
+        xv, tv = self._eval.convert(x, self.typed), self._eval.convert(t, self.typed)
+        key = (tuple(xv.shape), str(xv.dtype), tuple(tv.shape), str(tv.dtype))
+        plan = self._graphs.get(key)
+        if plan is None:
+            grads, leaves, loss, plan = self._record(xv, tv)
+            if key not in self._graphs:
+                self._graphs[key] = plan  # None: this forward is recorded every time
+        else:
+            grads, leaves, loss = plan.run(self._s, self._params, xv, tv)
+        out = []
+        host = self._s.to_host
+        with fp_quiet():
+            for k in self._trainable:
+                ids = leaves[k]
+                g = self.ctx.arr(host(grads[ids[0]]))
+                for i in ids[1:]:
+                    g = self.ctx.arr(g + host(grads[i]))
+                out.append(g)
+        return out, (host(loss) if want_loss else None)
+
+    def _record(self, xv: Any, tv: Any) -> tuple[list[Any], dict[int, list[int]], Any, Any]:
+        """Record the loss graph on a fresh tape and run its backward: (gradients, leaf ids
+        per state slot, loss value, the reusable `_LossGraph` or None)."""
         s = self._s
         s.reset_tape()
+        self._recorded += 1
+        counter, reads = s.rng.counter, s.values_read
         leaves: dict[int, list[int]] = {}
         refs: list[list[TensorRef]] = []
         for occ in self.model.occurrences():
@@ -540,24 +607,18 @@ class TrainingSession:
                 leaves.setdefault(k, []).append(ref.id)
                 r.append(ref)
             refs.append(r)
-        xr = s.input(self._eval.convert(x, self.typed))
-        tr = s.input(self._eval.convert(t, self.typed))
+        xr = s.input(xv)
+        tr = s.input(tv)
         f = Forward(s, True)
         y = self.model.run(f, refs, xr)
         loss = LOSSES[self.objective](s, y, tr)
         grads = s.backward_scalar_dense_all(loss)
-        out = []
-        host = s.to_host
-        with fp_quiet():
-            for k in self._trainable:
-                ids = leaves[k]
-                g = self.ctx.arr(host(grads[ids[0]]))
-                for i in ids[1:]:
-                    g = self.ctx.arr(g + host(grads[i]))
-                out.append(g)
         for slot, v in f.updates:
             self._params[slot].set(v)
-        return out, (s.get_value(loss) if want_loss else None)
+        value = s.tape.nodes[loss.id].value
+        reusable = not f.updates and s.rng.counter == counter and s.values_read == reads
+        plan = _LossGraph(s.tape, leaves, xr.id, tr.id, loss.id) if reusable else None
+        return grads, leaves, value, plan
 
     # ------------------------------------------------------------------ training
     def _lr(self) -> Any:
@@ -576,7 +637,6 @@ class TrainingSession:
     def step(self, sample: Any, batch: bool = False, loss: bool = False) -> Any:
         """One update from one sample, or (batch=True) from a non-empty list of samples
         whose gradients are averaged. `loss=True` returns the mean loss of the forwards."""
-        self._check_open("step")
         samples = list(sample) if batch else [sample]
         if not samples:
             raise TorchLeanError("step(batch=True): the batch is empty")
@@ -620,25 +680,20 @@ class TrainingSession:
             return None
         return self._eval.out(pairwise_mean(self.ctx, losses), self.typed)
 
-    def _check_open(self, what: str) -> None:
-        if self._finished:
-            raise FinishedError(
-                f"{what}: this training session was finished; open a new one (Trainer.open) "
-                "or load its checkpoint into one"
-            )
-
     def steps(self) -> int:
         """The number of completed updates."""
         return self._steps
 
     # ------------------------------------------------------------------ evaluation
     def loss(self, sample: Any, batch: bool = False) -> Any:
-        """Evaluation-mode loss of a sample, or the pairwise mean over an iterable."""
+        """Evaluation-mode loss of a sample, or (batch=True) the pairwise mean over an
+        iterable: TorchLean's "returns its ordered mean, or zero when empty"."""
         return self._eval.loss(self._current(), sample, batch, self.typed)
 
     def eval(self, data: Iterable[Any]) -> Any:
-        """The pairwise mean loss over `data` (non-empty, else `DataError`)."""
-        return self.loss(nonempty(data, "eval"), batch=True)
+        """TorchLean's batched evaluation: "returns its ordered mean, or zero when empty"
+        (the pairwise mean loss over `data`, in evaluation mode)."""
+        return self.loss(data, batch=True)
 
     def predict(self, x: Any, batch: bool = False) -> Any:
         return self._eval.predict(self._current(), x, batch, self.typed)
@@ -646,6 +701,26 @@ class TrainingSession:
     def state(self) -> list[np.ndarray]:
         """Copies of every state slot (model.state_specs() order), in the run's dtype."""
         return [np.array(a, copy=True) for a in self._current()]
+
+    def set_state(self, values: Sequence[Any]) -> None:
+        """TorchLean's `setStateImpl` ("read or replace the parameters"): replace every
+        state slot (model.state_specs() order: parameters and buffers) with `values`,
+        converted into the run's dtype like `open_typed`'s initial state. The count and
+        every shape are checked before anything changes (`ShapeError`); optimizer history
+        and the step count are kept, as `load` of a state file keeps them."""
+        if not isinstance(values, (list, tuple)):
+            raise TorchLeanError(
+                f"set_state: expected a list of {len(self._shapes)} tensors, got "
+                f"{type(values).__name__}"
+            )
+        new = self._check_state(list(values), "set_state")
+        for p, v in zip(self._params, new, strict=True):
+            p.set(v)
+
+    def loss_graphs_recorded(self) -> int:
+        """How many times a training step recorded its loss graph (once per shape
+        signature, or once per sample for forwards that cannot be reused)."""
+        return self._recorded
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | os.PathLike[str], full: bool = False) -> None:
@@ -679,7 +754,6 @@ class TrainingSession:
         """Replace parameters and buffers from a state file (optimizer history and the step
         count are kept), or restore everything from a full training checkpoint. Everything
         is validated before anything changes (see the module docstring)."""
-        self._check_open("load")
         ckpt.check_path(path)
         if str(path).endswith(".safetensors"):
             values = ckpt.load_state(path, self._shapes, self.dtype, self._tying)
@@ -754,8 +828,9 @@ class TrainingSession:
 
     # ------------------------------------------------------------------ finish
     def finish(self, before: Any = None, after: Any = None) -> Result:
-        """A snapshot: state copies and a report (updates, dtype/scalar, supplied losses).
-        Afterwards `step` and `load` raise `FinishedError`."""
+        """TorchLean: "Keep a model snapshot with the losses measured for it. The session can
+        continue training without changing this result." A `Result` with state copies and a
+        report (updates, dtype/scalar, supplied losses); the session stays open."""
         report = {
             "updates": self._steps,
             "dtype": self.dtype,
@@ -765,7 +840,6 @@ class TrainingSession:
             "mode": self.mode,
             "kernels": self.kernels,
         }
-        self._finished = True
         return Result(
             self.model,
             self.objective,
