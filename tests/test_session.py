@@ -23,7 +23,6 @@ from spec.errors import (
     TorchLeanError,
 )
 from spec.graph import eval_graph, jvp_ctx
-from spec.tensor import Tensor
 
 F = Fraction
 F32 = np.float32
