@@ -154,9 +154,11 @@ def apply_hook(
 
 @dataclass(slots=True)
 class TapeNode:
-    """One tape value. An op node made by `Tape.op` also keeps its normalised attributes and
-    the environment it ran with (`attrs`, `env`), so `Tape.replay` can run it again; leaves
-    and nodes made by `add_node` have `attrs` None."""
+    """One tape value. An op node made by `Tape.op` also keeps its normalised attributes,
+    the environment it ran with, its kernel and the kernel's saved values (`attrs`, `env`,
+    `kern`, `saved`): `Tape.replay` runs it again from them and `forward_tangents` runs its
+    `kern.jvp` (such a node's `jvp` is None); leaves and nodes made by `add_node` have
+    `attrs` None and carry their own `jvp`."""
 
     name: str
     value: Any
@@ -166,6 +168,54 @@ class TapeNode:
     jvp: Callable[[list[Any]], Any] | None = None
     attrs: dict[str, Any] | None = None
     env: Sequence[int] = ()
+    kern: Any = None
+    saved: Any = None
+
+
+def _op_backward(
+    ctx: KernelContext,
+    kern: Any,
+    saved: Any,
+    norm: dict[str, Any],
+    env: Sequence[int],
+    arg_ids: tuple[int, ...],
+    needs: tuple[bool, ...],
+) -> Backward:
+    """The backward of one differentiable `Tape.op` node (built only for nodes that
+    require grad, so a frozen node allocates no closure)."""
+    single = len(arg_ids) == 1
+    some = None if single or all(needs) else kern.vjp_some
+    vjp = kern.vjp
+    arr = ctx.arr
+    atype = ctx.atype
+    distinct = single or len(set(arg_ids)) == len(arg_ids)
+
+    def backward(g: Any) -> list[tuple[int, Any]]:
+        if some is not None:
+            # Only the cotangents of arguments that require grad: the sweep drops the
+            # others unread, so skipping them changes no value.
+            per = some(ctx, saved, g, norm, env, needs)
+            folded = fold_fanin(
+                [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+                [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+            )
+            return [(j, arr(c)) for j, c in sorted(folded.items())]
+        per_arg = vjp(ctx, saved, g, norm, env)
+        if distinct and len(per_arg) == len(arg_ids):
+            # no fan-in: one cotangent per distinct id, emitted in increasing id order
+            if single:
+                c = per_arg[0]
+                return [(arg_ids[0], c if type(c) is atype else arr(c))]
+            pairs = [
+                (j, c if type(c) is atype else arr(c))
+                for j, c in zip(arg_ids, per_arg, strict=True)
+            ]
+            pairs.sort(key=_first)
+            return pairs
+        folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
+        return [(j, arr(c)) for j, c in sorted(folded.items())]
+
+    return backward
 
 
 class Tape:
@@ -221,49 +271,15 @@ class Tape:
         if type(y) is not ctx.atype:
             y = ctx.arr(y)
         arg_ids = tuple(args)
-        single = len(arg_ids) == 1
-        if single:
+        if len(arg_ids) == 1:
             rg = bool(nodes[arg_ids[0]].requires_grad)
             needs: tuple[bool, ...] = (rg,)
-            some = None  # one argument: it requires grad (all) or the node is frozen
         else:
             needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
             rg = any(needs)
-            some = kern.vjp_some if rg and not all(needs) else None
-        vjp = kern.vjp
-        arr = ctx.arr
-        atype = ctx.atype
-        distinct = single or len(set(arg_ids)) == len(arg_ids)
-
-        def backward(g: Any) -> list[tuple[int, Any]]:
-            if some is not None:
-                # Only the cotangents of arguments that require grad: the sweep drops the
-                # others unread, so skipping them changes no value.
-                per = some(ctx, saved, g, norm, env, needs)
-                folded = fold_fanin(
-                    [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
-                    [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
-                )
-                return [(j, arr(c)) for j, c in sorted(folded.items())]
-            per_arg = vjp(ctx, saved, g, norm, env)
-            if distinct and len(per_arg) == len(arg_ids):
-                # no fan-in: one cotangent per distinct id, emitted in increasing id order
-                if single:
-                    c = per_arg[0]
-                    return [(arg_ids[0], c if type(c) is atype else arr(c))]
-                pairs = [
-                    (j, c if type(c) is atype else arr(c))
-                    for j, c in zip(arg_ids, per_arg, strict=True)
-                ]
-                pairs.sort(key=_first)
-                return pairs
-            folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
-            return [(j, arr(c)) for j, c in sorted(folded.items())]
-
-        def jvp(tangents: list[Any]) -> Any:
-            return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))
-
-        nodes.append(TapeNode(name, y, rg, arg_ids, backward if rg else None, jvp, norm, env))
+        backward = _op_backward(ctx, kern, saved, norm, env, arg_ids, needs) if rg else None
+        # no jvp closure: `forward_tangents` runs `kern.jvp` from the node's fields
+        nodes.append(TapeNode(name, y, rg, arg_ids, backward, None, norm, env, kern, saved))
         return n
 
     def detach(self, a: int) -> int:
@@ -447,11 +463,16 @@ class Tape:
                     t = None
                     lv = node.requires_grad or any(live[p] for p in node.parents)
                 if t is None and lv:
-                    if node.jvp is None:
+                    ts = [tans[p] for p in node.parents]
+                    if node.jvp is not None:
+                        t = node.jvp(ts)
+                    elif node.kern is not None:
+                        k = node.kern
+                        t = self.ctx.arr(k.jvp(self.ctx, node.saved, ts, node.attrs, node.env))
+                    else:
                         raise GraphError(
                             f"forward tangent: node {i} ({node.name}) has no forward-mode rule"
                         )
-                    t = node.jvp([tans[p] for p in node.parents])
                 tans.append(self.ctx.zeros(tuple(node.value.shape)) if t is None else t)
                 live.append(lv)
         return tans

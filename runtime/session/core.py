@@ -553,21 +553,54 @@ class Session:
         return self._export.check_link(seed)
 
 
+_new_ref = object.__new__
+_set_dict = object.__setattr__
+
+
 def _op_method(name: str) -> Callable[..., TensorRef]:
     arity = PLAIN_ARITY.get(name)
 
     def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
-        # `Session._plain` inlined (one call layer less per op); anything else: `op`
+        # `Session._plain` inlined (one call layer less per op), specialised for one and two
+        # arguments (no loop, no comprehension); anything else: `op`, with the same checks
         if not attrs and len(args) == arity:
             owner, gen = self.owner, self.generation
-            for a in args:
-                if type(a) is not TensorRef or a.owner != owner or a.generation != gen:
-                    break
+            if arity == 1:
+                a = args[0]
+                ok = type(a) is TensorRef and a.owner == owner and a.generation == gen
+                ids = [a.id] if ok else None
+            elif arity == 2:
+                a, b = args
+                ok = (
+                    type(a) is TensorRef
+                    and type(b) is TensorRef
+                    and a.owner == owner
+                    and b.owner == owner
+                    and a.generation == gen
+                    and b.generation == gen
+                )
+                ids = [a.id, b.id] if ok else None
             else:
-                rec = self._recording
-                i = rec.record(name, [a.id for a in args], {})
-                shape = tuple(rec.tape.nodes[i].value.shape)
-                return tensor_ref(i, shape, owner, gen, self._self_ref)
+                ok = all(
+                    type(a) is TensorRef and a.owner == owner and a.generation == gen for a in args
+                )
+                ids = [a.id for a in args] if ok else None
+            if ids is not None:
+                i, shape = self._recording.record_plain(name, ids)
+                # `tensor_ref(i, shape, owner, gen, session)` inlined
+                r = _new_ref(TensorRef)
+                _set_dict(
+                    r,
+                    "__dict__",
+                    {
+                        "id": i,
+                        "shape": shape,
+                        "owner": owner,
+                        "generation": gen,
+                        "_session": self._self_ref,
+                    },
+                )
+                return r
         return self.op(name, *args, **attrs)
 
     method.__name__ = method.__qualname__ = name

@@ -176,6 +176,18 @@ class Recording:
             self._selected[op] = self._label
         return i
 
+    def record_plain(self, op: str, args: list[int]) -> tuple[int, tuple[int, ...]]:
+        """`record(op, args, {})` for an op without attributes: (the new node's tape id,
+        its value's shape). Eager: straight to `Tape.op` (which validates before it
+        appends); typed graph: `record`."""
+        if self._builder is not None:
+            i = self.record(op, args, {})
+        else:
+            i = self._tape.op(op, args, self._env)
+            if op not in self._selected:
+                self._selected[op] = self._label
+        return i, self._tape.nodes[i].value.shape
+
     @property
     def selected_backends(self) -> tuple[str, ...]:
         """TorchLean's `selectedBackends`: the kernels this recording accepted (ran to
