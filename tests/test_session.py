@@ -23,7 +23,6 @@ from spec.errors import (
     TorchLeanError,
 )
 from spec.graph import eval_graph, jvp_ctx
-from spec.tensor import Tensor
 
 F = Fraction
 F32 = np.float32
@@ -605,7 +604,9 @@ def test_jvp_hand_values() -> None:
     assert fr(s.jvp_leaf(y, w, ex([1, 0]))) == [1, 0]
     assert fr(s.jvp_scalar_leaf(loss, x, ex([1, -1]))) == [6 - 20]
     assert fr(s.jvp_dense_all(y, [ex([1, 1]), ex([1, 1]), ex([9, 9])])) == [7, 24]
-    assert fr(s.jvp_leaf(loss, k, ex([1, 1]))) == [0]  # a frozen leaf has no tangent
+    # TorchLean: a tangent is given for every leaf, frozen or not (issue 30, item 1)
+    assert fr(s.jvp_leaf(loss, k, ex([1, 1]))) == [2]
+    assert fr(s.jvp_dense_all(loss, [ex([0, 0]), ex([0, 0]), ex([1, 3])])) == [4]
     with pytest.raises(ShapeError):
         s.jvp_dense_all(y, [ex([1, 1]), ex([1, 1])])  # one tangent per leaf
     with pytest.raises(ShapeError):
@@ -628,18 +629,22 @@ def test_jvp_matches_spec_and_is_adjoint_to_vjp() -> None:
     dxs = [ex([[1, 2], [-1, F(1, 2)]]), ex([3, -2]), ex([[5, 5], [5, 5]])]
     seed = ex([[1, -1], [2, F(1, 4)]])
     jv = s.jvp_dense_all(out, dxs)
+    # adjoint to reverse mode over the trainable leaves (c, frozen, has no gradient): its
+    # tangent is set to zero on that side
+    jv_ab = s.jvp_dense_all(out, [dxs[0], dxs[1], ex([[0, 0], [0, 0]])])
     grads = s.backward_dense_all(out, seed)
-    lhs = sum((p * q for p, q in zip(fr(jv), fr(seed), strict=True)), F(0))
+    lhs = sum((p * q for p, q in zip(fr(jv_ab), fr(seed), strict=True)), F(0))
     rhs = sum(
         (p * q for i in (a.id, b.id) for p, q in zip(fr(dxs[i]), fr(grads[i]), strict=True)),
         F(0),
     )
     assert lhs == rhs and lhs != 0
     rec = s.graph()
-    # frozen leaves carry no tangent: spec jvp_ctx with c's tangent set to zero
-    tans = [to_spec(dxs[0], "exact"), to_spec(dxs[1], "exact"), Tensor.zeros(RAT, (2, 2))]
+    # every leaf's tangent counts, the frozen c's too (TorchLean: "dxs[i] is the tangent for
+    # leaf i"): spec jvp_ctx with all three tangents
+    tans = [to_spec(d, "exact") for d in dxs]
     want = jvp_ctx(RAT, rec.graph, rec.inputs, tans, rec.env).tensors[out.id]
-    assert fr(jv) == list(want.data)
+    assert fr(jv) == list(want.data) and fr(jv) != fr(jv_ab)
 
 
 def test_forward_mode_is_typed_graph_only() -> None:

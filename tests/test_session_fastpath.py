@@ -87,3 +87,38 @@ def test_env_snapshot_per_op() -> None:
     with pytest.raises(IndexError):
         s.recording.set_nat(5, 1)
     assert isinstance(r, NatRef)
+
+
+@pytest.mark.parametrize("mode", ["eager", "typed_graph"])
+@pytest.mark.parametrize("arity", [2, 3])
+def test_specialised_fast_paths_check_every_argument(mode: str, arity: int) -> None:
+    """The one- and two-argument fast paths and the general one check each handle (any
+    position: foreign, stale, not a TensorRef) as `Session.op` does, and append nothing."""
+    s, other = Session(mode=mode), Session(mode=mode)
+    x = s.input(np.ones((2, 3), dtype=np.float32))
+    w = s.input(np.ones((4, 3), dtype=np.float32))
+    b = s.input(np.ones(4, dtype=np.float32))
+    foreign = other.input(np.ones((2, 3), dtype=np.float32))
+    args = [x, x] if arity == 2 else [x, w, b]
+    f = s.add if arity == 2 else s.linear
+    want = f(*args)
+    assert want.shape == ((2, 3) if arity == 2 else (2, 4))
+    for k in range(arity):
+        for bad, exc, needle in (
+            (foreign, StaleHandleError, "foreign"),
+            ("x", TorchLeanError, "expected a TensorRef"),
+        ):
+            n = len(s.tape)
+            given = list(args)
+            given[k] = bad
+            with pytest.raises(exc, match=needle):
+                f(*given)
+            assert len(s.tape) == n
+    s.reset_tape()
+    fresh = [s.input(np.ones(a.shape, dtype=np.float32)) for a in args]
+    for k in range(arity):
+        given = list(fresh)
+        given[k] = args[k]  # one handle from the generation before reset_tape
+        with pytest.raises(StaleHandleError, match="stale"):
+            f(*given)
+        assert len(s.tape) == arity

@@ -21,10 +21,17 @@ typed-graph lane) the value simply does not exist in that lane; later steps that
 that lane. The eager lane skips leaves the typed-graph float32 lane refuses, so the two
 float32 lanes always hold the same program.
 
+Issue 30's promises have rules of their own (`fidelity`): forward mode at leaves that do not
+require gradients (against spec `jvp_ctx`), `grad` on current and stale gradient lists, and
+a trainer lane (an exact `TrainingSession` whose parameters the machine models) that goes on
+training, setting its state and finishing in any order while every `Result` keeps the
+state of its `finish()`.
+
 `run_session_machine(max_examples, seed)` runs the machine and returns a report `Row`.
 
 Layout: `model` (the lanes, value conversions, `Val`, `ParamModel`), `oracles` (the checks:
-error-and-nothing-changed, spec comparisons, invariants), `machine` (`SessionMachine`: state
+error-and-nothing-changed, spec comparisons, invariants), `fidelity` (issue 30's rules),
+`machine` (`SessionMachine`: state
 and rules), `run` (`run_session_machine`).
 """
 

@@ -24,6 +24,7 @@ from runtime.session import Session, TensorRef
 from spec import rng as srng
 from spec.errors import DomainError, GraphError, HookError, ShapeError, StaleHandleError
 
+from .fidelity import FidelityRules
 from .model import (
     BINARY,
     DTYPE,
@@ -46,12 +47,11 @@ from .model import (
     size_of,
     value_key,
 )
-from .oracles import SessionOracles
 
 __all__ = ["SessionMachine"]
 
 
-class SessionMachine(SessionOracles, RuleBasedStateMachine):
+class SessionMachine(FidelityRules, RuleBasedStateMachine):
     """See the module docstring."""
 
     def __init__(self) -> None:

@@ -8,7 +8,13 @@ Invariants:
 - A node's backward maps its output cotangent to `(id, grad)` pairs; the passes fold them
   into a dense list in emission order: the first contribution into an empty slot is stored
   as is, later ones as `existing + new`.
-- Gradients are returned, never stored on nodes.
+- Gradients are returned, never stored on nodes. A gradient hook has one semantics
+  (TorchLean's `backwardDenseAllWithHook`): `apply_hook`, pointwise over the finished dense
+  list, never inside the sweep.
+- Forward mode (`forward_tangents`) takes a tangent for any leaf, frozen or not (see there).
+- `replay` runs the recorded program (every `Tape.op` node keeps its op, normalised
+  attributes and environment) again on new leaf values: the same values as a new
+  recording, without recording it again.
 - A backward may end its pairs with `(ZERO_REST, None)`: "a zero for every earlier id I did
   not name" (what `lower` emits: TorchLean's compile_aux_data gives every earlier id a
   dense zero). The sweep applies those zeros lazily, bit for bit as the dense pairs would:
@@ -33,13 +39,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from spec.errors import GraphError, HookError, ShapeError
 from spec.validate import check_node
 
 from ..kernels import KERNELS, fold_fanin, kernel_for
 from .context import KernelContext, fp_enter, fp_exit, fp_quiet
 
-__all__ = ["ZERO_REST", "Backward", "Tape", "TapeNode", "validated"]
+__all__ = ["ZERO_REST", "Backward", "Tape", "TapeNode", "apply_hook", "validated"]
 
 ZERO_REST = -1
 """The id of a backward's last pair `(ZERO_REST, None)`: a zero for every earlier id the
@@ -97,14 +105,117 @@ def validated(name: str, attrs: dict[str, Any], shapes: tuple[tuple[int, ...], .
     return dict(hit[0]), hit[1]
 
 
+def _describe(h: Any) -> str:
+    shape = getattr(h, "shape", None)
+    dtype = getattr(h, "dtype", None)
+    if shape is None or dtype is None:
+        return f"a {type(h).__name__}"
+    return f"shape {tuple(shape)} dtype {dtype}"
+
+
+def apply_hook(
+    hook: Callable[[int, Any], Any],
+    grads: Sequence[Any],
+    names: Sequence[str],
+    exact: bool,
+    as_array: Callable[[Any], Any],
+) -> list[Any]:
+    """`[hook(i, g) for i, g in enumerate(grads)]`, each result checked against its
+    gradient's shape and dtype (`HookError`). Exact dtype: a bare Fraction returned for a
+    0-d gradient is given back its 0-d array form (`as_array`: NumPy turns arithmetic on a
+    0-d object array into a Fraction), and every element must be an exact rational."""
+    if not callable(hook):
+        raise HookError(f"gradient hook must be callable, got {type(hook).__name__}")
+    out = []
+    for i, g in enumerate(grads):
+        h = hook(i, g)
+        if isinstance(h, np.generic) or (
+            exact and isinstance(h, (Fraction, int)) and tuple(g.shape) == ()
+        ):
+            h = as_array(h)  # NumPy arithmetic on a 0-d array gives a scalar
+        if tuple(getattr(h, "shape", ("?",))) != tuple(g.shape) or (
+            getattr(h, "dtype", None) != g.dtype
+        ):
+            raise HookError(
+                f"gradient hook changed the gradient of node {i} ({names[i]}): expected "
+                f"shape {tuple(g.shape)} dtype {g.dtype}, got {_describe(h)}"
+            )
+        if exact:
+            for v in np.asarray(h).reshape(-1):
+                if not isinstance(v, (Fraction, int)) or isinstance(v, bool):
+                    raise HookError(
+                        f"gradient hook returned a non-exact value for node {i} "
+                        f"({names[i]}): the exact dtype holds exact rationals only, got "
+                        f"{type(v).__name__} {v!r}"
+                    )
+        out.append(h)
+    return out
+
+
 @dataclass(slots=True)
 class TapeNode:
+    """One tape value. An op node made by `Tape.op` also keeps its normalised attributes,
+    the environment it ran with, its kernel and the kernel's saved values (`attrs`, `env`,
+    `kern`, `saved`): `Tape.replay` runs it again from them and `forward_tangents` runs its
+    `kern.jvp` (such a node's `jvp` is None); leaves and nodes made by `add_node` have
+    `attrs` None and carry their own `jvp`."""
+
     name: str
     value: Any
     requires_grad: bool
     parents: tuple[int, ...]
     backward: Backward | None
     jvp: Callable[[list[Any]], Any] | None = None
+    attrs: dict[str, Any] | None = None
+    env: Sequence[int] = ()
+    kern: Any = None
+    saved: Any = None
+
+
+def _op_backward(
+    ctx: KernelContext,
+    kern: Any,
+    saved: Any,
+    norm: dict[str, Any],
+    env: Sequence[int],
+    arg_ids: tuple[int, ...],
+    needs: tuple[bool, ...],
+) -> Backward:
+    """The backward of one differentiable `Tape.op` node (built only for nodes that
+    require grad, so a frozen node allocates no closure)."""
+    single = len(arg_ids) == 1
+    some = None if single or all(needs) else kern.vjp_some
+    vjp = kern.vjp
+    arr = ctx.arr
+    atype = ctx.atype
+    distinct = single or len(set(arg_ids)) == len(arg_ids)
+
+    def backward(g: Any) -> list[tuple[int, Any]]:
+        if some is not None:
+            # Only the cotangents of arguments that require grad: the sweep drops the
+            # others unread, so skipping them changes no value.
+            per = some(ctx, saved, g, norm, env, needs)
+            folded = fold_fanin(
+                [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+                [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+            )
+            return [(j, arr(c)) for j, c in sorted(folded.items())]
+        per_arg = vjp(ctx, saved, g, norm, env)
+        if distinct and len(per_arg) == len(arg_ids):
+            # no fan-in: one cotangent per distinct id, emitted in increasing id order
+            if single:
+                c = per_arg[0]
+                return [(arg_ids[0], c if type(c) is atype else arr(c))]
+            pairs = [
+                (j, c if type(c) is atype else arr(c))
+                for j, c in zip(arg_ids, per_arg, strict=True)
+            ]
+            pairs.sort(key=_first)
+            return pairs
+        folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
+        return [(j, arr(c)) for j, c in sorted(folded.items())]
+
+    return backward
 
 
 class Tape:
@@ -160,50 +271,58 @@ class Tape:
         if type(y) is not ctx.atype:
             y = ctx.arr(y)
         arg_ids = tuple(args)
-        single = len(arg_ids) == 1
-        if single:
+        if len(arg_ids) == 1:
             rg = bool(nodes[arg_ids[0]].requires_grad)
             needs: tuple[bool, ...] = (rg,)
-            some = None  # one argument: it requires grad (all) or the node is frozen
         else:
             needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
             rg = any(needs)
-            some = kern.vjp_some if rg and not all(needs) else None
-        vjp = kern.vjp
-        arr = ctx.arr
-        atype = ctx.atype
-        distinct = single or len(set(arg_ids)) == len(arg_ids)
+        backward = _op_backward(ctx, kern, saved, norm, env, arg_ids, needs) if rg else None
+        # no jvp closure: `forward_tangents` runs `kern.jvp` from the node's fields
+        nodes.append(TapeNode(name, y, rg, arg_ids, backward, None, norm, env, kern, saved))
+        return n
 
-        def backward(g: Any) -> list[tuple[int, Any]]:
-            if some is not None:
-                # Only the cotangents of arguments that require grad: the sweep drops the
-                # others unread, so skipping them changes no value.
-                per = some(ctx, saved, g, norm, env, needs)
-                folded = fold_fanin(
-                    [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
-                    [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
-                )
-                return [(j, arr(c)) for j, c in sorted(folded.items())]
-            per_arg = vjp(ctx, saved, g, norm, env)
-            if distinct and len(per_arg) == len(arg_ids):
-                # no fan-in: one cotangent per distinct id, emitted in increasing id order
-                if single:
-                    c = per_arg[0]
-                    return [(arg_ids[0], c if type(c) is atype else arr(c))]
-                pairs = [
-                    (j, c if type(c) is atype else arr(c))
-                    for j, c in zip(arg_ids, per_arg, strict=True)
-                ]
-                pairs.sort(key=_first)
-                return pairs
-            folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
-            return [(j, arr(c)) for j, c in sorted(folded.items())]
+    def detach(self, a: int) -> int:
+        """A frozen node holding the value of `a`, with no contributions and a zero tangent
+        (the spec `detach` op's VJP and JVP)."""
+        v = self.nodes[self._check_id(a, "detach")].value
+        zeros = self.ctx.zeros
 
         def jvp(tangents: list[Any]) -> Any:
-            return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))
+            return zeros(tuple(v.shape))
 
-        nodes.append(TapeNode(name, y, rg, arg_ids, backward if rg else None, jvp))
-        return n
+        return self.add_node("detach", v, False, (a,), None, jvp)
+
+    def replay(self, leaves: dict[int, Any]) -> Tape:
+        """A new tape with this tape's program run again: leaf `i` holds `leaves[i]` (same
+        shape and dtype, else `ShapeError`) or, when not given, its old value (constants);
+        every op node runs again with its recorded op, attributes and environment, in id
+        order, in this tape's kernel context. The values are those a fresh recording of the
+        same program would compute, bit for bit (the same kernels on the same arguments). A
+        node made by `add_node` other than `detach` cannot be replayed (`GraphError`)."""
+        new = Tape(self.ctx)
+        for i, node in enumerate(self.nodes):
+            if node.attrs is not None:
+                new.op(node.name, node.parents, node.env, **node.attrs)
+            elif not node.parents:
+                v = node.value
+                if i in leaves:
+                    v = self.ctx.arr(leaves[i])
+                    if tuple(v.shape) != tuple(node.value.shape) or v.dtype != node.value.dtype:
+                        raise ShapeError(
+                            f"replay: leaf {i} ({node.name}) has shape {tuple(node.value.shape)}"
+                            f" dtype {node.value.dtype}; got shape {tuple(v.shape)} dtype "
+                            f"{v.dtype}"
+                        )
+                new.add_node(node.name, v, node.requires_grad, (), None)
+            elif node.name == "detach" and len(node.parents) == 1:
+                new.detach(node.parents[0])
+            else:
+                raise GraphError(
+                    f"replay: node {i} ({node.name}) was not made by Tape.op; it has no "
+                    "recorded op to run again"
+                )
+        return new
 
     # ------------------------------------------------------------------ reverse passes
     def _check_id(self, i: Any, what: str) -> int:
@@ -220,15 +339,11 @@ class Tape:
                 f"; expected shape {tuple(v.shape)} dtype {v.dtype}"
             )
 
-    def _sweep(
-        self, grads: list[Any], start: int, run_all: bool, hook: Hook | None = None
-    ) -> list[Any]:
+    def _sweep(self, grads: list[Any], start: int, run_all: bool) -> list[Any]:
         with fp_quiet():  # IEEE overflow/invalid are values here, not errors
-            return self._sweep_inner(grads, start, run_all, hook)
+            return self._sweep_inner(grads, start, run_all)
 
-    def _sweep_inner(
-        self, grads: list[Any], start: int, run_all: bool, hook: Hook | None
-    ) -> list[Any]:
+    def _sweep_inner(self, grads: list[Any], start: int, run_all: bool) -> list[Any]:
         nodes = self.nodes
         arr = self.ctx.arr
         ndarray = self.ctx.atype
@@ -250,8 +365,6 @@ class Tape:
             node = nodes[i]
             if epoch and node.requires_grad:
                 flush(i)
-            if hook is not None and grads[i] is not None and (node.requires_grad or i == start):
-                grads[i] = self._apply_hook(hook, i, grads[i])
             if not node.requires_grad or node.backward is None:
                 continue
             g = grads[i]
@@ -292,34 +405,29 @@ class Tape:
                 epoch += 1
         return grads
 
-    def _apply_hook(self, hook: Hook, i: int, g: Any) -> Any:
-        h = hook(i, g)
-        if tuple(getattr(h, "shape", ())) != tuple(g.shape) or getattr(h, "dtype", None) != g.dtype:
-            raise HookError(
-                f"gradient hook changed the gradient of node {i} ({self.nodes[i].name}): "
-                f"shape {tuple(g.shape)} dtype {g.dtype} became shape "
-                f"{tuple(getattr(h, 'shape', ()))} dtype {getattr(h, 'dtype', type(h).__name__)}"
-            )
-        return h
-
-    def backward_dense(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any | None]:
-        """Reverse pass from `out`: one entry per id, None where nothing arrived. `hook(i, g)`
-        may replace each reached gradient just before node i propagates it (same shape and
-        dtype, or `HookError`)."""
+    def backward_dense(self, out: int, seed: Any) -> list[Any | None]:
+        """Reverse pass from `out`: one entry per id, None where nothing arrived."""
         self._check_id(out, "backward_dense output")
         self.check_grad(out, seed, "backward_dense seed")
         grads: list[Any] = [None] * len(self.nodes)
         grads[out] = seed
-        return self._sweep(grads, out, run_all=False, hook=hook)
+        return self._sweep(grads, out, run_all=False)
 
     def backward_dense_all(self, out: int, seed: Any, hook: Hook | None = None) -> list[Any]:
-        """`backward_dense`, then unreached slots become zeros: one gradient per id."""
-        grads = self.backward_dense(out, seed, hook)
+        """`backward_dense`, then unreached slots become zeros: one gradient per id. With
+        `hook`: TorchLean's `backwardDenseAllWithHook` ("apply a gradient hook pointwise to
+        the dense gradient array"), `apply_hook` over the finished dense list, never inside
+        the sweep (a doubling hook doubles each gradient once)."""
+        grads = self.backward_dense(out, seed)
         zeros = self.ctx.zeros
-        return [
+        dense = [
             zeros(tuple(n.value.shape)) if g is None else g
             for g, n in zip(grads, self.nodes, strict=True)
         ]
+        if hook is None:
+            return dense
+        names = [n.name for n in self.nodes]
+        return apply_hook(hook, dense, names, self.ctx.exact, self.ctx.arr)
 
     def backward_dense_from(self, grads0: Sequence[Any]) -> list[Any]:
         """Run every non-frozen node in reverse id order from a full list of cotangents."""
@@ -334,25 +442,37 @@ class Tape:
 
     def forward_tangents(self, leaf_tangents: dict[int, Any]) -> list[Any]:
         """Forward mode over the recorded nodes: the tangent of every id given tangents of
-        leaves (missing leaves and frozen nodes contribute zero). A differentiable node
-        without a forward-mode rule raises `GraphError` (never a silent zero tangent)."""
+        leaves. TorchLean: "dxs[i] is the tangent for leaf i" -- a given tangent counts
+        whether or not the leaf requires gradients (`requires_grad` governs reverse mode
+        only); a leaf given none has a zero tangent. A node runs its forward-mode rule when
+        it requires gradients or when a parent's tangent is not such a zero; otherwise its
+        tangent is zero (nothing flows into it). `detach` has a zero rule. A node without a
+        rule that something flows into raises `GraphError` (never a silent zero tangent)."""
         for i in leaf_tangents:
             self._check_id(i, "forward tangent")
         tans: list[Any] = []
+        live: list[bool] = []  # whether tans[i] may be nonzero (not a structural zero)
         with fp_quiet():
             for i, node in enumerate(self.nodes):
-                zero = self.ctx.zeros(tuple(node.value.shape))
                 if not node.parents:
-                    t = leaf_tangents.get(i, zero) if node.requires_grad else zero
-                    if t is not zero:
+                    t = leaf_tangents.get(i)
+                    if t is not None:
                         self.check_grad(i, t, "forward tangent")
-                elif not node.requires_grad:
-                    t = zero
-                elif node.jvp is None:
-                    raise GraphError(
-                        f"forward tangent: node {i} ({node.name}) has no forward-mode rule"
-                    )
+                    lv = t is not None
                 else:
-                    t = node.jvp([tans[p] for p in node.parents])
-                tans.append(t)
+                    t = None
+                    lv = node.requires_grad or any(live[p] for p in node.parents)
+                if t is None and lv:
+                    ts = [tans[p] for p in node.parents]
+                    if node.jvp is not None:
+                        t = node.jvp(ts)
+                    elif node.kern is not None:
+                        k = node.kern
+                        t = self.ctx.arr(k.jvp(self.ctx, node.saved, ts, node.attrs, node.env))
+                    else:
+                        raise GraphError(
+                            f"forward tangent: node {i} ({node.name}) has no forward-mode rule"
+                        )
+                tans.append(self.ctx.zeros(tuple(node.value.shape)) if t is None else t)
+                live.append(lv)
         return tans

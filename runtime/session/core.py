@@ -61,7 +61,7 @@ from .calls import (
     op_arguments,
     rng_guard,
 )
-from .gradients import GradientList, apply_hook, check_gradient_list, learning_rate
+from .gradients import GradientList, check_gradient_list, learning_rate
 from .handles import NatRef, TensorRef, check_nat_ref, check_tensor_ref, tensor_ref
 from .link import GraphExport, LinkCheck, RecordedGraph
 from .params import Param, ParameterStore, check_exact_elems, frozen_copy, grad_array, is_scalar
@@ -131,6 +131,9 @@ class Session:
         self.requires_grad_by_default = requires_grad_by_default
         self.owner = _next_owner()
         self.generation = 0
+        # how many values `get_value` handed out: a caller that records a program can tell
+        # whether the program read values back into Python (then it may depend on them)
+        self.values_read = 0
         self._streams = RandomStreams(seed, dtype, self.ctx)
         self._self_ref = weakref.ref(self)
         self._store = ParameterStore(self.owner, dtype, self.ctx)
@@ -250,7 +253,9 @@ class Session:
         return self._leaf(arr, False, "const")
 
     def get_value(self, x: TensorRef) -> Any:
+        """A host copy of `x`'s value (counted in `values_read`)."""
         v = self.tape.nodes[self._check(x, "get_value")].value
+        self.values_read += 1
         if not self.backend.is_numpy:
             return self.backend.to_host(v)
         return np.array(v, copy=True)
@@ -277,16 +282,14 @@ class Session:
     def backward_dense_all(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
     ) -> GradientList:
-        """One gradient per tape id (a `GradientList`); with `hook`, see
-        `backward_dense_all_with_hook`."""
+        """TorchLean's `backwardDenseAll`: one gradient per tape id (a `GradientList`);
+        with `hook`, see `backward_dense_all_with_hook`."""
         i = self._check(out, "backward_dense_all")
-        grads = self.tape.backward_dense_all(i, self._seed(i, seed))
-        if hook is not None:
-            names = [n.name for n in self.tape.nodes]
-            grads = apply_hook(hook, grads, names, self.ctx.exact, self.ctx.arr)
-        return self._gradients(grads)
+        return self._gradients(self.tape.backward_dense_all(i, self._seed(i, seed), hook))
 
-    def backward_scalar_dense_all(self, loss: TensorRef) -> list[Any]:
+    def backward_scalar_dense_all(self, loss: TensorRef) -> GradientList:
+        """TorchLean's `backwardScalarDenseAll`: `backward_dense_all(loss, 1)` for a scalar
+        loss."""
         i = self._check(loss, "backward_scalar_dense_all")
         if loss.shape != ():
             raise ShapeError(
@@ -301,16 +304,24 @@ class Session:
         hook applied pointwise to the dense array, `hook(i, grads[i])` in id order, each
         result checked to keep its gradient's shape and dtype (`HookError` naming the id,
         expected and got; exact dtype: exact rationals only). The hook never runs inside
-        the reverse sweep: a doubling hook doubles every gradient once."""
+        the reverse sweep: a doubling hook doubles every gradient once. This is the only
+        hook semantics (`Tape.backward_dense_all(hook=...)` is the same function)."""
         if hook is None:
             raise TorchLeanError("backward_dense_all_with_hook: hook is None")
         return self.backward_dense_all(out, seed, hook)
 
     def grad(self, grads: Sequence[Any], x: TensorRef) -> Any:
+        """TorchLean's `grad`: the entry of `x` in a dense gradient list. A `GradientList`
+        of another session or generation is refused (`StaleHandleError`, as `sgd_step_all`
+        does), and so is a list whose length is not the tape's or whose entry at `x` does
+        not have `x`'s shape and the session's dtype (`ShapeError`)."""
         i = self._check(x, "grad")
+        check_gradient_list(grads, self.owner, self.generation, "grad")
         if len(grads) != len(self.tape):
             raise ShapeError(f"grad: {len(grads)} gradients for a tape of {len(self.tape)}")
-        return grads[i]
+        g = grads[i]
+        self.tape.check_grad(i, g, "grad")
+        return g
 
     def vjp(self, out: TensorRef, seed: Any, x: TensorRef) -> Any:
         xi = self._check(x, "vjp")
@@ -327,19 +338,22 @@ class Session:
         return self._recording.num_leaves
 
     def jvp_dense_all(self, out: TensorRef, dxs: Sequence[Any]) -> Any:
-        """Tangent of `out` given one tangent per leaf (frozen leaves contribute zero)."""
+        """TorchLean's `jvpDenseAll`: "dxs[i] is the tangent for leaf i (same indexing as
+        grad/backwardDenseAll)". Every leaf's tangent counts, whether or not the leaf
+        requires gradients (inputs, frozen parameters and constants alike: `requires_grad`
+        governs reverse mode only); `detach` and typed-graph `const` nodes have a zero
+        tangent."""
         self._typed_only("jvp_dense_all")
         oi = self._check(out, "jvp_dense_all")
         n = self._num_leaves()
         if len(dxs) != n:
             raise ShapeError(f"jvp_dense_all: {len(dxs)} tangents for {n} leaves")
-        tans = {}
-        for i, dx in enumerate(dxs):
-            t = self._seed(i, dx)
-            tans[i] = t
+        tans = {i: self._seed(i, dx) for i, dx in enumerate(dxs)}
         return self.tape.forward_tangents(tans)[oi]
 
     def jvp_leaf(self, out: TensorRef, x: TensorRef, dx: Any) -> Any:
+        """TorchLean's `jvpLeaf`: the tangent of `out` when leaf `x` moves along `dx` and
+        every other leaf stays; `x` need not require gradients (see `jvp_dense_all`)."""
         self._typed_only("jvp_leaf")
         oi, xi = self._check(out, "jvp_leaf"), self._check(x, "jvp_leaf")
         if xi >= self._num_leaves():
@@ -347,10 +361,19 @@ class Session:
         return self.tape.forward_tangents({xi: self._seed(xi, dx)})[oi]
 
     def jvp_scalar_leaf(self, loss: TensorRef, x: TensorRef, dx: Any) -> Any:
+        """TorchLean's `jvpScalarLeaf`: `jvp_leaf` for a scalar `loss`, returned as a scalar
+        of the session's dtype (a NumPy scalar such as `np.float32`, a `Fraction` for
+        "exact"), not a 0-d array."""
         self._typed_only("jvp_scalar_leaf")
         if loss.shape != ():
             raise ShapeError(f"jvp_scalar_leaf: loss has shape {loss.shape}, expected ()")
-        return self.jvp_leaf(loss, x, dx)
+        return self.to_host(self.jvp_leaf(loss, x, dx))[()]
+
+    @property
+    def selected_backends(self) -> tuple[str, ...]:
+        """TorchLean's `selectedBackends`: the kernels this session accepted, in first-use
+        order, one "op:backend/profile" entry per op (kept across `reset_tape`)."""
+        return self._recording.selected_backends
 
     # ------------------------------------------------------------------ recording
     def input_nat(self, n: int) -> NatRef:
@@ -530,21 +553,54 @@ class Session:
         return self._export.check_link(seed)
 
 
+_new_ref = object.__new__
+_set_dict = object.__setattr__
+
+
 def _op_method(name: str) -> Callable[..., TensorRef]:
     arity = PLAIN_ARITY.get(name)
 
     def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
-        # `Session._plain` inlined (one call layer less per op); anything else: `op`
+        # `Session._plain` inlined (one call layer less per op), specialised for one and two
+        # arguments (no loop, no comprehension); anything else: `op`, with the same checks
         if not attrs and len(args) == arity:
             owner, gen = self.owner, self.generation
-            for a in args:
-                if type(a) is not TensorRef or a.owner != owner or a.generation != gen:
-                    break
+            if arity == 1:
+                a = args[0]
+                ok = type(a) is TensorRef and a.owner == owner and a.generation == gen
+                ids = [a.id] if ok else None
+            elif arity == 2:
+                a, b = args
+                ok = (
+                    type(a) is TensorRef
+                    and type(b) is TensorRef
+                    and a.owner == owner
+                    and b.owner == owner
+                    and a.generation == gen
+                    and b.generation == gen
+                )
+                ids = [a.id, b.id] if ok else None
             else:
-                rec = self._recording
-                i = rec.record(name, [a.id for a in args], {})
-                shape = tuple(rec.tape.nodes[i].value.shape)
-                return tensor_ref(i, shape, owner, gen, self._self_ref)
+                ok = all(
+                    type(a) is TensorRef and a.owner == owner and a.generation == gen for a in args
+                )
+                ids = [a.id for a in args] if ok else None
+            if ids is not None:
+                i, shape = self._recording.record_plain(name, ids)
+                # `tensor_ref(i, shape, owner, gen, session)` inlined
+                r = _new_ref(TensorRef)
+                _set_dict(
+                    r,
+                    "__dict__",
+                    {
+                        "id": i,
+                        "shape": shape,
+                        "owner": owner,
+                        "generation": gen,
+                        "_session": self._self_ref,
+                    },
+                )
+                return r
         return self.op(name, *args, **attrs)
 
     method.__name__ = method.__qualname__ = name

@@ -13,6 +13,8 @@ Invariants:
   the gradient's shape and dtype (`HookError` naming the id, expected and got). The hook
   never runs inside the sweep, so a doubling hook doubles each gradient once. In the exact
   dtype every element of a hook's result must be an exact rational.
+- `grad(grads, x)` is TorchLean's session-free `grad`: it reads `x`'s entry after checking
+  the list's provenance against `x` (owner, generation), the id and the entry's shape.
 - `learning_rate` accepts a real, finite number >= 0 (int, Fraction, float, NumPy real)
   whose value rounded into the session's format is finite; everything else raises
   `DomainError` before anything is mutated.
@@ -21,17 +23,19 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from spec.errors import DomainError, HookError, StaleHandleError
+from spec.errors import DomainError, ShapeError, StaleHandleError, TorchLeanError
 
 from ..backends.base import DTYPE_DOMAIN
+from ..engine.tape import apply_hook
+from .handles import TensorRef
 
-__all__ = ["GradientList", "apply_hook", "check_gradient_list", "learning_rate"]
+__all__ = ["GradientList", "apply_hook", "check_gradient_list", "grad", "learning_rate"]
 
 
 class GradientList(list[Any]):
@@ -62,51 +66,22 @@ def check_gradient_list(grads: Any, owner: int, generation: int, what: str) -> N
         )
 
 
-def _describe(h: Any) -> str:
-    shape = getattr(h, "shape", None)
-    dtype = getattr(h, "dtype", None)
-    if shape is None or dtype is None:
-        return f"a {type(h).__name__}"
-    return f"shape {tuple(shape)} dtype {dtype}"
-
-
-def apply_hook(
-    hook: Callable[[int, Any], Any],
-    grads: Sequence[Any],
-    names: Sequence[str],
-    exact: bool,
-    as_array: Callable[[Any], Any],
-) -> list[Any]:
-    """`[hook(i, g) for i, g in enumerate(grads)]`, each result checked against its
-    gradient's shape and dtype (`HookError`). Exact dtype: a bare Fraction returned for a
-    0-d gradient is given back its 0-d array form (`as_array`: NumPy turns arithmetic on a
-    0-d object array into a Fraction), and every element must be an exact rational."""
-    if not callable(hook):
-        raise HookError(f"gradient hook must be callable, got {type(hook).__name__}")
-    out = []
-    for i, g in enumerate(grads):
-        h = hook(i, g)
-        if isinstance(h, np.generic) or (
-            exact and isinstance(h, (Fraction, int)) and tuple(g.shape) == ()
-        ):
-            h = as_array(h)  # NumPy arithmetic on a 0-d array gives a scalar
-        if tuple(getattr(h, "shape", ("?",))) != tuple(g.shape) or (
-            getattr(h, "dtype", None) != g.dtype
-        ):
-            raise HookError(
-                f"gradient hook changed the gradient of node {i} ({names[i]}): expected "
-                f"shape {tuple(g.shape)} dtype {g.dtype}, got {_describe(h)}"
-            )
-        if exact:
-            for v in np.asarray(h).reshape(-1):
-                if not isinstance(v, (Fraction, int)) or isinstance(v, bool):
-                    raise HookError(
-                        f"gradient hook returned a non-exact value for node {i} "
-                        f"({names[i]}): the exact dtype holds exact rationals only, got "
-                        f"{type(v).__name__} {v!r}"
-                    )
-        out.append(h)
-    return out
+def grad(grads: Any, x: TensorRef) -> Any:
+    """TorchLean's session-free `grad`: the entry of `x` in the dense gradient list
+    `grads`. A `GradientList` must come from `x`'s session and generation (else
+    `StaleHandleError`); `x`'s id must index the list and the entry must have `x`'s shape
+    (else `ShapeError`). `Session.grad` runs the same checks against the session's tape."""
+    if not isinstance(x, TensorRef):
+        raise TorchLeanError(f"grad: expected a TensorRef, got {type(x).__name__}")
+    check_gradient_list(grads, x.owner, x.generation, "grad")
+    if not 0 <= x.id < len(grads):
+        raise ShapeError(f"grad: TensorRef %{x.id} is outside a list of {len(grads)} gradients")
+    g = grads[x.id]
+    shape = getattr(g, "shape", None)
+    if shape is None or tuple(shape) != x.shape:
+        got = "no shape" if shape is None else f"shape {tuple(shape)}"
+        raise ShapeError(f"grad: the gradient of %{x.id} has {got}; expected shape {x.shape}")
+    return g
 
 
 def learning_rate(lr: Any, dtype: str, what: str = "sgd_step_all") -> Fraction:

@@ -13,6 +13,9 @@ Invariants:
   Python scalars became consts before the op failed): a failed call leaves the recording
   unchanged (tape, graph, environment).
 - `reset()` drops the recording in place (a new tape, environment and graph).
+- `selected_backends` lists the kernels the recording accepted, in first-use order
+  (TorchLean's `selectedBackends`); it survives `reset()` and a rollback drops the kernels
+  first used by the rolled-back calls.
 - The environment is an immutable tuple, replaced (never mutated) by `append_nat` and
   `set_nat`: an op keeps the environment it ran with without a copy per op.
 """
@@ -41,6 +44,7 @@ class Mark(NamedTuple):
     graph_nodes: int
     graph_values: int
     has_nodes: bool
+    selected: int
 
 
 def typed_const_attrs(arr: Any, dtype: str) -> dict[str, Any]:
@@ -69,6 +73,8 @@ class Recording:
     def __init__(self, ctx: KernelContext, typed: bool) -> None:
         self._ctx = ctx
         self._typed = typed
+        self._label = f"{ctx.backend.name}/{ctx.profile}"
+        self._selected: dict[str, str] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -155,18 +161,39 @@ class Recording:
         env = self._env
         if self._builder is None and op != "detach":
             # eager: Tape.op validates (memoised) before it appends anything
-            return self._tape.op(op, args, env, **attrs)
-        shapes = tuple([tuple(self._tape.nodes[a].value.shape) for a in args])
-        norm, _ = validated(op, attrs, shapes)
-        if op == "detach":
-            (a,) = args
-            i = self._tape.add_node("detach", self._tape.nodes[a].value, False, (a,), None)
+            i = self._tape.op(op, args, env, **attrs)
         else:
-            i = self._tape.op(op, list(args), env, **norm)
-        if self._builder is not None:
-            self._builder.node(op, *args, **norm)  # cannot fail: same checks as above
-            self._has_nodes = True
+            shapes = tuple([tuple(self._tape.nodes[a].value.shape) for a in args])
+            norm, _ = validated(op, attrs, shapes)
+            if op == "detach":
+                i = self._tape.detach(args[0])
+            else:
+                i = self._tape.op(op, list(args), env, **norm)
+            if self._builder is not None:
+                self._builder.node(op, *args, **norm)  # cannot fail: same checks as above
+                self._has_nodes = True
+        if op not in self._selected:
+            self._selected[op] = self._label
         return i
+
+    def record_plain(self, op: str, args: list[int]) -> tuple[int, tuple[int, ...]]:
+        """`record(op, args, {})` for an op without attributes: (the new node's tape id,
+        its value's shape). Eager: straight to `Tape.op` (which validates before it
+        appends); typed graph: `record`."""
+        if self._builder is not None:
+            i = self.record(op, args, {})
+        else:
+            i = self._tape.op(op, args, self._env)
+            if op not in self._selected:
+                self._selected[op] = self._label
+        return i, self._tape.nodes[i].value.shape
+
+    @property
+    def selected_backends(self) -> tuple[str, ...]:
+        """TorchLean's `selectedBackends`: the kernels this recording accepted (ran to
+        completion), in first-use order, one entry per op as "op:backend/profile". It
+        survives `reset()`; a rolled-back call's kernels are dropped again."""
+        return tuple(f"{op}:{label}" for op, label in self._selected.items())
 
     # ------------------------------------------------------------------ rollback
     def mark(self) -> Mark:
@@ -177,12 +204,15 @@ class Recording:
             b.num_nodes if b else 0,
             b.num_values if b else 0,
             self._has_nodes,
+            len(self._selected),
         )
 
     def rollback(self, mark: Mark) -> None:
         """Drop everything appended to the tape and the graph since `mark`."""
-        n, n_in, n_nodes, n_shapes, has_nodes = mark
+        n, n_in, n_nodes, n_shapes, has_nodes, n_selected = mark
         del self._tape.nodes[n:]
+        while len(self._selected) > n_selected:
+            self._selected.popitem()
         if self._builder is not None:
             self._builder.truncate(n_in, n_nodes, n_shapes)
         self._has_nodes = has_nodes

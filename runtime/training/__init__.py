@@ -1,5 +1,6 @@
 """Training: layers and losses (`layers`, `model_layers`), optimizers and schedulers
-(`optim`), the trainer (`trainer`) and checkpoint files (`checkpoint`).
+(`optim`), the trainer (`trainer`, with `evaluation`: results, evaluation and the replayed
+loss graph) and checkpoint files (`checkpoint`).
 
 Invariants:
 - Everything here is built on the public `runtime.session` API and the engine's kernel

@@ -39,10 +39,22 @@ Invariants:
   conversion to the run's dtype, must be finite, else `DataError` naming the sample, the
   input or target and the element (a NaN label or an infinite input would turn every
   parameter NaN); the step is refused and nothing changes. `eval`/`loss(batch=True)` of
-  an empty dataset is a `DataError` (a mean of nothing is not 0.0).
-- `finish()` returns a `Result` holding copies: later steps or loads do not change it.
-  After `finish()` the session is closed for mutation: `step` and `load` raise
-  `FinishedError`; `loss`, `eval`, `predict`, `state` and `save` still work.
+  an empty stream is zero in the run's dtype (TorchLean: "returns its ordered mean, or
+  zero when empty").
+- `finish()` returns a `Result` holding copies (TorchLean: "Keep a model snapshot with the
+  losses measured for it. The session can continue training without changing this
+  result."): the session stays open, and later steps, loads or `set_state` calls do not
+  change the Result.
+- `state()` / `set_state(values)` read or replace every state slot (TorchLean's
+  `setStateImpl`: "read or replace the parameters"), validated before anything changes;
+  optimizer history and the step count are kept.
+- The loss graph is recorded once per shape signature (input and target shape and dtype)
+  and reused: later samples of that signature run the recorded tape again on their values
+  (`Tape.replay`) and take its `backward_dense_all`, the same kernels on the same
+  arguments as a fresh recording, so bit for bit the same gradients and losses. A forward
+  that draws random numbers (dropout), reports buffer updates (batch norm) or reads a value
+  back into Python (embedding ids) depends on more than the shapes: it is recorded for
+  every sample. `loss_graphs_recorded()` counts the recordings.
 - Full checkpoints are validated before anything changes (see `checkpoint` for the file
   checks): the digest, keys, dtype, tying, optimizer and scheduler configuration, the step
   count and RNG counter (ints >= 0), every tensor's shape and the optimizer state's domain
@@ -60,11 +72,9 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -72,20 +82,27 @@ import numpy as np
 
 from spec import rng as srng
 from spec.errors import CheckpointError, ShapeError, TorchLeanError
-from spec.tensor import Tensor
 
-from ..backends.base import DTYPE_DOMAIN, DTYPES, from_spec, round_f64
+from ..backends.base import DTYPES
 from ..backends.registry import get_backend
 from ..engine.context import KernelContext, fp_quiet
 from ..session import Param, Session, TensorRef
 from . import checkpoint as ckpt
-from .guards import DataError, FinishedError, check_finite, nonempty
+from .evaluation import (
+    Evaluator,
+    LossGraph,
+    Result,
+    from_f64,
+    pairwise_mean,
+    split_sample,
+    to_run,
+)
+from .guards import DataError, check_finite
 from .layers import LOSSES, Forward, Sequential
 from .optim import SGD, Optimizer, OptState, Scheduler, check_value, format_name, scalar
 
 __all__ = [
     "DataError",
-    "FinishedError",
     "Result",
     "Trainer",
     "TrainingSession",
@@ -97,210 +114,6 @@ __all__ = [
 _NATIVE_FLOATS = ("float64", "float32", "bfloat16", "float16")
 # the CUDA backend (CuPy) has no bfloat16 dtype, so a CUDA run cannot hold bfloat16 arrays
 _CUDA_FLOATS = ("float64", "float32", "float16")
-
-
-def _from_f64(v: Any, dtype: str) -> np.ndarray:
-    """Values rounded once into `dtype` (exactly converted for "exact"): binary64 numbers
-    from their binary64 value, Fractions (object arrays) from their exact value."""
-    obj = np.asarray(v)
-    if obj.dtype == object and dtype != "exact":
-        D = DTYPE_DOMAIN[dtype]
-        t = Tensor(tuple(obj.shape), tuple(D.from_rational(Fraction(x)) for x in obj.reshape(-1)))
-        return np.asarray(from_spec(t, dtype))
-    a = np.asarray(v, dtype=np.float64)
-    if dtype == "exact":
-        out = np.empty(a.shape, dtype=object)
-        for idx, x in np.ndenumerate(a):
-            if not math.isfinite(x):
-                raise TorchLeanError(f"exact dtype cannot hold {x!r}")
-            out[idx] = Fraction(float(x))
-        return out
-    return np.asarray(round_f64(a, dtype))
-
-
-def _to_run(x: Any, dtype: str) -> np.ndarray:
-    """Boundary values into the run's dtype: an array of that dtype as is; "exact": every
-    number exactly (Fraction(v)); IEEE: one rounding (see `_from_f64`)."""
-    if isinstance(x, np.ndarray) and x.dtype == get_backend("numpy").dtype(dtype):
-        return x
-    if dtype == "exact":
-        return np.asarray(get_backend("numpy").asarray(x, "exact"))
-    return _from_f64(x, dtype)
-
-
-def _to_f64(a: Any) -> np.ndarray:
-    """Run-dtype values as binary64 (exact for every IEEE dtype; rounded for Fractions)."""
-    arr = np.asarray(a)
-    if arr.dtype == object:
-        return np.array([float(v) for v in arr.reshape(-1)], dtype=np.float64).reshape(arr.shape)
-    return arr.astype(np.float64)
-
-
-def pairwise_mean(ctx: KernelContext, items: Iterable[Any]) -> Any:
-    """The mean of 0-d values (in ctx's dtype), combined pairwise in index order; zero when
-    empty. See the module docstring for the merge rule and its range guarantee."""
-    stack: list[tuple[Any, int]] = []
-
-    def merge(a: Any, na: int, b: Any, nb: int) -> tuple[Any, int]:
-        n = na + nb
-        wl, wr = ctx.const(Fraction(na, n)), ctx.const(Fraction(nb, n))
-        with fp_quiet():
-            r = ctx.arr(ctx.arr(a * wl) + ctx.arr(b * wr))
-            if not ctx.exact:
-                fa, fb = float(a), float(b)
-                if math.isfinite(fa) and math.isfinite(fb) and not math.isnan(float(r)):
-                    lo, hi = (a, b) if fa <= fb else (b, a)
-                    if float(r) < float(lo):
-                        r = lo
-                    elif float(r) > float(hi):
-                        r = hi
-        return ctx.arr(r), n
-
-    for v in items:
-        stack.append((ctx.arr(v), 1))
-        while len(stack) >= 2 and stack[-1][1] == stack[-2][1]:
-            b, nb = stack.pop()
-            a, na = stack.pop()
-            stack.append(merge(a, na, b, nb))
-    if not stack:
-        return ctx.zeros(())
-    while len(stack) >= 2:
-        b, nb = stack.pop()
-        a, na = stack.pop()
-        stack.append(merge(a, na, b, nb))
-    return stack[0][0]
-
-
-# --------------------------------------------------------------------------- result
-
-
-@dataclass
-class Result:
-    """A snapshot of a training session: state copies, the report, and evaluation."""
-
-    model: Sequential
-    objective: str
-    dtype: str
-    mode: str
-    kernels: str
-    typed: bool
-    _state: list[np.ndarray]
-    report: dict[str, Any] = field(default_factory=dict)
-
-    def state(self) -> list[np.ndarray]:
-        return [np.array(a, copy=True) for a in self._state]
-
-    def _eval(self) -> _Evaluator:
-        return _Evaluator(self.model, self.objective, self.dtype, self.mode, self.kernels)
-
-    def predict(self, x: Any, batch: bool = False) -> Any:
-        ev = self._eval()
-        return ev.predict(self._state, x, batch, self.typed)
-
-    def loss(self, sample: Any, batch: bool = False) -> Any:
-        return self._eval().loss(self._state, sample, batch, self.typed)
-
-    def eval(self, data: Iterable[Any]) -> Any:
-        """The pairwise mean loss over `data` (non-empty) at the snapshot's state."""
-        return self.loss(nonempty(data, "eval"), batch=True)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        ckpt.save_state(path, self._state, self.dtype, self.model.tying())
-
-    def verify(
-        self,
-        center: Any,
-        radius: Any,
-        norm: str = "inf",
-        property: Any = "bounds",
-        algorithm: str = "ibp",
-    ) -> Any:
-        """Certified output bounds on the box center +- radius: `runtime.verification.verify`."""
-        from ..verification import verify
-
-        return verify(self, center, radius, norm, property, algorithm)
-
-    def summary(self) -> str:
-        r = self.report
-        parts = [f"{r['updates']} updates", f"dtype {r['dtype']} ({r['scalar']})"]
-        for k in ("before", "after"):
-            if r["losses"].get(k) is not None:
-                parts.append(f"loss {k} {r['losses'][k]}")
-        return "; ".join(parts)
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-class _Evaluator:
-    """Evaluation-mode forwards on a private inference Session (mutates nothing else)."""
-
-    def __init__(self, model: Sequential, objective: str, dtype: str, mode: str, kernels: str):
-        self.model, self.objective, self.dtype = model, objective, dtype
-        self.s = Session(mode, "cpu", dtype, kernels, grad_enabled=False)
-        self.ctx = self.s.ctx
-
-    def convert(self, x: Any, typed: bool) -> Any:
-        return _to_run(x, self.dtype)
-
-    def out(self, v: Any, typed: bool) -> Any:
-        if typed:
-            a = np.asarray(v)
-            return a.reshape(()).item() if a.dtype == object and a.shape == () else a
-        a = _to_f64(v)
-        return float(a) if a.shape == () else a
-
-    def forward(
-        self, state: list[Any], x: Any, t: Any | None
-    ) -> tuple[TensorRef, TensorRef | None]:
-        s = self.s
-        s.reset_tape()
-        refs = [[s.input(state[k]) for k in occ] for occ in self.model.occurrences()]
-        xr = s.input(x)
-        tr = s.input(t) if t is not None else None
-        y = self.model.run(Forward(s, False), refs, xr)
-        if tr is None:
-            return y, None
-        return y, LOSSES[self.objective](s, y, tr)
-
-    def sample_loss(self, state: list[Any], sample: Any, typed: bool) -> Any:
-        x, t = _split(sample)
-        _, loss = self.forward(state, self.convert(x, typed), self.convert(t, typed))
-        assert loss is not None
-        return self.s.get_value(loss)
-
-    def loss(self, state: list[Any], samples: Any, batch: bool, typed: bool) -> Any:
-        if not batch:
-            return self.out(self.sample_loss(state, samples, typed), typed)
-        items = nonempty(samples, "loss(batch=True)")
-        return self.out(
-            pairwise_mean(self.ctx, (self.sample_loss(state, sm, typed) for sm in items)), typed
-        )
-
-    def predict(self, state: list[Any], x: Any, batch: bool, typed: bool) -> Any:
-        if not batch:
-            y, _ = self.forward(state, self.convert(x, typed), None)
-            return self.out(self.s.get_value(y), typed)
-        xs = self.convert(x, typed)
-        if xs.ndim == 0:
-            raise ShapeError("predict(batch=True): input 0: expected a leading batch axis, got ()")
-        outs = []
-        for i in range(xs.shape[0]):
-            y, _ = self.forward(state, xs[i], None)
-            outs.append(self.s.get_value(y))
-        if not outs:
-            shape = (0, *self.model.out_shape(tuple(xs.shape[1:])))
-            return self.out(self.ctx.zeros(shape), typed)
-        return self.out(np.stack(outs), typed)
-
-
-def _split(sample: Any) -> tuple[Any, Any]:
-    if not isinstance(sample, (tuple, list)) or len(sample) != 2:
-        raise TorchLeanError(
-            f"sample: expected a pair (input, target), got {type(sample).__name__}"
-            + (f" of length {len(sample)}" if isinstance(sample, (tuple, list)) else "")
-        )
-    return sample[0], sample[1]
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -486,7 +299,7 @@ class TrainingSession:
         self._shapes = [sp.shape for sp in self._specs]
         self._tying = self.model.tying()
         if initial_state is None:
-            init = [_from_f64(v, dtype) for v in self.model.init(srng.key_of(t.seed, 0))]
+            init = [from_f64(v, dtype) for v in self.model.init(srng.key_of(t.seed, 0))]
         else:
             init = self._check_state(list(initial_state), "open_typed: initial_state")
         self.device = "cpu" if typed else t.device
@@ -501,8 +314,9 @@ class TrainingSession:
         self._trainable = [i for i, sp in enumerate(self._specs) if sp.trainable]
         self._opt = self.optimizer.init(self.ctx, [self._shapes[i] for i in self._trainable])
         self._steps = 0
-        self._finished = False
-        self._eval = _Evaluator(self.model, t.objective, dtype, t.mode, t.kernels)
+        self._graphs: dict[Any, LossGraph | None] = {}
+        self._recorded = 0
+        self._eval = Evaluator(self.model, t.objective, dtype, t.mode, t.kernels)
 
     def __repr__(self) -> str:
         return (
@@ -516,7 +330,12 @@ class TrainingSession:
             raise ShapeError(f"{what}: expected {len(self._shapes)} tensors, got {len(values)}")
         out = []
         for i, (v, sh) in enumerate(zip(values, self._shapes, strict=True)):
-            a = _to_run(v, self.dtype)
+            try:
+                a = to_run(v, self.dtype)
+            except (TypeError, ValueError, ArithmeticError) as e:
+                raise TorchLeanError(
+                    f"{what}: tensor {i}: not numbers of {self.dtype} ({e})"
+                ) from e
             if tuple(a.shape) != sh:
                 raise ShapeError(f"{what}: tensor {i}: shape {tuple(a.shape)} is not {sh}")
             out.append(a)
@@ -527,10 +346,37 @@ class TrainingSession:
 
     def _sample_grads(self, sample: Any, want_loss: bool) -> tuple[list[Any], Any]:
         """One training-mode forward and backward at the current point; applies the
-        forward's buffer updates; returns (gradient per trainable slot, loss or None)."""
-        x, t = _split(sample)
+        forward's buffer updates; returns (gradient per trainable slot, loss or None). The
+        loss graph of the sample's shape signature is reused when one was recorded (see
+        the module docstring)."""
+        x, t = split_sample(sample)
+        xv, tv = self._eval.convert(x, self.typed), self._eval.convert(t, self.typed)
+        key = (tuple(xv.shape), str(xv.dtype), tuple(tv.shape), str(tv.dtype))
+        plan = self._graphs.get(key)
+        if plan is None:
+            grads, leaves, loss, plan = self._record(xv, tv)
+            if key not in self._graphs:
+                self._graphs[key] = plan  # None: this forward is recorded every time
+        else:
+            grads, leaves, loss = plan.run(self._s, self._params, xv, tv)
+        out = []
+        host = self._s.to_host
+        with fp_quiet():
+            for k in self._trainable:
+                ids = leaves[k]
+                g = self.ctx.arr(host(grads[ids[0]]))
+                for i in ids[1:]:
+                    g = self.ctx.arr(g + host(grads[i]))
+                out.append(g)
+        return out, (host(loss) if want_loss else None)
+
+    def _record(self, xv: Any, tv: Any) -> tuple[list[Any], dict[int, list[int]], Any, Any]:
+        """Record the loss graph on a fresh tape and run its backward: (gradients, leaf ids
+        per state slot, loss value, the reusable `LossGraph` or None)."""
         s = self._s
         s.reset_tape()
+        self._recorded += 1
+        counter, reads = s.rng.counter, s.values_read
         leaves: dict[int, list[int]] = {}
         refs: list[list[TensorRef]] = []
         for occ in self.model.occurrences():
@@ -540,24 +386,18 @@ class TrainingSession:
                 leaves.setdefault(k, []).append(ref.id)
                 r.append(ref)
             refs.append(r)
-        xr = s.input(self._eval.convert(x, self.typed))
-        tr = s.input(self._eval.convert(t, self.typed))
+        xr = s.input(xv)
+        tr = s.input(tv)
         f = Forward(s, True)
         y = self.model.run(f, refs, xr)
         loss = LOSSES[self.objective](s, y, tr)
         grads = s.backward_scalar_dense_all(loss)
-        out = []
-        host = s.to_host
-        with fp_quiet():
-            for k in self._trainable:
-                ids = leaves[k]
-                g = self.ctx.arr(host(grads[ids[0]]))
-                for i in ids[1:]:
-                    g = self.ctx.arr(g + host(grads[i]))
-                out.append(g)
         for slot, v in f.updates:
             self._params[slot].set(v)
-        return out, (s.get_value(loss) if want_loss else None)
+        value = s.tape.nodes[loss.id].value
+        reusable = not f.updates and s.rng.counter == counter and s.values_read == reads
+        plan = LossGraph(s.tape, leaves, xr.id, tr.id, loss.id) if reusable else None
+        return grads, leaves, value, plan
 
     # ------------------------------------------------------------------ training
     def _lr(self) -> Any:
@@ -576,12 +416,11 @@ class TrainingSession:
     def step(self, sample: Any, batch: bool = False, loss: bool = False) -> Any:
         """One update from one sample, or (batch=True) from a non-empty list of samples
         whose gradients are averaged. `loss=True` returns the mean loss of the forwards."""
-        self._check_open("step")
         samples = list(sample) if batch else [sample]
         if not samples:
             raise TorchLeanError("step(batch=True): the batch is empty")
         for i, sm in enumerate(samples):
-            x, t = _split(sm)
+            x, t = split_sample(sm)
             check_finite(self._eval.convert(x, self.typed), f"step: sample {i}: input")
             check_finite(self._eval.convert(t, self.typed), f"step: sample {i}: target")
         lr = self._lr()  # raises before anything runs or changes
@@ -620,25 +459,20 @@ class TrainingSession:
             return None
         return self._eval.out(pairwise_mean(self.ctx, losses), self.typed)
 
-    def _check_open(self, what: str) -> None:
-        if self._finished:
-            raise FinishedError(
-                f"{what}: this training session was finished; open a new one (Trainer.open) "
-                "or load its checkpoint into one"
-            )
-
     def steps(self) -> int:
         """The number of completed updates."""
         return self._steps
 
     # ------------------------------------------------------------------ evaluation
     def loss(self, sample: Any, batch: bool = False) -> Any:
-        """Evaluation-mode loss of a sample, or the pairwise mean over an iterable."""
+        """Evaluation-mode loss of a sample, or (batch=True) the pairwise mean over an
+        iterable: TorchLean's "returns its ordered mean, or zero when empty"."""
         return self._eval.loss(self._current(), sample, batch, self.typed)
 
     def eval(self, data: Iterable[Any]) -> Any:
-        """The pairwise mean loss over `data` (non-empty, else `DataError`)."""
-        return self.loss(nonempty(data, "eval"), batch=True)
+        """TorchLean's batched evaluation: "returns its ordered mean, or zero when empty"
+        (the pairwise mean loss over `data`, in evaluation mode)."""
+        return self.loss(data, batch=True)
 
     def predict(self, x: Any, batch: bool = False) -> Any:
         return self._eval.predict(self._current(), x, batch, self.typed)
@@ -646,6 +480,26 @@ class TrainingSession:
     def state(self) -> list[np.ndarray]:
         """Copies of every state slot (model.state_specs() order), in the run's dtype."""
         return [np.array(a, copy=True) for a in self._current()]
+
+    def set_state(self, values: Sequence[Any]) -> None:
+        """TorchLean's `setStateImpl` ("read or replace the parameters"): replace every
+        state slot (model.state_specs() order: parameters and buffers) with `values`,
+        converted into the run's dtype like `open_typed`'s initial state. The count and
+        every shape are checked before anything changes (`ShapeError`); optimizer history
+        and the step count are kept, as `load` of a state file keeps them."""
+        if not isinstance(values, (list, tuple)):
+            raise TorchLeanError(
+                f"set_state: expected a list of {len(self._shapes)} tensors, got "
+                f"{type(values).__name__}"
+            )
+        new = self._check_state(list(values), "set_state")
+        for p, v in zip(self._params, new, strict=True):
+            p.set(v)
+
+    def loss_graphs_recorded(self) -> int:
+        """How many times a training step recorded its loss graph (once per shape
+        signature, or once per sample for forwards that cannot be reused)."""
+        return self._recorded
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | os.PathLike[str], full: bool = False) -> None:
@@ -679,7 +533,6 @@ class TrainingSession:
         """Replace parameters and buffers from a state file (optimizer history and the step
         count are kept), or restore everything from a full training checkpoint. Everything
         is validated before anything changes (see the module docstring)."""
-        self._check_open("load")
         ckpt.check_path(path)
         if str(path).endswith(".safetensors"):
             values = ckpt.load_state(path, self._shapes, self.dtype, self._tying)
@@ -754,8 +607,9 @@ class TrainingSession:
 
     # ------------------------------------------------------------------ finish
     def finish(self, before: Any = None, after: Any = None) -> Result:
-        """A snapshot: state copies and a report (updates, dtype/scalar, supplied losses).
-        Afterwards `step` and `load` raise `FinishedError`."""
+        """TorchLean: "Keep a model snapshot with the losses measured for it. The session can
+        continue training without changing this result." A `Result` with state copies and a
+        report (updates, dtype/scalar, supplied losses); the session stays open."""
         report = {
             "updates": self._steps,
             "dtype": self.dtype,
@@ -765,7 +619,6 @@ class TrainingSession:
             "mode": self.mode,
             "kernels": self.kernels,
         }
-        self._finished = True
         return Result(
             self.model,
             self.objective,
