@@ -62,6 +62,7 @@ from gmpy2 import mpfr
 from spec.ops import GELU_C, GELU_K
 
 __all__ = [
+    "ALGORITHMS",
     "FORMAT",
     "FORMATS",
     "GELU_GRID",
@@ -100,6 +101,7 @@ MAX_RATIONAL_CHARS = 2000
 """A 'p/q' string longer than this is refused (the writer's rationals are a few hundred
 characters: binary64 values and 160-bit bounds)."""
 KERNELS = ("ordered", "fast")
+ALGORITHMS = ("ibp", "crown", "alpha-crown")
 
 
 class CertificateError(Exception):
@@ -431,9 +433,9 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         # at the endpoints; (aL x + cL) - ReLU is concave with its kink at 0, so the lower
         # line needs the endpoints and, when lo < 0 < hi, x = 0 (intercept <= ReLU(0) = 0)
         for x in (lo, hi):
-            if aL * x + cL > max(x, Fraction(0)) or aU * x + cU < max(x, Fraction(0)):
+            if aU * x + cU < max(x, Fraction(0)):
                 raise bad
-        if lo < 0 < hi and cL > 0:
+        if not _relu_lower_ok(aL, cL, lo, hi):
             raise bad
         return
     if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
@@ -475,28 +477,32 @@ def _act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fracti
     return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))
 
 
-def _backward(stages: list[dict[str, Any]], relax: dict[int, list[list[Fraction]]],
-              errs: dict[int, list[Fraction]], box: list[tuple[Fraction, Fraction]],
+def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction, Fraction]],
               C: list[list[Fraction]], t: int,
-              outs: dict[int, list[tuple[Fraction, Fraction]]]) -> list[Fraction]:  # fmt: skip
+              sl: dict[int, list[list[Fraction]]] | None = None) -> list[Fraction]:  # fmt: skip
+    """Exact lower bounds of C @ z_t over the chain's validated relaxations (with per-row
+    ReLU lower slopes `sl` where given), stopping at a LayerNorm."""
     lam = [list(r) for r in C]
     c = [Fraction(0)] * len(C)
     for s in range(t, 0, -1):
         st = stages[s - 1]
         if st["op"] == "ln":
-            box = outs[s]  # concretise over LayerNorm's (validated) output interval
+            box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
         if st["op"] == "linear":
-            W, b, e = st["weight"], st["bias"], errs[s]
+            W, b, e = st["weight"], st["bias"], ch.errs[s]
             for r, row in enumerate(lam):
                 c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
                             Fraction(0))  # fmt: skip
             lam = [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
                     for j in range(len(W[0]))] for row in lam]  # fmt: skip
         else:
+            own = sl.get(s) if sl is not None else None
             for r, row in enumerate(lam):
                 for j, lv in enumerate(row):
-                    aL, cL, aU, cU = relax[s][j]
+                    aL, cL, aU, cU = ch.relax[s][j]
+                    if own is not None:
+                        aL = own[r][j]
                     row[j], c[r] = (
                         (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
                     )
@@ -568,6 +574,154 @@ def mpfr_format(dt: str) -> tuple[int, int, int]:
     return p, 2 - bias - (p - 1), 2 ** (e - 1)
 
 
+class _Chain:
+    """One validated CROWN chain of a level: relaxations, error terms, the (validated)
+    stored interval after every stage, each relaxed stage's input intervals, and the last
+    stage's enclosure."""
+
+    def __init__(self) -> None:
+        self.relax: dict[int, list[list[Fraction]]] = {}
+        self.errs: dict[int, list[Fraction]] = {}
+        self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
+        self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
+        self.cur: list[Any] = []
+
+
+def _relu_lower_ok(a: Fraction, c: Fraction, lo: Fraction, hi: Fraction) -> bool:
+    """a x + c <= ReLU(x) on [lo, hi]: at both ends and, when lo < 0 < hi, at the kink 0
+    (the line minus ReLU is concave, so its maximum is at one of those points)."""
+    ends = all(a * x + c <= max(x, Fraction(0)) for x in (lo, hi))
+    return ends and not (lo < 0 < hi and c > 0)
+
+
+def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: int,
+            where: str) -> dict[int, list[list[Fraction]]]:  # fmt: skip
+    """alpha-CROWN's per-row ReLU lower slopes for a backward pass from stage t, each
+    checked to give a valid lower line (with the stage's own intercept) on its neuron's
+    interval."""
+    if not isinstance(obj, dict):
+        raise CertificateError(f"{where}: expected an object (stage -> rows of slopes)")
+    out: dict[int, list[list[Fraction]]] = {}
+    for key, val in obj.items():
+        s = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 6 else 0
+        if not (1 <= s < t and stages[s - 1]["op"] == "relu" and s in ch.relax):
+            raise CertificateError(f"{where}: {key!r} is not a ReLU stage below stage {t}")
+        n = len(ch.relax[s])
+        got = [[_rat(v, f"{where}[{key}]") for v in _list(r, n, f"{where}[{key}][{i}]")]
+               for i, r in enumerate(_list(val, rows, f"{where}[{key}]"))]  # fmt: skip
+        for i, row in enumerate(got):
+            for j, a in enumerate(row):
+                lo, hi = ch.ins[s][j]
+                if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
+                    raise CertificateError(
+                        f"{where}[{key}][{i}][{j}]: slope {a} gives no lower line of ReLU on "
+                        f"[{lo}, {hi}] (not valid)"
+                    )
+        out[s] = got
+    return out
+
+
+def _chain(ia: _IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
+           box: list[tuple[Fraction, Fraction]], wit: Any, where0: str,
+           prior: _Chain | None) -> _Chain:  # fmt: skip
+    """Validate one chain (the CROWN witness, or with `prior` the alpha-CROWN one, whose
+    linear stages also intersect with `prior`'s validated intervals and may carry per-row
+    slopes) stage by stage; by induction every stored interval is sound."""
+    if not isinstance(wit, list) or len(wit) != len(stages):
+        raise CertificateError(f"{where0}: expected one entry per stage")
+    ch, cur = _Chain(), start
+    for t, st in enumerate(stages, 1):
+        nxt = _ibp_stage(ia, st, cur)
+        w, where = wit[t - 1], f"{where0}[{t - 1}]"
+        if not isinstance(w, dict):
+            raise CertificateError(f"{where}: expected an object")
+        if w.get("op") != st["op"] or len(_list(w.get("out"), None, f"{where}.out")) != len(nxt):
+            raise CertificateError(f"{where}: does not match the network")
+        if "alpha" in w and (prior is None or st["op"] != "linear" or t == len(stages)):
+            raise CertificateError(f"{where}.alpha: slopes are not expected here")
+        if st["op"] == "linear":
+            ch.errs[t] = _lin_err(fmt, st, cur)
+            if t < len(stages):
+                nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
+                if prior is not None:
+                    nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))
+                           for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
+        elif st["op"] != "ln":
+            _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
+        stored = [(_rat(a, where), _rat(b, where)) for a, b in
+                  (_list(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
+        for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
+            if sa > _q(o[0]) or sb < _q(o[1]):
+                raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
+        ch.outs[t] = stored
+        cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
+    ch.cur = cur
+    return ch
+
+
+def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt: list[Any],
+                  w: dict[str, Any], where: str, t: int, ia: _IA) -> list[Any]:  # fmt: skip
+    """A linear stage's intervals intersected with the backward pass's bounds (with the
+    stage's validated per-row slopes, if any)."""
+    n = len(nxt)
+    eye = [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
+    al = w.get("alpha", {})
+    if not isinstance(al, dict) or not set(al) <= {"lower", "upper"}:
+        raise CertificateError(f"{where}.alpha: expected keys among lower, upper")
+    sl = {k: _slopes(v, ch, stages, t, n, f"{where}.alpha.{k}") for k, v in al.items()}
+    lw = _backward(stages, ch, box, eye, t, sl.get("lower"))
+    up = _backward(stages, ch, box, [[-v for v in r] for r in eye], t, sl.get("upper"))
+    return [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
+            for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
+
+
+def _relaxed_stage(ch: _Chain, ia: _IA, fmt: Any, st: dict[str, Any], w: dict[str, Any],
+                   where: str, t: int, cur: list[Any]) -> None:  # fmt: skip
+    """Validate every relaxation of an elementwise stage on its input interval."""
+    rl = w.get("relax")
+    if not isinstance(rl, list) or len(rl) != len(cur):
+        raise CertificateError(f"{where}: expected one relaxation per neuron")
+    ch.relax[t], ch.ins[t] = [], []
+    for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
+        rq = [_rat(v, f"{where}.relax[{j}]") for v in _list(r, 4, f"{where}.relax[{j}]")]
+        xl, xh = _q(x[0]), _q(x[1])
+        const = _act(ia, st["op"], st, j, x)
+        pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
+        _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
+                     (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
+        ch.relax[t].append(rq)
+        ch.ins[t].append((xl, xh))
+
+
+def _final(chains: list[_Chain], stages: list[dict[str, Any]], box: list[Any], m: int,
+           top: int | None, fs: dict[str, Any], where: str) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The output enclosure and margins: every chain's last interval and its backward pass
+    (the alpha chain with its validated final slopes `fs`), intersected."""
+    out_lo = [max(_q(ch.cur[j][0]) for ch in chains) for j in range(m)]
+    out_hi = [min(_q(ch.cur[j][1]) for ch in chains) for j in range(m)]
+    margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
+    T = len(stages)
+    eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
+    rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
+            for j in range(m) if j != top]  # fmt: skip
+    for k, ch in enumerate(chains):
+        sl: dict[str, Any] = {}
+        if k == 1:
+            counts = {"lower": m, "upper": m, "margins": len(rows)}
+            if not set(fs) <= set(counts) or (top is None and "margins" in fs):
+                raise CertificateError(f"{where}: unexpected keys {sorted(fs)}")
+            sl = {key: _slopes(v, ch, stages, T + 1, counts[key], f"{where}.{key}")
+                  for key, v in fs.items()}  # fmt: skip
+        lw = _backward(stages, ch, box, eye, T, sl.get("lower"))
+        up = _backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
+        out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
+        out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
+        if top is not None:
+            it = iter(_backward(stages, ch, box, rows, T, sl.get("margins")))
+            margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
+    return out_lo, out_hi, margins
+
+
 def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, level: str,
                  lo: list[Fraction], hi: list[Fraction], top: int | None) -> None:  # fmt: skip
     claim = cert["levels"].get(level)
@@ -577,68 +731,33 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
     ia = _IA(fmt)
     cur = [(ia.box(a)[0], ia.box(b)[1]) for a, b in zip(lo, hi, strict=True)]
     box = [(_q(a), _q(b)) for a, b in cur]
-    crown = cert["algorithm"] == "crown"
-    wit = claim.get("witness") if crown else None
-    if crown and (not isinstance(wit, list) or len(wit) != len(stages)):
-        raise CertificateError(f"levels.{level}.witness: expected one entry per stage")
-    relax: dict[int, list[list[Fraction]]] = {}
-    errs: dict[int, list[Fraction]] = {}
-    outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
-    for t, st in enumerate(stages, 1):
-        nxt = _ibp_stage(ia, st, cur)
-        if not crown:
-            cur = nxt
-            continue
-        w = wit[t - 1]
-        where = f"levels.{level}.witness[{t - 1}]"
-        if not isinstance(w, dict):
-            raise CertificateError(f"{where}: expected an object")
-        if w.get("op") != st["op"] or len(_list(w.get("out"), None, f"{where}.out")) != len(nxt):
-            raise CertificateError(f"{where}: does not match the network")
-        if st["op"] == "linear":
-            errs[t] = _lin_err(fmt, st, cur)
-            if t < len(stages):
-                n = len(nxt)
-                eye = [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
-                lw = _backward(stages, relax, errs, box, eye, t, outs)
-                up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], t, outs)
-                nxt = [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
-                       for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
-        elif st["op"] != "ln":
-            rl = w.get("relax")
-            if not isinstance(rl, list) or len(rl) != len(cur):
-                raise CertificateError(f"{where}: expected one relaxation per neuron")
-            relax[t] = []
-            for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
-                rq = [_rat(v, f"{where}.relax[{j}]") for v in _list(r, 4, f"{where}.relax[{j}]")]
-                xl, xh = _q(x[0]), _q(x[1])
-                const = _act(ia, st["op"], st, j, x)
-                pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
-                _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
-                             (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
-                relax[t].append(rq)
-        stored = [(_rat(a, where), _rat(b, where)) for a, b in
-                  (_list(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
-        for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
-            if sa > _q(o[0]) or sb < _q(o[1]):
-                raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
-        outs[t] = stored
-        cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
-    out_lo, out_hi = [_q(x[0]) for x in cur], [_q(x[1]) for x in cur]
-    m = len(out_lo)
-    margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
-    if crown:
-        T = len(stages)
-        eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
-        lw = _backward(stages, relax, errs, box, eye, T, outs)
-        up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], T, outs)
-        out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
-        out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
-        if top is not None:
-            rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
-                    for j in range(m) if j != top]  # fmt: skip
-            it = iter(_backward(stages, relax, errs, box, rows, T, outs))
-            margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
+    alg = cert["algorithm"]
+    if alg == "ibp":
+        for st in stages:
+            cur = _ibp_stage(ia, st, cur)
+        m = len(cur)
+        out_lo, out_hi = [_q(x[0]) for x in cur], [_q(x[1]) for x in cur]
+        margins = [None if top is None or j == top else out_lo[top] - out_hi[j]
+                   for j in range(m)]  # fmt: skip
+    else:
+        where = f"levels.{level}"
+        chains = [_chain(ia, fmt, stages, cur, box, claim.get("witness"), f"{where}.witness",
+                         None)]  # fmt: skip
+        if alg == "alpha-crown":
+            chains.append(_chain(ia, fmt, stages, cur, box, claim.get("alpha_witness"),
+                                 f"{where}.alpha_witness", chains[0]))  # fmt: skip
+        m = len(chains[0].cur)
+        fs = claim.get("alpha", {})
+        if not isinstance(fs, dict):
+            raise CertificateError(f"{where}.alpha: expected an object")
+        out_lo, out_hi, margins = _final(chains, stages, box, m, top, fs, f"{where}.alpha")
+    _check_claimed(cert, claim, dt, level, m, top, (out_lo, out_hi, margins))
+
+
+def _check_claimed(cert: dict[str, Any], claim: dict[str, Any], dt: str, level: str, m: int,
+                   top: int | None, got: tuple[Any, Any, Any]) -> None:  # fmt: skip
+    """The certified bounds (and margins, holds) contain the recomputed enclosure."""
+    out_lo, out_hi, margins = got
     c_lo = [_rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
     c_hi = [_rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]
     if len(c_lo) != m or len(c_hi) != m:
@@ -673,6 +792,8 @@ def _check_claims(cert: dict[str, Any], dt: str, kernels: str) -> None:
     runtime level does not model (kernels other than "ordered", dtype not exact) claims
     nothing about what it computes: its runtime `holds` is null."""
     expected_keys = {"statement", "lower", "upper", "margins", "holds", "witness"}
+    if cert["algorithm"] == "alpha-crown":
+        expected_keys |= {"alpha_witness", "alpha"}
     for level in ("real", "runtime"):
         claim = cert["levels"].get(level)
         if not isinstance(claim, dict):
@@ -738,7 +859,7 @@ def _check(cert: Any) -> str:
     kernels = cert.get("kernels")
     if kernels not in KERNELS:
         raise CertificateError(f"kernels: expected one of {KERNELS}, got {_short(kernels)}")
-    if cert.get("algorithm") not in ("ibp", "crown"):
+    if cert.get("algorithm") not in ALGORITHMS:
         raise CertificateError(f"algorithm: unknown {cert.get('algorithm')!r}")
     if not isinstance(cert.get("levels"), dict):
         raise CertificateError("levels: expected an object")

@@ -30,12 +30,14 @@ from spec.errors import TorchLeanError
 
 from .arithmetic import Arith
 from .core import VerificationError, frac, q, unavailable
-from .crown import Crown, fmt
+from .crown import Crown, fmt, slopes_json
 from .intervals import ibp
 from .network import Stage, model_hash, network_json, stages
 from .results import Bounds, VerificationResult, statement
 
-__all__ = ["Request", "parse", "verify"]
+__all__ = ["ALGORITHMS", "Request", "parse", "verify"]
+
+ALGORITHMS = ("ibp", "crown", "alpha-crown")
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,11 @@ def parse(
     sts = stages(result)
     if norm != "inf":
         raise unavailable(f"norm {norm!r}")
-    if algorithm not in ("ibp", "crown"):
-        raise VerificationError(f"verify: algorithm must be 'ibp' or 'crown', got {algorithm!r}")
+    if algorithm not in ALGORITHMS:
+        raise VerificationError(
+            f"verify: algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, "
+            f"got {algorithm!r}"
+        )
     c = _vector(center, None, "center")
     n = len(c)
     r = _vector(radius, n, "radius")
@@ -119,14 +124,20 @@ def parse(
 
 
 def _crown_bounds(
-    H: Arith, A: Arith, D: Any, req: Request, box: list[Any], bounds: tuple[Any, Any, Any]
-) -> tuple[list[Any], list[Any], list[Any] | None, list[dict[str, Any]]]:
-    """CROWN's bounds and margins intersected with IBP's (`bounds`), and the witness."""
+    H: Arith, A: Arith, D: Any, req: Request, box: list[Any], bounds: tuple[Any, Any, Any],
+    alpha: bool,
+) -> tuple[list[Any], list[Any], list[Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
+    """CROWN's bounds and margins intersected with IBP's (`bounds`), and the witness; with
+    `alpha`, also alpha-CROWN's (its chain, per-row slopes and bounds), intersected too."""
     ilo, ihi, margins = bounds
     m, top = req.n_out, req.top
-    cr = Crown(H, A, fmt(D) if isinstance(D, IEEEDomain) else None, req.stages, box)
+    f = fmt(D) if isinstance(D, IEEEDomain) else None
+    cr = Crown(H, A, f, req.stages, box)
+    chains = [cr] if not alpha else [cr, Crown(H, A, f, req.stages, box, prior=cr)]
     T = len(req.stages)
     eye = [[mpq(int(i == j)) for j in range(m)] for i in range(m)]
+    neg = [[-v for v in row] for row in eye]
+    rows = [[mpq(int(i == top) - int(i == j)) for i in range(m)] for j in range(m) if j != top]
 
     # CROWN's exact results rounded outward to H's numbers: short p/q strings
     def dn(v: Any) -> Any:
@@ -137,15 +148,31 @@ def _crown_bounds(
             )
         return q(w)
 
-    cl = [dn(v) for v in cr.backward(eye, T)]
-    ch = [-dn(v) for v in cr.backward([[-v for v in row] for row in eye], T)]
-    flo = [max(a, b) for a, b in zip(ilo, cl, strict=True)]
-    fhi = [min(a, b) for a, b in zip(ihi, ch, strict=True)]
-    if top is not None and margins is not None:
-        rows = [[mpq(int(i == top) - int(i == j)) for i in range(m)] for j in range(m) if j != top]
-        cm = iter([dn(v) for v in cr.backward(rows, T)])
-        margins = [None if j == top else max(margins[j], next(cm)) for j in range(m)]
-    return flo, fhi, margins, cr.witness()
+    flo, fhi = list(ilo), list(ihi)
+    final: dict[str, Any] = {}
+    for ch in chains:
+        objectives = [("lower", eye), ("upper", neg)]
+        if top is not None and margins is not None:
+            objectives.append(("margins", rows))
+        for kind, C in objectives:
+            sl = ch.slopes(C, T)
+            if sl is not None:
+                final[kind] = slopes_json(sl)
+            got = [dn(v) for v in ch.backward(C, T, sl)]
+            if kind == "lower":
+                flo = [max(a, b) for a, b in zip(flo, got, strict=True)]
+            elif kind == "upper":
+                fhi = [min(a, -b) for a, b in zip(fhi, got, strict=True)]
+            else:
+                it = iter(got)
+                margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
+    extra = None
+    if alpha:
+        last = chains[1].ivs[-1]  # the alpha chain's own last interval: sound as well
+        flo = [max(a, q(x[0])) for a, x in zip(flo, last, strict=True)]
+        fhi = [min(a, q(x[1])) for a, x in zip(fhi, last, strict=True)]
+        extra = {"witness": chains[1].witness(), "slopes": final}
+    return flo, fhi, margins, cr.witness(), extra
 
 
 def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith) -> Bounds:
@@ -165,9 +192,11 @@ def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith
     margins: list[Any] | None = None
     if top is not None:
         margins = [None if j == top else ilo[top] - ihi[j] for j in range(m)]
-    wit = None
-    if algorithm == "crown":
-        flo, fhi, margins, wit = _crown_bounds(H, A, D, req, box, (ilo, ihi, margins))
+    wit = extra = None
+    if algorithm in ("crown", "alpha-crown"):
+        flo, fhi, margins, wit, extra = _crown_bounds(
+            H, A, D, req, box, (ilo, ihi, margins), algorithm == "alpha-crown"
+        )
     fm = None if margins is None else tuple(None if x is None else frac(x) for x in margins)
     return Bounds(
         level,
@@ -179,6 +208,7 @@ def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith
         fm,
         None if fm is None else all(x > 0 for x in fm if x is not None),
         wit,
+        extra,
     )
 
 
@@ -186,7 +216,7 @@ def _exact_runtime(real: Bounds, kernels: str) -> Bounds:
     """Level 2 of dtype "exact": the runtime is exact, so level 1's bounds."""
     b0 = real
     return Bounds("runtime", statement("runtime", "exact", kernels), b0.lower, b0.upper,
-                  b0.ibp_lower, b0.ibp_upper, b0.margins, b0.holds, b0.witness)  # fmt: skip
+                  b0.ibp_lower, b0.ibp_upper, b0.margins, b0.holds, b0.witness, b0.alpha)  # fmt: skip
 
 
 def verify(

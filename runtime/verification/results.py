@@ -41,6 +41,9 @@ class Bounds:
     margins: tuple[Fraction | None, ...] | None = None
     holds: bool | None = None
     witness: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    # alpha-CROWN: {"witness": its own chain (as `witness`, with per-row slopes of the
+    # intermediate bounds), "slopes": the final bounds' per-row slopes}
+    alpha: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def widths(self) -> list[float]:
         return [float(h - lo) for lo, h in zip(self.lower, self.upper, strict=True)]
@@ -123,6 +126,9 @@ class VerificationResult:
                 e["holds"] = b.holds if b.level == "real" or self.runtime_covered else None
             if b.witness is not None:
                 e["witness"] = b.witness
+            if b.alpha is not None:
+                e["alpha_witness"] = b.alpha["witness"]
+                e["alpha"] = b.alpha["slopes"]
             levels[b.level] = e
         prop = self.property if isinstance(self.property, str) else list(self.property)
         cert: dict[str, Any] = {
