@@ -29,11 +29,20 @@ Invariants (what `check_certificate` establishes before it accepts):
   output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
+- alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
+  (`alpha_witness`) the same way, except that each linear stage's interval is also
+  intersected with the CROWN chain's validated one, and every backward pass uses the
+  per-row ReLU lower slopes it records (`alpha` of a stage entry for its intermediate
+  bounds, the level's `alpha` for the final lower/upper/margin rows). Each slope is checked
+  to give, with its neuron's validated intercept, a line below ReLU on the neuron's
+  interval (at the ends and at the kink); the optimiser that chose them is not re-run. The
+  final enclosure is the intersection of both chains' (and their last intervals').
+- The interval arithmetic and JSON readers live in `proofs.bounds_certificate_ia`.
 - The constants the writer and this checker must agree on (FORMAT, PIECES, GELU_GRID,
   FORMATS; PRECISION is this checker's own, finer than the writer's 160 bits) are restated
   here, not imported; tests/test_verify.py pins each equal to its `runtime.verification`
   counterpart.
-- `kernels` is "ordered" or "fast"; each level's `statement` equals the one regenerated
+- `algorithm` is one of ALGORITHMS; `kernels` is "ordered" or "fast"; each level's `statement` equals the one regenerated
   from the certificate's dtype and kernels (`statement`, restated from the writer and pinned
   equal by tests), so a rewritten or stronger statement is refused; a result whose kernels
   the runtime level does not model (not "ordered", dtype not exact) must claim nothing at
@@ -56,10 +65,19 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import gmpy2
-from gmpy2 import mpfr
-
-from spec.ops import GELU_C, GELU_K
+from .bounds_certificate_ia import (
+    GELU_GRID,
+    IA,
+    MAX_RATIONAL_CHARS,
+    PRECISION,
+    CertificateError,
+    act,
+    exact,
+    ibp_stage,
+    jlist,
+    rat,
+    short,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -81,14 +99,9 @@ __all__ = [
 ]
 
 FORMAT = "torchlean_output_bounds_v1"
-PRECISION = 200
 PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
 # (precision, exponent bits) of each IEEE dtype
 FORMATS = {"float64": (53, 11), "float32": (24, 8), "bfloat16": (8, 8), "float16": (11, 5)}
-# GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
-GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
-    Fraction(-k, 8) for k in range(7, 0, -1)
-]
 
 
 MAX_DEPTH = 32
@@ -97,15 +110,8 @@ MAX_BYTES = 64 * 2**20
 MAX_INT_DIGITS = 30
 """JSON integers are only small counts and indices (property's label): longer ones are
 refused while parsing."""
-MAX_RATIONAL_CHARS = 2000
-"""A 'p/q' string longer than this is refused (the writer's rationals are a few hundred
-characters: binary64 values and 160-bit bounds)."""
 KERNELS = ("ordered", "fast")
 ALGORITHMS = ("ibp", "crown", "alpha-crown")
-
-
-class CertificateError(Exception):
-    """The certificate is malformed or does not hold."""
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:
@@ -187,23 +193,9 @@ def _sha(obj: Any) -> str:
     ).hexdigest()
 
 
-def _rat(s: Any, what: str) -> Fraction:
-    if not isinstance(s, str) or "/" not in s:
-        raise CertificateError(f"{what}: expected a rational 'p/q', got {_short(s)}")
-    if len(s) > MAX_RATIONAL_CHARS:
-        raise CertificateError(
-            f"{what}: a rational of {len(s)} characters (at most {MAX_RATIONAL_CHARS}): refused"
-        )
-    try:
-        p, q = s.split("/")
-        return Fraction(int(p), int(q))
-    except (ValueError, ZeroDivisionError):
-        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}") from None
-
-
 def _decode(v: Any, dtype: str, what: str) -> Fraction:
     if dtype == "exact":
-        return _rat(v, what)
+        return rat(v, what)
     p, e = FORMATS[dtype]
     if not isinstance(v, str) or not v.startswith("0x"):
         raise CertificateError(f"{what}: expected a hex bit pattern, got {v!r}")
@@ -218,138 +210,13 @@ def _decode(v: Any, dtype: str, what: str) -> Fraction:
     return -val if sign else val
 
 
-class _IA:
-    """Outward interval arithmetic; `fmt` = (precision, emin, emax) for a format, else wide."""
-
-    def __init__(self, fmt: tuple[int, int, int] | None) -> None:
-        kw: dict[str, Any] = {"precision": PRECISION}
-        if fmt is not None:
-            kw = {"precision": fmt[0], "emin": fmt[1], "emax": fmt[2], "subnormalize": True}
-        self.fmt = fmt
-        self.d = gmpy2.context(round=gmpy2.RoundDown, **kw)
-        self.u = gmpy2.context(round=gmpy2.RoundUp, **kw)
-        self.n = gmpy2.context(round=gmpy2.RoundToNearest, **kw)
-
-    def _in(self, ctx: Any, q: Fraction) -> Any:
-        with gmpy2.context(ctx):
-            return gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
-
-    def box(self, q: Fraction) -> tuple[Any, Any]:
-        return self._in(self.d, q), self._in(self.u, q)
-
-    def const(self, q: Fraction) -> tuple[Any, Any]:
-        if self.fmt is None:
-            return self.box(q)
-        v = self._in(self.n, q)
-        return v, v
-
-    def add(self, a: Any, b: Any) -> tuple[Any, Any]:
-        return self.d.add(a[0], b[0]), self.u.add(a[1], b[1])
-
-    def neg(self, a: Any) -> tuple[Any, Any]:
-        return self.d.minus(a[1]), self.u.minus(a[0])  # not `-x`: the global context rounds
-
-    def mul(self, a: Any, b: Any) -> tuple[Any, Any]:
-        lo = [self.d.mul(x, y) for x in a for y in b]
-        hi = [self.u.mul(x, y) for x in a for y in b]
-        if any(gmpy2.is_nan(v) for v in lo + hi):
-            raise CertificateError("interval product is NaN")
-        return min(lo), max(hi)
-
-    def div(self, a: Any, b: Any) -> tuple[Any, Any]:
-        if not b[0] > 0:
-            raise CertificateError("interval division by a non-positive interval")
-        lo = [self.d.div(x, y) for x in a for y in b]
-        hi = [self.u.div(x, y) for x in a for y in b]
-        return min(lo), max(hi)
-
-    def mono(self, fn: str, a: Any) -> tuple[Any, Any]:
-        return getattr(self.d, fn)(a[0]), getattr(self.u, fn)(a[1])
-
-
-def _q(x: Any) -> Fraction:
-    if not gmpy2.is_finite(x):
-        raise CertificateError(f"a recomputed bound is not finite ({x})")
-    n, d = x.as_integer_ratio()
-    return Fraction(int(n), int(d))
-
-
-def _act(ia: _IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
-    if op == "relu":
-        return max(x[0], mpfr(0)), max(x[1], mpfr(0))
-    if op == "tanh":
-        return ia.mono("tanh", x)
-    if op == "sigmoid":
-        one = ia.const(Fraction(1))
-        return ia.div(one, ia.add(one, ia.mono("exp", ia.neg(x))))
-    if op == "bn":
-        den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
-        y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
-        return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
-    if op == "gelu":
-        cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
-        lo = hi = None
-        for a, b in itertools.pairwise(cuts):
-            v = (a, b)
-            # x -> (x*x)*x is nondecreasing (also rounded): bound it by its endpoints
-            cube = (ia.d.mul(ia.d.mul(a, a) if a >= 0 else ia.u.mul(a, a), a),
-                    ia.u.mul(ia.u.mul(b, b) if b >= 0 else ia.d.mul(b, b), b))  # fmt: skip
-            t = ia.mul(ia.const(GELU_K), cube)
-            t = ia.mono("tanh", ia.mul(ia.const(GELU_C), ia.add(v, t)))
-            y = ia.mul(ia.mul(ia.const(Fraction(1, 2)), v), ia.add(ia.const(Fraction(1)), t))
-            lo = y[0] if lo is None else min(lo, y[0])
-            hi = y[1] if hi is None else max(hi, y[1])
-        return lo, hi
-    raise CertificateError(f"unknown op {op!r}")
-
-
-def _layernorm(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
-    n = ia.const(Fraction(len(xs)))
-    acc = xs[0]
-    for x in xs[1:]:
-        acc = ia.add(acc, x)
-    mu = ia.div(acc, n)
-    ds = [ia.add(x, ia.neg(mu)) for x in xs]
-    sq = []
-    for d in ds:  # the square of one value is >= 0 (no `abs`: it rounds to 53 bits)
-        if d[0] >= 0:
-            sq.append((ia.d.mul(d[0], d[0]), ia.u.mul(d[1], d[1])))
-        elif d[1] <= 0:
-            sq.append((ia.d.mul(d[1], d[1]), ia.u.mul(d[0], d[0])))
-        else:
-            sq.append((mpfr(0), max(ia.u.mul(d[0], d[0]), ia.u.mul(d[1], d[1]))))
-    acc = sq[0]
-    for v in sq[1:]:
-        acc = ia.add(acc, v)
-    den = ia.mono("sqrt", ia.add(ia.div(acc, n), ia.const(st["eps"])))
-    return [
-        ia.add(ia.mul(ia.div(d, den), ia.box(w)), ia.box(b))
-        for d, w, b in zip(ds, st["weight"], st["bias"], strict=True)
-    ]
-
-
-def _ibp_stage(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
-    if st["op"] == "ln":
-        return _layernorm(ia, st, xs)
-    if st["op"] == "linear":
-        out = []
-        for row, b in zip(st["weight"], st["bias"], strict=True):
-            acc = None
-            for w, x in zip(row, xs, strict=True):
-                p = ia.mul(ia.box(w), x)
-                acc = p if acc is None else ia.add(acc, p)
-            out.append(ia.add(acc, ia.box(b)))
-        return out
-    return [_act(ia, st["op"], st, j, x) for j, x in enumerate(xs)]
-
-
 def _phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
     """Enclosure of min and max of f(x) - a x on [lo, hi] (f convex on x<=0, concave x>=0)."""
-    ia = _IA(None)
+    ia = IA(None)
     A = ia.box(a)
 
     def f(x: Fraction) -> Any:
-        return _act(ia, op, {}, 0, ia.box(x))
+        return act(ia, op, {}, 0, ia.box(x))
 
     def phi(x: Fraction) -> Any:
         return ia.add(f(x), ia.neg(ia.mul(A, ia.box(x))))
@@ -394,15 +261,15 @@ def _phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fract
         span = (ia.box(p - d)[0], ia.box(q - d)[1])
         tan = ia.add(phi(d), ia.mul(dphi(d), span))
         if convex:
-            mins.append(_q(tan[0]))
-            maxs.append(max(_q(ep[1]), _q(eq[1])))
+            mins.append(exact(tan[0]))
+            maxs.append(max(exact(ep[1]), exact(eq[1])))
         else:
-            mins.append(min(_q(ep[0]), _q(eq[0])))
-            maxs.append(_q(tan[1]))
+            mins.append(min(exact(ep[0]), exact(eq[0])))
+            maxs.append(exact(tan[1]))
     return min(mins), max(maxs)
 
 
-def _piecewise(ia: _IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
+def _piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
                a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
     """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
     on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
@@ -411,9 +278,9 @@ def _piecewise(ia: _IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
     mx: Fraction | None = None
     for p, q in itertools.pairwise(cuts):
         P, Q = ia.box(p)[0], ia.box(q)[1]
-        f = _act(ia, st["op"], st, j, (P, Q))
-        ap, aq = a * _q(P), a * _q(Q)
-        lo_i, hi_i = _q(f[0]) - max(ap, aq), _q(f[1]) - min(ap, aq)
+        f = act(ia, st["op"], st, j, (P, Q))
+        ap, aq = a * exact(P), a * exact(Q)
+        lo_i, hi_i = exact(f[0]) - max(ap, aq), exact(f[1]) - min(ap, aq)
         mn = lo_i if mn is None else min(mn, lo_i)
         mx = hi_i if mx is None else max(mx, hi_i)
     assert mn is not None and mx is not None
@@ -457,7 +324,7 @@ def _lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]
     u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
     n = len(xs)
     g = (n + 1) * u / (1 - (n + 1) * u)
-    X = [max(abs(_q(x[0])), abs(_q(x[1]))) for x in xs]
+    X = [max(abs(exact(x[0])), abs(exact(x[1]))) for x in xs]
     return [
         g * (sum((abs(w) * m for w, m in zip(row, X, strict=True)), Fraction(0)) + abs(b))
         + n * eta * (1 + g)
@@ -468,9 +335,9 @@ def _lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]
 def _act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
     if fmt is None or op not in ("tanh", "sigmoid"):
         return Fraction(0)
-    ia = _IA(None)
-    ends = [_act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
-    M = max(max(abs(_q(e[0])), abs(_q(e[1]))) for e in ends)
+    ia = IA(None)
+    ends = [act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
+    M = max(max(abs(exact(e[0])), abs(exact(e[1]))) for e in ends)
     u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
     if op == "tanh":
         return u * M + eta
@@ -513,19 +380,6 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
     ]  # fmt: skip
 
 
-def _list(v: Any, n: int | None, what: str) -> list[Any]:
-    """A non-empty JSON list, of length n when n is given."""
-    if not isinstance(v, list) or not v or (n is not None and len(v) != n):
-        want = f"{n} entries" if n is not None else "a non-empty list"
-        raise CertificateError(f"{what}: expected {want}, got {_short(v)}")
-    return v
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
 def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
     """The decoded stages and the output width, for an input of width n; every tensor's
     shape is checked against the width the previous stage produces."""
@@ -544,22 +398,22 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         op = st.get("op")
 
         def vec(name: str, size: int, w: str = w, st: dict[str, Any] = st) -> list[Fraction]:
-            return [_decode(v, dt, f"{w}.{name}") for v in _list(st.get(name), size,
+            return [_decode(v, dt, f"{w}.{name}") for v in jlist(st.get(name), size,
                                                                   f"{w}.{name}")]  # fmt: skip
 
         if op == "linear":
-            rows = _list(st.get("weight"), None, f"{w}.weight")
-            weight = [[_decode(v, dt, f"{w}.weight") for v in _list(r, n, f"{w}.weight[{i}]")]
+            rows = jlist(st.get("weight"), None, f"{w}.weight")
+            weight = [[_decode(v, dt, f"{w}.weight") for v in jlist(r, n, f"{w}.weight[{i}]")]
                       for i, r in enumerate(rows)]  # fmt: skip
             out.append({"op": op, "weight": weight, "bias": vec("bias", len(rows))})
             n = len(rows)
         elif op == "bn":
             out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
                         "mean": vec("running_mean", n), "var": vec("running_var", n),
-                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
+                        "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op == "ln":
             out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
-                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
+                        "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
         else:
@@ -607,8 +461,8 @@ def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: in
         if not (1 <= s < t and stages[s - 1]["op"] == "relu" and s in ch.relax):
             raise CertificateError(f"{where}: {key!r} is not a ReLU stage below stage {t}")
         n = len(ch.relax[s])
-        got = [[_rat(v, f"{where}[{key}]") for v in _list(r, n, f"{where}[{key}][{i}]")]
-               for i, r in enumerate(_list(val, rows, f"{where}[{key}]"))]  # fmt: skip
+        got = [[rat(v, f"{where}[{key}]") for v in jlist(r, n, f"{where}[{key}][{i}]")]
+               for i, r in enumerate(jlist(val, rows, f"{where}[{key}]"))]  # fmt: skip
         for i, row in enumerate(got):
             for j, a in enumerate(row):
                 lo, hi = ch.ins[s][j]
@@ -621,7 +475,7 @@ def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: in
     return out
 
 
-def _chain(ia: _IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
+def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
            box: list[tuple[Fraction, Fraction]], wit: Any, where0: str,
            prior: _Chain | None) -> _Chain:  # fmt: skip
     """Validate one chain (the CROWN witness, or with `prior` the alpha-CROWN one, whose
@@ -631,11 +485,11 @@ def _chain(ia: _IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
         raise CertificateError(f"{where0}: expected one entry per stage")
     ch, cur = _Chain(), start
     for t, st in enumerate(stages, 1):
-        nxt = _ibp_stage(ia, st, cur)
+        nxt = ibp_stage(ia, st, cur)
         w, where = wit[t - 1], f"{where0}[{t - 1}]"
         if not isinstance(w, dict):
             raise CertificateError(f"{where}: expected an object")
-        if w.get("op") != st["op"] or len(_list(w.get("out"), None, f"{where}.out")) != len(nxt):
+        if w.get("op") != st["op"] or len(jlist(w.get("out"), None, f"{where}.out")) != len(nxt):
             raise CertificateError(f"{where}: does not match the network")
         if "alpha" in w and (prior is None or st["op"] != "linear" or t == len(stages)):
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
@@ -648,10 +502,10 @@ def _chain(ia: _IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
                            for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
         elif st["op"] != "ln":
             _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
-        stored = [(_rat(a, where), _rat(b, where)) for a, b in
-                  (_list(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
+        stored = [(rat(a, where), rat(b, where)) for a, b in
+                  (jlist(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
         for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
-            if sa > _q(o[0]) or sb < _q(o[1]):
+            if sa > exact(o[0]) or sb < exact(o[1]):
                 raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
         ch.outs[t] = stored
         cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
@@ -660,7 +514,7 @@ def _chain(ia: _IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
 
 
 def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt: list[Any],
-                  w: dict[str, Any], where: str, t: int, ia: _IA) -> list[Any]:  # fmt: skip
+                  w: dict[str, Any], where: str, t: int, ia: IA) -> list[Any]:  # fmt: skip
     """A linear stage's intervals intersected with the backward pass's bounds (with the
     stage's validated per-row slopes, if any)."""
     n = len(nxt)
@@ -675,7 +529,7 @@ def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt:
             for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
 
 
-def _relaxed_stage(ch: _Chain, ia: _IA, fmt: Any, st: dict[str, Any], w: dict[str, Any],
+def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str, Any],
                    where: str, t: int, cur: list[Any]) -> None:  # fmt: skip
     """Validate every relaxation of an elementwise stage on its input interval."""
     rl = w.get("relax")
@@ -683,12 +537,12 @@ def _relaxed_stage(ch: _Chain, ia: _IA, fmt: Any, st: dict[str, Any], w: dict[st
         raise CertificateError(f"{where}: expected one relaxation per neuron")
     ch.relax[t], ch.ins[t] = [], []
     for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
-        rq = [_rat(v, f"{where}.relax[{j}]") for v in _list(r, 4, f"{where}.relax[{j}]")]
-        xl, xh = _q(x[0]), _q(x[1])
-        const = _act(ia, st["op"], st, j, x)
+        rq = [rat(v, f"{where}.relax[{j}]") for v in jlist(r, 4, f"{where}.relax[{j}]")]
+        xl, xh = exact(x[0]), exact(x[1])
+        const = act(ia, st["op"], st, j, x)
         pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
         _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
-                     (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
+                     (exact(const[0]), exact(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
         ch.relax[t].append(rq)
         ch.ins[t].append((xl, xh))
 
@@ -697,8 +551,8 @@ def _final(chains: list[_Chain], stages: list[dict[str, Any]], box: list[Any], m
            top: int | None, fs: dict[str, Any], where: str) -> tuple[Any, Any, Any]:  # fmt: skip
     """The output enclosure and margins: every chain's last interval and its backward pass
     (the alpha chain with its validated final slopes `fs`), intersected."""
-    out_lo = [max(_q(ch.cur[j][0]) for ch in chains) for j in range(m)]
-    out_hi = [min(_q(ch.cur[j][1]) for ch in chains) for j in range(m)]
+    out_lo = [max(exact(ch.cur[j][0]) for ch in chains) for j in range(m)]
+    out_hi = [min(exact(ch.cur[j][1]) for ch in chains) for j in range(m)]
     margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
     T = len(stages)
     eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
@@ -728,15 +582,15 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
     if not isinstance(claim, dict):
         raise CertificateError(f"levels.{level}: missing")
     fmt = mpfr_format(dt) if level == "runtime" and dt != "exact" else None
-    ia = _IA(fmt)
+    ia = IA(fmt)
     cur = [(ia.box(a)[0], ia.box(b)[1]) for a, b in zip(lo, hi, strict=True)]
-    box = [(_q(a), _q(b)) for a, b in cur]
+    box = [(exact(a), exact(b)) for a, b in cur]
     alg = cert["algorithm"]
     if alg == "ibp":
         for st in stages:
-            cur = _ibp_stage(ia, st, cur)
+            cur = ibp_stage(ia, st, cur)
         m = len(cur)
-        out_lo, out_hi = [_q(x[0]) for x in cur], [_q(x[1]) for x in cur]
+        out_lo, out_hi = [exact(x[0]) for x in cur], [exact(x[1]) for x in cur]
         margins = [None if top is None or j == top else out_lo[top] - out_hi[j]
                    for j in range(m)]  # fmt: skip
     else:
@@ -758,8 +612,8 @@ def _check_claimed(cert: dict[str, Any], claim: dict[str, Any], dt: str, level: 
                    top: int | None, got: tuple[Any, Any, Any]) -> None:  # fmt: skip
     """The certified bounds (and margins, holds) contain the recomputed enclosure."""
     out_lo, out_hi, margins = got
-    c_lo = [_rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
-    c_hi = [_rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]
+    c_lo = [rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
+    c_hi = [rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]
     if len(c_lo) != m or len(c_hi) != m:
         raise CertificateError(f"levels.{level}: expected {m} lower and upper bounds")
     for j in range(m):
@@ -777,9 +631,9 @@ def _check_claimed(cert: dict[str, Any], claim: dict[str, Any], dt: str, level: 
                 continue
             mj = margins[j]
             assert mj is not None
-            if _rat(cm[j], f"levels.{level}.margins") > mj:
+            if rat(cm[j], f"levels.{level}.margins") > mj:
                 raise CertificateError(f"levels.{level}.margins[{j}]: not established")
-        holds = all(_rat(cm[j], "margin") > 0 for j in range(m) if j != top)
+        holds = all(rat(cm[j], "margin") > 0 for j in range(m) if j != top)
         uncovered = level == "runtime" and cert["kernels"] != "ordered" and dt != "exact"
         if uncovered and claim.get("holds") is None:
             return  # no claim about what kernels the runtime level does not model make
@@ -843,10 +697,10 @@ def _check(cert: Any) -> str:
         raise CertificateError("box: expected an object")
     if b.get("norm") != "inf":
         raise CertificateError(f"box.norm: expected 'inf', got {b.get('norm')!r}")
-    c = [_rat(v, "box.center") for v in _list(b.get("center"), None, "box.center")]
-    r = [_rat(v, "box.radius") for v in _list(b.get("radius"), None, "box.radius")]
-    lo = [_rat(v, "box.lower") for v in _list(b.get("lower"), None, "box.lower")]
-    hi = [_rat(v, "box.upper") for v in _list(b.get("upper"), None, "box.upper")]
+    c = [rat(v, "box.center") for v in jlist(b.get("center"), None, "box.center")]
+    r = [rat(v, "box.radius") for v in jlist(b.get("radius"), None, "box.radius")]
+    lo = [rat(v, "box.lower") for v in jlist(b.get("lower"), None, "box.lower")]
+    hi = [rat(v, "box.upper") for v in jlist(b.get("upper"), None, "box.upper")]
     if not (len(c) == len(r) == len(lo) == len(hi)):
         raise CertificateError("box: center, radius, lower, upper must have equal lengths")
     if any(x < 0 for x in r):
@@ -858,7 +712,7 @@ def _check(cert: Any) -> str:
     dt, stages, m = _network(cert["network"], len(lo))
     kernels = cert.get("kernels")
     if kernels not in KERNELS:
-        raise CertificateError(f"kernels: expected one of {KERNELS}, got {_short(kernels)}")
+        raise CertificateError(f"kernels: expected one of {KERNELS}, got {short(kernels)}")
     if cert.get("algorithm") not in ALGORITHMS:
         raise CertificateError(f"algorithm: unknown {cert.get('algorithm')!r}")
     if not isinstance(cert.get("levels"), dict):

@@ -109,9 +109,7 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, list[list[Any]]] 
     ch.sync(t)
     k = len(C)
     starts = {
-        s: np.repeat(ch.rl[s][None, :, 0], k, axis=0)
-        for s in ch.free
-        if s < t and ch.free[s].any()
+        s: np.repeat(ch.rl[s][None, :, 0], k, axis=0) for s in ch.free if s < t and ch.free[s].any()
     }
     if not starts:
         return None

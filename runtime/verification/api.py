@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -124,7 +125,12 @@ def parse(
 
 
 def _crown_bounds(
-    H: Arith, A: Arith, D: Any, req: Request, box: list[Any], bounds: tuple[Any, Any, Any],
+    H: Arith,
+    A: Arith,
+    D: Any,
+    req: Request,
+    box: list[Any],
+    bounds: tuple[Any, Any, Any],
     alpha: bool,
 ) -> tuple[list[Any], list[Any], list[Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
     """CROWN's bounds and margins intersected with IBP's (`bounds`), and the witness; with
@@ -215,8 +221,9 @@ def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith
 def _exact_runtime(real: Bounds, kernels: str) -> Bounds:
     """Level 2 of dtype "exact": the runtime is exact, so level 1's bounds."""
     b0 = real
-    return Bounds("runtime", statement("runtime", "exact", kernels), b0.lower, b0.upper,
-                  b0.ibp_lower, b0.ibp_upper, b0.margins, b0.holds, b0.witness, b0.alpha)  # fmt: skip
+    return dataclasses.replace(
+        b0, level="runtime", statement=statement("runtime", "exact", kernels)
+    )
 
 
 def verify(

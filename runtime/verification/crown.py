@@ -29,8 +29,7 @@ from gmpy2 import mpq
 
 from spec.domains import IEEEDomain
 
-from .alpha import Chain
-from .alpha import optimise
+from .alpha import Chain, optimise
 from .arithmetic import Arith
 from .core import Iv, frac_str, q
 from .intervals import elem, layer

@@ -1,0 +1,207 @@
+"""The interval arithmetic and JSON readers of the output-bound certificate checker
+(`proofs.bounds_certificate_check`), kept apart so its CROWN and alpha-CROWN validation
+stays readable. Imports nothing from `runtime/`.
+
+Invariants:
+- `IA` is outward-rounded interval arithmetic: (RD(lo), RU(hi)) of every operation, in
+  PRECISION-bit contexts (level 1, finer than the writer's 160 bits) or in a format's own
+  contexts (precision, emin, emax, subnormals: level 2), where constants are rounded to
+  nearest once as the runtime casts them. `act` and `ibp_stage` follow the ordered kernels'
+  op order (linear: a left fold from the first product, then + b; sigmoid 1/(1+exp(-x));
+  BatchNorm ((x - mean) / sqrt(var + eps)) * w + b; GELU split at 0 and GELU_GRID, its cube
+  bounded by its endpoints; LayerNorm with d*d as a square).
+- `rat` reads a 'p/q' string (at most MAX_RATIONAL_CHARS), `jlist` a non-empty JSON list of
+  a given length; both raise `CertificateError` naming the field.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+from gmpy2 import mpfr
+
+from spec.ops import GELU_C, GELU_K
+
+__all__ = [
+    "GELU_C",
+    "GELU_GRID",
+    "GELU_K",
+    "IA",
+    "MAX_RATIONAL_CHARS",
+    "PRECISION",
+    "CertificateError",
+    "act",
+    "exact",
+    "ibp_stage",
+    "jlist",
+    "rat",
+    "short",
+]
+
+PRECISION = 200
+# GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
+GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
+    Fraction(-k, 8) for k in range(7, 0, -1)
+]
+MAX_RATIONAL_CHARS = 2000
+"""A 'p/q' string longer than this is refused (the writer's rationals are a few hundred
+characters: binary64 values and 160-bit bounds)."""
+
+
+class CertificateError(Exception):
+    """The certificate is malformed or does not hold."""
+
+
+def rat(s: Any, what: str) -> Fraction:
+    if not isinstance(s, str) or "/" not in s:
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {short(s)}")
+    if len(s) > MAX_RATIONAL_CHARS:
+        raise CertificateError(
+            f"{what}: a rational of {len(s)} characters (at most {MAX_RATIONAL_CHARS}): refused"
+        )
+    try:
+        p, q = s.split("/")
+        return Fraction(int(p), int(q))
+    except (ValueError, ZeroDivisionError):
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}") from None
+
+
+class IA:
+    """Outward interval arithmetic; `fmt` = (precision, emin, emax) for a format, else wide."""
+
+    def __init__(self, fmt: tuple[int, int, int] | None) -> None:
+        kw: dict[str, Any] = {"precision": PRECISION}
+        if fmt is not None:
+            kw = {"precision": fmt[0], "emin": fmt[1], "emax": fmt[2], "subnormalize": True}
+        self.fmt = fmt
+        self.d = gmpy2.context(round=gmpy2.RoundDown, **kw)
+        self.u = gmpy2.context(round=gmpy2.RoundUp, **kw)
+        self.n = gmpy2.context(round=gmpy2.RoundToNearest, **kw)
+
+    def _in(self, ctx: Any, q: Fraction) -> Any:
+        with gmpy2.context(ctx):
+            return gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
+
+    def box(self, q: Fraction) -> tuple[Any, Any]:
+        return self._in(self.d, q), self._in(self.u, q)
+
+    def const(self, q: Fraction) -> tuple[Any, Any]:
+        if self.fmt is None:
+            return self.box(q)
+        v = self._in(self.n, q)
+        return v, v
+
+    def add(self, a: Any, b: Any) -> tuple[Any, Any]:
+        return self.d.add(a[0], b[0]), self.u.add(a[1], b[1])
+
+    def neg(self, a: Any) -> tuple[Any, Any]:
+        return self.d.minus(a[1]), self.u.minus(a[0])  # not `-x`: the global context rounds
+
+    def mul(self, a: Any, b: Any) -> tuple[Any, Any]:
+        lo = [self.d.mul(x, y) for x in a for y in b]
+        hi = [self.u.mul(x, y) for x in a for y in b]
+        if any(gmpy2.is_nan(v) for v in lo + hi):
+            raise CertificateError("interval product is NaN")
+        return min(lo), max(hi)
+
+    def div(self, a: Any, b: Any) -> tuple[Any, Any]:
+        if not b[0] > 0:
+            raise CertificateError("interval division by a non-positive interval")
+        lo = [self.d.div(x, y) for x in a for y in b]
+        hi = [self.u.div(x, y) for x in a for y in b]
+        return min(lo), max(hi)
+
+    def mono(self, fn: str, a: Any) -> tuple[Any, Any]:
+        return getattr(self.d, fn)(a[0]), getattr(self.u, fn)(a[1])
+
+
+def exact(x: Any) -> Fraction:
+    if not gmpy2.is_finite(x):
+        raise CertificateError(f"a recomputed bound is not finite ({x})")
+    n, d = x.as_integer_ratio()
+    return Fraction(int(n), int(d))
+
+
+def act(ia: IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
+    if op == "relu":
+        return max(x[0], mpfr(0)), max(x[1], mpfr(0))
+    if op == "tanh":
+        return ia.mono("tanh", x)
+    if op == "sigmoid":
+        one = ia.const(Fraction(1))
+        return ia.div(one, ia.add(one, ia.mono("exp", ia.neg(x))))
+    if op == "bn":
+        den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
+        y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
+        return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
+    if op == "gelu":
+        cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
+        lo = hi = None
+        for a, b in itertools.pairwise(cuts):
+            v = (a, b)
+            # x -> (x*x)*x is nondecreasing (also rounded): bound it by its endpoints
+            cube = (ia.d.mul(ia.d.mul(a, a) if a >= 0 else ia.u.mul(a, a), a),
+                    ia.u.mul(ia.u.mul(b, b) if b >= 0 else ia.d.mul(b, b), b))  # fmt: skip
+            t = ia.mul(ia.const(GELU_K), cube)
+            t = ia.mono("tanh", ia.mul(ia.const(GELU_C), ia.add(v, t)))
+            y = ia.mul(ia.mul(ia.const(Fraction(1, 2)), v), ia.add(ia.const(Fraction(1)), t))
+            lo = y[0] if lo is None else min(lo, y[0])
+            hi = y[1] if hi is None else max(hi, y[1])
+        return lo, hi
+    raise CertificateError(f"unknown op {op!r}")
+
+
+def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    n = ia.const(Fraction(len(xs)))
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = ia.add(acc, x)
+    mu = ia.div(acc, n)
+    ds = [ia.add(x, ia.neg(mu)) for x in xs]
+    sq = []
+    for d in ds:  # the square of one value is >= 0 (no `abs`: it rounds to 53 bits)
+        if d[0] >= 0:
+            sq.append((ia.d.mul(d[0], d[0]), ia.u.mul(d[1], d[1])))
+        elif d[1] <= 0:
+            sq.append((ia.d.mul(d[1], d[1]), ia.u.mul(d[0], d[0])))
+        else:
+            sq.append((mpfr(0), max(ia.u.mul(d[0], d[0]), ia.u.mul(d[1], d[1]))))
+    acc = sq[0]
+    for v in sq[1:]:
+        acc = ia.add(acc, v)
+    den = ia.mono("sqrt", ia.add(ia.div(acc, n), ia.const(st["eps"])))
+    return [
+        ia.add(ia.mul(ia.div(d, den), ia.box(w)), ia.box(b))
+        for d, w, b in zip(ds, st["weight"], st["bias"], strict=True)
+    ]
+
+
+def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    if st["op"] == "ln":
+        return _layernorm(ia, st, xs)
+    if st["op"] == "linear":
+        out = []
+        for row, b in zip(st["weight"], st["bias"], strict=True):
+            acc = None
+            for w, x in zip(row, xs, strict=True):
+                p = ia.mul(ia.box(w), x)
+                acc = p if acc is None else ia.add(acc, p)
+            out.append(ia.add(acc, ia.box(b)))
+        return out
+    return [act(ia, st["op"], st, j, x) for j, x in enumerate(xs)]
+
+
+def jlist(v: Any, n: int | None, what: str) -> list[Any]:
+    """A non-empty JSON list, of length n when n is given."""
+    if not isinstance(v, list) or not v or (n is not None and len(v) != n):
+        want = f"{n} entries" if n is not None else "a non-empty list"
+        raise CertificateError(f"{what}: expected {want}, got {short(v)}")
+    return v
+
+
+def short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
