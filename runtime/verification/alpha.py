@@ -26,9 +26,9 @@ from gmpy2 import mpq
 
 __all__ = ["DECAY", "ITERS", "LR", "Chain", "optimise"]
 
-ITERS = 40
-LR = 0.25
-DECAY = 0.96
+ITERS = 50
+LR = 0.3
+DECAY = 0.93
 
 
 class Chain:
