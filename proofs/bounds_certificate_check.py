@@ -42,11 +42,19 @@ Invariants (what `check_certificate` establishes before it accepts):
   FORMATS; PRECISION is this checker's own, finer than the writer's 160 bits) are restated
   here, not imported; tests/test_verify.py pins each equal to its `runtime.verification`
   counterpart.
-- `algorithm` is one of ALGORITHMS; `kernels` is "ordered" or "fast"; each level's `statement` equals the one regenerated
-  from the certificate's dtype and kernels (`statement`, restated from the writer and pinned
-  equal by tests), so a rewritten or stronger statement is refused; a result whose kernels
-  the runtime level does not model (not "ordered", dtype not exact) must claim nothing at
-  the runtime level (`holds` null); unknown levels or level fields are refused.
+- `algorithm` is one of ALGORITHMS; `kernels` is "ordered" or "fast"; each level's
+  `statement` equals the one regenerated from the certificate's dtype and kernels
+  (`statement`, restated from the writer and pinned equal by tests), so a rewritten or
+  stronger statement is refused; a result whose kernels the runtime level does not model
+  (not "ordered", dtype not exact) must claim nothing at the runtime level (`holds` null);
+  unknown levels or level fields are refused.
+- Branch and bound ("bab") certificates: the root is validated as alpha-CROWN; then, when
+  the level has `branches`, their split paths must be the leaves of one complete binary
+  tree (each inner node splits one ReLU input both ways, >= 0 and <= 0, so the leaves
+  cover the box); each leaf's chain is validated with its split neurons' inputs clamped
+  to their sign (a leaf whose recomputed intervals cross holds no input and is skipped),
+  and a margin is established when it is at most max(root margin, min over the feasible
+  leaves of the leaf's validated margin).
 - The file is parsed by `parse`: nesting deeper than MAX_DEPTH, integers longer than
   MAX_INT_DIGITS, NaN/Infinity and files over MAX_BYTES are refused before any check, and
   'p/q' strings over MAX_RATIONAL_CHARS are refused where they are read.
@@ -111,7 +119,7 @@ MAX_INT_DIGITS = 30
 """JSON integers are only small counts and indices (property's label): longer ones are
 refused while parsing."""
 KERNELS = ("ordered", "fast")
-ALGORITHMS = ("ibp", "crown", "alpha-crown")
+ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:
@@ -439,6 +447,7 @@ class _Chain:
         self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
         self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
         self.cur: list[Any] = []
+        self.empty = False
 
 
 def _relu_lower_ok(a: Fraction, c: Fraction, lo: Fraction, hi: Fraction) -> bool:
@@ -477,21 +486,27 @@ def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: in
 
 def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
            box: list[tuple[Fraction, Fraction]], wit: Any, where0: str,
-           prior: _Chain | None) -> _Chain:  # fmt: skip
-    """Validate one chain (the CROWN witness, or with `prior` the alpha-CROWN one, whose
-    linear stages also intersect with `prior`'s validated intervals and may carry per-row
-    slopes) stage by stage; by induction every stored interval is sound."""
-    if not isinstance(wit, list) or len(wit) != len(stages):
+           prior: _Chain | None, slopes: bool = False,
+           splits: dict[int, dict[int, int]] | None = None) -> _Chain:  # fmt: skip
+    """Validate one chain stage by stage (the CROWN witness; with `prior` the alpha-CROWN
+    one, whose linear stages also intersect with `prior`'s validated intervals; with
+    `slopes` per-row slopes are allowed; with `splits` a branch, whose split neurons' inputs
+    are clamped to their sign): by induction every stored interval is sound. A branch whose
+    recomputed intervals cross contains no input: the chain stops there (`empty`)."""
+    partial = bool(splits) and isinstance(wit, list) and 0 < len(wit) < len(stages)
+    if not isinstance(wit, list) or not (len(wit) == len(stages) or partial):
         raise CertificateError(f"{where0}: expected one entry per stage")
     ch, cur = _Chain(), start
     for t, st in enumerate(stages, 1):
+        if t > len(wit):
+            raise CertificateError(f"{where0}: the branch is not infeasible by stage {t - 1}")
         nxt = ibp_stage(ia, st, cur)
         w, where = wit[t - 1], f"{where0}[{t - 1}]"
         if not isinstance(w, dict):
             raise CertificateError(f"{where}: expected an object")
         if w.get("op") != st["op"] or len(jlist(w.get("out"), None, f"{where}.out")) != len(nxt):
             raise CertificateError(f"{where}: does not match the network")
-        if "alpha" in w and (prior is None or st["op"] != "linear" or t == len(stages)):
+        if "alpha" in w and (not (slopes or prior) or st["op"] != "linear" or t == len(stages)):
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
         if st["op"] == "linear":
             ch.errs[t] = _lin_err(fmt, st, cur)
@@ -502,6 +517,12 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
                            for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
         elif st["op"] != "ln":
             _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
+        sp, z = (splits or {}).get(t + 1, {}), ia.box(Fraction(0))[0]
+        nxt = [o if j not in sp else ((max(o[0], z), o[1]) if sp[j] > 0 else (o[0], min(o[1], z)))
+               for j, o in enumerate(nxt)]  # fmt: skip
+        if any(o[0] > o[1] for o in nxt):
+            ch.empty = True
+            return ch
         stored = [(rat(a, where), rat(b, where)) for a, b in
                   (jlist(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
         for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
@@ -511,6 +532,55 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
         cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
     ch.cur = cur
     return ch
+
+
+def _covers(paths: list[list[tuple[int, int, int]]], depth: int = 0) -> bool:
+    """Whether the split paths are the leaves of one complete binary tree: every inner node
+    splits one neuron both ways (+1: input >= 0, -1: <= 0), so the leaves cover the box."""
+    if len(paths) == 1 and len(paths[0]) == depth:
+        return True
+    if any(len(p) <= depth for p in paths) or len({p[depth][:2] for p in paths}) != 1:
+        return False
+    pos = [p for p in paths if p[depth][2] == 1]
+    neg = [p for p in paths if p[depth][2] == -1]
+    return bool(pos) and bool(neg) and _covers(pos, depth + 1) and _covers(neg, depth + 1)
+
+
+def _branches(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
+              box: list[Any], top: int, leaves: Any, where: str) -> list[Any]:  # fmt: skip
+    """Branch and bound: per output j, the minimum over the feasible leaves of a complete
+    split tree of the leaf's validated margin (None if no leaf is feasible)."""
+    paths = []
+    for i, leaf in enumerate(jlist(leaves, None, where)):
+        sp = leaf.get("splits") if isinstance(leaf, dict) else None
+        if not isinstance(sp, list) or not all(
+            isinstance(x, list) and len(x) == 3 and all(type(v) is int for v in x)
+            and 1 <= x[0] <= len(stages) and stages[x[0] - 1]["op"] == "relu"
+            and x[2] in (1, -1) for x in sp
+        ):  # fmt: skip
+            raise CertificateError(f"{where}[{i}].splits: expected [[relu stage, neuron, +-1]]")
+        paths.append([tuple(x) for x in sp])
+    if not _covers(paths):
+        raise CertificateError(f"{where}: the split paths do not form a complete tree")
+    best: list[Any] = []
+    for i, (leaf, path) in enumerate(zip(leaves, paths, strict=True)):
+        splits: dict[int, dict[int, int]] = {}
+        for s, j, sign in path:
+            splits.setdefault(s, {})[j] = sign
+        w = f"{where}[{i}]"
+        ch = _chain(ia, fmt, stages, start, box, leaf.get("witness"), f"{w}.witness", None,
+                    True, splits)  # fmt: skip
+        if leaf.get("infeasible") and not ch.empty:
+            raise CertificateError(f"{w}: claimed infeasible, but it is not")
+        if ch.empty:
+            continue
+        fs = leaf.get("alpha", {})
+        if not isinstance(fs, dict) or not set(fs) <= {"margins"}:
+            raise CertificateError(f"{w}.alpha: expected only margins")
+        _, _, ms = _final([(ch, fs)], stages, box, len(ch.cur), top, f"{w}.alpha")
+        best = ms if not best else [None if a is None else min(a, b)
+                                    for a, b in zip(best, ms, strict=True)]  # fmt: skip
+    return best
 
 
 def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt: list[Any],
@@ -547,25 +617,25 @@ def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str
         ch.ins[t].append((xl, xh))
 
 
-def _final(chains: list[_Chain], stages: list[dict[str, Any]], box: list[Any], m: int,
-           top: int | None, fs: dict[str, Any], where: str) -> tuple[Any, Any, Any]:  # fmt: skip
+def _final(chains: list[tuple[_Chain, Any]], stages: list[dict[str, Any]], box: list[Any],
+           m: int, top: int | None, where: str) -> tuple[Any, Any, Any]:  # fmt: skip
     """The output enclosure and margins: every chain's last interval and its backward pass
-    (the alpha chain with its validated final slopes `fs`), intersected."""
-    out_lo = [max(exact(ch.cur[j][0]) for ch in chains) for j in range(m)]
-    out_hi = [min(exact(ch.cur[j][1]) for ch in chains) for j in range(m)]
+    (with its validated final slopes, an object of lower/upper/margins), intersected."""
+    out_lo = [max(exact(ch.cur[j][0]) for ch, _ in chains) for j in range(m)]
+    out_hi = [min(exact(ch.cur[j][1]) for ch, _ in chains) for j in range(m)]
     margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
     T = len(stages)
     eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
     rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
             for j in range(m) if j != top]  # fmt: skip
-    for k, ch in enumerate(chains):
-        sl: dict[str, Any] = {}
-        if k == 1:
-            counts = {"lower": m, "upper": m, "margins": len(rows)}
-            if not set(fs) <= set(counts) or (top is None and "margins" in fs):
-                raise CertificateError(f"{where}: unexpected keys {sorted(fs)}")
-            sl = {key: _slopes(v, ch, stages, T + 1, counts[key], f"{where}.{key}")
-                  for key, v in fs.items()}  # fmt: skip
+    counts = {"lower": m, "upper": m, "margins": len(rows)}
+    for ch, fs in chains:
+        if not isinstance(fs, dict):
+            raise CertificateError(f"{where}: expected an object")
+        if not set(fs) <= set(counts) or (top is None and "margins" in fs):
+            raise CertificateError(f"{where}: unexpected keys {sorted(fs)}")
+        sl = {key: _slopes(v, ch, stages, T + 1, counts[key], f"{where}.{key}")
+              for key, v in fs.items()}  # fmt: skip
         lw = _backward(stages, ch, box, eye, T, sl.get("lower"))
         up = _backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
         out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
@@ -595,16 +665,20 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
                    for j in range(m)]  # fmt: skip
     else:
         where = f"levels.{level}"
-        chains = [_chain(ia, fmt, stages, cur, box, claim.get("witness"), f"{where}.witness",
-                         None)]  # fmt: skip
-        if alg == "alpha-crown":
-            chains.append(_chain(ia, fmt, stages, cur, box, claim.get("alpha_witness"),
-                                 f"{where}.alpha_witness", chains[0]))  # fmt: skip
-        m = len(chains[0].cur)
-        fs = claim.get("alpha", {})
-        if not isinstance(fs, dict):
-            raise CertificateError(f"{where}.alpha: expected an object")
-        out_lo, out_hi, margins = _final(chains, stages, box, m, top, fs, f"{where}.alpha")
+        crown = _chain(ia, fmt, stages, cur, box, claim.get("witness"), f"{where}.witness", None)
+        chains = [(crown, {})]
+        if alg in ("alpha-crown", "bab"):
+            alpha = _chain(ia, fmt, stages, cur, box, claim.get("alpha_witness"),
+                           f"{where}.alpha_witness", crown)  # fmt: skip
+            chains.append((alpha, claim.get("alpha", {})))
+        m = len(crown.cur)
+        out_lo, out_hi, margins = _final(chains, stages, box, m, top, f"{where}.alpha")
+        if alg == "bab" and "branches" in claim and top is not None:
+            leaf = _branches(ia, fmt, stages, cur, box, top, claim["branches"],
+                             f"{where}.branches")  # fmt: skip
+            if leaf:
+                margins = [None if a is None else max(a, b)
+                           for a, b in zip(margins, leaf, strict=True)]  # fmt: skip
     _check_claimed(cert, claim, dt, level, m, top, (out_lo, out_hi, margins))
 
 
@@ -646,8 +720,10 @@ def _check_claims(cert: dict[str, Any], dt: str, kernels: str) -> None:
     runtime level does not model (kernels other than "ordered", dtype not exact) claims
     nothing about what it computes: its runtime `holds` is null."""
     expected_keys = {"statement", "lower", "upper", "margins", "holds", "witness"}
-    if cert["algorithm"] == "alpha-crown":
+    if cert["algorithm"] in ("alpha-crown", "bab"):
         expected_keys |= {"alpha_witness", "alpha"}
+    if cert["algorithm"] == "bab":
+        expected_keys |= {"branches"}
     for level in ("real", "runtime"):
         claim = cert["levels"].get(level)
         if not isinstance(claim, dict):

@@ -207,7 +207,7 @@ def test_exhaustive_bfloat16_box() -> None:
     g0, g1 = _grid("bfloat16", c[0] - r, c[0] + r), _grid("bfloat16", c[1] - r, c[1] + r)
     pts = [[a, b] for a in g0 for b in g1]
     assert len(pts) > 200
-    out = np.asarray(res.predict(pts), dtype=np.float64)
+    out = np.asarray(res.predict(pts, batch=True), dtype=np.float64)
     for j in range(2):
         lo, hi = float(v.runtime.lower[j]), float(v.runtime.upper[j])
         assert lo <= out[:, j].min() and out[:, j].max() <= hi, j

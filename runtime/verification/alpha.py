@@ -41,6 +41,7 @@ class Chain:
         self.e: dict[int, np.ndarray] = {}
         self.rl: dict[int, np.ndarray] = {}
         self.free: dict[int, np.ndarray] = {}
+        self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
 
     def sync(self, t: int) -> None:
         """Float copies of the stages below t (relaxations appear as the forward pass runs)."""
@@ -58,18 +59,20 @@ class Chain:
                     hi = np.array([float(x[1]) for x in cr.ivs[s - 1]])
                     self.free[s] = (lo < 0) & (hi > 0)
 
-    def run(
+    def trace(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
-    ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-        """The float lower bounds of C @ z_t and their gradients with respect to alpha."""
+    ) -> tuple[np.ndarray, list[tuple[int, np.ndarray]], np.ndarray, bool]:
+        """The float pass: the lower bounds of C @ z_t, the rows entering every stage crossed
+        (stage, rows), the rows at the bottom, and whether the bottom is the input box (not
+        a LayerNorm where the pass stops)."""
         cr = self.cr
         lam, c = C, np.zeros(C.shape[0])
         seen: list[tuple[int, np.ndarray]] = []
-        box = cr.ivs[0]
+        box, at_input = cr.ivs[0], True
         for s in range(t, 0, -1):
             op = cr.stages[s - 1].op
             if op == "layer_norm":
-                box = cr.ivs[s]
+                box, at_input = cr.ivs[s], False
                 break
             seen.append((s, lam))
             if op == "linear":
@@ -82,11 +85,20 @@ class Chain:
                 lam = np.where(pos, lam * aL, lam * aU)
         lo = np.array([float(x[0]) for x in box])
         hi = np.array([float(x[1]) for x in box])
+        bound = c + np.where(lam >= 0, lam * lo, lam * hi).sum(axis=1)
+        self._box = (lo, hi)
+        return bound, seen, lam, at_input
+
+    def run(
+        self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
+    ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        """The float lower bounds of C @ z_t and their gradients with respect to alpha."""
+        bound, seen, lam, _ = self.trace(C, t, alpha)
+        lo, hi = self._box
         G = np.where(lam >= 0, lo, hi)
-        bound = c + (lam * G).sum(axis=1)
         grads: dict[int, np.ndarray] = {}
         for s, lam_s in reversed(seen):
-            if cr.stages[s - 1].op == "linear":
+            if self.cr.stages[s - 1].op == "linear":
                 G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
             else:
                 aL, cL, aU, cU = self._lines(s, alpha)

@@ -30,6 +30,7 @@ from spec.domains import IEEEDomain
 from spec.errors import TorchLeanError
 
 from .arithmetic import Arith
+from .bab import MAX_BRANCHES, TIMEOUT, Level, Outcome, search
 from .core import VerificationError, frac, q, unavailable
 from .crown import Crown, fmt, slopes_json
 from .intervals import ibp
@@ -38,7 +39,7 @@ from .results import Bounds, VerificationResult, statement
 
 __all__ = ["ALGORITHMS", "Request", "parse", "verify"]
 
-ALGORITHMS = ("ibp", "crown", "alpha-crown")
+ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,8 @@ def parse(
         ) from None
     m = n_out[0]
     top = _top_label(property, m)
+    if algorithm == "bab" and top is None:
+        raise VerificationError("verify: algorithm 'bab' needs property ('top_label', k)")
     lo = [a - b for a, b in zip(c, r, strict=True)]
     hi = [a + b for a, b in zip(c, r, strict=True)]
     return Request(sts, c, r, lo, hi, m, top)
@@ -181,12 +184,18 @@ def _crown_bounds(
     return flo, fhi, margins, cr.witness(), extra
 
 
-def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith) -> Bounds:
-    """The bounds at one level ("real" or "runtime") of an inexact dtype."""
+def _setup(result: Any, req: Request, level: str) -> tuple[Any, Arith, list[Any]]:
+    """A level's domain (None at level 1), arithmetic and box rounded outward into it."""
     D = DTYPE_DOMAIN[result.dtype] if level == "runtime" else None
     A = Arith(D if isinstance(D, IEEEDomain) else None)
     box = [(A.cv(A.dn, mpq(a)), A.cv(A.up, mpq(b))) for a, b in zip(req.lower, req.upper,
                                                                       strict=True)]  # fmt: skip
+    return D, A, box
+
+
+def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith) -> Bounds:
+    """The bounds at one level ("real" or "runtime") of an inexact dtype."""
+    D, A, box = _setup(result, req, level)
     outs = ibp(A, req.stages, box)[-1]
     if not all(gmpy2.is_finite(v) for iv in outs for v in iv):  # no layers: the box
         raise VerificationError(f"verification failed: an output bound is not finite"
@@ -226,6 +235,28 @@ def _exact_runtime(real: Bounds, kernels: str) -> Bounds:
     )
 
 
+def _branch(
+    result: Any, req: Request, H: Arith, bounds: list[Bounds], budget: tuple[int, float]
+) -> tuple[list[Bounds], Outcome]:
+    """Branch and bound from the root (alpha-CROWN) bounds of each level."""
+    levels = []
+    for b in bounds:
+        D, A, box = _setup(result, req, b.level)
+        f = fmt(D) if isinstance(D, IEEEDomain) else None
+        assert b.margins is not None
+        levels.append(Level(b.level, H, A, f, box, b.margins))
+    assert req.top is not None
+    out = search(result, req.stages, levels, (req.lower, req.upper), req.top, budget)
+    if out.leaves is None:
+        return bounds, out
+    new = []
+    for b in bounds:
+        ms = out.margins[b.level]
+        holds = all(x > 0 for x in ms if x is not None)
+        new.append(dataclasses.replace(b, margins=ms, holds=holds, branches=out.leaves[b.level]))
+    return new, out
+
+
 def verify(
     result: Any,
     center: Any,
@@ -233,16 +264,25 @@ def verify(
     norm: str = "inf",
     property: Any = "bounds",
     algorithm: str = "ibp",
+    *,
+    max_branches: int = MAX_BRANCHES,
+    timeout: float = TIMEOUT,
 ) -> VerificationResult:
     """Certified output bounds of `result`'s network on the box center +- radius (see the
-    package docstring for both soundness levels)."""
+    package docstring for both soundness levels); `max_branches` and `timeout` (seconds)
+    bound algorithm "bab"'s search."""
     req = parse(result, center, radius, norm, property, algorithm)
     H = Arith(None)
-    real = level_bounds(result, req, "real", algorithm, H)
-    if result.dtype == "exact":
+    root = "alpha-crown" if algorithm == "bab" else algorithm
+    real = level_bounds(result, req, "real", root, H)
+    runtime = None if result.dtype == "exact" else level_bounds(result, req, "runtime", root, H)
+    out = None
+    if algorithm == "bab":
+        got, out = _branch(result, req, H, [real] if runtime is None else [real, runtime],
+                           (max_branches, timeout))  # fmt: skip
+        real, runtime = got[0], got[-1] if runtime is not None else None
+    if runtime is None:
         runtime = _exact_runtime(real, result.kernels)
-    else:
-        runtime = level_bounds(result, req, "runtime", algorithm, H)
     return VerificationResult(
         algorithm,
         property if isinstance(property, str) else ("top_label", req.top),
@@ -257,4 +297,6 @@ def verify(
         real,
         runtime,
         network_json(result),
+        None if out is None else out.counterexample,
+        0 if out is None else out.branches,
     )

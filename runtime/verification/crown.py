@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gmpy2 import mpq
+from gmpy2 import mpfr, mpq
 
 from spec.domains import IEEEDomain
 
@@ -194,9 +194,14 @@ class Crown:
         stages: list[Stage],
         box: list[Iv],
         prior: Crown | None = None,
+        optimise: bool = False,
+        splits: dict[int, dict[int, int]] | None = None,
     ) -> None:
         self.H, self.A, self.f, self.stages = H, A, f, stages
         self.prior = prior
+        self.optimise = optimise or prior is not None
+        self.splits = splits or {}
+        self.empty: int | None = None  # the stage where a split branch proved infeasible
         self.ivs: list[list[Iv]] = [box]
         self.relax: dict[int, list[Any]] = {}
         self.err: dict[int, list[Any]] = {}
@@ -208,12 +213,28 @@ class Crown:
             if st.op == "linear"
         }
         for t, st in enumerate(stages, 1):
-            self.ivs.append(FORWARD[st.op](self, t, st, self.ivs[-1]))
+            out = self._clamp(t, FORWARD[st.op](self, t, st, self.ivs[-1]))
+            self.ivs.append(out)
+            if any(a > b for a, b in out):
+                self.empty = t  # no input of the box lies in this branch: stop here
+                break
+
+    def _clamp(self, t: int, out: list[Iv]) -> list[Iv]:
+        """Branch and bound: the input of ReLU stage t + 1 restricted to the split's sign
+        (+1: >= 0, -1: <= 0) for the neurons split in this branch."""
+        sp = self.splits.get(t + 1)
+        if not sp:
+            return out
+        z = mpfr(0)
+        return [
+            x if j not in sp else ((max(x[0], z), x[1]) if sp[j] > 0 else (x[0], min(x[1], z)))
+            for j, x in enumerate(out)
+        ]
 
     def slopes(self, C: list[list[Any]], t: int) -> Slopes | None:
         """alpha-CROWN's per-row ReLU slopes for the objectives C @ z_t (None for CROWN, or
         when no ReLU neuron below t is unstable)."""
-        return optimise(self, C, t) if self.prior is not None else None
+        return optimise(self, C, t) if self.optimise else None
 
     def backward(self, C: list[list[Any]], t: int, sl: Slopes | None = None) -> list[Any]:
         """Exact lower bounds of C @ z_t over the box (rows of C are objectives), with the
@@ -239,7 +260,7 @@ class Crown:
     def witness(self) -> list[dict[str, Any]]:
         """Per stage: the pre-activation intervals and relaxations used (p/q strings)."""
         out = []
-        for t, st in enumerate(self.stages, 1):
+        for t, st in zip(range(1, len(self.ivs)), self.stages, strict=False):
             e: dict[str, Any] = {
                 "op": st.label,
                 "out": [[frac_str(a), frac_str(b)] for a, b in self.ivs[t]],
