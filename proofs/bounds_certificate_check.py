@@ -67,22 +67,27 @@ box and the previous layers declare, and any other error while parsing is report
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-import math
 from fractions import Fraction
 from typing import Any
 
 from .bounds_certificate_ia import (
+    GELU_C,
     GELU_GRID,
+    GELU_K,
     IA,
     MAX_RATIONAL_CHARS,
+    PIECES,
     PRECISION,
     CertificateError,
     act,
+    act_err,
     exact,
     ibp_stage,
     jlist,
+    lin_err,
+    phi_bounds,
+    piecewise,
     rat,
     short,
 )
@@ -91,7 +96,9 @@ __all__ = [
     "ALGORITHMS",
     "FORMAT",
     "FORMATS",
+    "GELU_C",
     "GELU_GRID",
+    "GELU_K",
     "KERNELS",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
@@ -107,7 +114,6 @@ __all__ = [
 ]
 
 FORMAT = "torchlean_output_bounds_v1"
-PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
 # (precision, exponent bits) of each IEEE dtype
 FORMATS = {"float64": (53, 11), "float32": (24, 8), "bfloat16": (8, 8), "float16": (11, 5)}
 
@@ -218,83 +224,6 @@ def _decode(v: Any, dtype: str, what: str) -> Fraction:
     return -val if sign else val
 
 
-def _phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
-    """Enclosure of min and max of f(x) - a x on [lo, hi] (f convex on x<=0, concave x>=0)."""
-    ia = IA(None)
-    A = ia.box(a)
-
-    def f(x: Fraction) -> Any:
-        return act(ia, op, {}, 0, ia.box(x))
-
-    def phi(x: Fraction) -> Any:
-        return ia.add(f(x), ia.neg(ia.mul(A, ia.box(x))))
-
-    def dphi(x: Fraction) -> Any:
-        y, one = f(x), ia.const(Fraction(1))
-        d = ia.add(one, ia.neg(ia.mul(y, y))) if op == "tanh" else ia.mul(y, ia.add(one, ia.neg(y)))
-        return ia.add(d, ia.neg(A))
-
-    def fprime(x: float) -> float:
-        if op == "tanh":
-            t = math.tanh(x)
-            return 1.0 - t * t
-        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-        return s * (1.0 - s)
-
-    pieces = []
-    if lo < 0:
-        pieces.append((lo, min(hi, Fraction(0)), True))
-    if hi > 0:
-        pieces.append((max(lo, Fraction(0)), hi, False))
-    if not pieces:
-        pieces.append((lo, hi, True))
-    mins, maxs = [], []
-    for p, q, convex in pieces:
-        # a tangent point: f' increases on the convex piece, decreases on the concave one
-        pf, qf, af = float(p), float(q), float(a)
-        if (fprime(pf) >= af) == convex:
-            df = pf
-        elif (fprime(qf) <= af) == convex:
-            df = qf
-        else:
-            for _ in range(100):
-                m = (pf + qf) / 2
-                if (fprime(m) < af) == convex:
-                    pf = m
-                else:
-                    qf = m
-            df = (pf + qf) / 2
-        d = min(max(Fraction(df), p), q)
-        ep, eq = phi(p), phi(q)
-        span = (ia.box(p - d)[0], ia.box(q - d)[1])
-        tan = ia.add(phi(d), ia.mul(dphi(d), span))
-        if convex:
-            mins.append(exact(tan[0]))
-            maxs.append(max(exact(ep[1]), exact(eq[1])))
-        else:
-            mins.append(min(exact(ep[0]), exact(eq[0])))
-            maxs.append(exact(tan[1]))
-    return min(mins), max(maxs)
-
-
-def _piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
-               a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
-    """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
-    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
-    cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
-    mn: Fraction | None = None
-    mx: Fraction | None = None
-    for p, q in itertools.pairwise(cuts):
-        P, Q = ia.box(p)[0], ia.box(q)[1]
-        f = act(ia, st["op"], st, j, (P, Q))
-        ap, aq = a * exact(P), a * exact(Q)
-        lo_i, hi_i = exact(f[0]) - max(ap, aq), exact(f[1]) - min(ap, aq)
-        mn = lo_i if mn is None else min(mn, lo_i)
-        mx = hi_i if mx is None else max(mx, hi_i)
-    assert mn is not None and mx is not None
-    return mn, mx
-
-
 def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fraction,
                  const: tuple[Fraction, Fraction], where: str,
                  piecewise: Any = None) -> None:  # fmt: skip
@@ -320,36 +249,10 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         return
     if op not in ("tanh", "sigmoid"):
         raise bad
-    m, _ = _phi_bounds(op, aL, lo, hi)
-    _, M = _phi_bounds(op, aU, lo, hi)
+    m, _ = phi_bounds(op, aL, lo, hi)
+    _, M = phi_bounds(op, aU, lo, hi)
     if cL > m - err or cU < M + err:
         raise bad
-
-
-def _lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]) -> list[Any]:
-    if fmt is None:
-        return [Fraction(0)] * len(st["bias"])
-    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
-    n = len(xs)
-    g = (n + 1) * u / (1 - (n + 1) * u)
-    X = [max(abs(exact(x[0])), abs(exact(x[1]))) for x in xs]
-    return [
-        g * (sum((abs(w) * m for w, m in zip(row, X, strict=True)), Fraction(0)) + abs(b))
-        + n * eta * (1 + g)
-        for row, b in zip(st["weight"], st["bias"], strict=True)
-    ]
-
-
-def _act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
-    if fmt is None or op not in ("tanh", "sigmoid"):
-        return Fraction(0)
-    ia = IA(None)
-    ends = [act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
-    M = max(max(abs(exact(e[0])), abs(exact(e[1]))) for e in ends)
-    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
-    if op == "tanh":
-        return u * M + eta
-    return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))
 
 
 def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction, Fraction]],
@@ -509,7 +412,7 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
         if "alpha" in w and (not (slopes or prior) or st["op"] != "linear" or t == len(stages)):
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
         if st["op"] == "linear":
-            ch.errs[t] = _lin_err(fmt, st, cur)
+            ch.errs[t] = lin_err(fmt, st, cur)
             if t < len(stages):
                 nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
                 if prior is not None:
@@ -610,8 +513,8 @@ def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str
         rq = [rat(v, f"{where}.relax[{j}]") for v in jlist(r, 4, f"{where}.relax[{j}]")]
         xl, xh = exact(x[0]), exact(x[1])
         const = act(ia, st["op"], st, j, x)
-        pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
-        _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
+        pw = lambda a, st=st, j=j, xl=xl, xh=xh: piecewise(ia, st, j, xl, xh, a)  # noqa: E731
+        _check_relax(st["op"], rq, xl, xh, act_err(fmt, st["op"], xl, xh),
                      (exact(const[0]), exact(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
         ch.relax[t].append(rq)
         ch.ins[t].append((xl, xh))

@@ -10,6 +10,11 @@ Invariants:
   op order (linear: a left fold from the first product, then + b; sigmoid 1/(1+exp(-x));
   BatchNorm ((x - mean) / sqrt(var + eps)) * w + b; GELU split at 0 and GELU_GRID, its cube
   bounded by its endpoints; LayerNorm with d*d as a square).
+- `phi_bounds` encloses min and max of f(x) - a x for tanh/sigmoid (convex on x <= 0,
+  concave on x >= 0: endpoints on one side, a supporting tangent on the other);
+  `piecewise` does it for GELU/BatchNorm from the interval evaluation on PIECES equal
+  pieces; `lin_err` and `act_err` are the level-2 rounding-error bounds of a linear layer
+  (gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1})) and of tanh/sigmoid.
 - `rat` reads a 'p/q' string (at most MAX_RATIONAL_CHARS), `jlist` a non-empty JSON list of
   a given length; both raise `CertificateError` naming the field.
 """
@@ -17,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -31,17 +37,23 @@ __all__ = [
     "GELU_K",
     "IA",
     "MAX_RATIONAL_CHARS",
+    "PIECES",
     "PRECISION",
     "CertificateError",
     "act",
+    "act_err",
     "exact",
     "ibp_stage",
     "jlist",
+    "lin_err",
+    "phi_bounds",
+    "piecewise",
     "rat",
     "short",
 ]
 
 PRECISION = 200
+PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
 # GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
 GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
     Fraction(-k, 8) for k in range(7, 0, -1)
@@ -205,3 +217,106 @@ def jlist(v: Any, n: int | None, what: str) -> list[Any]:
 def short(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
+
+
+def phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
+    """Enclosure of min and max of f(x) - a x on [lo, hi] (f convex on x<=0, concave x>=0)."""
+    ia = IA(None)
+    A = ia.box(a)
+
+    def f(x: Fraction) -> Any:
+        return act(ia, op, {}, 0, ia.box(x))
+
+    def phi(x: Fraction) -> Any:
+        return ia.add(f(x), ia.neg(ia.mul(A, ia.box(x))))
+
+    def dphi(x: Fraction) -> Any:
+        y, one = f(x), ia.const(Fraction(1))
+        d = ia.add(one, ia.neg(ia.mul(y, y))) if op == "tanh" else ia.mul(y, ia.add(one, ia.neg(y)))
+        return ia.add(d, ia.neg(A))
+
+    def fprime(x: float) -> float:
+        if op == "tanh":
+            t = math.tanh(x)
+            return 1.0 - t * t
+        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+        return s * (1.0 - s)
+
+    pieces = []
+    if lo < 0:
+        pieces.append((lo, min(hi, Fraction(0)), True))
+    if hi > 0:
+        pieces.append((max(lo, Fraction(0)), hi, False))
+    if not pieces:
+        pieces.append((lo, hi, True))
+    mins, maxs = [], []
+    for p, q, convex in pieces:
+        # a tangent point: f' increases on the convex piece, decreases on the concave one
+        pf, qf, af = float(p), float(q), float(a)
+        if (fprime(pf) >= af) == convex:
+            df = pf
+        elif (fprime(qf) <= af) == convex:
+            df = qf
+        else:
+            for _ in range(100):
+                m = (pf + qf) / 2
+                if (fprime(m) < af) == convex:
+                    pf = m
+                else:
+                    qf = m
+            df = (pf + qf) / 2
+        d = min(max(Fraction(df), p), q)
+        ep, eq = phi(p), phi(q)
+        span = (ia.box(p - d)[0], ia.box(q - d)[1])
+        tan = ia.add(phi(d), ia.mul(dphi(d), span))
+        if convex:
+            mins.append(exact(tan[0]))
+            maxs.append(max(exact(ep[1]), exact(eq[1])))
+        else:
+            mins.append(min(exact(ep[0]), exact(eq[0])))
+            maxs.append(exact(tan[1]))
+    return min(mins), max(maxs)
+
+
+def piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
+               a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
+    """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
+    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
+    cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
+    mn: Fraction | None = None
+    mx: Fraction | None = None
+    for p, q in itertools.pairwise(cuts):
+        P, Q = ia.box(p)[0], ia.box(q)[1]
+        f = act(ia, st["op"], st, j, (P, Q))
+        ap, aq = a * exact(P), a * exact(Q)
+        lo_i, hi_i = exact(f[0]) - max(ap, aq), exact(f[1]) - min(ap, aq)
+        mn = lo_i if mn is None else min(mn, lo_i)
+        mx = hi_i if mx is None else max(mx, hi_i)
+    assert mn is not None and mx is not None
+    return mn, mx
+
+
+def lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    if fmt is None:
+        return [Fraction(0)] * len(st["bias"])
+    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
+    n = len(xs)
+    g = (n + 1) * u / (1 - (n + 1) * u)
+    X = [max(abs(exact(x[0])), abs(exact(x[1]))) for x in xs]
+    return [
+        g * (sum((abs(w) * m for w, m in zip(row, X, strict=True)), Fraction(0)) + abs(b))
+        + n * eta * (1 + g)
+        for row, b in zip(st["weight"], st["bias"], strict=True)
+    ]
+
+
+def act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
+    if fmt is None or op not in ("tanh", "sigmoid"):
+        return Fraction(0)
+    ia = IA(None)
+    ends = [act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
+    M = max(max(abs(exact(e[0])), abs(exact(e[1]))) for e in ends)
+    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
+    if op == "tanh":
+        return u * M + eta
+    return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))
