@@ -90,7 +90,9 @@ class VerificationResult:
         (`runtime_covered`); False when the real level, or a covering runtime level, does
         not prove it; None for property "bounds", and for a result whose kernels are not
         covered (e.g. "fast") when the real level proves it: nothing is then claimed about
-        what `predict` returns (`runtime.holds` still speaks of the ordered kernels)."""
+        what `predict` returns (`runtime.holds` still speaks of the ordered kernels).
+        For algorithm "bab": False only with a counterexample, True when both levels prove
+        it (and the kernels are covered), None otherwise (budget spent: unknown)."""
         if self.real.holds is None:
             return None
         if self.algorithm == "bab":  # proved, refuted by a counterexample, or unknown
