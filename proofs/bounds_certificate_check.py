@@ -67,6 +67,7 @@ box and the previous layers declare, and any other error while parsing is report
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from fractions import Fraction
 from typing import Any
@@ -126,6 +127,7 @@ MAX_INT_DIGITS = 30
 refused while parsing."""
 KERNELS = ("ordered", "fast")
 ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
+AFFINE = ("linear", "conv2d", "avg_pool2d")
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:
@@ -267,7 +269,7 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
         if st["op"] == "ln":
             box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
-        if st["op"] == "linear":
+        if st["op"] in AFFINE:
             W, b, e = st["weight"], st["bias"], ch.errs[s]
             for r, row in enumerate(lam):
                 c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
@@ -319,17 +321,80 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
             out.append({"op": op, "weight": weight, "bias": vec("bias", len(rows))})
             n = len(rows)
         elif op == "bn":
-            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
-                        "mean": vec("running_mean", n), "var": vec("running_var", n),
+            # BatchNorm2d: per channel, repeated over the channel's `spatial` positions
+            rep = st.get("spatial", 1)
+            if type(rep) is not int or rep < 1 or n % rep:
+                raise CertificateError(f"{w}.spatial: expected a divisor of {n}")
+
+            def ch(name: str, rep: int = rep, k: int = n // rep, vec: Any = vec) -> list[Any]:
+                return [v for v in vec(name, k) for _ in range(rep)]
+
+            out.append({"op": op, "weight": ch("weight"), "bias": ch("bias"),
+                        "mean": ch("running_mean"), "var": ch("running_var"),
                         "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op == "ln":
             out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
                         "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
+        elif op in ("conv2d", "avg_pool2d"):
+            out.append(_windowed(st, dt, n, w))
+            n = len(out[-1]["bias"])
         else:
             raise CertificateError(f"{w}: unknown op {op!r}")
     return dt, out, n
+
+
+def _ints(v: Any, k: int, what: str, least: int = 0) -> list[int]:
+    if not (isinstance(v, list) and len(v) == k and all(type(x) is int and x >= least
+                                                          for x in v)):  # fmt: skip
+        raise CertificateError(f"{what}: expected {k} integers >= {least}, got {short(v)}")
+    return v
+
+
+def _windowed(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
+    """A conv2d / avg_pool2d stage as a dense matrix over the row-major (C, H, W) input,
+    built here from its window parameters (output (o, i, j) sums w[o, c, p, r] *
+    x[g * C/groups + c, i*s0 - p0 + p*d0, j*s1 - p1 + r*d1] over taps inside the input)."""
+    C, H, W = _ints(st.get("in_shape"), 3, f"{w}.in_shape", 1)
+    if C * H * W != n:
+        raise CertificateError(f"{w}.in_shape: {[C, H, W]} does not hold {n} inputs")
+    s0, s1 = _ints(st.get("stride"), 2, f"{w}.stride", 1)
+    p0, p1 = _ints(st.get("padding"), 2, f"{w}.padding")
+    if st["op"] == "conv2d":
+        d0, d1 = _ints(st.get("dilation"), 2, f"{w}.dilation", 1)
+        groups = _ints([st.get("groups")], 1, f"{w}.groups", 1)[0]
+        wt = jlist(st.get("weight"), None, f"{w}.weight")
+        O, cg = len(wt), len(jlist(wt[0], None, f"{w}.weight[0]"))
+        kh = len(jlist(wt[0][0], None, f"{w}.weight[0][0]"))
+        kw = len(jlist(wt[0][0][0], None, f"{w}.weight[0][0][0]"))
+        if cg * groups != C or O % groups:
+            raise CertificateError(f"{w}: channels and groups do not fit")
+        k4 = [[[[_decode(v, dt, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
+                for r in jlist(c, kh, f"{w}.weight")] for c in jlist(o, cg, f"{w}.weight")]
+              for o in wt]  # fmt: skip
+        bias = [_decode(v, dt, f"{w}.bias") for v in jlist(st.get("bias"), O, f"{w}.bias")]
+    else:
+        kh, kw = _ints(st.get("kernel_size"), 2, f"{w}.kernel_size", 1)
+        d0 = d1 = groups = 1
+        O, cg = C, 1
+        k4 = [[[[Fraction(1, kh * kw)] * kw] * kh] for _ in range(C)]
+        bias = [Fraction(0)] * C
+    Ho, Wo = (H + 2 * p0 - d0 * (kh - 1) - 1) // s0 + 1, (W + 2 * p1 - d1 * (kw - 1) - 1) // s1 + 1
+    if Ho < 1 or Wo < 1:
+        raise CertificateError(f"{w}: empty output")
+    rows, bs = [], []
+    for o in range(O):
+        first = (o // (O // groups)) * cg if st["op"] == "conv2d" else o
+        for i, j in itertools.product(range(Ho), range(Wo)):
+            row = [Fraction(0)] * n
+            for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
+                y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
+                if 0 <= y < H and 0 <= x < W:
+                    row[((first + c) * H + y) * W + x] += k4[o][c][p][r]
+            rows.append(row)
+            bs.append(bias[o])
+    return {"op": st["op"], "weight": rows, "bias": bs}
 
 
 def mpfr_format(dt: str) -> tuple[int, int, int]:
@@ -409,9 +474,9 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
             raise CertificateError(f"{where}: expected an object")
         if w.get("op") != st["op"] or len(jlist(w.get("out"), None, f"{where}.out")) != len(nxt):
             raise CertificateError(f"{where}: does not match the network")
-        if "alpha" in w and (not (slopes or prior) or st["op"] != "linear" or t == len(stages)):
+        if "alpha" in w and (not (slopes or prior) or st["op"] not in AFFINE or t == len(stages)):
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
-        if st["op"] == "linear":
+        if st["op"] in AFFINE:
             ch.errs[t] = lin_err(fmt, st, cur)
             if t < len(stages):
                 nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)

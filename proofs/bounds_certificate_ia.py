@@ -194,6 +194,16 @@ def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
 def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
     if st["op"] == "ln":
         return _layernorm(ia, st, xs)
+    if st["op"] in ("conv2d", "avg_pool2d"):  # summation order not modelled: any order
+        out = []
+        for row, b, e in zip(st["weight"], st["bias"], lin_err(ia.fmt, st, xs), strict=True):
+            lo = hi = b
+            for w, x in zip(row, xs, strict=True):
+                if w:
+                    a, c = w * exact(x[0]), w * exact(x[1])
+                    lo, hi = lo + min(a, c), hi + max(a, c)
+            out.append((ia.box(lo - e)[0], ia.box(hi + e)[1]))
+        return out
     if st["op"] == "linear":
         out = []
         for row, b in zip(st["weight"], st["bias"], strict=True):
@@ -297,17 +307,20 @@ def piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
 
 
 def lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    """Level 2: per output, gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1}),
+    with n the row length for linear (its fold) and the row's nonzero weights for conv2d /
+    avg_pool2d (any order; a zero weight gives an exact zero)."""
     if fmt is None:
         return [Fraction(0)] * len(st["bias"])
     u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
-    n = len(xs)
-    g = (n + 1) * u / (1 - (n + 1) * u)
     X = [max(abs(exact(x[0])), abs(exact(x[1]))) for x in xs]
-    return [
-        g * (sum((abs(w) * m for w, m in zip(row, X, strict=True)), Fraction(0)) + abs(b))
-        + n * eta * (1 + g)
-        for row, b in zip(st["weight"], st["bias"], strict=True)
-    ]
+    out = []
+    for row, b in zip(st["weight"], st["bias"], strict=True):
+        n = len(xs) if st["op"] == "linear" else sum(1 for w in row if w)
+        g = (n + 1) * u / (1 - (n + 1) * u)
+        s = sum((abs(w) * m for w, m in zip(row, X, strict=True) if w), Fraction(0))
+        out.append(g * (s + abs(b)) + n * eta * (1 + g))
+    return out
 
 
 def act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:

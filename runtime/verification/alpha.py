@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from gmpy2 import mpq
 
+from .network import AFFINE
+
 __all__ = ["DECAY", "ITERS", "LR", "Chain", "optimise"]
 
 ITERS = 50
@@ -48,7 +50,7 @@ class Chain:
         cr = self.cr
         for s in range(1, t + 1):
             st = cr.stages[s - 1]
-            if st.op == "linear" and s not in self.W and s in cr.err:
+            if st.op in AFFINE and s not in self.W and s in cr.err:
                 self.W[s] = np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64)
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
@@ -75,7 +77,7 @@ class Chain:
                 box, at_input = cr.ivs[s], False
                 break
             seen.append((s, lam))
-            if op == "linear":
+            if op in AFFINE:
                 c = c + lam @ self.b[s] - np.abs(lam) @ self.e[s]
                 lam = lam @ self.W[s]
             else:
@@ -98,7 +100,7 @@ class Chain:
         G = np.where(lam >= 0, lo, hi)
         grads: dict[int, np.ndarray] = {}
         for s, lam_s in reversed(seen):
-            if self.cr.stages[s - 1].op == "linear":
+            if self.cr.stages[s - 1].op in AFFINE:
                 G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
             else:
                 aL, cL, aU, cU = self._lines(s, alpha)

@@ -53,6 +53,7 @@ class Request:
     upper: list[Fraction]
     n_out: int
     top: int | None
+    in_shape: tuple[int, ...] = ()
 
 
 def _vector(v: Any, n: int | None, what: str) -> list[Fraction]:
@@ -107,24 +108,31 @@ def parse(
             f"verify: algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, "
             f"got {algorithm!r}"
         )
-    c = _vector(center, None, "center")
+    arr = np.asarray(center, dtype=object)
+    shape = tuple(arr.shape) if arr.ndim > 1 else None  # an image: (C, H, W)
+    c = _vector(arr.reshape(-1) if shape else center, None, "center")
     n = len(c)
-    r = _vector(radius, n, "radius")
+    rad = np.asarray(radius, dtype=object)
+    r = _vector(rad.reshape(-1) if shape and rad.shape == shape else radius, n, "radius")
     if any(x < 0 for x in r):
         raise VerificationError(f"verify: radius must be >= 0, got {[float(x) for x in r]}")
+    in_shape = shape or (n,)
     try:
-        n_out = result.model.out_shape((n,))
+        n_out = result.model.out_shape(in_shape)
     except TorchLeanError as e:
         raise VerificationError(
-            f"verify: center of length {n} does not fit the model: {e}"
+            f"verify: center of shape {in_shape} does not fit the model: {e}"
         ) from None
+    if len(n_out) != 1:
+        raise unavailable(f"outputs of shape {tuple(n_out)} (a vector is needed)")
     m = n_out[0]
+    sts = stages(result, in_shape)
     top = _top_label(property, m)
     if algorithm == "bab" and top is None:
         raise VerificationError("verify: algorithm 'bab' needs property ('top_label', k)")
     lo = [a - b for a, b in zip(c, r, strict=True)]
     hi = [a + b for a, b in zip(c, r, strict=True)]
-    return Request(sts, c, r, lo, hi, m, top)
+    return Request(sts, c, r, lo, hi, m, top, in_shape)
 
 
 def _crown_bounds(
@@ -246,7 +254,7 @@ def _branch(
         assert b.margins is not None
         levels.append(Level(b.level, H, A, f, box, b.margins))
     assert req.top is not None
-    out = search(result, req.stages, levels, (req.lower, req.upper), req.top, budget)
+    out = search(result, req.stages, levels, (req.lower, req.upper, req.in_shape), req.top, budget)
     if out.leaves is None:
         return bounds, out
     new = []
@@ -289,14 +297,14 @@ def verify(
         norm,
         result.dtype,
         result.kernels,
-        model_hash(result),
+        model_hash(result, req.in_shape),
         tuple(req.lower),
         tuple(req.upper),
         tuple(req.center),
         tuple(req.radius),
         real,
         runtime,
-        network_json(result),
+        network_json(result, req.in_shape),
         None if out is None else out.counterexample,
         0 if out is None else out.branches,
     )

@@ -157,12 +157,15 @@ def _vertices(cr: Crown, rows: np.ndarray, sl: Any, box: tuple[list[Any], list[A
              for v, a, b in zip(r, lo, hi, strict=True)] for r in lam]  # fmt: skip
 
 
-def _attack(ordered: Any, top: int, pts: list[list[float]]) -> dict[str, Any] | None:
+def _attack(
+    ordered: Any, top: int, pts: list[list[float]], shape: tuple[int, ...]
+) -> dict[str, Any] | None:
     """The first point at which the ordered-kernel runtime does not put `top` strictly on
-    top, with its outputs; None if there is none."""
+    top, with its outputs; None if there is none (points are flat, inputs of `shape`)."""
     if not pts:
         return None
-    out = np.asarray(ordered.predict(pts, batch=True), dtype=np.float64)
+    xs = np.asarray(pts, dtype=np.float64).reshape(len(pts), *shape)
+    out = np.asarray(ordered.predict(xs, batch=True), dtype=np.float64)
     for x, y in zip(pts, out, strict=True):
         if any(y[j] >= y[top] for j in range(len(y)) if j != top):
             return {"input": [float(v) for v in x], "output": [float(v) for v in y]}
@@ -173,7 +176,7 @@ def search(
     result: Any,
     stages: list[Stage],
     levels: list[Level],
-    box: tuple[list[Fraction], list[Fraction]],
+    box: tuple[list[Fraction], list[Fraction], tuple[int, ...]],
     top: int,
     budget: tuple[int, float],
 ) -> Outcome:
@@ -182,8 +185,9 @@ def search(
     m = len(levels[0].margins)
     rows = [[mpq(int(i == top) - int(i == j)) for i in range(m)] for j in range(m) if j != top]
     ordered = dataclasses.replace(result, kernels="ordered")
-    center = [_inside(a, b, float((a + b) / 2)) for a, b in zip(*box, strict=True)]
-    cex = _attack(ordered, top, [center])
+    lo, hi, shape = box
+    center = [_inside(a, b, float((a + b) / 2)) for a, b in zip(lo, hi, strict=True)]
+    cex = _attack(ordered, top, [center], shape)
     roots = {lv.name: lv.margins for lv in levels}
     if cex is not None or all(all(x is None or x > 0 for x in lv.margins) for lv in levels):
         return Outcome(roots, None, cex, 0, cex is None)
@@ -205,7 +209,7 @@ def search(
         _, _, cr, sl = next(g for g in got.values() if g[1] is not None)
         fr = np.array([[float(v) for v in rows[r]] for r in open_rows])
         sl_open = None if sl is None else {s: [v[r] for r in open_rows] for s, v in sl.items()}
-        cex = _attack(ordered, top, _vertices(cr, fr, sl_open, box))
+        cex = _attack(ordered, top, _vertices(cr, fr, sl_open, (lo, hi)), shape)
         if cex is not None:
             return Outcome(roots, None, cex, n, False)
         pick = _pick(cr, fr, sl_open)

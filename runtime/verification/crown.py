@@ -32,8 +32,8 @@ from spec.domains import IEEEDomain
 from .alpha import Chain, optimise
 from .arithmetic import Arith
 from .core import Iv, frac_str, q
-from .intervals import elem, layer
-from .network import Stage
+from .intervals import elem, layer, window_err
+from .network import AFFINE, Stage
 from .relaxations import RELAXATIONS, relax
 
 __all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
@@ -82,7 +82,10 @@ def _act_err(H: Arith, f: Fmt | None, kind: str, x: Iv) -> Any:
 
 def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     A, f = cr.A, cr.f
-    cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
+    if st.op != "linear":  # conv2d / avg_pool2d: any summation order
+        cr.err[t] = window_err(A, st, prev)
+    else:
+        cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
     out = layer(A, st, prev)
     if t < len(cr.stages):
         n = len(out)
@@ -115,7 +118,7 @@ def _fwd_relaxed(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
 
 ForwardStep = Callable[["Crown", int, Stage, list[Iv]], list[Iv]]
 FORWARD: dict[str, ForwardStep] = {
-    "linear": _fwd_linear,
+    **{op: _fwd_linear for op in AFFINE},
     "layer_norm": _fwd_opaque,
     **{op: _fwd_relaxed for op in RELAXATIONS},
 }
@@ -172,7 +175,7 @@ def _back_relaxed(
 
 
 BACKWARD: dict[str, BackwardStep] = {
-    "linear": _back_linear,
+    **{op: _back_linear for op in AFFINE},
     "layer_norm": _back_opaque,
     **{op: _back_relaxed for op in RELAXATIONS},
 }
@@ -210,7 +213,7 @@ class Crown:
         self.W = {
             t: [[mpq(w) for w in r] for r in st.weight]
             for t, st in enumerate(stages, 1)
-            if st.op == "linear"
+            if st.op in AFFINE
         }
         for t, st in enumerate(stages, 1):
             out = self._clamp(t, FORWARD[st.op](self, t, st, self.ivs[-1]))
