@@ -226,7 +226,7 @@ def _closed(levels: list[Level], done: list[tuple[Path, dict[str, Any]]], n: int
     leaves: dict[str, list[dict[str, Any]]] = {}
     for lv in levels:
         feas = [g[lv.name][1] for _, g in done if g[lv.name][1] is not None]
-        new = []
+        new: list[Fraction | None] = []
         for j, root in enumerate(lv.margins):
             if root is None:
                 new.append(None)
