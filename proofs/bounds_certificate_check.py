@@ -29,15 +29,32 @@ Invariants (what `check_certificate` establishes before it accepts):
   output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
+- alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
+  (`alpha_witness`) the same way, except that each linear stage's interval is also
+  intersected with the CROWN chain's validated one, and every backward pass uses the
+  per-row ReLU lower slopes it records (`alpha` of a stage entry for its intermediate
+  bounds, the level's `alpha` for the final lower/upper/margin rows). Each slope is checked
+  to give, with its neuron's validated intercept, a line below ReLU on the neuron's
+  interval (at the ends and at the kink); the optimiser that chose them is not re-run. The
+  final enclosure is the intersection of both chains' (and their last intervals').
+- The interval arithmetic and JSON readers live in `proofs.bounds_certificate_ia`.
 - The constants the writer and this checker must agree on (FORMAT, PIECES, GELU_GRID,
   FORMATS; PRECISION is this checker's own, finer than the writer's 160 bits) are restated
   here, not imported; tests/test_verify.py pins each equal to its `runtime.verification`
   counterpart.
-- `kernels` is "ordered" or "fast"; each level's `statement` equals the one regenerated
-  from the certificate's dtype and kernels (`statement`, restated from the writer and pinned
-  equal by tests), so a rewritten or stronger statement is refused; a result whose kernels
-  the runtime level does not model (not "ordered", dtype not exact) must claim nothing at
-  the runtime level (`holds` null); unknown levels or level fields are refused.
+- `algorithm` is one of ALGORITHMS; `kernels` is "ordered" or "fast"; each level's
+  `statement` equals the one regenerated from the certificate's dtype and kernels
+  (`statement`, restated from the writer and pinned equal by tests), so a rewritten or
+  stronger statement is refused; a result whose kernels the runtime level does not model
+  (not "ordered", dtype not exact) must claim nothing at the runtime level (`holds` null);
+  unknown levels or level fields are refused.
+- Branch and bound ("bab") certificates: the root is validated as alpha-CROWN; then, when
+  the level has `branches`, their split paths must be the leaves of one complete binary
+  tree (each inner node splits one ReLU input both ways, >= 0 and <= 0, so the leaves
+  cover the box); each leaf's chain is validated with its split neurons' inputs clamped
+  to their sign (a leaf whose recomputed intervals cross holds no input and is skipped),
+  and a margin is established when it is at most max(root margin, min over the feasible
+  leaves of the leaf's validated margin).
 - The file is parsed by `parse`: nesting deeper than MAX_DEPTH, integers longer than
   MAX_INT_DIGITS, NaN/Infinity and files over MAX_BYTES are refused before any check, and
   'p/q' strings over MAX_RATIONAL_CHARS are refused where they are read.
@@ -52,19 +69,37 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 from fractions import Fraction
 from typing import Any
 
-import gmpy2
-from gmpy2 import mpfr
-
-from spec.ops import GELU_C, GELU_K
+from .bounds_certificate_ia import (
+    GELU_C,
+    GELU_GRID,
+    GELU_K,
+    IA,
+    MAX_RATIONAL_CHARS,
+    PIECES,
+    PRECISION,
+    CertificateError,
+    act,
+    act_err,
+    exact,
+    ibp_stage,
+    jlist,
+    lin_err,
+    phi_bounds,
+    piecewise,
+    rat,
+    short,
+)
 
 __all__ = [
+    "ALGORITHMS",
     "FORMAT",
     "FORMATS",
+    "GELU_C",
     "GELU_GRID",
+    "GELU_K",
     "KERNELS",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
@@ -80,14 +115,8 @@ __all__ = [
 ]
 
 FORMAT = "torchlean_output_bounds_v1"
-PRECISION = 200
-PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
 # (precision, exponent bits) of each IEEE dtype
 FORMATS = {"float64": (53, 11), "float32": (24, 8), "bfloat16": (8, 8), "float16": (11, 5)}
-# GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
-GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
-    Fraction(-k, 8) for k in range(7, 0, -1)
-]
 
 
 MAX_DEPTH = 32
@@ -96,14 +125,9 @@ MAX_BYTES = 64 * 2**20
 MAX_INT_DIGITS = 30
 """JSON integers are only small counts and indices (property's label): longer ones are
 refused while parsing."""
-MAX_RATIONAL_CHARS = 2000
-"""A 'p/q' string longer than this is refused (the writer's rationals are a few hundred
-characters: binary64 values and 160-bit bounds)."""
 KERNELS = ("ordered", "fast")
-
-
-class CertificateError(Exception):
-    """The certificate is malformed or does not hold."""
+ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
+AFFINE = ("linear", "conv2d", "avg_pool2d")
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:
@@ -185,23 +209,9 @@ def _sha(obj: Any) -> str:
     ).hexdigest()
 
 
-def _rat(s: Any, what: str) -> Fraction:
-    if not isinstance(s, str) or "/" not in s:
-        raise CertificateError(f"{what}: expected a rational 'p/q', got {_short(s)}")
-    if len(s) > MAX_RATIONAL_CHARS:
-        raise CertificateError(
-            f"{what}: a rational of {len(s)} characters (at most {MAX_RATIONAL_CHARS}): refused"
-        )
-    try:
-        p, q = s.split("/")
-        return Fraction(int(p), int(q))
-    except (ValueError, ZeroDivisionError):
-        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}") from None
-
-
 def _decode(v: Any, dtype: str, what: str) -> Fraction:
     if dtype == "exact":
-        return _rat(v, what)
+        return rat(v, what)
     p, e = FORMATS[dtype]
     if not isinstance(v, str) or not v.startswith("0x"):
         raise CertificateError(f"{what}: expected a hex bit pattern, got {v!r}")
@@ -214,208 +224,6 @@ def _decode(v: Any, dtype: str, what: str) -> Fraction:
     if ex:
         val *= Fraction(2) ** (ex - bias)
     return -val if sign else val
-
-
-class _IA:
-    """Outward interval arithmetic; `fmt` = (precision, emin, emax) for a format, else wide."""
-
-    def __init__(self, fmt: tuple[int, int, int] | None) -> None:
-        kw: dict[str, Any] = {"precision": PRECISION}
-        if fmt is not None:
-            kw = {"precision": fmt[0], "emin": fmt[1], "emax": fmt[2], "subnormalize": True}
-        self.fmt = fmt
-        self.d = gmpy2.context(round=gmpy2.RoundDown, **kw)
-        self.u = gmpy2.context(round=gmpy2.RoundUp, **kw)
-        self.n = gmpy2.context(round=gmpy2.RoundToNearest, **kw)
-
-    def _in(self, ctx: Any, q: Fraction) -> Any:
-        with gmpy2.context(ctx):
-            return gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
-
-    def box(self, q: Fraction) -> tuple[Any, Any]:
-        return self._in(self.d, q), self._in(self.u, q)
-
-    def const(self, q: Fraction) -> tuple[Any, Any]:
-        if self.fmt is None:
-            return self.box(q)
-        v = self._in(self.n, q)
-        return v, v
-
-    def add(self, a: Any, b: Any) -> tuple[Any, Any]:
-        return self.d.add(a[0], b[0]), self.u.add(a[1], b[1])
-
-    def neg(self, a: Any) -> tuple[Any, Any]:
-        return self.d.minus(a[1]), self.u.minus(a[0])  # not `-x`: the global context rounds
-
-    def mul(self, a: Any, b: Any) -> tuple[Any, Any]:
-        lo = [self.d.mul(x, y) for x in a for y in b]
-        hi = [self.u.mul(x, y) for x in a for y in b]
-        if any(gmpy2.is_nan(v) for v in lo + hi):
-            raise CertificateError("interval product is NaN")
-        return min(lo), max(hi)
-
-    def div(self, a: Any, b: Any) -> tuple[Any, Any]:
-        if not b[0] > 0:
-            raise CertificateError("interval division by a non-positive interval")
-        lo = [self.d.div(x, y) for x in a for y in b]
-        hi = [self.u.div(x, y) for x in a for y in b]
-        return min(lo), max(hi)
-
-    def mono(self, fn: str, a: Any) -> tuple[Any, Any]:
-        return getattr(self.d, fn)(a[0]), getattr(self.u, fn)(a[1])
-
-
-def _q(x: Any) -> Fraction:
-    if not gmpy2.is_finite(x):
-        raise CertificateError(f"a recomputed bound is not finite ({x})")
-    n, d = x.as_integer_ratio()
-    return Fraction(int(n), int(d))
-
-
-def _act(ia: _IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
-    if op == "relu":
-        return max(x[0], mpfr(0)), max(x[1], mpfr(0))
-    if op == "tanh":
-        return ia.mono("tanh", x)
-    if op == "sigmoid":
-        one = ia.const(Fraction(1))
-        return ia.div(one, ia.add(one, ia.mono("exp", ia.neg(x))))
-    if op == "bn":
-        den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
-        y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
-        return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
-    if op == "gelu":
-        cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
-        lo = hi = None
-        for a, b in itertools.pairwise(cuts):
-            v = (a, b)
-            # x -> (x*x)*x is nondecreasing (also rounded): bound it by its endpoints
-            cube = (ia.d.mul(ia.d.mul(a, a) if a >= 0 else ia.u.mul(a, a), a),
-                    ia.u.mul(ia.u.mul(b, b) if b >= 0 else ia.d.mul(b, b), b))  # fmt: skip
-            t = ia.mul(ia.const(GELU_K), cube)
-            t = ia.mono("tanh", ia.mul(ia.const(GELU_C), ia.add(v, t)))
-            y = ia.mul(ia.mul(ia.const(Fraction(1, 2)), v), ia.add(ia.const(Fraction(1)), t))
-            lo = y[0] if lo is None else min(lo, y[0])
-            hi = y[1] if hi is None else max(hi, y[1])
-        return lo, hi
-    raise CertificateError(f"unknown op {op!r}")
-
-
-def _layernorm(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
-    n = ia.const(Fraction(len(xs)))
-    acc = xs[0]
-    for x in xs[1:]:
-        acc = ia.add(acc, x)
-    mu = ia.div(acc, n)
-    ds = [ia.add(x, ia.neg(mu)) for x in xs]
-    sq = []
-    for d in ds:  # the square of one value is >= 0 (no `abs`: it rounds to 53 bits)
-        if d[0] >= 0:
-            sq.append((ia.d.mul(d[0], d[0]), ia.u.mul(d[1], d[1])))
-        elif d[1] <= 0:
-            sq.append((ia.d.mul(d[1], d[1]), ia.u.mul(d[0], d[0])))
-        else:
-            sq.append((mpfr(0), max(ia.u.mul(d[0], d[0]), ia.u.mul(d[1], d[1]))))
-    acc = sq[0]
-    for v in sq[1:]:
-        acc = ia.add(acc, v)
-    den = ia.mono("sqrt", ia.add(ia.div(acc, n), ia.const(st["eps"])))
-    return [
-        ia.add(ia.mul(ia.div(d, den), ia.box(w)), ia.box(b))
-        for d, w, b in zip(ds, st["weight"], st["bias"], strict=True)
-    ]
-
-
-def _ibp_stage(ia: _IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
-    if st["op"] == "ln":
-        return _layernorm(ia, st, xs)
-    if st["op"] == "linear":
-        out = []
-        for row, b in zip(st["weight"], st["bias"], strict=True):
-            acc = None
-            for w, x in zip(row, xs, strict=True):
-                p = ia.mul(ia.box(w), x)
-                acc = p if acc is None else ia.add(acc, p)
-            out.append(ia.add(acc, ia.box(b)))
-        return out
-    return [_act(ia, st["op"], st, j, x) for j, x in enumerate(xs)]
-
-
-def _phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
-    """Enclosure of min and max of f(x) - a x on [lo, hi] (f convex on x<=0, concave x>=0)."""
-    ia = _IA(None)
-    A = ia.box(a)
-
-    def f(x: Fraction) -> Any:
-        return _act(ia, op, {}, 0, ia.box(x))
-
-    def phi(x: Fraction) -> Any:
-        return ia.add(f(x), ia.neg(ia.mul(A, ia.box(x))))
-
-    def dphi(x: Fraction) -> Any:
-        y, one = f(x), ia.const(Fraction(1))
-        d = ia.add(one, ia.neg(ia.mul(y, y))) if op == "tanh" else ia.mul(y, ia.add(one, ia.neg(y)))
-        return ia.add(d, ia.neg(A))
-
-    def fprime(x: float) -> float:
-        if op == "tanh":
-            t = math.tanh(x)
-            return 1.0 - t * t
-        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-        return s * (1.0 - s)
-
-    pieces = []
-    if lo < 0:
-        pieces.append((lo, min(hi, Fraction(0)), True))
-    if hi > 0:
-        pieces.append((max(lo, Fraction(0)), hi, False))
-    if not pieces:
-        pieces.append((lo, hi, True))
-    mins, maxs = [], []
-    for p, q, convex in pieces:
-        # a tangent point: f' increases on the convex piece, decreases on the concave one
-        pf, qf, af = float(p), float(q), float(a)
-        if (fprime(pf) >= af) == convex:
-            df = pf
-        elif (fprime(qf) <= af) == convex:
-            df = qf
-        else:
-            for _ in range(100):
-                m = (pf + qf) / 2
-                if (fprime(m) < af) == convex:
-                    pf = m
-                else:
-                    qf = m
-            df = (pf + qf) / 2
-        d = min(max(Fraction(df), p), q)
-        ep, eq = phi(p), phi(q)
-        span = (ia.box(p - d)[0], ia.box(q - d)[1])
-        tan = ia.add(phi(d), ia.mul(dphi(d), span))
-        if convex:
-            mins.append(_q(tan[0]))
-            maxs.append(max(_q(ep[1]), _q(eq[1])))
-        else:
-            mins.append(min(_q(ep[0]), _q(eq[0])))
-            maxs.append(_q(tan[1]))
-    return min(mins), max(maxs)
-
-
-def _piecewise(ia: _IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
-               a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
-    """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
-    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
-    cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
-    mn: Fraction | None = None
-    mx: Fraction | None = None
-    for p, q in itertools.pairwise(cuts):
-        P, Q = ia.box(p)[0], ia.box(q)[1]
-        f = _act(ia, st["op"], st, j, (P, Q))
-        ap, aq = a * _q(P), a * _q(Q)
-        lo_i, hi_i = _q(f[0]) - max(ap, aq), _q(f[1]) - min(ap, aq)
-        mn = lo_i if mn is None else min(mn, lo_i)
-        mx = hi_i if mx is None else max(mx, hi_i)
-    assert mn is not None and mx is not None
-    return mn, mx
 
 
 def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fraction,
@@ -431,9 +239,9 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         # at the endpoints; (aL x + cL) - ReLU is concave with its kink at 0, so the lower
         # line needs the endpoints and, when lo < 0 < hi, x = 0 (intercept <= ReLU(0) = 0)
         for x in (lo, hi):
-            if aL * x + cL > max(x, Fraction(0)) or aU * x + cU < max(x, Fraction(0)):
+            if aU * x + cU < max(x, Fraction(0)):
                 raise bad
-        if lo < 0 < hi and cL > 0:
+        if not _relu_lower_ok(aL, cL, lo, hi):
             raise bad
         return
     if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
@@ -443,60 +251,38 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         return
     if op not in ("tanh", "sigmoid"):
         raise bad
-    m, _ = _phi_bounds(op, aL, lo, hi)
-    _, M = _phi_bounds(op, aU, lo, hi)
+    m, _ = phi_bounds(op, aL, lo, hi)
+    _, M = phi_bounds(op, aU, lo, hi)
     if cL > m - err or cU < M + err:
         raise bad
 
 
-def _lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]) -> list[Any]:
-    if fmt is None:
-        return [Fraction(0)] * len(st["bias"])
-    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
-    n = len(xs)
-    g = (n + 1) * u / (1 - (n + 1) * u)
-    X = [max(abs(_q(x[0])), abs(_q(x[1]))) for x in xs]
-    return [
-        g * (sum((abs(w) * m for w, m in zip(row, X, strict=True)), Fraction(0)) + abs(b))
-        + n * eta * (1 + g)
-        for row, b in zip(st["weight"], st["bias"], strict=True)
-    ]
-
-
-def _act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
-    if fmt is None or op not in ("tanh", "sigmoid"):
-        return Fraction(0)
-    ia = _IA(None)
-    ends = [_act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
-    M = max(max(abs(_q(e[0])), abs(_q(e[1]))) for e in ends)
-    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
-    if op == "tanh":
-        return u * M + eta
-    return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))
-
-
-def _backward(stages: list[dict[str, Any]], relax: dict[int, list[list[Fraction]]],
-              errs: dict[int, list[Fraction]], box: list[tuple[Fraction, Fraction]],
+def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction, Fraction]],
               C: list[list[Fraction]], t: int,
-              outs: dict[int, list[tuple[Fraction, Fraction]]]) -> list[Fraction]:  # fmt: skip
+              sl: dict[int, list[list[Fraction]]] | None = None) -> list[Fraction]:  # fmt: skip
+    """Exact lower bounds of C @ z_t over the chain's validated relaxations (with per-row
+    ReLU lower slopes `sl` where given), stopping at a LayerNorm."""
     lam = [list(r) for r in C]
     c = [Fraction(0)] * len(C)
     for s in range(t, 0, -1):
         st = stages[s - 1]
         if st["op"] == "ln":
-            box = outs[s]  # concretise over LayerNorm's (validated) output interval
+            box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
-        if st["op"] == "linear":
-            W, b, e = st["weight"], st["bias"], errs[s]
+        if st["op"] in AFFINE:
+            W, b, e = st["weight"], st["bias"], ch.errs[s]
             for r, row in enumerate(lam):
                 c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
                             Fraction(0))  # fmt: skip
             lam = [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
                     for j in range(len(W[0]))] for row in lam]  # fmt: skip
         else:
+            own = sl.get(s) if sl is not None else None
             for r, row in enumerate(lam):
                 for j, lv in enumerate(row):
-                    aL, cL, aU, cU = relax[s][j]
+                    aL, cL, aU, cU = ch.relax[s][j]
+                    if own is not None:
+                        aL = own[r][j]
                     row[j], c[r] = (
                         (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
                     )
@@ -505,19 +291,6 @@ def _backward(stages: list[dict[str, Any]], relax: dict[int, list[list[Fraction]
                    Fraction(0))
         for r, row in enumerate(lam)
     ]  # fmt: skip
-
-
-def _list(v: Any, n: int | None, what: str) -> list[Any]:
-    """A non-empty JSON list, of length n when n is given."""
-    if not isinstance(v, list) or not v or (n is not None and len(v) != n):
-        want = f"{n} entries" if n is not None else "a non-empty list"
-        raise CertificateError(f"{what}: expected {want}, got {_short(v)}")
-    return v
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
@@ -538,27 +311,90 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         op = st.get("op")
 
         def vec(name: str, size: int, w: str = w, st: dict[str, Any] = st) -> list[Fraction]:
-            return [_decode(v, dt, f"{w}.{name}") for v in _list(st.get(name), size,
+            return [_decode(v, dt, f"{w}.{name}") for v in jlist(st.get(name), size,
                                                                   f"{w}.{name}")]  # fmt: skip
 
         if op == "linear":
-            rows = _list(st.get("weight"), None, f"{w}.weight")
-            weight = [[_decode(v, dt, f"{w}.weight") for v in _list(r, n, f"{w}.weight[{i}]")]
+            rows = jlist(st.get("weight"), None, f"{w}.weight")
+            weight = [[_decode(v, dt, f"{w}.weight") for v in jlist(r, n, f"{w}.weight[{i}]")]
                       for i, r in enumerate(rows)]  # fmt: skip
             out.append({"op": op, "weight": weight, "bias": vec("bias", len(rows))})
             n = len(rows)
         elif op == "bn":
-            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
-                        "mean": vec("running_mean", n), "var": vec("running_var", n),
-                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
+            # BatchNorm2d: per channel, repeated over the channel's `spatial` positions
+            rep = st.get("spatial", 1)
+            if type(rep) is not int or rep < 1 or n % rep:
+                raise CertificateError(f"{w}.spatial: expected a divisor of {n}")
+
+            def ch(name: str, rep: int = rep, k: int = n // rep, vec: Any = vec) -> list[Any]:
+                return [v for v in vec(name, k) for _ in range(rep)]
+
+            out.append({"op": op, "weight": ch("weight"), "bias": ch("bias"),
+                        "mean": ch("running_mean"), "var": ch("running_var"),
+                        "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op == "ln":
             out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
-                        "eps": _rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
+                        "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
+        elif op in ("conv2d", "avg_pool2d"):
+            out.append(_windowed(st, dt, n, w))
+            n = len(out[-1]["bias"])
         else:
             raise CertificateError(f"{w}: unknown op {op!r}")
     return dt, out, n
+
+
+def _ints(v: Any, k: int, what: str, least: int = 0) -> list[int]:
+    if not (isinstance(v, list) and len(v) == k and all(type(x) is int and x >= least
+                                                          for x in v)):  # fmt: skip
+        raise CertificateError(f"{what}: expected {k} integers >= {least}, got {short(v)}")
+    return v
+
+
+def _windowed(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
+    """A conv2d / avg_pool2d stage as a dense matrix over the row-major (C, H, W) input,
+    built here from its window parameters (output (o, i, j) sums w[o, c, p, r] *
+    x[g * C/groups + c, i*s0 - p0 + p*d0, j*s1 - p1 + r*d1] over taps inside the input)."""
+    C, H, W = _ints(st.get("in_shape"), 3, f"{w}.in_shape", 1)
+    if C * H * W != n:
+        raise CertificateError(f"{w}.in_shape: {[C, H, W]} does not hold {n} inputs")
+    s0, s1 = _ints(st.get("stride"), 2, f"{w}.stride", 1)
+    p0, p1 = _ints(st.get("padding"), 2, f"{w}.padding")
+    if st["op"] == "conv2d":
+        d0, d1 = _ints(st.get("dilation"), 2, f"{w}.dilation", 1)
+        groups = _ints([st.get("groups")], 1, f"{w}.groups", 1)[0]
+        wt = jlist(st.get("weight"), None, f"{w}.weight")
+        O, cg = len(wt), len(jlist(wt[0], None, f"{w}.weight[0]"))
+        kh = len(jlist(wt[0][0], None, f"{w}.weight[0][0]"))
+        kw = len(jlist(wt[0][0][0], None, f"{w}.weight[0][0][0]"))
+        if cg * groups != C or O % groups:
+            raise CertificateError(f"{w}: channels and groups do not fit")
+        k4 = [[[[_decode(v, dt, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
+                for r in jlist(c, kh, f"{w}.weight")] for c in jlist(o, cg, f"{w}.weight")]
+              for o in wt]  # fmt: skip
+        bias = [_decode(v, dt, f"{w}.bias") for v in jlist(st.get("bias"), O, f"{w}.bias")]
+    else:
+        kh, kw = _ints(st.get("kernel_size"), 2, f"{w}.kernel_size", 1)
+        d0 = d1 = groups = 1
+        O, cg = C, 1
+        k4 = [[[[Fraction(1, kh * kw)] * kw] * kh] for _ in range(C)]
+        bias = [Fraction(0)] * C
+    Ho, Wo = (H + 2 * p0 - d0 * (kh - 1) - 1) // s0 + 1, (W + 2 * p1 - d1 * (kw - 1) - 1) // s1 + 1
+    if Ho < 1 or Wo < 1:
+        raise CertificateError(f"{w}: empty output")
+    rows, bs = [], []
+    for o in range(O):
+        first = (o // (O // groups)) * cg if st["op"] == "conv2d" else o
+        for i, j in itertools.product(range(Ho), range(Wo)):
+            row = [Fraction(0)] * n
+            for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
+                y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
+                if 0 <= y < H and 0 <= x < W:
+                    row[((first + c) * H + y) * W + x] += k4[o][c][p][r]
+            rows.append(row)
+            bs.append(bias[o])
+    return {"op": st["op"], "weight": rows, "bias": bs}
 
 
 def mpfr_format(dt: str) -> tuple[int, int, int]:
@@ -568,79 +404,258 @@ def mpfr_format(dt: str) -> tuple[int, int, int]:
     return p, 2 - bias - (p - 1), 2 ** (e - 1)
 
 
+class _Chain:
+    """One validated CROWN chain of a level: relaxations, error terms, the (validated)
+    stored interval after every stage, each relaxed stage's input intervals, and the last
+    stage's enclosure."""
+
+    def __init__(self) -> None:
+        self.relax: dict[int, list[list[Fraction]]] = {}
+        self.errs: dict[int, list[Fraction]] = {}
+        self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
+        self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
+        self.cur: list[Any] = []
+        self.empty = False
+
+
+def _relu_lower_ok(a: Fraction, c: Fraction, lo: Fraction, hi: Fraction) -> bool:
+    """a x + c <= ReLU(x) on [lo, hi]: at both ends and, when lo < 0 < hi, at the kink 0
+    (the line minus ReLU is concave, so its maximum is at one of those points)."""
+    ends = all(a * x + c <= max(x, Fraction(0)) for x in (lo, hi))
+    return ends and not (lo < 0 < hi and c > 0)
+
+
+def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: int,
+            where: str) -> dict[int, list[list[Fraction]]]:  # fmt: skip
+    """alpha-CROWN's per-row ReLU lower slopes for a backward pass from stage t, each
+    checked to give a valid lower line (with the stage's own intercept) on its neuron's
+    interval."""
+    if not isinstance(obj, dict):
+        raise CertificateError(f"{where}: expected an object (stage -> rows of slopes)")
+    out: dict[int, list[list[Fraction]]] = {}
+    for key, val in obj.items():
+        s = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 6 else 0
+        if not (1 <= s < t and stages[s - 1]["op"] == "relu" and s in ch.relax):
+            raise CertificateError(f"{where}: {key!r} is not a ReLU stage below stage {t}")
+        n = len(ch.relax[s])
+        got = [[rat(v, f"{where}[{key}]") for v in jlist(r, n, f"{where}[{key}][{i}]")]
+               for i, r in enumerate(jlist(val, rows, f"{where}[{key}]"))]  # fmt: skip
+        for i, row in enumerate(got):
+            for j, a in enumerate(row):
+                lo, hi = ch.ins[s][j]
+                if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
+                    raise CertificateError(
+                        f"{where}[{key}][{i}][{j}]: slope {a} gives no lower line of ReLU on "
+                        f"[{lo}, {hi}] (not valid)"
+                    )
+        out[s] = got
+    return out
+
+
+def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
+           box: list[tuple[Fraction, Fraction]], wit: Any, where0: str,
+           prior: _Chain | None, slopes: bool = False,
+           splits: dict[int, dict[int, int]] | None = None) -> _Chain:  # fmt: skip
+    """Validate one chain stage by stage (the CROWN witness; with `prior` the alpha-CROWN
+    one, whose linear stages also intersect with `prior`'s validated intervals; with
+    `slopes` per-row slopes are allowed; with `splits` a branch, whose split neurons' inputs
+    are clamped to their sign): by induction every stored interval is sound. A branch whose
+    recomputed intervals cross contains no input: the chain stops there (`empty`)."""
+    partial = bool(splits) and isinstance(wit, list) and 0 < len(wit) < len(stages)
+    if not isinstance(wit, list) or not (len(wit) == len(stages) or partial):
+        raise CertificateError(f"{where0}: expected one entry per stage")
+    ch, cur = _Chain(), start
+    for t, st in enumerate(stages, 1):
+        if t > len(wit):
+            raise CertificateError(f"{where0}: the branch is not infeasible by stage {t - 1}")
+        nxt = ibp_stage(ia, st, cur)
+        w, where = wit[t - 1], f"{where0}[{t - 1}]"
+        if not isinstance(w, dict):
+            raise CertificateError(f"{where}: expected an object")
+        if w.get("op") != st["op"] or len(jlist(w.get("out"), None, f"{where}.out")) != len(nxt):
+            raise CertificateError(f"{where}: does not match the network")
+        if "alpha" in w and (not (slopes or prior) or st["op"] not in AFFINE or t == len(stages)):
+            raise CertificateError(f"{where}.alpha: slopes are not expected here")
+        if st["op"] in AFFINE:
+            ch.errs[t] = lin_err(fmt, st, cur)
+            if t < len(stages):
+                nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
+                if prior is not None:
+                    nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))
+                           for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
+        elif st["op"] != "ln":
+            _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
+        sp, z = (splits or {}).get(t + 1, {}), ia.box(Fraction(0))[0]
+        nxt = [o if j not in sp else ((max(o[0], z), o[1]) if sp[j] > 0 else (o[0], min(o[1], z)))
+               for j, o in enumerate(nxt)]  # fmt: skip
+        if any(o[0] > o[1] for o in nxt):
+            ch.empty = True
+            return ch
+        stored = [(rat(a, where), rat(b, where)) for a, b in
+                  (jlist(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
+        for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
+            if sa > exact(o[0]) or sb < exact(o[1]):
+                raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
+        ch.outs[t] = stored
+        cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
+    ch.cur = cur
+    return ch
+
+
+def _covers(paths: list[list[tuple[int, int, int]]], depth: int = 0) -> bool:
+    """Whether the split paths are the leaves of one complete binary tree: every inner node
+    splits one neuron both ways (+1: input >= 0, -1: <= 0), so the leaves cover the box."""
+    if len(paths) == 1 and len(paths[0]) == depth:
+        return True
+    if any(len(p) <= depth for p in paths) or len({p[depth][:2] for p in paths}) != 1:
+        return False
+    pos = [p for p in paths if p[depth][2] == 1]
+    neg = [p for p in paths if p[depth][2] == -1]
+    return bool(pos) and bool(neg) and _covers(pos, depth + 1) and _covers(neg, depth + 1)
+
+
+def _branches(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
+              box: list[Any], top: int, leaves: Any, where: str) -> list[Any]:  # fmt: skip
+    """Branch and bound: per output j, the minimum over the feasible leaves of a complete
+    split tree of the leaf's validated margin (None if no leaf is feasible)."""
+    paths = []
+    for i, leaf in enumerate(jlist(leaves, None, where)):
+        sp = leaf.get("splits") if isinstance(leaf, dict) else None
+        if not isinstance(sp, list) or not all(
+            isinstance(x, list) and len(x) == 3 and all(type(v) is int for v in x)
+            and 1 <= x[0] <= len(stages) and stages[x[0] - 1]["op"] == "relu"
+            and x[2] in (1, -1) for x in sp
+        ):  # fmt: skip
+            raise CertificateError(f"{where}[{i}].splits: expected [[relu stage, neuron, +-1]]")
+        paths.append([tuple(x) for x in sp])
+    if not _covers(paths):
+        raise CertificateError(f"{where}: the split paths do not form a complete tree")
+    best: list[Any] = []
+    for i, (leaf, path) in enumerate(zip(leaves, paths, strict=True)):
+        splits: dict[int, dict[int, int]] = {}
+        for s, j, sign in path:
+            splits.setdefault(s, {})[j] = sign
+        w = f"{where}[{i}]"
+        ch = _chain(ia, fmt, stages, start, box, leaf.get("witness"), f"{w}.witness", None,
+                    True, splits)  # fmt: skip
+        if leaf.get("infeasible") and not ch.empty:
+            raise CertificateError(f"{w}: claimed infeasible, but it is not")
+        if ch.empty:
+            continue
+        fs = leaf.get("alpha", {})
+        if not isinstance(fs, dict) or not set(fs) <= {"margins"}:
+            raise CertificateError(f"{w}.alpha: expected only margins")
+        _, _, ms = _final([(ch, fs)], stages, box, len(ch.cur), top, f"{w}.alpha")
+        best = ms if not best else [None if a is None else min(a, b)
+                                    for a, b in zip(best, ms, strict=True)]  # fmt: skip
+    return best
+
+
+def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt: list[Any],
+                  w: dict[str, Any], where: str, t: int, ia: IA) -> list[Any]:  # fmt: skip
+    """A linear stage's intervals intersected with the backward pass's bounds (with the
+    stage's validated per-row slopes, if any)."""
+    n = len(nxt)
+    eye = [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
+    al = w.get("alpha", {})
+    if not isinstance(al, dict) or not set(al) <= {"lower", "upper"}:
+        raise CertificateError(f"{where}.alpha: expected keys among lower, upper")
+    sl = {k: _slopes(v, ch, stages, t, n, f"{where}.alpha.{k}") for k, v in al.items()}
+    lw = _backward(stages, ch, box, eye, t, sl.get("lower"))
+    up = _backward(stages, ch, box, [[-v for v in r] for r in eye], t, sl.get("upper"))
+    return [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
+            for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
+
+
+def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str, Any],
+                   where: str, t: int, cur: list[Any]) -> None:  # fmt: skip
+    """Validate every relaxation of an elementwise stage on its input interval."""
+    rl = w.get("relax")
+    if not isinstance(rl, list) or len(rl) != len(cur):
+        raise CertificateError(f"{where}: expected one relaxation per neuron")
+    ch.relax[t], ch.ins[t] = [], []
+    for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
+        rq = [rat(v, f"{where}.relax[{j}]") for v in jlist(r, 4, f"{where}.relax[{j}]")]
+        xl, xh = exact(x[0]), exact(x[1])
+        const = act(ia, st["op"], st, j, x)
+        pw = lambda a, st=st, j=j, xl=xl, xh=xh: piecewise(ia, st, j, xl, xh, a)  # noqa: E731
+        _check_relax(st["op"], rq, xl, xh, act_err(fmt, st["op"], xl, xh),
+                     (exact(const[0]), exact(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
+        ch.relax[t].append(rq)
+        ch.ins[t].append((xl, xh))
+
+
+def _final(chains: list[tuple[_Chain, Any]], stages: list[dict[str, Any]], box: list[Any],
+           m: int, top: int | None, where: str) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The output enclosure and margins: every chain's last interval and its backward pass
+    (with its validated final slopes, an object of lower/upper/margins), intersected."""
+    out_lo = [max(exact(ch.cur[j][0]) for ch, _ in chains) for j in range(m)]
+    out_hi = [min(exact(ch.cur[j][1]) for ch, _ in chains) for j in range(m)]
+    margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
+    T = len(stages)
+    eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
+    rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
+            for j in range(m) if j != top]  # fmt: skip
+    counts = {"lower": m, "upper": m, "margins": len(rows)}
+    for ch, fs in chains:
+        if not isinstance(fs, dict):
+            raise CertificateError(f"{where}: expected an object")
+        if not set(fs) <= set(counts) or (top is None and "margins" in fs):
+            raise CertificateError(f"{where}: unexpected keys {sorted(fs)}")
+        sl = {key: _slopes(v, ch, stages, T + 1, counts[key], f"{where}.{key}")
+              for key, v in fs.items()}  # fmt: skip
+        lw = _backward(stages, ch, box, eye, T, sl.get("lower"))
+        up = _backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
+        out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
+        out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
+        if top is not None:
+            it = iter(_backward(stages, ch, box, rows, T, sl.get("margins")))
+            margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
+    return out_lo, out_hi, margins
+
+
 def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, level: str,
                  lo: list[Fraction], hi: list[Fraction], top: int | None) -> None:  # fmt: skip
     claim = cert["levels"].get(level)
     if not isinstance(claim, dict):
         raise CertificateError(f"levels.{level}: missing")
     fmt = mpfr_format(dt) if level == "runtime" and dt != "exact" else None
-    ia = _IA(fmt)
+    ia = IA(fmt)
     cur = [(ia.box(a)[0], ia.box(b)[1]) for a, b in zip(lo, hi, strict=True)]
-    box = [(_q(a), _q(b)) for a, b in cur]
-    crown = cert["algorithm"] == "crown"
-    wit = claim.get("witness") if crown else None
-    if crown and (not isinstance(wit, list) or len(wit) != len(stages)):
-        raise CertificateError(f"levels.{level}.witness: expected one entry per stage")
-    relax: dict[int, list[list[Fraction]]] = {}
-    errs: dict[int, list[Fraction]] = {}
-    outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
-    for t, st in enumerate(stages, 1):
-        nxt = _ibp_stage(ia, st, cur)
-        if not crown:
-            cur = nxt
-            continue
-        w = wit[t - 1]
-        where = f"levels.{level}.witness[{t - 1}]"
-        if not isinstance(w, dict):
-            raise CertificateError(f"{where}: expected an object")
-        if w.get("op") != st["op"] or len(_list(w.get("out"), None, f"{where}.out")) != len(nxt):
-            raise CertificateError(f"{where}: does not match the network")
-        if st["op"] == "linear":
-            errs[t] = _lin_err(fmt, st, cur)
-            if t < len(stages):
-                n = len(nxt)
-                eye = [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
-                lw = _backward(stages, relax, errs, box, eye, t, outs)
-                up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], t, outs)
-                nxt = [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
-                       for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
-        elif st["op"] != "ln":
-            rl = w.get("relax")
-            if not isinstance(rl, list) or len(rl) != len(cur):
-                raise CertificateError(f"{where}: expected one relaxation per neuron")
-            relax[t] = []
-            for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
-                rq = [_rat(v, f"{where}.relax[{j}]") for v in _list(r, 4, f"{where}.relax[{j}]")]
-                xl, xh = _q(x[0]), _q(x[1])
-                const = _act(ia, st["op"], st, j, x)
-                pw = lambda a, st=st, j=j, xl=xl, xh=xh: _piecewise(ia, st, j, xl, xh, a)  # noqa: E731
-                _check_relax(st["op"], rq, xl, xh, _act_err(fmt, st["op"], xl, xh),
-                             (_q(const[0]), _q(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
-                relax[t].append(rq)
-        stored = [(_rat(a, where), _rat(b, where)) for a, b in
-                  (_list(p, 2, f"{where}.out") for p in w["out"])]  # fmt: skip
-        for j, ((sa, sb), o) in enumerate(zip(stored, nxt, strict=True)):
-            if sa > _q(o[0]) or sb < _q(o[1]):
-                raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
-        outs[t] = stored
-        cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
-    out_lo, out_hi = [_q(x[0]) for x in cur], [_q(x[1]) for x in cur]
-    m = len(out_lo)
-    margins = [None if top is None or j == top else out_lo[top] - out_hi[j] for j in range(m)]
-    if crown:
-        T = len(stages)
-        eye = [[Fraction(int(i == j)) for j in range(m)] for i in range(m)]
-        lw = _backward(stages, relax, errs, box, eye, T, outs)
-        up = _backward(stages, relax, errs, box, [[-v for v in r] for r in eye], T, outs)
-        out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
-        out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
-        if top is not None:
-            rows = [[Fraction(int(i == top) - int(i == j)) for i in range(m)]
-                    for j in range(m) if j != top]  # fmt: skip
-            it = iter(_backward(stages, relax, errs, box, rows, T, outs))
-            margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
-    c_lo = [_rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
-    c_hi = [_rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]
+    box = [(exact(a), exact(b)) for a, b in cur]
+    alg = cert["algorithm"]
+    if alg == "ibp":
+        for st in stages:
+            cur = ibp_stage(ia, st, cur)
+        m = len(cur)
+        out_lo, out_hi = [exact(x[0]) for x in cur], [exact(x[1]) for x in cur]
+        margins = [None if top is None or j == top else out_lo[top] - out_hi[j]
+                   for j in range(m)]  # fmt: skip
+    else:
+        where = f"levels.{level}"
+        crown = _chain(ia, fmt, stages, cur, box, claim.get("witness"), f"{where}.witness", None)
+        chains = [(crown, {})]
+        if alg in ("alpha-crown", "bab"):
+            alpha = _chain(ia, fmt, stages, cur, box, claim.get("alpha_witness"),
+                           f"{where}.alpha_witness", crown)  # fmt: skip
+            chains.append((alpha, claim.get("alpha", {})))
+        m = len(crown.cur)
+        out_lo, out_hi, margins = _final(chains, stages, box, m, top, f"{where}.alpha")
+        if alg == "bab" and "branches" in claim and top is not None:
+            leaf = _branches(ia, fmt, stages, cur, box, top, claim["branches"],
+                             f"{where}.branches")  # fmt: skip
+            if leaf:
+                margins = [None if a is None else max(a, b)
+                           for a, b in zip(margins, leaf, strict=True)]  # fmt: skip
+    _check_claimed(cert, claim, dt, level, m, top, (out_lo, out_hi, margins))
+
+
+def _check_claimed(cert: dict[str, Any], claim: dict[str, Any], dt: str, level: str, m: int,
+                   top: int | None, got: tuple[Any, Any, Any]) -> None:  # fmt: skip
+    """The certified bounds (and margins, holds) contain the recomputed enclosure."""
+    out_lo, out_hi, margins = got
+    c_lo = [rat(v, f"levels.{level}.lower") for v in claim.get("lower", [])]
+    c_hi = [rat(v, f"levels.{level}.upper") for v in claim.get("upper", [])]
     if len(c_lo) != m or len(c_hi) != m:
         raise CertificateError(f"levels.{level}: expected {m} lower and upper bounds")
     for j in range(m):
@@ -658,9 +673,9 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
                 continue
             mj = margins[j]
             assert mj is not None
-            if _rat(cm[j], f"levels.{level}.margins") > mj:
+            if rat(cm[j], f"levels.{level}.margins") > mj:
                 raise CertificateError(f"levels.{level}.margins[{j}]: not established")
-        holds = all(_rat(cm[j], "margin") > 0 for j in range(m) if j != top)
+        holds = all(rat(cm[j], "margin") > 0 for j in range(m) if j != top)
         uncovered = level == "runtime" and cert["kernels"] != "ordered" and dt != "exact"
         if uncovered and claim.get("holds") is None:
             return  # no claim about what kernels the runtime level does not model make
@@ -673,6 +688,10 @@ def _check_claims(cert: dict[str, Any], dt: str, kernels: str) -> None:
     runtime level does not model (kernels other than "ordered", dtype not exact) claims
     nothing about what it computes: its runtime `holds` is null."""
     expected_keys = {"statement", "lower", "upper", "margins", "holds", "witness"}
+    if cert["algorithm"] in ("alpha-crown", "bab"):
+        expected_keys |= {"alpha_witness", "alpha"}
+    if cert["algorithm"] == "bab":
+        expected_keys |= {"branches"}
     for level in ("real", "runtime"):
         claim = cert["levels"].get(level)
         if not isinstance(claim, dict):
@@ -722,10 +741,10 @@ def _check(cert: Any) -> str:
         raise CertificateError("box: expected an object")
     if b.get("norm") != "inf":
         raise CertificateError(f"box.norm: expected 'inf', got {b.get('norm')!r}")
-    c = [_rat(v, "box.center") for v in _list(b.get("center"), None, "box.center")]
-    r = [_rat(v, "box.radius") for v in _list(b.get("radius"), None, "box.radius")]
-    lo = [_rat(v, "box.lower") for v in _list(b.get("lower"), None, "box.lower")]
-    hi = [_rat(v, "box.upper") for v in _list(b.get("upper"), None, "box.upper")]
+    c = [rat(v, "box.center") for v in jlist(b.get("center"), None, "box.center")]
+    r = [rat(v, "box.radius") for v in jlist(b.get("radius"), None, "box.radius")]
+    lo = [rat(v, "box.lower") for v in jlist(b.get("lower"), None, "box.lower")]
+    hi = [rat(v, "box.upper") for v in jlist(b.get("upper"), None, "box.upper")]
     if not (len(c) == len(r) == len(lo) == len(hi)):
         raise CertificateError("box: center, radius, lower, upper must have equal lengths")
     if any(x < 0 for x in r):
@@ -737,8 +756,8 @@ def _check(cert: Any) -> str:
     dt, stages, m = _network(cert["network"], len(lo))
     kernels = cert.get("kernels")
     if kernels not in KERNELS:
-        raise CertificateError(f"kernels: expected one of {KERNELS}, got {_short(kernels)}")
-    if cert.get("algorithm") not in ("ibp", "crown"):
+        raise CertificateError(f"kernels: expected one of {KERNELS}, got {short(kernels)}")
+    if cert.get("algorithm") not in ALGORITHMS:
         raise CertificateError(f"algorithm: unknown {cert.get('algorithm')!r}")
     if not isinstance(cert.get("levels"), dict):
         raise CertificateError("levels: expected an object")

@@ -456,7 +456,7 @@ def test_unsupported_layers_norms_and_arguments_are_refused() -> None:
     with pytest.raises(VerificationError, match="verification is unavailable for norm 'l2'"):
         ok.verify([0.0, 0.0], 0.1, norm="l2")
     with pytest.raises(VerificationError, match="algorithm"):
-        ok.verify([0.0, 0.0], 0.1, algorithm="alpha-crown")
+        ok.verify([0.0, 0.0], 0.1, algorithm="beta-crown")
     with pytest.raises(VerificationError, match="top_label"):
         ok.verify([0.0, 0.0], 0.1, property=("top_label", 5))
     with pytest.raises(VerificationError, match="does not fit"):

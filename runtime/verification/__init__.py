@@ -68,6 +68,16 @@ Soundness argument (the invariants every function below keeps):
   max(sigmoid) * ((1 + u) / ((1 - u)(1 - u - eta)) - 1) + eta + 2^(1-emax) (the last term
   covers exp overflowing, where the runtime returns 0); ReLU is exact. These are extra
   bounded inputs of the backward pass; the input box is the format-rounded box.
+- alpha-CROWN (`algorithm="alpha-crown"`) runs a second CROWN chain whose backward passes
+  use per-row ReLU lower slopes chosen by `alpha.optimise` (projected gradient in binary64,
+  untrusted: any slope in [0, 1] is valid); the bounds are recomputed exactly with them,
+  the chain's intermediate intervals are intersected with CROWN's, and the final bounds
+  with CROWN's and IBP's, so it is never wider than either.
+- Branch and bound (`algorithm="bab"`, top_label only; `bab.search`) splits ReLU inputs
+  by sign (the two children cover the parent), bounds each branch with alpha-CROWN at both
+  levels, and certifies max(root margin, min over the leaves of a complete tree); a
+  counterexample is an input of the box where `predict` with the ordered kernels in the
+  result's dtype violates the property.
 - The model hash is sha256 over the canonical JSON of the network as evaluated (layer
   kinds, sizes, eps, and every state value as its bit pattern in the dtype, or p/q for
   "exact"). `VerificationResult.certificate()` embeds that network, the box, the bounds as
@@ -86,7 +96,8 @@ certificate checker, exact helpers), `arithmetic` (outward-rounded MPFR interval
 `network` (layer type -> stage named by its spec op; network JSON and model hash),
 `oporder` (the runtime op order of sigmoid/GELU/BatchNorm/LayerNorm as data),
 `intervals` (IBP, rules keyed by op), `relaxations` (linear relaxations keyed by op),
-`crown` (the backward pass, steps keyed by op), `results` (Bounds, VerificationResult,
+`crown` (the backward pass, steps keyed by op), `alpha` (the slope optimiser), `bab`
+(branch and bound), `results` (Bounds, VerificationResult,
 certificates), `api` (`verify`: parse / run each level / build the result).
 """
 

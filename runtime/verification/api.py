@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,13 +30,16 @@ from spec.domains import IEEEDomain
 from spec.errors import TorchLeanError
 
 from .arithmetic import Arith
+from .bab import MAX_BRANCHES, TIMEOUT, Level, Outcome, search
 from .core import VerificationError, frac, q, unavailable
-from .crown import Crown, fmt
+from .crown import Crown, fmt, slopes_json
 from .intervals import ibp
 from .network import Stage, model_hash, network_json, stages
 from .results import Bounds, VerificationResult, statement
 
-__all__ = ["Request", "parse", "verify"]
+__all__ = ["ALGORITHMS", "Request", "parse", "verify"]
+
+ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Request:
     upper: list[Fraction]
     n_out: int
     top: int | None
+    in_shape: tuple[int, ...] = ()
 
 
 def _vector(v: Any, n: int | None, what: str) -> list[Fraction]:
@@ -98,35 +103,58 @@ def parse(
     sts = stages(result)
     if norm != "inf":
         raise unavailable(f"norm {norm!r}")
-    if algorithm not in ("ibp", "crown"):
-        raise VerificationError(f"verify: algorithm must be 'ibp' or 'crown', got {algorithm!r}")
-    c = _vector(center, None, "center")
+    if algorithm not in ALGORITHMS:
+        raise VerificationError(
+            f"verify: algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, "
+            f"got {algorithm!r}"
+        )
+    arr = np.asarray(center, dtype=object)
+    shape = tuple(arr.shape) if arr.ndim > 1 else None  # an image: (C, H, W)
+    c = _vector(arr.reshape(-1) if shape else center, None, "center")
     n = len(c)
-    r = _vector(radius, n, "radius")
+    rad = np.asarray(radius, dtype=object)
+    r = _vector(rad.reshape(-1) if shape and rad.shape == shape else radius, n, "radius")
     if any(x < 0 for x in r):
         raise VerificationError(f"verify: radius must be >= 0, got {[float(x) for x in r]}")
+    in_shape = shape or (n,)
     try:
-        n_out = result.model.out_shape((n,))
+        n_out = result.model.out_shape(in_shape)
     except TorchLeanError as e:
         raise VerificationError(
-            f"verify: center of length {n} does not fit the model: {e}"
+            f"verify: center of shape {in_shape} does not fit the model: {e}"
         ) from None
+    if len(n_out) != 1:
+        raise unavailable(f"outputs of shape {tuple(n_out)} (a vector is needed)")
     m = n_out[0]
+    sts = stages(result, in_shape)
     top = _top_label(property, m)
+    if algorithm == "bab" and top is None:
+        raise VerificationError("verify: algorithm 'bab' needs property ('top_label', k)")
     lo = [a - b for a, b in zip(c, r, strict=True)]
     hi = [a + b for a, b in zip(c, r, strict=True)]
-    return Request(sts, c, r, lo, hi, m, top)
+    return Request(sts, c, r, lo, hi, m, top, in_shape)
 
 
 def _crown_bounds(
-    H: Arith, A: Arith, D: Any, req: Request, box: list[Any], bounds: tuple[Any, Any, Any]
-) -> tuple[list[Any], list[Any], list[Any] | None, list[dict[str, Any]]]:
-    """CROWN's bounds and margins intersected with IBP's (`bounds`), and the witness."""
+    H: Arith,
+    A: Arith,
+    D: Any,
+    req: Request,
+    box: list[Any],
+    bounds: tuple[Any, Any, Any],
+    alpha: bool,
+) -> tuple[list[Any], list[Any], list[Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
+    """CROWN's bounds and margins intersected with IBP's (`bounds`), and the witness; with
+    `alpha`, also alpha-CROWN's (its chain, per-row slopes and bounds), intersected too."""
     ilo, ihi, margins = bounds
     m, top = req.n_out, req.top
-    cr = Crown(H, A, fmt(D) if isinstance(D, IEEEDomain) else None, req.stages, box)
+    f = fmt(D) if isinstance(D, IEEEDomain) else None
+    cr = Crown(H, A, f, req.stages, box)
+    chains = [cr] if not alpha else [cr, Crown(H, A, f, req.stages, box, prior=cr)]
     T = len(req.stages)
     eye = [[mpq(int(i == j)) for j in range(m)] for i in range(m)]
+    neg = [[-v for v in row] for row in eye]
+    rows = [[mpq(int(i == top) - int(i == j)) for i in range(m)] for j in range(m) if j != top]
 
     # CROWN's exact results rounded outward to H's numbers: short p/q strings
     def dn(v: Any) -> Any:
@@ -137,23 +165,45 @@ def _crown_bounds(
             )
         return q(w)
 
-    cl = [dn(v) for v in cr.backward(eye, T)]
-    ch = [-dn(v) for v in cr.backward([[-v for v in row] for row in eye], T)]
-    flo = [max(a, b) for a, b in zip(ilo, cl, strict=True)]
-    fhi = [min(a, b) for a, b in zip(ihi, ch, strict=True)]
-    if top is not None and margins is not None:
-        rows = [[mpq(int(i == top) - int(i == j)) for i in range(m)] for j in range(m) if j != top]
-        cm = iter([dn(v) for v in cr.backward(rows, T)])
-        margins = [None if j == top else max(margins[j], next(cm)) for j in range(m)]
-    return flo, fhi, margins, cr.witness()
+    flo, fhi = list(ilo), list(ihi)
+    final: dict[str, Any] = {}
+    for ch in chains:
+        objectives = [("lower", eye), ("upper", neg)]
+        if top is not None and margins is not None:
+            objectives.append(("margins", rows))
+        for kind, C in objectives:
+            sl = ch.slopes(C, T)
+            if sl is not None:
+                final[kind] = slopes_json(sl)
+            got = [dn(v) for v in ch.backward(C, T, sl)]
+            if kind == "lower":
+                flo = [max(a, b) for a, b in zip(flo, got, strict=True)]
+            elif kind == "upper":
+                fhi = [min(a, -b) for a, b in zip(fhi, got, strict=True)]
+            else:
+                it = iter(got)
+                margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
+    extra = None
+    if alpha:
+        last = chains[1].ivs[-1]  # the alpha chain's own last interval: sound as well
+        flo = [max(a, q(x[0])) for a, x in zip(flo, last, strict=True)]
+        fhi = [min(a, q(x[1])) for a, x in zip(fhi, last, strict=True)]
+        extra = {"witness": chains[1].witness(), "slopes": final}
+    return flo, fhi, margins, cr.witness(), extra
 
 
-def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith) -> Bounds:
-    """The bounds at one level ("real" or "runtime") of an inexact dtype."""
+def _setup(result: Any, req: Request, level: str) -> tuple[Any, Arith, list[Any]]:
+    """A level's domain (None at level 1), arithmetic and box rounded outward into it."""
     D = DTYPE_DOMAIN[result.dtype] if level == "runtime" else None
     A = Arith(D if isinstance(D, IEEEDomain) else None)
     box = [(A.cv(A.dn, mpq(a)), A.cv(A.up, mpq(b))) for a, b in zip(req.lower, req.upper,
                                                                       strict=True)]  # fmt: skip
+    return D, A, box
+
+
+def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith) -> Bounds:
+    """The bounds at one level ("real" or "runtime") of an inexact dtype."""
+    D, A, box = _setup(result, req, level)
     outs = ibp(A, req.stages, box)[-1]
     if not all(gmpy2.is_finite(v) for iv in outs for v in iv):  # no layers: the box
         raise VerificationError(f"verification failed: an output bound is not finite"
@@ -165,9 +215,11 @@ def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith
     margins: list[Any] | None = None
     if top is not None:
         margins = [None if j == top else ilo[top] - ihi[j] for j in range(m)]
-    wit = None
-    if algorithm == "crown":
-        flo, fhi, margins, wit = _crown_bounds(H, A, D, req, box, (ilo, ihi, margins))
+    wit = extra = None
+    if algorithm in ("crown", "alpha-crown"):
+        flo, fhi, margins, wit, extra = _crown_bounds(
+            H, A, D, req, box, (ilo, ihi, margins), algorithm == "alpha-crown"
+        )
     fm = None if margins is None else tuple(None if x is None else frac(x) for x in margins)
     return Bounds(
         level,
@@ -179,14 +231,38 @@ def level_bounds(result: Any, req: Request, level: str, algorithm: str, H: Arith
         fm,
         None if fm is None else all(x > 0 for x in fm if x is not None),
         wit,
+        extra,
     )
 
 
 def _exact_runtime(real: Bounds, kernels: str) -> Bounds:
     """Level 2 of dtype "exact": the runtime is exact, so level 1's bounds."""
     b0 = real
-    return Bounds("runtime", statement("runtime", "exact", kernels), b0.lower, b0.upper,
-                  b0.ibp_lower, b0.ibp_upper, b0.margins, b0.holds, b0.witness)  # fmt: skip
+    return dataclasses.replace(
+        b0, level="runtime", statement=statement("runtime", "exact", kernels)
+    )
+
+
+def _branch(
+    result: Any, req: Request, H: Arith, bounds: list[Bounds], budget: tuple[int, float]
+) -> tuple[list[Bounds], Outcome]:
+    """Branch and bound from the root (alpha-CROWN) bounds of each level."""
+    levels = []
+    for b in bounds:
+        D, A, box = _setup(result, req, b.level)
+        f = fmt(D) if isinstance(D, IEEEDomain) else None
+        assert b.margins is not None
+        levels.append(Level(b.level, H, A, f, box, b.margins))
+    assert req.top is not None
+    out = search(result, req.stages, levels, (req.lower, req.upper, req.in_shape), req.top, budget)
+    if out.leaves is None:
+        return bounds, out
+    new = []
+    for b in bounds:
+        ms = out.margins[b.level]
+        holds = all(x > 0 for x in ms if x is not None)
+        new.append(dataclasses.replace(b, margins=ms, holds=holds, branches=out.leaves[b.level]))
+    return new, out
 
 
 def verify(
@@ -196,28 +272,39 @@ def verify(
     norm: str = "inf",
     property: Any = "bounds",
     algorithm: str = "ibp",
+    *,
+    max_branches: int = MAX_BRANCHES,
+    timeout: float = TIMEOUT,
 ) -> VerificationResult:
     """Certified output bounds of `result`'s network on the box center +- radius (see the
-    package docstring for both soundness levels)."""
+    package docstring for both soundness levels); `max_branches` and `timeout` (seconds)
+    bound algorithm "bab"'s search."""
     req = parse(result, center, radius, norm, property, algorithm)
     H = Arith(None)
-    real = level_bounds(result, req, "real", algorithm, H)
-    if result.dtype == "exact":
+    root = "alpha-crown" if algorithm == "bab" else algorithm
+    real = level_bounds(result, req, "real", root, H)
+    runtime = None if result.dtype == "exact" else level_bounds(result, req, "runtime", root, H)
+    out = None
+    if algorithm == "bab":
+        got, out = _branch(result, req, H, [real] if runtime is None else [real, runtime],
+                           (max_branches, timeout))  # fmt: skip
+        real, runtime = got[0], got[-1] if runtime is not None else None
+    if runtime is None:
         runtime = _exact_runtime(real, result.kernels)
-    else:
-        runtime = level_bounds(result, req, "runtime", algorithm, H)
     return VerificationResult(
         algorithm,
         property if isinstance(property, str) else ("top_label", req.top),
         norm,
         result.dtype,
         result.kernels,
-        model_hash(result),
+        model_hash(result, req.in_shape),
         tuple(req.lower),
         tuple(req.upper),
         tuple(req.center),
         tuple(req.radius),
         real,
         runtime,
-        network_json(result),
+        network_json(result, req.in_shape),
+        None if out is None else out.counterexample,
+        0 if out is None else out.branches,
     )

@@ -25,17 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gmpy2 import mpq
+from gmpy2 import mpfr, mpq
 
 from spec.domains import IEEEDomain
 
+from .alpha import Chain, optimise
 from .arithmetic import Arith
 from .core import Iv, frac_str, q
-from .intervals import elem, layer
-from .network import Stage
+from .intervals import elem, layer, window_err
+from .network import AFFINE, Stage
 from .relaxations import RELAXATIONS, relax
 
-__all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "fmt"]
+__all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
 
 
 @dataclass(frozen=True)
@@ -81,17 +82,27 @@ def _act_err(H: Arith, f: Fmt | None, kind: str, x: Iv) -> Any:
 
 def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     A, f = cr.A, cr.f
-    cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
+    if st.op != "linear":  # conv2d / avg_pool2d: any summation order
+        cr.err[t] = window_err(A, st, prev)
+    else:
+        cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
     out = layer(A, st, prev)
     if t < len(cr.stages):
         n = len(out)
         eye = [[mpq(int(i == j)) for j in range(n)] for i in range(n)]
-        lows = cr.backward(eye, t)
-        highs = [-v for v in cr.backward([[-v for v in r] for r in eye], t)]
+        neg = [[-v for v in r] for r in eye]
+        sl, sh = cr.slopes(eye, t), cr.slopes(neg, t)
+        if sl is not None or sh is not None:
+            cr.alpha[t] = {k: v for k, v in (("lower", sl), ("upper", sh)) if v is not None}
+        lows = cr.backward(eye, t, sl)
+        highs = [-v for v in cr.backward(neg, t, sh)]
         out = [
             (max(o[0], A.cv(A.dn, lq)), min(o[1], A.cv(A.up, hq)))
             for o, lq, hq in zip(out, lows, highs, strict=True)
         ]
+        if cr.prior is not None:  # alpha-CROWN: also within CROWN's own (sound) interval
+            out = [(max(o[0], p[0]), min(o[1], p[1]))
+                   for o, p in zip(out, cr.prior.ivs[t], strict=True)]  # fmt: skip
     return out
 
 
@@ -107,7 +118,7 @@ def _fwd_relaxed(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
 
 ForwardStep = Callable[["Crown", int, Stage, list[Iv]], list[Iv]]
 FORWARD: dict[str, ForwardStep] = {
-    "linear": _fwd_linear,
+    **{op: _fwd_linear for op in AFFINE},
     "layer_norm": _fwd_opaque,
     **{op: _fwd_relaxed for op in RELAXATIONS},
 }
@@ -115,12 +126,18 @@ FORWARD: dict[str, ForwardStep] = {
 
 # --------------------------------------------------------------------------- backward steps
 
-# A backward step maps (crown, s, stage, rows, constants) to the new rows, or to None when
-# the pass stops at stage s (and concretises over its output interval).
-BackwardStep = Callable[["Crown", int, Stage, list[list[Any]], list[Any]], "list[list[Any]] | None"]
+# A backward step maps (crown, s, stage, rows, constants, slopes) to the new rows, or to
+# None when the pass stops at stage s (and concretises over its output interval). `slopes`
+# (alpha-CROWN) maps a stage to per-row lower-line slopes replacing the relaxations' aL.
+Slopes = dict[int, list[list[Any]]]
+BackwardStep = Callable[
+    ["Crown", int, Stage, list[list[Any]], list[Any], "Slopes | None"], "list[list[Any]] | None"
+]
 
 
-def _back_linear(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any]) -> Any:
+def _back_linear(
+    cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
+) -> Any:
     W, e = cr.W[s], cr.err[s]
     b = [mpq(v) for v in st.bias]
     for r, row in enumerate(lam):
@@ -135,24 +152,30 @@ def _back_linear(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any
     ]  # fmt: skip
 
 
-def _back_opaque(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any]) -> Any:
+def _back_opaque(
+    cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
+) -> Any:
     return None
 
 
-def _back_relaxed(cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any]) -> Any:
+def _back_relaxed(
+    cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
+) -> Any:
     rl = cr.relax[s]
+    own = sl.get(s) if sl is not None else None
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
             aL, cL, aU, cU = rl[j]
             if lv >= 0:
-                row[j], c[r] = lv * aL, c[r] + lv * cL
+                a = aL if own is None else own[r][j]
+                row[j], c[r] = lv * a, c[r] + lv * cL
             else:
                 row[j], c[r] = lv * aU, c[r] + lv * cU
     return lam
 
 
 BACKWARD: dict[str, BackwardStep] = {
-    "linear": _back_linear,
+    **{op: _back_linear for op in AFFINE},
     "layer_norm": _back_opaque,
     **{op: _back_relaxed for op in RELAXATIONS},
 }
@@ -161,31 +184,70 @@ BACKWARD: dict[str, BackwardStep] = {
 class Crown:
     """CROWN at one level. `ivs[t]` encloses the values after stage t (t = 0: the box);
     `relax[t]` holds stage t's relaxations (elementwise stages), `err[t]` its level-2
-    error bounds (linear stages)."""
+    error bounds (linear stages). With `prior` (a finished CROWN object at the same level)
+    this is alpha-CROWN: every backward pass uses per-row ReLU slopes from `alpha.optimise`
+    (kept in `alpha[t]` for stage t's intermediate bounds), and every linear stage's
+    interval is also intersected with `prior`'s, so it is never wider than CROWN's."""
 
     def __init__(
-        self, H: Arith, A: Arith, f: Fmt | None, stages: list[Stage], box: list[Iv]
+        self,
+        H: Arith,
+        A: Arith,
+        f: Fmt | None,
+        stages: list[Stage],
+        box: list[Iv],
+        prior: Crown | None = None,
+        optimise: bool = False,
+        splits: dict[int, dict[int, int]] | None = None,
     ) -> None:
         self.H, self.A, self.f, self.stages = H, A, f, stages
+        self.prior = prior
+        self.optimise = optimise or prior is not None
+        self.splits = splits or {}
+        self.empty: int | None = None  # the stage where a split branch proved infeasible
         self.ivs: list[list[Iv]] = [box]
         self.relax: dict[int, list[Any]] = {}
         self.err: dict[int, list[Any]] = {}
+        self.alpha: dict[int, dict[str, Slopes]] = {}
+        self.chain = Chain(self)
         self.W = {
             t: [[mpq(w) for w in r] for r in st.weight]
             for t, st in enumerate(stages, 1)
-            if st.op == "linear"
+            if st.op in AFFINE
         }
         for t, st in enumerate(stages, 1):
-            self.ivs.append(FORWARD[st.op](self, t, st, self.ivs[-1]))
+            out = self._clamp(t, FORWARD[st.op](self, t, st, self.ivs[-1]))
+            self.ivs.append(out)
+            if any(a > b for a, b in out):
+                self.empty = t  # no input of the box lies in this branch: stop here
+                break
 
-    def backward(self, C: list[list[Any]], t: int) -> list[Any]:
-        """Exact lower bounds of C @ z_t over the box (rows of C are objectives)."""
+    def _clamp(self, t: int, out: list[Iv]) -> list[Iv]:
+        """Branch and bound: the input of ReLU stage t + 1 restricted to the split's sign
+        (+1: >= 0, -1: <= 0) for the neurons split in this branch."""
+        sp = self.splits.get(t + 1)
+        if not sp:
+            return out
+        z = mpfr(0)
+        return [
+            x if j not in sp else ((max(x[0], z), x[1]) if sp[j] > 0 else (x[0], min(x[1], z)))
+            for j, x in enumerate(out)
+        ]
+
+    def slopes(self, C: list[list[Any]], t: int) -> Slopes | None:
+        """alpha-CROWN's per-row ReLU slopes for the objectives C @ z_t (None for CROWN, or
+        when no ReLU neuron below t is unstable)."""
+        return optimise(self, C, t) if self.optimise else None
+
+    def backward(self, C: list[list[Any]], t: int, sl: Slopes | None = None) -> list[Any]:
+        """Exact lower bounds of C @ z_t over the box (rows of C are objectives), with the
+        ReLU lower slopes `sl` (per stage, per row, per neuron) where given."""
         lam = [list(r) for r in C]
         c = [mpq(0)] * len(C)
         box = self.ivs[0]
         for s in range(t, 0, -1):
             st = self.stages[s - 1]
-            nxt = BACKWARD[st.op](self, s, st, lam, c)
+            nxt = BACKWARD[st.op](self, s, st, lam, c, sl)
             if nxt is None:
                 box = self.ivs[s]  # concretise over the stage's output interval
                 break
@@ -201,12 +263,19 @@ class Crown:
     def witness(self) -> list[dict[str, Any]]:
         """Per stage: the pre-activation intervals and relaxations used (p/q strings)."""
         out = []
-        for t, st in enumerate(self.stages, 1):
+        for t, st in zip(range(1, len(self.ivs)), self.stages, strict=False):
             e: dict[str, Any] = {
                 "op": st.label,
                 "out": [[frac_str(a), frac_str(b)] for a, b in self.ivs[t]],
             }
             if t in self.relax:
                 e["relax"] = [[frac_str(v) for v in r] for r in self.relax[t]]
+            if t in self.alpha:
+                e["alpha"] = {k: slopes_json(v) for k, v in self.alpha[t].items()}
             out.append(e)
         return out
+
+
+def slopes_json(sl: Slopes) -> dict[str, list[list[str]]]:
+    """Per-row slopes as certificate JSON: stage number (1-based, a string) -> rows of p/q."""
+    return {str(s): [[frac_str(v) for v in row] for row in rows] for s, rows in sl.items()}

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import gmpy2
-from gmpy2 import mpfr
+from gmpy2 import mpfr, mpq
 
 from .arithmetic import Arith, fold, square
-from .core import GELU_GRID, Iv, VerificationError, hull, show
+from .core import GELU_GRID, Iv, VerificationError, hull, q, show
 from .network import Stage
 from .oporder import OP_ORDER, evaluate
 
-__all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "layer"]
+__all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "layer", "window_err"]
 
 ElemRule = Callable[[Arith, Stage, int, Iv], Iv]
 LayerRule = Callable[[Arith, Stage, list[Iv]], list[Iv]]
@@ -97,6 +98,44 @@ def _linear(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     return out
 
 
+def window_err(A: Arith, st: Stage, xs: list[Iv]) -> list[Any]:
+    """Level 2 (A in a format): per output of a conv2d / avg_pool2d stage, a bound on the
+    rounding error of its dot product with k nonzero weights summed in *any* order, plus
+    the bias: gamma_{k+1} (sum |w| max|x| + |b|) + k eta (1 + gamma_{k+1}) (u = 2^-p,
+    gamma_k = k u / (1 - k u), eta = 2^(emin-1) for underflowing products; products with
+    a zero weight are exact zeros). Zero at level 1."""
+    D = A.domain
+    if D is None:
+        return [mpq(0)] * len(st.bias)
+    u, eta = mpq(1, 2**D.precision), mpq(1, 2 ** (1 - D.emin))
+    X = [max(abs(q(x[0])), abs(q(x[1]))) for x in xs]
+    out = []
+    for row, b in zip(st.weight, st.bias, strict=True):
+        nz = [(mpq(w), X[j]) for j, w in enumerate(row) if w]
+        k = len(nz)
+        g = (k + 1) * u / (1 - (k + 1) * u)
+        s = sum((abs(w) * xm for w, xm in nz), mpq(0))
+        out.append(g * (s + abs(mpq(b))) + k * eta * (1 + g))
+    return out
+
+
+def _windowed(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    """conv2d / avg_pool2d, whose summation order is not modelled: each output's exact
+    interval (the sum over its nonzero weights), widened at level 2 by `window_err`, which
+    holds for every order, and rounded outward into A's numbers."""
+    errs = window_err(A, st, xs)
+    out = []
+    for row, b, e in zip(st.weight, st.bias, errs, strict=True):
+        lo = hi = mpq(b)
+        for w, x in zip(row, xs, strict=True):
+            if w:
+                wq = mpq(w)
+                a, c = wq * q(x[0]), wq * q(x[1])
+                lo, hi = lo + min(a, c), hi + max(a, c)
+        out.append((A.cv(A.dn, lo - e), A.cv(A.up, hi + e)))
+    return out
+
+
 def _layer_norm(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     """OP_ORDER["layer_norm"]: mu = fold(x) / n; d = x - mu; var = fold(d * d) / n;
     y = (d / sqrt(var + eps)) * w + b (plain interval arithmetic: sound, not tight)."""
@@ -117,6 +156,8 @@ def _elementwise_layer(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
 
 LAYERS: dict[str, LayerRule] = {
     "linear": _linear,
+    "conv2d": _windowed,
+    "avg_pool2d": _windowed,
     "layer_norm": _layer_norm,
     **{op: _elementwise_layer for op in ELEMENTWISE},
 }

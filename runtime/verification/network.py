@@ -7,13 +7,18 @@ Invariants:
   a skip for a layer that is the identity in evaluation mode: Dropout). A layer's stage is
   found through its type's MRO, so a subclass is treated as its base (as an isinstance
   test would); a layer type without an entry raises `unavailable`.
-- A stage's `op` is the spec op name ("linear", "relu", "tanh", "sigmoid", "gelu",
-  "batch_norm", "layer_norm"); its parameters are exact (Fractions of the stored values),
-  and `bits` holds the stored values as bit patterns in the dtype (p/q for "exact").
+- A stage's `op` is the spec op name ("linear", "conv2d", "avg_pool2d", "relu", "tanh",
+  "sigmoid", "gelu", "batch_norm", "layer_norm"); the AFFINE ones carry a dense exact
+  matrix over the row-major flattened input (Conv2d with any stride, padding, dilation
+  and groups; AvgPool2d, zero padding counted in the divisor), built for the verified
+  input shape; BatchNorm2d is "batch_norm" with each channel's values repeated over its
+  H*W positions ("spatial" in the JSON); Flatten and Dropout are the identity here.
+  Parameters are exact (Fractions of the stored values), and `bits` holds the stored
+  values as bit patterns in the dtype (p/q for "exact").
 - The certificate format (torchlean_output_bounds_v1) names BatchNorm1d "bn" and LayerNorm
   "ln": `CERT_NAMES` maps op names to those labels, and `Stage.label` is what the network
   JSON, the CROWN witness and error messages print. The network JSON (and so the model
-  hash) is byte-identical to what the format has always contained.
+  hash) is byte-identical to what the format has always contained for dense networks.
 """
 
 from __future__ import annotations
@@ -25,11 +30,25 @@ from typing import Any
 
 import numpy as np
 
-from runtime.nn import GELU, BatchNorm1d, Dropout, LayerNorm, Linear, ReLU, Sigmoid, Tanh
+from runtime.nn import (
+    GELU,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Flatten,
+    LayerNorm,
+    Linear,
+    ReLU,
+    Sigmoid,
+    Tanh,
+)
 
 from .core import frac_str, sha, unavailable
 
 __all__ = [
+    "AFFINE",
     "CERT_NAMES",
     "DTYPES",
     "LAYER_STAGES",
@@ -40,6 +59,9 @@ __all__ = [
 ]
 
 CERT_NAMES = {"batch_norm": "bn", "layer_norm": "ln"}  # other ops keep their name
+# stages that are an affine map y = W x + b (dense W; conv and pooling built from their
+# windows over the row-major (C, H, W) input): crossed alike by CROWN
+AFFINE = ("linear", "conv2d", "avg_pool2d")
 DTYPES = ("float64", "float32", "bfloat16", "float16", "exact")
 
 
@@ -82,10 +104,11 @@ def _exact(a: np.ndarray) -> list[Any]:
     return np.vectorize(lambda v: Fraction(float(v)), otypes=[object])(arr).tolist()
 
 
-StageBuilder = Callable[[Any, list[Any], str], "Stage | None"]
+Shape = tuple[int, ...] | None
+StageBuilder = Callable[[Any, list[Any], str, Shape], "Stage | None"]
 
 
-def _linear(layer: Any, st: list[Any], dtype: str) -> Stage:
+def _linear(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
     w, b = st
     return Stage(
         "linear",
@@ -96,31 +119,106 @@ def _linear(layer: Any, st: list[Any], dtype: str) -> Stage:
 
 
 def _elementwise(op: str) -> StageBuilder:
-    def build(layer: Any, st: list[Any], dtype: str) -> Stage:
+    def build(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
         return Stage(op)
 
     return build
 
 
-def _batch_norm(layer: Any, st: list[Any], dtype: str) -> Stage:
+def _batch_norm(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
     w, b, rm, rv, _ = st
-    return Stage(
-        "batch_norm",
-        weight=(tuple(_exact(w)),),
-        bias=tuple(_exact(b)),
-        mean=tuple(_exact(rm)),
-        var=tuple(_exact(rv)),
-        eps=Fraction(layer.eps),
-        bits={
-            "weight": _bits(w, dtype),
-            "bias": _bits(b, dtype),
-            "running_mean": _bits(rm, dtype),
-            "running_var": _bits(rv, dtype),
-        },
-    )
+    # BatchNorm2d: per channel, each value repeated over the H*W positions of a channel
+    rep = 1 if len(shape or (0,)) == 1 or shape is None else shape[1] * shape[2]
+
+    def ex(a: Any) -> tuple[Fraction, ...]:
+        return tuple(v for v in _exact(a) for _ in range(rep))
+
+    bits: dict[str, Any] = {
+        "weight": _bits(w, dtype),
+        "bias": _bits(b, dtype),
+        "running_mean": _bits(rm, dtype),
+        "running_var": _bits(rv, dtype),
+    }
+    if rep > 1:
+        bits["spatial"] = rep
+    return Stage("batch_norm", weight=(ex(w),), bias=ex(b), mean=ex(rm), var=ex(rv),
+                 eps=Fraction(layer.eps), bits=bits)  # fmt: skip
 
 
-def _layer_norm(layer: Any, st: list[Any], dtype: str) -> Stage:
+def _windows(
+    in_shape: tuple[int, ...], out_c: int, k: tuple[int, int], attrs: dict[str, Any], cin_g: int
+) -> list[list[list[tuple[int, int, int, int]]]]:
+    """Per output channel o, per output position (row-major): the (c, p, q, input index)
+    taps inside the (zero-padded) input; input channel group of o: o // (out_c / groups)."""
+    _, H, W = in_shape
+    (s0, s1), (p0, p1) = attrs["stride"], attrs["padding"]
+    d0, d1 = attrs.get("dilation", (1, 1))
+    groups = attrs.get("groups", 1)
+    Ho = (H + 2 * p0 - d0 * (k[0] - 1) - 1) // s0 + 1
+    Wo = (W + 2 * p1 - d1 * (k[1] - 1) - 1) // s1 + 1
+    og = out_c // groups
+    out = []
+    for o in range(out_c):
+        g, pos = o // og, []
+        for i in range(Ho):
+            for j in range(Wo):
+                taps = []
+                for c in range(cin_g):
+                    for p in range(k[0]):
+                        for r in range(k[1]):
+                            y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
+                            if 0 <= y < H and 0 <= x < W:
+                                taps.append((c, p, r, ((g * cin_g + c) * H + y) * W + x))
+                pos.append(taps)
+        out.append(pos)
+    return out
+
+
+def _dense(wins: Any, n_in: int, weight: Any, bias: Any) -> tuple[Any, Any]:
+    """The dense rows and biases of a windowed affine map (weight(o, c, p, q), bias(o))."""
+    rows, bs = [], []
+    for o, pos in enumerate(wins):
+        for taps in pos:
+            row = [Fraction(0)] * n_in
+            for c, p, r, idx in taps:
+                row[idx] += weight(o, c, p, r)
+            rows.append(tuple(row))
+            bs.append(bias(o))
+    return tuple(rows), tuple(bs)
+
+
+def _conv2d(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+    w = st[0]
+    b = st[1] if len(st) > 1 else np.zeros(w.shape[0], dtype=w.dtype)
+    bits: dict[str, Any] = {"weight": _bits(w, dtype), "bias": _bits(b, dtype),
+                            **{k: list(v) if isinstance(v, tuple) else v
+                               for k, v in layer.attrs.items()}}  # fmt: skip
+    if shape is None:
+        return Stage("conv2d", bits=bits)
+    bits["in_shape"] = list(shape)
+    we, be = np.asarray(_exact(w), dtype=object), _exact(b)
+    wins = _windows(shape, w.shape[0], layer.k, layer.attrs, w.shape[1])
+    rows, bs = _dense(wins, int(np.prod(shape)), lambda o, c, p, r: we[o, c, p, r],
+                      lambda o: be[o])  # fmt: skip
+    return Stage("conv2d", weight=rows, bias=bs, bits=bits)
+
+
+def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+    a = layer.attrs
+    bits: dict[str, Any] = {k: list(v) for k, v in a.items()}
+    if shape is None:
+        return Stage("avg_pool2d", bits=bits)
+    bits["in_shape"] = list(shape)
+    C = shape[0]
+    inv = Fraction(1, a["kernel_size"][0] * a["kernel_size"][1])
+    wins = _windows((1, shape[1], shape[2]), 1, a["kernel_size"], a, 1)[0]
+    plane = shape[1] * shape[2]
+    per = [[[(0, 0, 0, idx + c * plane) for *_, idx in taps] for taps in wins] for c in range(C)]
+    rows, bs = _dense(per, C * plane, lambda o, c, p, r: inv, lambda o: Fraction(0))
+    return Stage("avg_pool2d", weight=rows, bias=bs, bits=bits)
+
+
+def _layer_norm(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
     w, b = st
     return Stage(
         "layer_norm",
@@ -131,7 +229,7 @@ def _layer_norm(layer: Any, st: list[Any], dtype: str) -> Stage:
     )
 
 
-def _skip(layer: Any, st: list[Any], dtype: str) -> None:
+def _skip(layer: Any, st: list[Any], dtype: str, shape: Shape) -> None:
     """No stage: the layer is the identity in evaluation mode."""
     return None
 
@@ -143,8 +241,12 @@ LAYER_STAGES: dict[type, StageBuilder] = {
     Sigmoid: _elementwise("sigmoid"),
     GELU: _elementwise("gelu"),
     BatchNorm1d: _batch_norm,
+    BatchNorm2d: _batch_norm,
     LayerNorm: _layer_norm,
     Dropout: _skip,
+    Flatten: _skip,  # row-major: the flat vectors verification works on are unchanged
+    Conv2d: _conv2d,
+    AvgPool2d: _avg_pool2d,
 }
 
 
@@ -155,9 +257,11 @@ def _builder(layer: Any) -> StageBuilder:
     raise unavailable(f"{type(layer).__name__} layers ({layer!r})")
 
 
-def stages(result: Any) -> list[Stage]:
-    """The stages of `result`'s network in evaluation mode (raises `unavailable` for a
-    typed result, another dtype or an unsupported layer)."""
+def stages(result: Any, in_shape: Shape = None) -> list[Stage]:
+    """The stages of `result`'s network in evaluation mode for inputs of `in_shape` (None:
+    only check that every layer is supported; convolution and pooling stages then carry no
+    matrix). Raises `unavailable` for a typed result, another dtype or an unsupported
+    layer."""
     if getattr(result, "typed", False):
         raise unavailable("results of open_typed sessions (typed boundary values)")
     dtype = result.dtype
@@ -165,18 +269,22 @@ def stages(result: Any) -> list[Stage]:
         raise unavailable(f"dtype {dtype!r}")
     state = result.state()  # copies of the stored arrays (same values, dtypes)
     out: list[Stage] = []
+    shape = in_shape
     for layer, occ in zip(result.model.layers, result.model.occurrences(), strict=True):
         st = [state[k] for k in occ]
-        stage = _builder(layer)(layer, st, dtype)
+        stage = _builder(layer)(layer, st, dtype, shape)
         if stage is not None:
             out.append(stage)
+        if shape is not None:
+            shape = tuple(layer.out_shape(shape))
     return out
 
 
-def network_json(result: Any) -> dict[str, Any]:
-    """The network as evaluated, canonical JSON: dtype and one entry per stage."""
+def network_json(result: Any, in_shape: Shape = None) -> dict[str, Any]:
+    """The network as evaluated, canonical JSON: dtype and one entry per stage (with the
+    input shape of convolution and pooling stages, given `in_shape`)."""
     out = []
-    for st in stages(result):
+    for st in stages(result, in_shape):
         e: dict[str, Any] = {"op": st.label}
         e.update(st.bits)
         if st.op in ("batch_norm", "layer_norm"):
@@ -185,6 +293,6 @@ def network_json(result: Any) -> dict[str, Any]:
     return {"dtype": result.dtype, "stages": out}
 
 
-def model_hash(result: Any) -> str:
+def model_hash(result: Any, in_shape: Shape = None) -> str:
     """sha256 over the canonical network JSON (architecture and state bits)."""
-    return sha(network_json(result))
+    return sha(network_json(result, in_shape))

@@ -41,6 +41,11 @@ class Bounds:
     margins: tuple[Fraction | None, ...] | None = None
     holds: bool | None = None
     witness: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    # alpha-CROWN: {"witness": its own chain (as `witness`, with per-row slopes of the
+    # intermediate bounds), "slopes": the final bounds' per-row slopes}
+    alpha: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    # branch and bound: the leaves of the closed split tree (certificate entries)
+    branches: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def widths(self) -> list[float]:
         return [float(h - lo) for lo, h in zip(self.lower, self.upper, strict=True)]
@@ -67,6 +72,9 @@ class VerificationResult:
     real: Bounds
     runtime: Bounds
     network: dict[str, Any] = field(repr=False, compare=False)
+    # algorithm "bab": an input at which the ordered-kernel runtime violates the property
+    counterexample: dict[str, Any] | None = None
+    branches: int = 0
 
     @property
     def runtime_covered(self) -> bool:
@@ -82,9 +90,16 @@ class VerificationResult:
         (`runtime_covered`); False when the real level, or a covering runtime level, does
         not prove it; None for property "bounds", and for a result whose kernels are not
         covered (e.g. "fast") when the real level proves it: nothing is then claimed about
-        what `predict` returns (`runtime.holds` still speaks of the ordered kernels)."""
+        what `predict` returns (`runtime.holds` still speaks of the ordered kernels).
+        For algorithm "bab": False only with a counterexample, True when both levels prove
+        it (and the kernels are covered), None otherwise (budget spent: unknown)."""
         if self.real.holds is None:
             return None
+        if self.algorithm == "bab":  # proved, refuted by a counterexample, or unknown
+            if self.counterexample is not None:
+                return False
+            proved = self.real.holds and self.runtime_covered and self.runtime.holds
+            return True if proved else None
         if not self.real.holds:
             return False
         if not self.runtime_covered:
@@ -123,6 +138,11 @@ class VerificationResult:
                 e["holds"] = b.holds if b.level == "real" or self.runtime_covered else None
             if b.witness is not None:
                 e["witness"] = b.witness
+            if b.alpha is not None:
+                e["alpha_witness"] = b.alpha["witness"]
+                e["alpha"] = b.alpha["slopes"]
+            if b.branches is not None:
+                e["branches"] = b.branches
             levels[b.level] = e
         prop = self.property if isinstance(self.property, str) else list(self.property)
         cert: dict[str, Any] = {

@@ -1,0 +1,335 @@
+"""The interval arithmetic and JSON readers of the output-bound certificate checker
+(`proofs.bounds_certificate_check`), kept apart so its CROWN and alpha-CROWN validation
+stays readable. Imports nothing from `runtime/`.
+
+Invariants:
+- `IA` is outward-rounded interval arithmetic: (RD(lo), RU(hi)) of every operation, in
+  PRECISION-bit contexts (level 1, finer than the writer's 160 bits) or in a format's own
+  contexts (precision, emin, emax, subnormals: level 2), where constants are rounded to
+  nearest once as the runtime casts them. `act` and `ibp_stage` follow the ordered kernels'
+  op order (linear: a left fold from the first product, then + b; sigmoid 1/(1+exp(-x));
+  BatchNorm ((x - mean) / sqrt(var + eps)) * w + b; GELU split at 0 and GELU_GRID, its cube
+  bounded by its endpoints; LayerNorm with d*d as a square).
+- `phi_bounds` encloses min and max of f(x) - a x for tanh/sigmoid (convex on x <= 0,
+  concave on x >= 0: endpoints on one side, a supporting tangent on the other);
+  `piecewise` does it for GELU/BatchNorm from the interval evaluation on PIECES equal
+  pieces; `lin_err` and `act_err` are the level-2 rounding-error bounds of a linear layer
+  (gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1})) and of tanh/sigmoid.
+- `rat` reads a 'p/q' string (at most MAX_RATIONAL_CHARS), `jlist` a non-empty JSON list of
+  a given length; both raise `CertificateError` naming the field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from typing import Any
+
+import gmpy2
+from gmpy2 import mpfr
+
+from spec.ops import GELU_C, GELU_K
+
+__all__ = [
+    "GELU_C",
+    "GELU_GRID",
+    "GELU_K",
+    "IA",
+    "MAX_RATIONAL_CHARS",
+    "PIECES",
+    "PRECISION",
+    "CertificateError",
+    "act",
+    "act_err",
+    "exact",
+    "ibp_stage",
+    "jlist",
+    "lin_err",
+    "phi_bounds",
+    "piecewise",
+    "rat",
+    "short",
+]
+
+PRECISION = 200
+PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
+# GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
+GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
+    Fraction(-k, 8) for k in range(7, 0, -1)
+]
+MAX_RATIONAL_CHARS = 2000
+"""A 'p/q' string longer than this is refused (the writer's rationals are a few hundred
+characters: binary64 values and 160-bit bounds)."""
+
+
+class CertificateError(Exception):
+    """The certificate is malformed or does not hold."""
+
+
+def rat(s: Any, what: str) -> Fraction:
+    if not isinstance(s, str) or "/" not in s:
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {short(s)}")
+    if len(s) > MAX_RATIONAL_CHARS:
+        raise CertificateError(
+            f"{what}: a rational of {len(s)} characters (at most {MAX_RATIONAL_CHARS}): refused"
+        )
+    try:
+        p, q = s.split("/")
+        return Fraction(int(p), int(q))
+    except (ValueError, ZeroDivisionError):
+        raise CertificateError(f"{what}: expected a rational 'p/q', got {s!r}") from None
+
+
+class IA:
+    """Outward interval arithmetic; `fmt` = (precision, emin, emax) for a format, else wide."""
+
+    def __init__(self, fmt: tuple[int, int, int] | None) -> None:
+        kw: dict[str, Any] = {"precision": PRECISION}
+        if fmt is not None:
+            kw = {"precision": fmt[0], "emin": fmt[1], "emax": fmt[2], "subnormalize": True}
+        self.fmt = fmt
+        self.d = gmpy2.context(round=gmpy2.RoundDown, **kw)
+        self.u = gmpy2.context(round=gmpy2.RoundUp, **kw)
+        self.n = gmpy2.context(round=gmpy2.RoundToNearest, **kw)
+
+    def _in(self, ctx: Any, q: Fraction) -> Any:
+        with gmpy2.context(ctx):
+            return gmpy2.mpfr(gmpy2.mpq(q.numerator, q.denominator))
+
+    def box(self, q: Fraction) -> tuple[Any, Any]:
+        return self._in(self.d, q), self._in(self.u, q)
+
+    def const(self, q: Fraction) -> tuple[Any, Any]:
+        if self.fmt is None:
+            return self.box(q)
+        v = self._in(self.n, q)
+        return v, v
+
+    def add(self, a: Any, b: Any) -> tuple[Any, Any]:
+        return self.d.add(a[0], b[0]), self.u.add(a[1], b[1])
+
+    def neg(self, a: Any) -> tuple[Any, Any]:
+        return self.d.minus(a[1]), self.u.minus(a[0])  # not `-x`: the global context rounds
+
+    def mul(self, a: Any, b: Any) -> tuple[Any, Any]:
+        lo = [self.d.mul(x, y) for x in a for y in b]
+        hi = [self.u.mul(x, y) for x in a for y in b]
+        if any(gmpy2.is_nan(v) for v in lo + hi):
+            raise CertificateError("interval product is NaN")
+        return min(lo), max(hi)
+
+    def div(self, a: Any, b: Any) -> tuple[Any, Any]:
+        if not b[0] > 0:
+            raise CertificateError("interval division by a non-positive interval")
+        lo = [self.d.div(x, y) for x in a for y in b]
+        hi = [self.u.div(x, y) for x in a for y in b]
+        return min(lo), max(hi)
+
+    def mono(self, fn: str, a: Any) -> tuple[Any, Any]:
+        return getattr(self.d, fn)(a[0]), getattr(self.u, fn)(a[1])
+
+
+def exact(x: Any) -> Fraction:
+    if not gmpy2.is_finite(x):
+        raise CertificateError(f"a recomputed bound is not finite ({x})")
+    n, d = x.as_integer_ratio()
+    return Fraction(int(n), int(d))
+
+
+def act(ia: IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
+    if op == "relu":
+        return max(x[0], mpfr(0)), max(x[1], mpfr(0))
+    if op == "tanh":
+        return ia.mono("tanh", x)
+    if op == "sigmoid":
+        one = ia.const(Fraction(1))
+        return ia.div(one, ia.add(one, ia.mono("exp", ia.neg(x))))
+    if op == "bn":
+        den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
+        y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
+        return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
+    if op == "gelu":
+        cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
+        lo = hi = None
+        for a, b in itertools.pairwise(cuts):
+            v = (a, b)
+            # x -> (x*x)*x is nondecreasing (also rounded): bound it by its endpoints
+            cube = (ia.d.mul(ia.d.mul(a, a) if a >= 0 else ia.u.mul(a, a), a),
+                    ia.u.mul(ia.u.mul(b, b) if b >= 0 else ia.d.mul(b, b), b))  # fmt: skip
+            t = ia.mul(ia.const(GELU_K), cube)
+            t = ia.mono("tanh", ia.mul(ia.const(GELU_C), ia.add(v, t)))
+            y = ia.mul(ia.mul(ia.const(Fraction(1, 2)), v), ia.add(ia.const(Fraction(1)), t))
+            lo = y[0] if lo is None else min(lo, y[0])
+            hi = y[1] if hi is None else max(hi, y[1])
+        return lo, hi
+    raise CertificateError(f"unknown op {op!r}")
+
+
+def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    n = ia.const(Fraction(len(xs)))
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = ia.add(acc, x)
+    mu = ia.div(acc, n)
+    ds = [ia.add(x, ia.neg(mu)) for x in xs]
+    sq = []
+    for d in ds:  # the square of one value is >= 0 (no `abs`: it rounds to 53 bits)
+        if d[0] >= 0:
+            sq.append((ia.d.mul(d[0], d[0]), ia.u.mul(d[1], d[1])))
+        elif d[1] <= 0:
+            sq.append((ia.d.mul(d[1], d[1]), ia.u.mul(d[0], d[0])))
+        else:
+            sq.append((mpfr(0), max(ia.u.mul(d[0], d[0]), ia.u.mul(d[1], d[1]))))
+    acc = sq[0]
+    for v in sq[1:]:
+        acc = ia.add(acc, v)
+    den = ia.mono("sqrt", ia.add(ia.div(acc, n), ia.const(st["eps"])))
+    return [
+        ia.add(ia.mul(ia.div(d, den), ia.box(w)), ia.box(b))
+        for d, w, b in zip(ds, st["weight"], st["bias"], strict=True)
+    ]
+
+
+def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    if st["op"] == "ln":
+        return _layernorm(ia, st, xs)
+    if st["op"] in ("conv2d", "avg_pool2d"):  # summation order not modelled: any order
+        out = []
+        for row, b, e in zip(st["weight"], st["bias"], lin_err(ia.fmt, st, xs), strict=True):
+            lo = hi = b
+            for w, x in zip(row, xs, strict=True):
+                if w:
+                    a, c = w * exact(x[0]), w * exact(x[1])
+                    lo, hi = lo + min(a, c), hi + max(a, c)
+            out.append((ia.box(lo - e)[0], ia.box(hi + e)[1]))
+        return out
+    if st["op"] == "linear":
+        out = []
+        for row, b in zip(st["weight"], st["bias"], strict=True):
+            acc = None
+            for w, x in zip(row, xs, strict=True):
+                p = ia.mul(ia.box(w), x)
+                acc = p if acc is None else ia.add(acc, p)
+            out.append(ia.add(acc, ia.box(b)))
+        return out
+    return [act(ia, st["op"], st, j, x) for j, x in enumerate(xs)]
+
+
+def jlist(v: Any, n: int | None, what: str) -> list[Any]:
+    """A non-empty JSON list, of length n when n is given."""
+    if not isinstance(v, list) or not v or (n is not None and len(v) != n):
+        want = f"{n} entries" if n is not None else "a non-empty list"
+        raise CertificateError(f"{what}: expected {want}, got {short(v)}")
+    return v
+
+
+def short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
+    """Enclosure of min and max of f(x) - a x on [lo, hi] (f convex on x<=0, concave x>=0)."""
+    ia = IA(None)
+    A = ia.box(a)
+
+    def f(x: Fraction) -> Any:
+        return act(ia, op, {}, 0, ia.box(x))
+
+    def phi(x: Fraction) -> Any:
+        return ia.add(f(x), ia.neg(ia.mul(A, ia.box(x))))
+
+    def dphi(x: Fraction) -> Any:
+        y, one = f(x), ia.const(Fraction(1))
+        d = ia.add(one, ia.neg(ia.mul(y, y))) if op == "tanh" else ia.mul(y, ia.add(one, ia.neg(y)))
+        return ia.add(d, ia.neg(A))
+
+    def fprime(x: float) -> float:
+        if op == "tanh":
+            t = math.tanh(x)
+            return 1.0 - t * t
+        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+        return s * (1.0 - s)
+
+    pieces = []
+    if lo < 0:
+        pieces.append((lo, min(hi, Fraction(0)), True))
+    if hi > 0:
+        pieces.append((max(lo, Fraction(0)), hi, False))
+    if not pieces:
+        pieces.append((lo, hi, True))
+    mins, maxs = [], []
+    for p, q, convex in pieces:
+        # a tangent point: f' increases on the convex piece, decreases on the concave one
+        pf, qf, af = float(p), float(q), float(a)
+        if (fprime(pf) >= af) == convex:
+            df = pf
+        elif (fprime(qf) <= af) == convex:
+            df = qf
+        else:
+            for _ in range(100):
+                m = (pf + qf) / 2
+                if (fprime(m) < af) == convex:
+                    pf = m
+                else:
+                    qf = m
+            df = (pf + qf) / 2
+        d = min(max(Fraction(df), p), q)
+        ep, eq = phi(p), phi(q)
+        span = (ia.box(p - d)[0], ia.box(q - d)[1])
+        tan = ia.add(phi(d), ia.mul(dphi(d), span))
+        if convex:
+            mins.append(exact(tan[0]))
+            maxs.append(max(exact(ep[1]), exact(eq[1])))
+        else:
+            mins.append(min(exact(ep[0]), exact(eq[0])))
+            maxs.append(exact(tan[1]))
+    return min(mins), max(maxs)
+
+
+def piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
+               a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
+    """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
+    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
+    cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
+    mn: Fraction | None = None
+    mx: Fraction | None = None
+    for p, q in itertools.pairwise(cuts):
+        P, Q = ia.box(p)[0], ia.box(q)[1]
+        f = act(ia, st["op"], st, j, (P, Q))
+        ap, aq = a * exact(P), a * exact(Q)
+        lo_i, hi_i = exact(f[0]) - max(ap, aq), exact(f[1]) - min(ap, aq)
+        mn = lo_i if mn is None else min(mn, lo_i)
+        mx = hi_i if mx is None else max(mx, hi_i)
+    assert mn is not None and mx is not None
+    return mn, mx
+
+
+def lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    """Level 2: per output, gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1}),
+    with n the row length for linear (its fold) and the row's nonzero weights for conv2d /
+    avg_pool2d (any order; a zero weight gives an exact zero)."""
+    if fmt is None:
+        return [Fraction(0)] * len(st["bias"])
+    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
+    X = [max(abs(exact(x[0])), abs(exact(x[1]))) for x in xs]
+    out = []
+    for row, b in zip(st["weight"], st["bias"], strict=True):
+        n = len(xs) if st["op"] == "linear" else sum(1 for w in row if w)
+        g = (n + 1) * u / (1 - (n + 1) * u)
+        s = sum((abs(w) * m for w, m in zip(row, X, strict=True) if w), Fraction(0))
+        out.append(g * (s + abs(b)) + n * eta * (1 + g))
+    return out
+
+
+def act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
+    if fmt is None or op not in ("tanh", "sigmoid"):
+        return Fraction(0)
+    ia = IA(None)
+    ends = [act(ia, op, {}, 0, ia.box(v)) for v in (lo, hi)]
+    M = max(max(abs(exact(e[0])), abs(exact(e[1]))) for e in ends)
+    u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
+    if op == "tanh":
+        return u * M + eta
+    return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))

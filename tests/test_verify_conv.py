@@ -1,0 +1,169 @@
+"""Verification of convolutional networks: Conv2d (stride, padding, dilation, groups),
+AvgPool2d, BatchNorm2d (evaluation mode) and Flatten; sound at both levels (sampled points,
+every bfloat16 input of a small box), re-validated by the checker, which builds the
+convolution matrices itself; MaxPool2d is refused by name.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from proofs.bounds_certificate_check import CertificateError, check_certificate
+from runtime.backends import get_backend
+from runtime.nn import (
+    AvgPool2d,
+    BatchNorm2d,
+    Conv2d,
+    Flatten,
+    Linear,
+    MaxPool2d,
+    ReLU,
+    Sequential,
+)
+from runtime.trainer import Result
+from runtime.verification import VerificationError, verify
+
+
+def _result(model: Sequential, state: list[Any], dtype: str) -> Result:
+    np_dt = get_backend("numpy").dtype(dtype)
+    return Result(model, "mse", dtype, "eager", "ordered", False,
+                  [np.asarray(a, dtype=np_dt) for a in state])  # fmt: skip
+
+
+def _rand_state(model: Sequential, rng: np.random.Generator) -> list[Any]:
+    """Weights ~ N(0, 1/4), BatchNorm running variances in [0.5, 2] and eps 0.1."""
+    out: list[Any] = []
+    for layer in model.layers:
+        if isinstance(layer, BatchNorm2d):
+            c = layer.c
+            out += [rng.uniform(0.5, 1.5, c), rng.normal(size=c) * 0.1,
+                    rng.normal(size=c) * 0.1, rng.uniform(0.5, 2, c), np.asarray(0.0)]  # fmt: skip
+        else:
+            out += [rng.normal(size=sp.shape) / 2 for sp in layer.state_specs()]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("attrs", "cin", "cout"),
+    [
+        ({"stride": 1, "padding": 0}, 1, 2),
+        ({"stride": 2, "padding": 1}, 2, 2),
+        ({"stride": (1, 2), "padding": (2, 1), "dilation": 2}, 2, 3),
+        ({"stride": 1, "padding": 1, "groups": 2}, 2, 4),
+    ],
+)
+def test_conv_matrix_is_the_runtime_convolution(attrs: dict[str, Any], cin: int, cout: int) -> None:
+    # radius 0 in float64: the real bounds are the exact value of the stage's matrix at the
+    # center; the runtime's own float64 convolution is within rounding of it
+    model = Sequential(Conv2d(cin, cout, (3, 2), **attrs), Flatten())
+    rng = np.random.default_rng(cin + cout)
+    res = _result(model, _rand_state(model, rng), "float64")
+    x = rng.uniform(-1, 1, (cin, 5, 6))
+    v = verify(res, x, 0.0, algorithm="ibp" if attrs.get("groups") else "crown")
+    y = np.asarray(res.predict(x), dtype=np.float64).reshape(-1)
+    assert len(y) == len(v.real.lower)
+    for j, t in enumerate(y):
+        assert v.real.lower[j] == v.real.upper[j]  # a point: its exact image
+        assert abs(float(v.real.lower[j]) - t) <= 1e-12 * (1 + abs(t))
+        assert v.runtime.lower[j] <= Fraction(float(t)) <= v.runtime.upper[j]
+    check_certificate(v.certificate())
+
+
+def _cnn(dtype: str, seed: int) -> tuple[Result, np.ndarray]:
+    model = Sequential(
+        Conv2d(1, 3, 3, padding=1), BatchNorm2d(3), ReLU(), AvgPool2d(2),
+        Conv2d(3, 4, 2), ReLU(), Flatten(), Linear(4, 3),
+    )  # fmt: skip
+    rng = np.random.default_rng(seed)
+    return _result(model, _rand_state(model, rng), dtype), rng.uniform(0, 1, (1, 4, 4))
+
+
+def test_small_cnn_sound_at_sampled_points() -> None:
+    res, c = _cnn("float32", 0)
+    r = 0.05
+    rng = np.random.default_rng(1)
+    pts = np.stack([c + rng.uniform(-r, r, c.shape) for _ in range(200)])
+    pts = np.concatenate([pts, c[None]])
+    inside = [all(abs(Fraction(float(a)) - Fraction(float(b))) <= Fraction(r)
+                  for a, b in zip(p.ravel(), c.ravel(), strict=True)) for p in pts]  # fmt: skip
+    out = np.asarray(res.predict(pts[inside], batch=True), dtype=np.float64)
+    widths = {}
+    for alg in ("ibp", "crown", "alpha-crown"):
+        v = verify(res, c, r, algorithm=alg)
+        widths[alg] = sum(v.real.widths())
+        for j in range(3):
+            assert v.runtime.lower[j] <= Fraction(float(out[:, j].min()))
+            assert Fraction(float(out[:, j].max())) <= v.runtime.upper[j]
+        if alg == "alpha-crown":  # validates the CROWN chain as well
+            check_certificate(json.loads(json.dumps(v.certificate())))
+    assert widths["alpha-crown"] <= widths["crown"] < widths["ibp"]
+
+
+def test_tiny_cnn_every_bfloat16_input() -> None:
+    model = Sequential(Conv2d(1, 2, 2, padding=1), ReLU(), AvgPool2d(2, stride=1),
+                       Flatten(), Linear(8, 2))  # fmt: skip
+    res = _result(model, _rand_state(model, np.random.default_rng(5)), "bfloat16")
+    c = np.array([[[0.25, -0.5], [0.75, 0.125]]])
+    r = 0.03125
+    v = verify(res, c, r, algorithm="alpha-crown")
+    np_dt = get_backend("numpy").dtype("bfloat16")
+    with np.errstate(invalid="ignore"):
+        vals = np.unique(np.arange(2**16, dtype=np.uint16).view(np_dt).astype(np.float64))
+    vals = vals[np.isfinite(vals)]
+    axes = []
+    for x in c.ravel():
+        lo, hi = vals[vals <= x - r].max(), vals[vals >= x + r].min()
+        axes.append([float(t) for t in vals if lo <= t <= hi])
+    pts = np.array(list(itertools.product(*axes))).reshape(-1, 1, 2, 2)
+    assert len(pts) > 500
+    out = np.asarray(res.predict(pts, batch=True), dtype=np.float64)
+    for j in range(2):
+        assert v.runtime.lower[j] <= Fraction(float(out[:, j].min()))
+        assert Fraction(float(out[:, j].max())) <= v.runtime.upper[j]
+
+
+def test_max_pooling_and_image_outputs_are_refused() -> None:
+    model = Sequential(Conv2d(1, 1, 2), MaxPool2d(2), Flatten(), Linear(1, 1))
+    res = _result(model, _rand_state(model, np.random.default_rng(0)), "float32")
+    with pytest.raises(VerificationError, match="verification is unavailable for MaxPool2d"):
+        verify(res, np.zeros((1, 3, 3)), 0.1)
+    img = Sequential(Conv2d(1, 1, 2))
+    res = _result(img, _rand_state(img, np.random.default_rng(0)), "float32")
+    with pytest.raises(VerificationError, match=r"outputs of shape \(1, 2, 2\)"):
+        verify(res, np.zeros((1, 3, 3)), 0.1)
+
+
+def _rehash(cert: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(cert["network"], sort_keys=True, separators=(",", ":"))
+    cert["model_hash"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    body = {k: v for k, v in cert.items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    cert["digest"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return cert
+
+
+def test_forged_conv_certificates_are_refused() -> None:
+    model = Sequential(Conv2d(1, 2, 2, padding=1), ReLU(), Flatten(), Linear(18, 2))
+    res = _result(model, _rand_state(model, np.random.default_rng(2)), "float32")
+    good = verify(res, np.full((1, 2, 2), 0.5), 0.1, algorithm="crown").certificate()
+    assert "holds" in check_certificate(copy.deepcopy(good))
+
+    def refused(edit: Any, match: str) -> None:
+        c = copy.deepcopy(good)
+        edit(c["network"]["stages"][0])
+        with pytest.raises(CertificateError, match=match):
+            check_certificate(_rehash(c))
+
+    refused(lambda s: s.update(in_shape=[1, 2, 3]), "does not hold 4 inputs")
+    refused(lambda s: s.update(stride=[2, 2]), "does not match|expected|not sound")
+    refused(lambda s: s.update(padding=[0, 0]), "does not match|expected|not sound")
+    refused(lambda s: s.update(groups=2), "channels and groups")
+    refused(lambda s: s["weight"][0][0][0].__setitem__(0, "0x40800000"), "not sound|contain")
