@@ -35,8 +35,8 @@ from spec.tensor import Tensor, TensorPack
 from ..bounds.core import HP, exact_q, fmt, ulp
 from .base import Engine, KeyedCall, freeze, from_numpy, ieee_domain, to_numpy
 from .budgets import budget_for
-from .local import lift, safe_float
 from .propagate import abs_backprop
+from .scale import lift, safe_float
 
 __all__ = ["CONSTANT_OPS", "GraphCall", "GraphResult", "check_graph"]
 
