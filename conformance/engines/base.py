@@ -7,7 +7,9 @@ Invariants:
   attribute names and values (rationals as `fractions.Fraction`, shapes as tuples). An op
   missing from `ops` is *not covered*; nothing here substitutes another engine's code.
 - The engine's own autograd computes every VJP (`vjp`) and, where the engine has forward
-  mode (`has_jvp`), every JVP (`jvp`). The adapter only moves bits in and out.
+  mode (`has_jvp`), every JVP (`jvp`). The adapter only moves bits in and out. A
+  forward-only engine (`has_vjp = False`, e.g. ONNX Runtime) is run through `forward` and
+  judged on the forward direction only; its backward is never checked, so never passed.
 - Values cross the boundary bit for bit: a spec value of an IEEE domain becomes the
   engine's array element with the same bit pattern (`to_numpy`/`from_numpy` through
   unsigned-integer views), and back. No conversion rounds.
@@ -268,6 +270,8 @@ class Engine(ABC):
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32", "bfloat16", "float16")
     ops: ClassVar[dict[str, Callable[..., Any]]] = {}
     has_jvp: ClassVar[bool] = False
+    has_vjp: ClassVar[bool] = True  # False: a forward-only engine (judged on the forward)
+    option: ClassVar[str] = ""  # the keyword `--engine NAME@VALUE` passes to the constructor
 
     def __init__(self) -> None:
         self.check_available()
@@ -291,6 +295,10 @@ class Engine(ABC):
     @abstractmethod
     def to_numpy(self, x: Any, dtype: str) -> np.ndarray:
         """The engine's array as NumPy of `dtype`, bit for bit."""
+
+    def forward(self, fn: Callable[..., Any], arrays: Sequence[Any]) -> Any:
+        """fn(*arrays): the forward of a forward-only engine (`has_vjp` False)."""
+        return fn(*arrays)
 
     # -- the engine's own autograd
     @abstractmethod

@@ -33,6 +33,10 @@ from .run import EngineRun, OpRow, replay_node, run_engine
 __all__ = ["engine_main", "markdown", "report_prefix", "write_engine_reports"]
 
 _IEEE = ("float64", "float32", "bfloat16", "float16")
+FORWARD_ONLY = (
+    "forward only: this engine has no autograd; only forward values were judged (the "
+    "backward columns are not checked, never passed)"
+)
 
 
 def report_prefix(engine: str) -> str:
@@ -54,6 +58,8 @@ def _u(v: float | None) -> str:
 def markdown(run: EngineRun, meta: dict[str, Any]) -> str:
     """The report as Markdown: per dtype x op, whole graphs, conventions, failures."""
     parts = [f"# Engine report: {meta['engine']}", ""]
+    if run.forward_only:
+        parts += [FORWARD_ONLY, ""]
     parts += ["```", json.dumps(meta, indent=1), "```", ""]
     parts += [
         "| dtype | op | cases | fwd max ulp | bwd max ulp | jvp max ulp | conventions | "
@@ -120,6 +126,8 @@ def write_engine_reports(run: EngineRun, prefix: str, meta: dict[str, Any]) -> t
 
 
 def _print(run: EngineRun) -> None:
+    if run.forward_only:
+        print(FORWARD_ONLY)
     print(
         f"{'dtype':<10}{'op':<16}{'cases':>6}{'fwd ulp':>9}{'bwd ulp':>9}{'jvp ulp':>9}"
         f"{'fail':>6}  conventions"
