@@ -45,9 +45,8 @@ from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
 from spec.errors import TorchLeanError
-from spec.graph import Graph, Node
+from spec.graph import Node
 from spec.ops import OPS, get_op
-from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor
 from spec.validate import normalize_attrs
 
@@ -57,6 +56,7 @@ from ..graphs.hard import hard_inputs_for, hard_seeds_for
 from .base import Engine, OpCall, ieee_domain
 from .conventions import CONVENTIONS, SIGNED_ZERO, SUBNORMAL_FLUSH
 from .local import NodeResult, check_node, flush_probe, lift
+from .replay import make_repro, replay_node
 from .whole import CONSTANT_OPS, check_graph, check_graph_forward
 
 __all__ = [
@@ -147,43 +147,6 @@ ENV_CASES: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...] = (
 )
 
 
-def _repro(
-    engine: Engine,
-    dtype: str,
-    node: Node,
-    xs: Sequence[Tensor],
-    g: Tensor,
-    ts: Sequence[Tensor],
-    env: Sequence[int] = (),
-) -> dict:
-    D = ieee_domain(dtype)
-    one = Graph([x.shape for x in xs], [Node(node.op, tuple(range(len(xs))), node.attrs)])
-    out: dict[str, Any] = {
-        "engine": engine.name,
-        "dtype": dtype,
-        "op": node.op,
-        "graph": graph_to_dict(one),
-        "inputs": [tensor_to_dict(D, x) for x in xs],
-        "cotangent": tensor_to_dict(D, g),
-        "tangents": [tensor_to_dict(D, t) for t in ts],
-    }
-    if env:
-        out["env"] = [int(i) for i in env]
-    return out
-
-
-def replay_node(engine: Engine, repro: dict[str, Any]) -> NodeResult:
-    """Re-run a per-node reproducer (as written in a failure report) on `engine`."""
-    g1 = graph_from_dict(repro["graph"])
-    (node,) = g1.nodes
-    xs = [tensor_from_dict(d)[1] for d in repro["inputs"]]
-    g = tensor_from_dict(repro["cotangent"])[1]
-    # reproducers written before "tangents" was recorded replay with the inputs as tangents
-    ts = [tensor_from_dict(d)[1] for d in repro.get("tangents", repro["inputs"])]
-    env = tuple(int(i) for i in repro.get("env", ()))
-    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, ts, env)
-
-
 class _Failure(Exception):
     pass
 
@@ -236,7 +199,7 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
                 st_.failure = {
                     "op": node.op,
                     "message": res.wrong,
-                    "repro": _repro(
+                    "repro": make_repro(
                         engine,
                         dtype,
                         node,
@@ -423,7 +386,7 @@ def _grid(engine: Engine, dtype: str, ops: Sequence[str], st_: _State) -> None:
                     r.failure = r.failure or {
                         "op": op,
                         "message": one.wrong,
-                        "repro": _repro(engine, dtype, node, xi, gi, [gi] * len(xi)),
+                        "repro": make_repro(engine, dtype, node, xi, gi, [gi] * len(xi)),
                     }
                     break
             break
@@ -447,7 +410,7 @@ def _env_cases(engine: Engine, dtype: str, st_: _State) -> None:
             r.failure = r.failure or {
                 "op": "select",
                 "message": res.wrong,
-                "repro": _repro(engine, dtype, Node("select", (0,), attrs), [x], g, [t], env),
+                "repro": make_repro(engine, dtype, Node("select", (0,), attrs), [x], g, [t], env),
             }
             return
 
