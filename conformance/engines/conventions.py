@@ -56,10 +56,12 @@ __all__ = [
     "NAN_PROPAGATION",
     "NONFINITE",
     "NONFINITE_DEFAULT",
+    "NONFINITE_POINTS",
     "SIGNED_ZERO",
     "SUBNORMAL_FLUSH",
     "Convention",
     "conventions_for",
+    "nan_probe",
     "nonfinite_rule",
 ]
 
@@ -468,3 +470,33 @@ NONFINITE: dict[str, str] = {
 def nonfinite_rule(op: str) -> str:
     """The sentence of `op`'s NaN/±inf handling: its `NONFINITE` entry, else the default."""
     return NONFINITE.get(op, NONFINITE_DEFAULT)
+
+
+NAN = float("nan")
+NONFINITE_POINTS: dict[str, tuple[tuple[tuple[float, ...], ...], dict[str, Any]]] = {
+    # op -> (inputs, attributes): a NaN where the op's rule chooses a value (`NONFINITE`),
+    # probed in every dtype like the other conventions' defining points (cotangent 1)
+    "relu": (((NAN, 1.0),), {}),
+    "abs": (((NAN, -2.0),), {}),
+    "clamp": (((NAN, 0.5),), {"lo": Fraction(-1), "hi": Fraction(1)}),
+    "sqrt": (((NAN, 4.0),), {}),
+    "safe_log": (((NAN, 1.0),), {}),
+    "softplus": (((NAN, 1.0),), {}),
+    "maximum": (((NAN, 1.0), (1.0, 2.0)), {}),
+    "minimum": (((NAN, 1.0), (1.0, 0.0)), {}),
+    "reduce_max": (((NAN, 1.0, 0.0),), {"axis": 0}),
+}
+"""Where `nan_propagation` is probed: the listed ops of `NONFINITE` at a NaN input."""
+
+
+def nan_probe(op: str) -> Convention:
+    """`nan_propagation` as a convention of `op` at its `NONFINITE_POINTS` entry (for the
+    runner's probes; the checker classifies it, there is no alt rule)."""
+    return Convention(
+        NAN_PROPAGATION.name,
+        op,
+        ("vjp", "jvp"),
+        NAN_PROPAGATION.sentence,
+        _signed_zero,
+        NONFINITE_POINTS[op],
+    )

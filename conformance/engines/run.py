@@ -54,7 +54,13 @@ from ..determinism import seed_only_draws
 from ..graphs import GRAPH_OPS, graphs, inputs_for, seeds_for
 from ..graphs.hard import hard_inputs_for, hard_seeds_for
 from .base import Engine, OpCall, ieee_domain
-from .conventions import CONVENTIONS, SIGNED_ZERO, SUBNORMAL_FLUSH
+from .conventions import (
+    CONVENTIONS,
+    NONFINITE_POINTS,
+    SIGNED_ZERO,
+    SUBNORMAL_FLUSH,
+    nan_probe,
+)
 from .local import NodeResult, check_node, flush_probe, lift
 from .replay import make_repro, replay_node
 from .whole import CONSTANT_OPS, check_graph, check_graph_forward
@@ -434,8 +440,11 @@ def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[Co
                 SUBNORMAL_FLUSH.sentence,
             )
         )
-    for c in CONVENTIONS:
-        if c.op not in ops or c.op not in engine.ops or any(r.convention == c.name for r in out):
+    nan_probes = [nan_probe(op) for op in NONFINITE_POINTS if op in ops and engine.has_vjp]
+    for c in (*CONVENTIONS, *nan_probes):
+        if c.op not in ops or c.op not in engine.ops:
+            continue
+        if any(r.convention == c.name and r.op == c.op for r in out):
             continue
         if not engine.has_vjp and "forward" not in c.directions:
             continue  # a forward-only engine: only the forward conventions are probed
@@ -489,7 +498,7 @@ def _side_by_side(
             out, cts = engine.forward(fn, arrs), []
     except Exception as e:
         return [], [f"refused: {e}"]
-    if c.directions == ("forward",) or c.op == "softplus" or not engine.has_vjp:
+    if c.directions == ("forward",) or c.name == "softplus_threshold" or not engine.has_vjp:
         want = [d.forward(HP, [lift(x) for x in xs], attrs, ())]
         got = [from_numpy(engine.to_numpy(out, dtype), dtype)]
     else:
