@@ -106,7 +106,7 @@ _UNARY = [
 def test_unlisted_unary_ops_propagate_nan_where_they_read_x(op: str, v: float) -> None:
     # the default statement: a NaN argument gives NaN wherever the rule reads it; a rule
     # that does not read x (neg, detach) gives the same value as at a finite x
-    if op in NONFINITE or op == "log" and v <= 0:
+    if op in NONFINITE or (op == "log" and v <= 0):
         return
     d = get_op(op)
     nan, fin, one = _hp(math.nan), _hp(v), _hp(1.0)
