@@ -174,3 +174,18 @@ def test_replay_names_the_convention_and_strict_fails_it(tmp_path: Any, capsys: 
 def test_clamp_nan_point_attributes_are_rationals() -> None:
     _, attrs = NONFINITE_POINTS["clamp"]
     assert all(isinstance(v, Fraction) for v in attrs.values())
+
+
+def test_census_counts_elements_beyond_budget() -> None:
+    from conformance.engines.census import census
+
+    exact = census(PropagatingEngine(), "sqrt", "float32", 500, 0.0, 10.0, seed=1)
+    assert exact.beyond == 0 and exact.max_ulp <= 0.5  # NumPy's sqrt is correctly rounded
+
+    class OneUlpHigh(PropagatingEngine):
+        ops: ClassVar[dict[str, Callable[..., Any]]] = {
+            "sqrt": lambda x: np.nextafter(np.sqrt(x), np.float32(np.inf)).astype(x.dtype)
+        }
+
+    off = census(OneUlpHigh(), "sqrt", "float32", 500, 1.0, 10.0, seed=1)
+    assert off.beyond == 500 and off.rate == 1.0 and len(off.examples) == 5
