@@ -22,7 +22,6 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
