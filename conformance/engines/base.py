@@ -26,7 +26,8 @@ Invariants:
   op, attribute, shape or dtype.
 - An op whose attributes give `env_slot` (`select`) is called with one more keyword,
   `env`: the tuple of ints of the non-differentiable integer environment it indexes.
-- `keep_mask` and `mha_body` are the attention ops' shared structure (the spec's kept set;
+- `batched` (a (C, H, W) input given a batch axis of 1 for an (N, C, H, W) function),
+  `keep_mask` and `mha_body` are the adapters' shared structure (the spec's kept set;
   multi_head_attention's projections around an engine's own attention), written once over
   the engine's own calls that each adapter passes in.
 """
@@ -55,6 +56,7 @@ __all__ = [
     "KeyedCall",
     "OpCall",
     "aval",
+    "batched",
     "freeze",
     "from_numpy",
     "ieee_domain",
@@ -137,6 +139,19 @@ def pair(v: Any, default: int) -> tuple[int, int]:
     """A pair attribute (stride, padding, dilation, ...) as two ints; (default, default)
     when absent."""
     return (default, default) if v is None else (int(v[0]), int(v[1]))
+
+
+def batched(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn on (N, C, H, W); a (C, H, W) input gets (and loses) a batch axis of 1 (by
+    `reshape`, which every adapter's arrays have: exact)."""
+
+    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
+        if x.ndim == 3:
+            y = fn(x.reshape((1, *x.shape)), *rest, **attrs)
+            return y.reshape(tuple(y.shape[1:]))
+        return fn(x, *rest, **attrs)
+
+    return run
 
 
 def keep_mask(lq: int, lk: int, mask: Any, causal: Any) -> np.ndarray | None:
