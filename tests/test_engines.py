@@ -391,7 +391,8 @@ def test_budget_classes_follow_the_op_table() -> None:
 
     want = {
         "conv2d": "sums", "cross_entropy": "sums", "softmax": "sums", "gather": "shape",
-        "embedding": "shape", "mask_neg_inf": "shape", "layer_norm": "norm", "exp": "transcendental",
+        "embedding": "shape", "mask_neg_inf": "shape", "layer_norm": "norm",
+        "exp": "transcendental",
         "gelu": "composite", "sigmoid": "composite", "multi_head_attention": "chain",
         "maximum": "exact", "div": "rounded",
     }  # fmt: skip
