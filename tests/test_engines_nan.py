@@ -189,3 +189,14 @@ def test_census_counts_elements_beyond_budget() -> None:
 
     off = census(OneUlpHigh(), "sqrt", "float32", 500, 1.0, 10.0, seed=1)
     assert off.beyond == 500 and off.rate == 1.0 and len(off.examples) == 5
+
+
+def test_docs_state_the_same_nonfinite_table() -> None:
+    from pathlib import Path
+
+    from conformance.engines.conventions import NONFINITE_DEFAULT
+
+    doc = Path(__file__).resolve().parents[1].joinpath("docs", "ENGINES.md").read_text()
+    assert NONFINITE_DEFAULT in doc
+    for op, text in NONFINITE.items():
+        assert f"| {op} | {text} |" in doc, op

@@ -460,7 +460,7 @@ NONFINITE: dict[str, str] = {
     "safe_log": "vjp/jvp: through maximum(x, 2**-24): x NaN gives 0 for the cotangent; the "
     "tangent propagates",
     "softplus": "vjp: x NaN gives 0 (its body's maximum and abs give 0 at NaN); jvp "
-    "propagates (exp(-|x|) = NaN times abs's zero tangent)",
+    "propagates (exp(-abs(x)) = NaN times abs's zero tangent)",
     "mask_neg_inf": "forward: masked positions are -inf whatever x holds; vjp/jvp: 0 there",
     "detach": "vjp/jvp: 0 whatever x or g hold",
 }
