@@ -200,7 +200,8 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
         "--engine",
         default=None,
         help="judge another autograd engine against the spec instead: torch, torch-cuda, "
-        "jax, jax-jit, tinygrad, autograd, or module:attr (an Engine subclass)",
+        "torch-compile, torch-compile-cuda, jax, jax-jit, tinygrad, autograd, "
+        "onnxruntime[@PROVIDER] (forward only), or module:attr (an Engine subclass)",
     )
     p.add_argument(
         "--ops", default=None, help="with --engine: comma list of ops to check (default all)"
@@ -213,8 +214,8 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def engine_mode(a: argparse.Namespace) -> int:
-    """Run the `--engine` mode; its exit code (conformance.engines.report)."""
-    from .engines.report import engine_main
+    """Run the `--engine` mode; its exit code (conformance.engines.cli)."""
+    from .engines.cli import engine_main
 
     return engine_main(a)
 

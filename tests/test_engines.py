@@ -383,3 +383,19 @@ def test_hard_phase_reaches_subnormals_and_the_largest_finite() -> None:
     strat = hard_tensors_for([(3,)], BINARY32, finite=True)
     assert find(strat, lambda ts: any(0 < abs(float(v)) < tiny for v in ts[0].data))
     assert find(strat, lambda ts: any(abs(float(v)) == 3.4028234663852886e38 for v in ts[0].data))
+
+
+def test_budget_classes_follow_the_op_table() -> None:
+    from conformance.engines.budgets import budget_class
+    from spec.ops import OPS
+
+    want = {
+        "conv2d": "sums", "cross_entropy": "sums", "softmax": "sums", "gather": "shape",
+        "embedding": "shape", "mask_neg_inf": "shape", "layer_norm": "norm",
+        "exp": "transcendental",
+        "gelu": "composite", "sigmoid": "composite", "multi_head_attention": "chain",
+        "maximum": "exact", "div": "rounded",
+    }  # fmt: skip
+    assert {op: budget_class(op) for op in want} == want
+    # every op with arguments has a class (none silently falls back to the default budget)
+    assert [op for op, d in OPS.items() if d.arity != 0 and budget_class(op) is None] == []

@@ -1,7 +1,8 @@
 """Adapters that let the suite judge other autograd engines against the exact spec.
 
 `python -m conformance --engine NAME` runs `run.run_engine` on one engine; NAME is one of
-`ENGINES` (torch, torch-cuda, jax, jax-jit, tinygrad, autograd) or `module:attr` naming a
+`ENGINES` (torch, torch-cuda, torch-compile, torch-compile-cuda, jax, jax-jit, tinygrad,
+autograd, onnxruntime) or `module:attr` naming a
 user's `Engine` subclass. The adapter classes are loaded lazily (importing this package
 imports no engine): `from conformance.engines import TorchEngine` imports torch.
 
@@ -24,7 +25,10 @@ __all__ = [
     "EngineUnavailable",
     "JaxEngine",
     "JaxJitEngine",
+    "OnnxRuntimeEngine",
     "TinygradEngine",
+    "TorchCompileCudaEngine",
+    "TorchCompileEngine",
     "TorchCudaEngine",
     "TorchEngine",
     "load_engine",
@@ -33,10 +37,13 @@ __all__ = [
 ENGINES: dict[str, str] = {
     "torch": "conformance.engines.torch_engine:TorchEngine",
     "torch-cuda": "conformance.engines.torch_engine:TorchCudaEngine",
+    "torch-compile": "conformance.engines.torch_compile_engine:TorchCompileEngine",
+    "torch-compile-cuda": "conformance.engines.torch_compile_engine:TorchCompileCudaEngine",
     "jax": "conformance.engines.jax_engine:JaxEngine",
     "jax-jit": "conformance.engines.jax_engine:JaxJitEngine",
     "tinygrad": "conformance.engines.tinygrad_engine:TinygradEngine",
     "autograd": "conformance.engines.autograd_engine:AutogradEngine",
+    "onnxruntime": "conformance.engines.onnxruntime_engine:OnnxRuntimeEngine",
 }
 _CLASSES = {path.rsplit(":", 1)[1]: path for path in ENGINES.values()}
 
@@ -55,8 +62,15 @@ def _resolve(path: str) -> Any:
 
 
 def load_engine(name: str) -> Engine:
-    """An engine instance by registered name or `module:attr` (a class or an instance);
-    raises `EngineUnavailable` (naming the package) when it cannot run here."""
+    """An engine instance by registered name, `NAME@OPTION` (`onnxruntime@PROVIDER`: the
+    execution provider by name) or `module:attr` (a class or an instance); raises
+    `EngineUnavailable` (naming the package) when it cannot run here."""
+    base, _, option = name.partition("@")
+    if option and base in ENGINES:  # NAME@OPTION: an engine taking one option (a provider)
+        cls = _resolve(ENGINES[base])
+        if not getattr(cls, "option", None):
+            raise EngineUnavailable(f"engine {base!r} takes no @option (got {name!r})")
+        return cls(**{cls.option: option})  # type: ignore[no-any-return]
     if name in ENGINES:
         obj = _resolve(ENGINES[name])
     elif ":" in name:

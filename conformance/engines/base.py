@@ -7,7 +7,9 @@ Invariants:
   attribute names and values (rationals as `fractions.Fraction`, shapes as tuples). An op
   missing from `ops` is *not covered*; nothing here substitutes another engine's code.
 - The engine's own autograd computes every VJP (`vjp`) and, where the engine has forward
-  mode (`has_jvp`), every JVP (`jvp`). The adapter only moves bits in and out.
+  mode (`has_jvp`), every JVP (`jvp`). The adapter only moves bits in and out. A
+  forward-only engine (`has_vjp = False`, e.g. ONNX Runtime) is run through `forward` and
+  judged on the forward direction only; its backward is never checked, so never passed.
 - Values cross the boundary bit for bit: a spec value of an IEEE domain becomes the
   engine's array element with the same bit pattern (`to_numpy`/`from_numpy` through
   unsigned-integer views), and back. No conversion rounds.
@@ -24,7 +26,8 @@ Invariants:
   op, attribute, shape or dtype.
 - An op whose attributes give `env_slot` (`select`) is called with one more keyword,
   `env`: the tuple of ints of the non-differentiable integer environment it indexes.
-- `keep_mask` and `mha_body` are the attention ops' shared structure (the spec's kept set;
+- `batched` (a (C, H, W) input given a batch axis of 1 for an (N, C, H, W) function),
+  `keep_mask` and `mha_body` are the adapters' shared structure (the spec's kept set;
   multi_head_attention's projections around an engine's own attention), written once over
   the engine's own calls that each adapter passes in.
 """
@@ -53,6 +56,7 @@ __all__ = [
     "KeyedCall",
     "OpCall",
     "aval",
+    "batched",
     "freeze",
     "from_numpy",
     "ieee_domain",
@@ -135,6 +139,19 @@ def pair(v: Any, default: int) -> tuple[int, int]:
     """A pair attribute (stride, padding, dilation, ...) as two ints; (default, default)
     when absent."""
     return (default, default) if v is None else (int(v[0]), int(v[1]))
+
+
+def batched(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn on (N, C, H, W); a (C, H, W) input gets (and loses) a batch axis of 1 (by
+    `reshape`, which every adapter's arrays have: exact)."""
+
+    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
+        if x.ndim == 3:
+            y = fn(x.reshape((1, *x.shape)), *rest, **attrs)
+            return y.reshape(tuple(y.shape[1:]))
+        return fn(x, *rest, **attrs)
+
+    return run
 
 
 def keep_mask(lq: int, lk: int, mask: Any, causal: Any) -> np.ndarray | None:
@@ -268,6 +285,8 @@ class Engine(ABC):
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32", "bfloat16", "float16")
     ops: ClassVar[dict[str, Callable[..., Any]]] = {}
     has_jvp: ClassVar[bool] = False
+    has_vjp: ClassVar[bool] = True  # False: a forward-only engine (judged on the forward)
+    option: ClassVar[str] = ""  # the keyword `--engine NAME@VALUE` passes to the constructor
 
     def __init__(self) -> None:
         self.check_available()
@@ -291,6 +310,10 @@ class Engine(ABC):
     @abstractmethod
     def to_numpy(self, x: Any, dtype: str) -> np.ndarray:
         """The engine's array as NumPy of `dtype`, bit for bit."""
+
+    def forward(self, fn: Callable[..., Any], arrays: Sequence[Any]) -> Any:
+        """fn(*arrays): the forward of a forward-only engine (`has_vjp` False)."""
+        return fn(*arrays)
 
     # -- the engine's own autograd
     @abstractmethod

@@ -1,6 +1,9 @@
 """Accuracy budgets: the ULP error each engine may show per op x direction x dtype.
 
 Invariants:
+- Which budget an op gets is its class (`budget_class`), derived from the op table's
+  family, kind and tags; only what the table does not say (whether an elementwise op
+  rounds, sigmoid evaluated as a composite, attention's stage count) is keyed by name.
 - A budget is data: `Budget(ulps, per_term, scale)`; the allowed error of one element is
   `ulps + per_term * n` units in the last place of the engine's dtype, where n is the
   number of elements of the op's largest input (the terms a reduction may sum).
@@ -36,7 +39,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BUDGETS", "OVERRIDES", "Budget", "budget_for"]
+from spec.ops import OPS
+
+__all__ = ["BUDGETS", "OVERRIDES", "Budget", "budget_class", "budget_for"]
 
 
 @dataclass(frozen=True)
@@ -49,43 +54,40 @@ class Budget:
         return self.ulps + self.per_term * n
 
 
+# The op table does not say which elementwise ops round (maximum does not, add does), nor
+# that engines evaluate the primitive sigmoid as a composite: those stay keyed by name.
 _EXACT_OPS = ("neg", "relu", "abs", "clamp", "maximum", "minimum", "detach")
-_SHAPE_OPS = (
-    "reshape",
-    "swap_adjacent",
-    "transpose",
-    "broadcast_to",
-    "concat",
-    "slice",
-    "select",
-    "index_select",
-    "scatter_add",
-    "gather",
-    "embedding",
-    "mask_neg_inf",
-)
 _ROUNDED = ("add", "sub", "mul", "div", "sqrt", "scale", "inv")
-_TRANSCENDENTAL = ("exp", "log", "tanh", "sin", "cos")
-_COMPOSITE = ("sigmoid", "softplus", "gelu", "silu", "safe_log")
-_SUMS = (
-    "sum",
-    "reduce_sum",
-    "mean",
-    "reduce_mean",
-    "reduce_max",
-    "matmul",
-    "linear",
-    "mse_loss",
-    "softmax",
-    "log_softmax",
-    "cross_entropy",
-    "conv2d",
-    "conv_transpose2d",
-    "avg_pool2d",
-    "max_pool2d",
-)
-_CHAINS = {"scaled_dot_product_attention": 1, "multi_head_attention": 3}  # `_SUMS` stages
-_NORMS = ("layer_norm", "batch_norm")
+_COMPOSITE_PRIMITIVES = ("sigmoid",)
+_CHAIN_STAGES = {"multi_head_attention": 3}  # `_SUMS`-like stages in sequence (default 1)
+
+
+def budget_class(op: str) -> str | None:
+    """The budget class of `op`, derived from the op table where it has the information
+    (family, kind, tags): "norm" (family norm), "chain" (attention family, reduction tag),
+    "sums" (reduction or loss tag), "shape" (structural or index tag), "transcendental" /
+    "composite" (transcendental family: primitive / composite); "exact" and "rounded" by
+    name (above); None for an op without arguments or class (the default budget)."""
+    d = OPS.get(op)
+    if d is None or d.arity == 0:
+        return None
+    if op in _EXACT_OPS:
+        return "exact"
+    if op in _ROUNDED:
+        return "rounded"
+    if d.family == "norm":
+        return "norm"
+    if d.family == "attention" and "reduction" in d.tags:
+        return "chain"
+    if d.tags & {"reduction", "loss"}:
+        return "sums"
+    if d.tags & {"structural", "index"}:
+        return "shape"
+    if d.family == "transcendental":
+        composite = d.kind == "composite" or op in _COMPOSITE_PRIMITIVES
+        return "composite" if composite else "transcendental"
+    return None
+
 
 _LOW = ("bfloat16", "float16")  # evaluated in float32 by the engines and rounded once
 
@@ -94,27 +96,30 @@ def _table(dtype: str) -> dict[tuple[str, str], Budget]:
     low = dtype in _LOW
     tr = 1.0 if low else 4.0
     t: dict[tuple[str, str], Budget] = {}
-    for op in _EXACT_OPS + _SHAPE_OPS:
-        t[op, "forward"] = Budget(0.5)
-        t[op, "backward"] = Budget(0.5, 1.0, "abs")  # exact, but broadcasting sums
-    for op in _ROUNDED:
-        t[op, "forward"] = Budget(0.5)
-        t[op, "backward"] = Budget(2.0, 1.0, "abs")  # e.g. div: g*a/b^2, three roundings
-    for op in _TRANSCENDENTAL:
-        t[op, "forward"] = Budget(tr)
-        t[op, "backward"] = Budget(tr + 2.0, 0.0, "cotangent")
-    for op in _COMPOSITE:
-        t[op, "forward"] = Budget(2 * tr + 2.0, 0.0, "abs")
-        t[op, "backward"] = Budget(2 * tr + 4.0, 0.0, "cotangent")
-    for op in _SUMS:
-        t[op, "forward"] = Budget(tr + 2.0, 1.0, "abs")
-        t[op, "backward"] = Budget(tr + 2.0, 2.0, "abs")
-    for op, k in _CHAINS.items():  # attention: conditioning-dependent, see `ball`
-        t[op, "forward"] = Budget(k * (tr + 2.0), k * 1.0, "ball")
-        t[op, "backward"] = Budget(k * (tr + 2.0), k * 2.0, "ball")
-    for op in _NORMS:
-        t[op, "forward"] = Budget(tr + 4.0, 2.0, "abs")
-        t[op, "backward"] = Budget(tr + 8.0, 4.0, "norm")
+    for op in OPS:
+        cls = budget_class(op)
+        if cls in ("exact", "shape"):
+            t[op, "forward"] = Budget(0.5)
+            t[op, "backward"] = Budget(0.5, 1.0, "abs")  # exact, but broadcasting sums
+        elif cls == "rounded":
+            t[op, "forward"] = Budget(0.5)
+            t[op, "backward"] = Budget(2.0, 1.0, "abs")  # e.g. div: g*a/b^2, three roundings
+        elif cls == "transcendental":
+            t[op, "forward"] = Budget(tr)
+            t[op, "backward"] = Budget(tr + 2.0, 0.0, "cotangent")
+        elif cls == "composite":
+            t[op, "forward"] = Budget(2 * tr + 2.0, 0.0, "abs")
+            t[op, "backward"] = Budget(2 * tr + 4.0, 0.0, "cotangent")
+        elif cls == "sums":
+            t[op, "forward"] = Budget(tr + 2.0, 1.0, "abs")
+            t[op, "backward"] = Budget(tr + 2.0, 2.0, "abs")
+        elif cls == "chain":  # attention: conditioning-dependent, see `ball`
+            k = _CHAIN_STAGES.get(op, 1)
+            t[op, "forward"] = Budget(k * (tr + 2.0), k * 1.0, "ball")
+            t[op, "backward"] = Budget(k * (tr + 2.0), k * 2.0, "ball")
+        elif cls == "norm":
+            t[op, "forward"] = Budget(tr + 4.0, 2.0, "abs")
+            t[op, "backward"] = Budget(tr + 8.0, 4.0, "norm")
     return t
 
 

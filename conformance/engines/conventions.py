@@ -23,6 +23,16 @@ Invariants:
   exact op (or one of the op's conventions) on its inputs and cotangent/tangent with every
   subnormal read as a zero of its sign (DAZ). A float-environment mode, not a rounding
   error: reported, and a failure only with `--strict-conventions`.
+- NaN and ±inf: `NONFINITE` states, per op, what the spec's rules do with a NaN or ±inf
+  in each argument (and in the cotangent/tangent): every op not listed follows
+  `NONFINITE_DEFAULT` (IEEE propagation through the rule's own arithmetic); a listed op's
+  rule *chooses* a value somewhere (a mask, a pick, sqrt's 0 outside x > 0), and the entry
+  says where. `nan_propagation` (every op, classified by the checker) explains an element
+  where spec and engine disagree only on being NaN — the engine NaN where the spec's rule
+  chose a number, or a number where the spec's rule propagated NaN — and a NaN or ±inf is
+  among the element's inputs, cotangent or tangent (its own lane for elementwise ops whose
+  arguments and result have one element per lane, any element otherwise). Reported, a
+  failure only with `--strict-conventions`.
 - All alternative values are computed in `HP` (256-bit MPFR): exact for these rules.
 """
 
@@ -41,7 +51,19 @@ from spec.tensor import Tensor
 
 from ..bounds.core import HP
 
-__all__ = ["CONVENTIONS", "SIGNED_ZERO", "SUBNORMAL_FLUSH", "Convention", "conventions_for"]
+__all__ = [
+    "CONVENTIONS",
+    "NAN_PROPAGATION",
+    "NONFINITE",
+    "NONFINITE_DEFAULT",
+    "NONFINITE_POINTS",
+    "SIGNED_ZERO",
+    "SUBNORMAL_FLUSH",
+    "Convention",
+    "conventions_for",
+    "nan_probe",
+    "nonfinite_rule",
+]
 
 Alt = Callable[[list[Tensor], Tensor | None, dict[str, Any]], list[Tensor]]
 ZERO, HALF = gmpy2.mpfr(0), gmpy2.mpfr(0.5)
@@ -401,3 +423,80 @@ SUBNORMAL_FLUSH = Convention(
 
 def conventions_for(op: str, direction: str) -> Sequence[Convention]:
     return [c for c in CONVENTIONS if c.op == op and direction in c.directions]
+
+
+NAN_PROPAGATION = Convention(
+    "nan_propagation",
+    "*",
+    ("forward", "vjp", "jvp"),
+    "NaN or ±inf among an element's inputs (or its cotangent/tangent), and spec and engine "
+    "differ only in whether the result is NaN: the engine propagates NaN (IEEE arithmetic "
+    "through its formula) where the spec's rule chooses a value (`NONFINITE`: e.g. "
+    "sqrt'(NaN) = 0), or chooses a value where the spec propagates NaN.",
+    _signed_zero,  # classified by the checker (`local`), not by an alt rule
+)
+
+NONFINITE_DEFAULT = (
+    "IEEE propagation: a NaN in an argument the rule reads gives NaN in every result element "
+    "that reads it; ±inf follows IEEE arithmetic (inf - inf and 0*inf give NaN)"
+)
+"""What every op's rules do with NaN and ±inf unless `NONFINITE` lists the op."""
+
+NONFINITE: dict[str, str] = {
+    # op -> where its rules choose a value instead of propagating (the forward propagates
+    # NaN for these ops too unless the entry says otherwise)
+    "relu": "vjp/jvp: g where x > 0, else 0 (x NaN gives 0; g NaN at x <= 0 gives 0)",
+    "abs": "vjp/jvp: sign(x)*g with 0 where x is 0 or NaN (x NaN gives 0)",
+    "clamp": "vjp/jvp: g where lo < x < hi, else 0 (x NaN gives 0; g NaN outside gives 0)",
+    "sqrt": "vjp/jvp: g/(2*sqrt(x)) for x > 0, else 0 (x NaN, -inf, <= 0 give 0, even for g NaN)",
+    "maximum": "forward: NaN propagates (a's first); vjp/jvp: the larger side gets g, a tie "
+    "g/2 each, a NaN operand gives 0 to both sides (a NaN g then gives 0)",
+    "minimum": "forward: NaN propagates (a's first); vjp/jvp: the smaller side gets g, a tie "
+    "g/2 each, a NaN operand gives 0 to both sides (a NaN g then gives 0)",
+    "reduce_max": "forward: NaN propagates (the fold of maximum); vjp/jvp: maximum's rule "
+    "along the fold, so a NaN lane's elements get 0",
+    "max_pool2d": "forward: NaN propagates; vjp/jvp: each window's g to its first maximal "
+    "element by maximum's rule (a window holding NaN gives 0)",
+    "safe_log": "vjp/jvp: through maximum(x, 2**-24): x NaN gives 0 for the cotangent; the "
+    "tangent propagates",
+    "softplus": "vjp: x NaN gives 0 (its body's maximum and abs give 0 at NaN); jvp "
+    "propagates (exp(-abs(x)) = NaN times abs's zero tangent)",
+    "mask_neg_inf": "forward: masked positions are -inf whatever x holds; vjp/jvp: 0 there",
+    "detach": "vjp/jvp: 0 whatever x or g hold",
+}
+"""Per op, where its rules choose a value for a NaN/±inf (see the module docstring)."""
+
+
+def nonfinite_rule(op: str) -> str:
+    """The sentence of `op`'s NaN/±inf handling: its `NONFINITE` entry, else the default."""
+    return NONFINITE.get(op, NONFINITE_DEFAULT)
+
+
+NAN = float("nan")
+NONFINITE_POINTS: dict[str, tuple[tuple[tuple[float, ...], ...], dict[str, Any]]] = {
+    # op -> (inputs, attributes): a NaN where the op's rule chooses a value (`NONFINITE`),
+    # probed in every dtype like the other conventions' defining points (cotangent 1)
+    "relu": (((NAN, 1.0),), {}),
+    "abs": (((NAN, -2.0),), {}),
+    "clamp": (((NAN, 0.5),), {"lo": Fraction(-1), "hi": Fraction(1)}),
+    "sqrt": (((NAN, 4.0),), {}),
+    "safe_log": (((NAN, 1.0),), {}),
+    "softplus": (((NAN, 1.0),), {}),
+    "maximum": (((NAN, 1.0), (1.0, 2.0)), {}),
+    "minimum": (((NAN, 1.0), (1.0, 0.0)), {}),
+    "reduce_max": (((NAN, 1.0, 0.0),), {"axis": 0}),
+}
+"""Where `nan_propagation` is probed: the listed ops of `NONFINITE` at a NaN input."""
+
+
+def nan_probe(op: str) -> Convention:
+    """`nan_propagation` as a convention of `op` at its `NONFINITE_POINTS` entry (for the
+    runner's probes; the checker classifies it, there is no alt rule)."""
+    return Convention(
+        NAN_PROPAGATION.name,
+        op,
+        ("vjp", "jvp"),
+        NAN_PROPAGATION.sentence,
+        _signed_zero,
+        NONFINITE_POINTS[op],
+    )

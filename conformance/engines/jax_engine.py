@@ -26,7 +26,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CompileCache, Engine, EngineUnavailable, keep_mask, mha_body, pair, select_index
+from .base import (
+    CompileCache,
+    Engine,
+    EngineUnavailable,
+    batched,
+    keep_mask,
+    mha_body,
+    pair,
+    select_index,
+)
 
 try:
     import jax
@@ -59,22 +68,11 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
 _NCHW = ("NCHW", "OIHW", "NCHW")
 
 
-def _batched(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """fn on (N, C, H, W); a (C, H, W) input gets (and loses) a batch axis of 1."""
-
-    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
-        if x.ndim == 3:
-            return fn(x[None], *rest, **attrs)[0]
-        return fn(x, *rest, **attrs)
-
-    return run
-
-
 def _bias(y: Any, b: Any) -> Any:
     return y if b is None else y + b.reshape(-1, 1, 1)
 
 
-@_batched
+@batched
 def _conv2d(
     x: Any,
     w: Any,
@@ -97,7 +95,7 @@ def _conv2d(
     return _bias(y, b)
 
 
-@_batched
+@batched
 def _conv_transpose2d(
     x: Any,
     w: Any,

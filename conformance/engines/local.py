@@ -2,27 +2,28 @@
 and its JVP where it has forward mode), against the exact spec on the same inputs.
 
 Invariants:
+- One check is one record, `NodeCheck` (engine, dtype, op, the attributes the dtype holds,
+  the integer environment, the inputs, cotangent and tangents lifted exactly into `HP`);
+  each compared result is one `Judge` (the check, direction, result index, the budget,
+  its scale S, the conventions that apply, the lazy ball and flush rules). A check flows
+  down: `check_node` -> `NodeCheck.run` -> `Judge.compare` -> `Judge.verdict` per element,
+  reading `scale` (arithmetic), `conventions` and `budgets` (data), `ballcheck` and
+  `flush` (the two lazily computed alternatives); none of those calls back here.
 - Inputs are the engine's own float values (bit for bit); the exact value is the spec's
   forward / VJP / JVP of that op evaluated in `HP` (256-bit MPFR, every rounding far below
   the dtype's) on those inputs lifted exactly.
-- Error of one element, in ulps of the engine's dtype: |got - exact| / ulp(max(|exact|, S))
-  with S from the op's `Budget.scale` (see `budgets`). Ops with the `ball` scale also accept
-  an element inside its ball: what a direct evaluation of the spec's op sequence in the
-  dtype can give (`conformance.bounds.balls`, with the engine's transcendental budgets; a
-  wild ball — a possible overflow — accepts anything, and so does a ball that cannot be
-  computed, more branch paths than `all_branches` follows: such elements are counted
-  `unconstrained`, not judged). NaN vs NaN and equal infinities are 0; a finite/NaN or
-  finite/inf disagreement is infinite, except that an engine's ±inf is correct where the
-  exact value rounds to that infinity.
-- Three outcomes per element: within budget (accuracy, counted in the max ulp); beyond
-  budget but explained by a named convention whose condition the inputs hit (reported with
-  spec and engine values side by side, excluded from the max ulp; `flush_subnormals`, for
-  every op, is tried last, and only for an engine whose `flush_probe` shows it flushing in
-  that dtype: see `conventions`); otherwise *wrong* — unless a direct evaluation of the
-  spec's own rule in the dtype may overflow at that element (its ball is wild, e.g. div's
-  denominator cotangent -(g*((a/b)/b)) at a subnormal b): then the element is counted
-  `unconstrained`, as for the `ball` ops, not judged. (A ball that cannot be computed leaves
-  such an element wrong.)
+- Error of one element, in ulps of the engine's dtype: `scale.elem_error` with S from the
+  op's `Budget.scale`. Ops with the `ball` scale also accept an element inside its ball
+  (`ballcheck`; a wild ball — a possible overflow — or one that cannot be computed leaves
+  the element `unconstrained`, not judged).
+- Verdict of one element beyond budget, in this order: a named convention of the op whose
+  condition the inputs hit and whose alternative value the engine matches;
+  `nan_propagation` (spec and engine differ only in being NaN, with a NaN or ±inf among the
+  element's inputs: `conventions.NONFINITE`); `flush_subnormals` (only for an engine whose
+  `flush.flush_probe` shows it flushing in that dtype); `unconstrained` where a direct
+  evaluation of the spec's own rule in the dtype may overflow at that element (its ball is
+  wild, e.g. div's denominator cotangent -(g*((a/b)/b)) at a subnormal b); otherwise
+  *wrong*. Exact zeros of different sign within budget are `signed_zero`.
 - An op missing from `engine.ops` is not covered; an engine raising on a valid input is
   a `refused` result (reported with the message, never a pass).
 - The engine gets the op as a `base.OpCall` (its key names op, callable, attributes and
@@ -33,7 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -41,19 +42,20 @@ from typing import Any
 import gmpy2
 
 from spec.errors import TorchLeanError
-from spec.graph import Graph, Node
-from spec.inline import inline
 from spec.ops import get_op
-from spec.tensor import Tensor, TensorPack
+from spec.tensor import Tensor
 
-from ..bounds.balls import BallDomain, all_branches, contains_any
-from ..bounds.core import HP, TRANSCENDENTAL, exact_q, fmt, ulp
+from ..bounds.core import HP
+from .ballcheck import BallRule, lift_ball
 from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
-from .budgets import budget_for
-from .conventions import SIGNED_ZERO, SUBNORMAL_FLUSH, conventions_for
-from .propagate import abs_backprop
+from .budgets import Budget, budget_for
+from .conventions import NAN_PROPAGATION, SIGNED_ZERO, SUBNORMAL_FLUSH, conventions_for
+from .flush import FlushRule, explains, flush_probe
+from .scale import elem_error, lift, safe_float, scale_for
 
 __all__ = [
+    "Judge",
+    "NodeCheck",
     "NodeResult",
     "check_node",
     "elem_error",
@@ -63,10 +65,7 @@ __all__ = [
     "safe_float",
 ]
 
-
-def lift(t: Tensor) -> Tensor:
-    """A tensor of an IEEE domain lifted exactly into HP (keeps -0, inf, NaN)."""
-    return t.map(lambda v: gmpy2.mpfr(v, HP.precision))
+_LANE_FAMILIES = ("elementwise", "transcendental")
 
 
 @dataclass
@@ -79,7 +78,7 @@ class NodeResult:
     wrong: str | None = None
     jvp_refused: str | None = None
     output: Tensor | None = None  # the engine's forward value (dtype domain)
-    unconstrained: int = 0  # `ball` elements where a direct evaluation may overflow
+    unconstrained: int = 0  # elements where a direct evaluation may overflow
 
 
 def dtype_attrs(D: Any, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -106,327 +105,166 @@ def literal_attrs(attrs: dict[str, Any], env: Sequence[int]) -> dict[str, Any]:
     return {**attrs, "index": int(env[attrs["env_slot"]]), "env_slot": None}
 
 
-def abs_scale(op: str, xs: list[Tensor], g: Tensor, attrs: dict[str, Any]) -> list[Tensor]:
-    """Per argument, |g| propagated back through the op's inlined primitive body with every
-    node's contributions made absolute before they are summed (the magnitude of the terms
-    the engine's backward sums; see `whole`)."""
-    one = Graph([x.shape for x in xs], [Node(op, tuple(range(len(xs))), attrs)])
-    gi, vmap = inline(one)
-    seed = [Tensor.zeros(HP, s) for s in gi.shapes]
-    seed[vmap[-1]] = g.map(abs)
-    return abs_backprop(gi, xs, TensorPack(gi.shapes, tuple(seed)))
-
-
-def _mag(t: Tensor) -> Fraction:
-    m = Fraction(0)
-    for v in t.data:
-        q = exact_q(v)
-        if q is not None:
-            m = max(m, abs(q))
-    return m
-
-
-def elem_error(dtype: str, got: Any, want: Any, scale: Fraction) -> float:
-    """The error of one element in ulps of `dtype` (see the module docstring)."""
-    f = fmt(ieee_domain(dtype))
-    if gmpy2.is_nan(got) or gmpy2.is_nan(want):
-        return 0.0 if gmpy2.is_nan(got) and gmpy2.is_nan(want) else float("inf")
-    gq, wq = exact_q(got), exact_q(want)
-    if wq is None:
-        return 0.0 if got == want else float("inf")
-    if gq is None:
-        return 0.0 if abs(wq) >= f.threshold and (wq > 0) == (got > 0) else float("inf")
-    err = abs(gq - wq)
-    if err == 0:
-        return 0.0
-    return safe_float(err / ulp(f, max(abs(wq), scale)))
-
-
-def safe_float(q: Fraction) -> float:
-    """A rational as a float, +inf when it is beyond binary64's range."""
-    try:
-        return float(q)
-    except OverflowError:
-        return float("inf")
-
-
-def _scale(
-    op: str,
-    mode: str,
-    direction: str,
-    xs: list[Tensor],
-    g: Tensor | None,
-    attrs: dict[str, Any],
-    k: int,
-) -> Fraction:
-    if mode == "rel":
-        return Fraction(0)
-    if mode == "ball":  # the abs scale; the ball is checked beside it (`_compare`)
-        mode = "abs"
-    gm = _mag(g) if g is not None else Fraction(0)
-    if mode == "cotangent":
-        return gm if direction != "forward" else Fraction(0)
-    d = get_op(op)
-    if mode == "norm" and direction == "vjp":
-        assert g is not None
-        # the gain of the normalised value x_hat = (x - mean)/sqrt(var + eps): the op's
-        # |.|-propagated gain with gamma = 1 (x_hat's error reaches gamma's cotangent too)
-        unit = [xs[0], *(Tensor(x.shape, (gmpy2.mpfr(1),) * len(x.data)) for x in xs[1:])]
-        y = d.forward(HP, unit, attrs, ())
-        ones = Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data))
-        gain = max(_mag(t) for t in abs_scale(op, unit, ones, attrs))
-        extra = gm * gain * max([_mag(x) for x in xs] + [Fraction(1)])
-        return max(extra, _scale(op, "abs", direction, xs, g, attrs, k))
-    axs = [x.map(abs) for x in xs]
-    try:
-        if direction == "forward":
-            return _mag(d.forward(HP, axs, attrs, ()))
-        if direction == "vjp":
-            assert g is not None
-            return max(
-                gm,
-                _mag(d.vjp(HP, axs, g.map(abs), attrs, ())[k]),
-                _mag(abs_scale(op, xs, g, attrs)[k]),
-            )
-        y = d.forward(HP, xs, attrs, ())
-        m = abs_scale(op, xs, Tensor(y.shape, (gmpy2.mpfr(1),) * len(y.data)), attrs)
-        return max(gm, gm * max([_mag(t) for t in m] + [Fraction(0)]))
-    except TorchLeanError:
-        return gm
-
-
-def _tiny(dtype: str) -> Fraction:
-    """The dtype's smallest normal magnitude, 2**(1 - bias)."""
-    return Fraction(2) ** (1 - ieee_domain(dtype).bias)
-
-
-def _daz(t: Tensor, tiny: Fraction) -> Tensor | None:
-    """t with every subnormal read as a zero of its sign; None when t has none."""
-
-    def z(v: Any) -> Any:
-        q = exact_q(v)
-        return gmpy2.copy_sign(gmpy2.mpfr(0), v) if q is not None and 0 < abs(q) < tiny else v
-
-    out = t.map(z)
-    return None if all(a is b for a, b in zip(out.data, t.data, strict=True)) else out
+def _nonfinite(v: Any) -> bool:
+    return not gmpy2.is_finite(v)
 
 
 @dataclass
-class _Flushed:
-    """The op's inputs (and cotangent/tangent) with subnormals read as zeros, and the exact
-    result on them (None where the spec refuses them)."""
+class NodeCheck:
+    """One node check (see the module docstring): everything the comparisons read."""
 
-    xs: list[Tensor]
-    g: Tensor | None
-    value: Tensor | None
+    engine: Engine
+    dtype: str
+    op: str
+    attrs: dict[str, Any]  # as the dtype holds them (`dtype_attrs`)
+    env: tuple[int, ...]
+    xs: list[Tensor]  # HP
+    g: Tensor  # HP
+    ts: list[Tensor] | None  # HP, None without forward mode
+    res: NodeResult
 
+    @property
+    def lit(self) -> dict[str, Any]:
+        """The attributes without the environment, for the scales and conventions."""
+        return literal_attrs(self.attrs, self.env)
 
-def _flush_rule(
-    dtype: str,
-    rule: Callable[[list[Tensor], list[Tensor]], Tensor],
-    xs: list[Tensor],
-    extra: list[Tensor],
-    conv_g: Tensor | None,
-) -> Callable[[], _Flushed | None]:
-    """Lazily, `rule(xs, extra)` with every subnormal read as a zero of its sign; `conv_g`
-    (the cotangent or tangent the op's conventions read) flushed alike. None when nothing
-    is subnormal."""
-    memo: list[_Flushed | None] = []
+    def judge(
+        self,
+        direction: str,
+        k: int,
+        g: Tensor | None,
+        ball: BallRule | None,
+        flush: FlushRule | None,
+    ) -> Judge:
+        budget = budget_for(self.engine.name, self.dtype, self.op, direction)
+        lit = self.lit
+        return Judge(
+            self,
+            direction,
+            k,
+            g,
+            budget,
+            scale_for(self.op, budget.scale, direction, self.xs, g, lit, k),
+            ball,
+            flush,
+        )
 
-    def run() -> _Flushed | None:
-        if not memo:
-            tiny = _tiny(dtype)
-            ts = [*xs, *extra, *([conv_g] if conv_g is not None else [])]
-            fl = [_daz(t, tiny) for t in ts]
-            out = None
-            if any(f is not None for f in fl):
-                ft = [f if f is not None else t for f, t in zip(fl, ts, strict=True)]
-                fx, fe = ft[: len(xs)], ft[len(xs) : len(xs) + len(extra)]
-                try:
-                    value: Tensor | None = rule(fx, fe)
-                except TorchLeanError:
-                    value = None
-                out = _Flushed(fx, ft[-1] if conv_g is not None else None, value)
-            memo.append(out)
-        return memo[0]
-
-    return run
-
-
-def flush_probe(engine: Engine, dtype: str) -> tuple[bool, list[float], list[float]]:
-    """(does this engine flush subnormals in `dtype`, its values, the spec's) at the probe:
-    the engine's `mul` forward of (smallest subnormal) x 1 (DAZ gives 0) and (smallest
-    normal) x 1/2 (FTZ gives 0) — both exact products subnormal — or, without `mul`, `add`
-    of (smallest subnormal) + 1 and (smallest normal) - (smallest subnormal) (FTZ gives 0).
-    Kept on the engine instance (`flush_probes`, per dtype); an engine with neither op, or
-    refusing, does not flush (empty values)."""
-    probes = vars(engine).setdefault("flush_probes", {})
-    hit = probes.get(dtype)
-    if hit is None:
-        D = ieee_domain(dtype)
-        sub, tiny = D.from_bits(1), D.from_rational(_tiny(dtype))
-        op = "mul" if "mul" in engine.ops else "add" if "add" in engine.ops else None
-        got: list[float] = []
-        want: list[float] = []
-        if op is not None:
-            x = Tensor((2,), (sub, tiny))
-            y = Tensor((2,), (D.one(), D.from_float(0.5) if op == "mul" else D.neg(sub)))
-            want = [float(v) for v in get_op(op).forward(D, [x, y], {}, ()).data]
-            try:
-                arrs = [engine.asarray(to_numpy(t, dtype), dtype) for t in (x, y)]
-                out, _ = engine.vjp(OpCall(op, engine.ops[op], {}), arrs, arrs[0])
-                got = [float(v) for v in from_numpy(engine.to_numpy(out, dtype), dtype).data]
-            except Exception:
-                got = []
-        hit = probes[dtype] = (any(v == 0 for v in got), got, want)
-    return hit
+    def lanes(self, n: int) -> bool:
+        """Do the op's arguments and result of n elements share one lane per element?"""
+        d = get_op(self.op)
+        lane_op = d.family in _LANE_FAMILIES or "elementwise" in d.tags
+        return lane_op and all(len(x.data) == n for x in self.xs)
 
 
-def _flushed(
-    engine: Engine,
-    dtype: str,
-    gv: Any,
-    wv: Any,
-    i: int,
-    k: int,
-    flush: Callable[[], _Flushed | None] | None,
-    convs: Sequence[Any],
-    attrs: dict[str, Any],
-    S: Fraction,
-    allowed: float,
-) -> bool:
-    """Does `flush_subnormals` explain the engine's gv (exact wv) at element i of result k:
-    only for an engine the probe shows flushing in this dtype (`flush_probe`), FTZ of the
-    result, or the exact op — or one of its conventions — on the inputs with their
-    subnormals read as zeros (DAZ, which can make the op singular: 0/0, 1/sqrt(0))?"""
-    if not flush_probe(engine, dtype)[0]:
-        return False
-    tiny = _tiny(dtype)
-    wq = exact_q(wv)
-    if gv == 0 and wq is not None and 0 < abs(wq) < tiny:
-        return True  # FTZ: a subnormal result returned as zero
-    fl = flush() if flush is not None else None
-    if fl is None:
-        return False
-    cands = [fl.value.data[i]] if fl.value is not None else []
-    for c in convs:
-        alt = c.alt(fl.xs, fl.g, attrs)
-        if k < len(alt) and alt[k].data[i] is not None:
-            cands.append(alt[k].data[i])
-    for av in cands:
-        aq = exact_q(av)
-        if gv == 0 and aq is not None and abs(aq) < tiny:
-            return True  # DAZ, then FTZ of the result
-        if elem_error(dtype, gv, av, S) <= allowed:
-            return True
-    return False
+@dataclass
+class Judge:
+    """The comparison of one result (direction, argument k) of a `NodeCheck`."""
 
+    check: NodeCheck
+    direction: str
+    k: int
+    g: Tensor | None  # the cotangent (tangent for "jvp") the conventions and scale read
+    budget: Budget
+    S: Fraction
+    ball: BallRule | None
+    flush: FlushRule | None
 
-def _compare(
-    engine: Engine,
-    dtype: str,
-    op: str,
-    direction: str,
-    k: int,
-    got: Tensor,
-    want: Tensor,
-    xs: list[Tensor],
-    g: Tensor | None,
-    attrs: dict[str, Any],
-    res: NodeResult,
-    balls: Callable[[], list[Tensor] | None] | None = None,
-    flush: Callable[[], _Flushed | None] | None = None,
-) -> None:
-    if got.shape != want.shape:
-        res.wrong = f"{op} {direction}: shape {got.shape}, spec {want.shape}"
-        return
-    b = budget_for(engine.name, dtype, op, direction)
-    n = max((len(x.data) for x in xs), default=1)
-    allowed = b.allowed(n)
-    S = _scale(op, b.scale, direction, xs, g, attrs, k)
-    convs = conventions_for(op, direction)
-    alts = [(c, c.alt(xs, g, attrs)) for c in convs]
-    worst = res.max_ulp.get(direction, 0.0)
-    memo: list[list[Tensor] | None] = []
+    def __post_init__(self) -> None:
+        c = self.check
+        self.allowed = self.budget.allowed(max((len(x.data) for x in c.xs), default=1))
+        self.convs = conventions_for(c.op, self.direction)
+        self.alts = [(cv, cv.alt(c.xs, self.g, c.lit)) for cv in self.convs]
 
-    def ball_hit(i: int, gv: Any) -> tuple[bool, bool | None]:
-        """(could the ball be computed, does it hold gv — None for a wild ball) at element
-        i; the ball (every branch path) is computed once, at the first element needing it."""
-        assert balls is not None
-        if not memo:
-            memo.append(balls())
-        if memo[0] is None:
-            return False, False
-        BD = ball_domain_for(engine.name, dtype)
-        return True, contains_any(BD, [t.data[i] for t in memo[0]], gv)[0]
-
-    def overflows(ok: bool | None, e: float) -> bool:
-        # a possible (wild) or certain (holds the engine's infinite error) overflow of a
-        # direct evaluation in the dtype: the engine's value is no accuracy figure
-        return ok is None or (ok and e == float("inf"))
-
-    def overflows_here(i: int, gv: Any, e: float) -> bool:
-        computed, ok = ball_hit(i, gv)
-        return computed and overflows(ok, e)
-
-    for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
-        e = elem_error(dtype, gv, wv, S)
-        inside = e <= allowed
-        if not inside and balls is not None and b.scale == "ball":
-            computed, ok = ball_hit(i, gv)
-            if not computed or overflows(ok, e):
-                # not judged: no ball (more paths than `all_branches` follows), or overflow
+    def compare(self, got: Tensor, want: Tensor) -> None:
+        res = self.check.res
+        if got.shape != want.shape:
+            res.wrong = f"{self.check.op} {self.direction}: shape {got.shape}, spec {want.shape}"
+            return
+        worst = res.max_ulp.get(self.direction, 0.0)
+        lanes = self.check.lanes(len(want.data)) and (
+            self.g is None or len(self.g.data) == len(want.data)
+        )
+        for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
+            e = elem_error(self.check.dtype, gv, wv, self.S)
+            kind = self.verdict(i, gv, wv, e, lanes)
+            if kind == "accuracy":
+                worst = max(worst, e)
+            elif kind == "unconstrained":
                 res.unconstrained += 1
-                continue
+            elif kind == "wrong":
+                if res.wrong is None:
+                    res.wrong = self.message(i, gv, wv, e)
+            else:
+                res.conventions.setdefault(kind, self.example(i, wv, gv))
+        res.max_ulp[self.direction] = worst
+
+    def verdict(self, i: int, gv: Any, wv: Any, e: float, lanes: bool) -> str:
+        """'accuracy', 'unconstrained', 'wrong', or the name of the convention (see the
+        module docstring); signed zeros within budget are recorded here."""
+        inside = e <= self.allowed
+        if not inside and self.ball is not None and self.budget.scale == "ball":
+            computed, ok = self.ball.holds(i, gv)
+            if not computed or _overflows(ok, e):
+                return "unconstrained"  # no ball (too many paths), or a possible overflow
             inside = bool(ok)
         if inside:
             if gv == 0 and wv == 0 and gmpy2.is_signed(gv) != gmpy2.is_signed(wv):
-                res.conventions.setdefault(
-                    SIGNED_ZERO.name, _example(op, direction, k, i, wv, gv, xs, attrs)
-                )
-            worst = max(worst, e)
-            continue
-        for c, alt in alts:
+                self.check.res.conventions.setdefault(SIGNED_ZERO.name, self.example(i, wv, gv))
+            return "accuracy"
+        return self.beyond(i, gv, wv, e, lanes)
+
+    def beyond(self, i: int, gv: Any, wv: Any, e: float, lanes: bool) -> str:
+        c, k = self.check, self.k
+        for cv, alt in self.alts:
             av = alt[k].data[i] if k < len(alt) else None
-            if av is not None and elem_error(dtype, gv, av, S) <= allowed:
-                res.conventions.setdefault(c.name, _example(op, direction, k, i, wv, gv, xs, attrs))
-                break
-        else:
-            if _flushed(engine, dtype, gv, wv, i, k, flush, convs, attrs, S, allowed):
-                res.conventions.setdefault(
-                    SUBNORMAL_FLUSH.name, _example(op, direction, k, i, wv, gv, xs, attrs)
-                )
-            elif balls is not None and b.scale != "ball" and overflows_here(i, gv, e):
-                res.unconstrained += 1  # the spec's own formula may overflow here too
-            elif res.wrong is None:
-                res.wrong = (
-                    f"{op} {direction}"
-                    + (f" (argument {k})" if direction == "vjp" else "")
-                    + f" element {i}: engine {float(gv)!r}, exact {float(wv)!r}, error "
-                    f"{e:.4g} ulp > budget {allowed:.4g} ulp"
-                )
-    res.max_ulp[direction] = worst
+            if av is not None and elem_error(c.dtype, gv, av, self.S) <= self.allowed:
+                return cv.name
+        if gmpy2.is_nan(gv) != gmpy2.is_nan(wv) and self.nonfinite_input(i, lanes):
+            return NAN_PROPAGATION.name
+        at = (k, i)
+        lit = c.lit
+        if explains(
+            c.engine, c.dtype, gv, wv, at, self.flush, self.convs, lit, self.S, self.allowed
+        ):
+            return SUBNORMAL_FLUSH.name
+        if self.ball is not None and self.budget.scale != "ball":
+            computed, ok = self.ball.holds(i, gv)
+            if computed and _overflows(ok, e):
+                return "unconstrained"  # the spec's own formula may overflow here too
+        return "wrong"
+
+    def nonfinite_input(self, i: int, lanes: bool) -> bool:
+        """A NaN or ±inf among element i's inputs and cotangent/tangent (its lane where the
+        op has lanes, any element otherwise)."""
+        srcs = [*self.check.xs, *([self.g] if self.g is not None else [])]
+        if lanes:
+            return any(_nonfinite(t.data[i]) for t in srcs)
+        return any(_nonfinite(v) for t in srcs for v in t.data)
+
+    def message(self, i: int, gv: Any, wv: Any, e: float) -> str:
+        return (
+            f"{self.check.op} {self.direction}"
+            + (f" (argument {self.k})" if self.direction == "vjp" else "")
+            + f" element {i}: engine {float(gv)!r}, exact {float(wv)!r}, error "
+            f"{e:.4g} ulp > budget {self.allowed:.4g} ulp"
+        )
+
+    def example(self, i: int, spec_v: Any, eng_v: Any) -> dict[str, Any]:
+        return {
+            "op": self.check.op,
+            "direction": self.direction,
+            "argument": self.k,
+            "element": i,
+            "inputs": [[float(v) for v in x.data] for x in self.check.xs],
+            "spec": float(spec_v),
+            "engine": float(eng_v),
+        }
 
 
-def _example(
-    op: str,
-    direction: str,
-    k: int,
-    i: int,
-    spec_v: Any,
-    eng_v: Any,
-    xs: list[Tensor],
-    attrs: dict[str, Any],
-) -> dict[str, Any]:
-    return {
-        "op": op,
-        "direction": direction,
-        "argument": k,
-        "element": i,
-        "inputs": [[float(v) for v in x.data] for x in xs],
-        "spec": float(spec_v),
-        "engine": float(eng_v),
-    }
+def _overflows(ok: bool | None, e: float) -> bool:
+    # a possible (wild) or certain (holds the engine's infinite error) overflow of a
+    # direct evaluation in the dtype: the engine's value is no accuracy figure
+    return ok is None or (ok and e == float("inf"))
 
 
 def check_node(
@@ -447,42 +285,6 @@ def check_node(
         return _check_node(engine, dtype, op, attrs, xs, g, ts, tuple(env))
 
 
-_BALLS: dict[tuple[str, str], BallDomain] = {}
-
-
-def ball_domain_for(engine: str, dtype: str) -> BallDomain:
-    """The ball domain of a direct evaluation in `dtype` with this engine's transcendental
-    budgets (its forward ulps of exp, log, tanh, sin, cos)."""
-    hit = _BALLS.get((engine, dtype))
-    if hit is None:
-        K = {fn: budget_for(engine, dtype, fn, "forward").ulps for fn in TRANSCENDENTAL}
-        hit = _BALLS[engine, dtype] = BallDomain(dtype, ieee_domain(dtype), K)
-    return hit
-
-
-def _ball_rule(
-    engine: Engine, dtype: str, rule: Callable[[BallDomain, Any], Any], k: int = 0
-) -> Callable[[], list[Tensor] | None]:
-    """Lazily, output k of `rule(BD, exact_ball)` over the engine's ball domain on every
-    path of `balls.all_branches` (None when there are too many, or the rule refuses)."""
-
-    def run() -> list[Tensor] | None:
-        BD = ball_domain_for(engine.name, dtype)
-        try:
-            paths = all_branches(lambda B: rule(B, B.exact_ball), BD)
-        except TorchLeanError:
-            return None
-        if paths is None:
-            return None
-        return [out[k] if isinstance(out, list) else out for out in paths]
-
-    return run
-
-
-def _lift_ball(t: Tensor, exact: Callable[[Any], Any]) -> Tensor:
-    return Tensor(t.shape, tuple(exact(v) for v in t.data))
-
-
 def _check_node(
     engine: Engine,
     dtype: str,
@@ -499,65 +301,81 @@ def _check_node(
         res.covered = False
         return res
     d = get_op(op)
-    D = ieee_domain(dtype)
-    hx = [lift(x) for x in xs]
-    attrs = dtype_attrs(D, op, attrs)
-    fn = OpCall(op, fn0, attrs, env)  # the engine gets the attributes the dtype holds
+    hts = [lift(t) for t in ts] if engine.has_jvp and ts is not None else None
+    c = NodeCheck(
+        engine, dtype, op, dtype_attrs(ieee_domain(dtype), op, attrs), env,
+        [lift(x) for x in xs], lift(g), hts, res,
+    )  # fmt: skip
     try:
-        want_y = d.forward(HP, hx, attrs, env)
-        want_ct = d.vjp(HP, hx, lift(g), attrs, env)
+        want_y = d.forward(HP, c.xs, c.attrs, env)
+        want_ct = d.vjp(HP, c.xs, c.g, c.attrs, env)
     except TorchLeanError:
         res.covered = False  # outside the spec's domain (e.g. log of a non-positive)
         return res
-    lit = literal_attrs(attrs, env)  # the same op without the environment, for the scales
+    fn = OpCall(op, fn0, c.attrs, env)  # the engine gets the attributes the dtype holds
     try:
         arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
-        out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
+        if engine.has_vjp:
+            out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
+        else:  # forward only: no cotangent is asked for, none is judged
+            out, cts = engine.forward(fn, arrs), []
+            want_ct = []
         got_y = from_numpy(engine.to_numpy(out, dtype), dtype)
-        got_ct = [from_numpy(engine.to_numpy(c, dtype), dtype) for c in cts]
+        got_ct = [from_numpy(engine.to_numpy(ct, dtype), dtype) for ct in cts]
     except Exception as e:  # the engine's refusal, reported with its message
         res.refused = f"{type(e).__name__}: {str(e)[:200]}"
         return res
     res.output = got_y
-    hg = lift(g)
+    _forward_and_vjp(c, got_y, want_y, got_ct, want_ct)
+    if c.ts is not None and ts is not None:
+        _jvp(c, fn, arrs, ts)
+    return res
+
+
+def _forward_and_vjp(
+    c: NodeCheck, got_y: Tensor, want_y: Tensor, got_ct: list[Tensor], want_ct: list[Tensor]
+) -> None:
+    d, a, env, dtype = get_op(c.op), c.attrs, c.env, c.dtype
 
     def bx(exact: Any) -> list[Tensor]:
-        return [_lift_ball(x, exact) for x in hx]
+        return [lift_ball(x, exact) for x in c.xs]
 
-    fwd = _ball_rule(engine, dtype, lambda BD, ex: d.forward(BD, bx(ex), attrs, env))
-    ffl = _flush_rule(dtype, lambda fx, _: d.forward(HP, fx, attrs, env), hx, [], None)
-    _compare(engine, dtype, op, "forward", 0, lift(got_y), want_y, hx, None, lit, res, fwd, ffl)
+    fwd = BallRule(c.engine, dtype, lambda BD, ex: d.forward(BD, bx(ex), a, env))
+    ffl = FlushRule(dtype, lambda fx, _: d.forward(HP, fx, a, env), c.xs, [], None)
+    c.judge("forward", 0, None, fwd, ffl).compare(lift(got_y), want_y)
     for k, (gc, wc) in enumerate(zip(got_ct, want_ct, strict=True)):
-        bwd = _ball_rule(
-            engine, dtype, lambda BD, ex: d.vjp(BD, bx(ex), _lift_ball(hg, ex), attrs, env), k
+        bwd = BallRule(
+            c.engine, dtype, lambda BD, ex: d.vjp(BD, bx(ex), lift_ball(c.g, ex), a, env), k
         )
-        bfl = _flush_rule(
-            dtype, lambda fx, fg, k=k: d.vjp(HP, fx, fg[0], attrs, env)[k], hx, [hg], hg
+        bfl = FlushRule(
+            dtype, lambda fx, fg, k=k: d.vjp(HP, fx, fg[0], a, env)[k], c.xs, [c.g], c.g
         )
-        _compare(engine, dtype, op, "vjp", k, lift(gc), wc, hx, hg, lit, res, bwd, bfl)
-    if engine.has_jvp and ts is not None:
-        try:
-            want_t = d.jvp(HP, hx, [lift(t) for t in ts], attrs, env)
-            tarrs = [engine.asarray(to_numpy(t, dtype), dtype) for t in ts]
-            _, tout = engine.jvp(fn, arrs, tarrs)
-            got_t = from_numpy(engine.to_numpy(tout, dtype), dtype)
-        except Exception as e:
-            res.jvp_refused = f"{type(e).__name__}: {str(e)[:120]}"
-        else:
-            # the tangent for the conventions' rules (unary ops) and the scale (its magnitude)
-            ht = (
-                lift(ts[0])
-                if len(ts) == 1
-                else lift(
-                    Tensor.of((sum(len(t.data) for t in ts),), [v for t in ts for v in t.data])
-                )
-            )
-            tan = _ball_rule(
-                engine,
-                dtype,
-                lambda BD, ex: d.jvp(BD, bx(ex), [_lift_ball(lift(t), ex) for t in ts], attrs, env),
-            )
-            lts = [lift(t) for t in ts]
-            tfl = _flush_rule(dtype, lambda fx, ft: d.jvp(HP, fx, ft, attrs, env), hx, lts, ht)
-            _compare(engine, dtype, op, "jvp", 0, lift(got_t), want_t, hx, ht, lit, res, tan, tfl)
-    return res
+        c.judge("vjp", k, c.g, bwd, bfl).compare(lift(gc), wc)
+
+
+def _jvp(c: NodeCheck, fn: OpCall, arrs: list[Any], ts: Sequence[Tensor]) -> None:
+    assert c.ts is not None
+    d, a, env, dtype, engine = get_op(c.op), c.attrs, c.env, c.dtype, c.engine
+    try:
+        want_t = d.jvp(HP, c.xs, c.ts, a, env)
+        tarrs = [engine.asarray(to_numpy(t, dtype), dtype) for t in ts]
+        _, tout = engine.jvp(fn, arrs, tarrs)
+        got_t = from_numpy(engine.to_numpy(tout, dtype), dtype)
+    except Exception as e:
+        c.res.jvp_refused = f"{type(e).__name__}: {str(e)[:120]}"
+        return
+    # the tangent for the conventions' rules (unary ops) and the scale (its magnitude)
+    ht = (
+        c.ts[0]
+        if len(c.ts) == 1
+        else Tensor.of((sum(len(t.data) for t in c.ts),), [v for t in c.ts for v in t.data])
+    )
+    tan = BallRule(
+        engine,
+        dtype,
+        lambda BD, ex: d.jvp(
+            BD, [lift_ball(x, ex) for x in c.xs], [lift_ball(t, ex) for t in c.ts or ()], a, env
+        ),
+    )
+    tfl = FlushRule(dtype, lambda fx, ft: d.jvp(HP, fx, ft, a, env), c.xs, c.ts, ht)
+    c.judge("jvp", 0, ht, tan, tfl).compare(lift(got_t), want_t)

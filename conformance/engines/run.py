@@ -45,9 +45,8 @@ from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
 from spec.errors import TorchLeanError
-from spec.graph import Graph, Node
+from spec.graph import Node
 from spec.ops import OPS, get_op
-from spec.serialize import graph_from_dict, graph_to_dict, tensor_from_dict, tensor_to_dict
 from spec.tensor import Tensor
 from spec.validate import normalize_attrs
 
@@ -55,9 +54,16 @@ from ..determinism import seed_only_draws
 from ..graphs import GRAPH_OPS, graphs, inputs_for, seeds_for
 from ..graphs.hard import hard_inputs_for, hard_seeds_for
 from .base import Engine, OpCall, ieee_domain
-from .conventions import CONVENTIONS, SIGNED_ZERO, SUBNORMAL_FLUSH
+from .conventions import (
+    CONVENTIONS,
+    NONFINITE_POINTS,
+    SIGNED_ZERO,
+    SUBNORMAL_FLUSH,
+    nan_probe,
+)
 from .local import NodeResult, check_node, flush_probe, lift
-from .whole import CONSTANT_OPS, check_graph
+from .replay import make_repro, replay_node
+from .whole import CONSTANT_OPS, check_graph, check_graph_forward
 
 __all__ = [
     "ENV_CASES",
@@ -80,7 +86,7 @@ class OpRow:
     covered: bool = True
     cases: int = 0
     forward_max_ulp: float = 0.0
-    backward_max_ulp: float = 0.0
+    backward_max_ulp: float | None = 0.0  # None: a forward-only engine (never checked)
     jvp_max_ulp: float | None = None
     conventions: list[str] = field(default_factory=list)
     failures: int = 0
@@ -119,6 +125,11 @@ class EngineRun:
     ops: list[OpRow]
     graphs: list[GraphRow]
     conventions: list[ConventionRow]
+    forward_only: bool = False  # the engine has no autograd: only forwards were judged
+
+    @property
+    def node_checks(self) -> int:
+        return sum(r.cases for r in self.ops)
 
     def failed(self, strict_conventions: bool = False) -> bool:
         if any(r.failures for r in self.ops):
@@ -140,43 +151,6 @@ ENV_CASES: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...] = (
     ((2, 2, 2), (0, 1), 1),
     ((4, 1), (5, 3, 1), 2),
 )
-
-
-def _repro(
-    engine: Engine,
-    dtype: str,
-    node: Node,
-    xs: Sequence[Tensor],
-    g: Tensor,
-    ts: Sequence[Tensor],
-    env: Sequence[int] = (),
-) -> dict:
-    D = ieee_domain(dtype)
-    one = Graph([x.shape for x in xs], [Node(node.op, tuple(range(len(xs))), node.attrs)])
-    out: dict[str, Any] = {
-        "engine": engine.name,
-        "dtype": dtype,
-        "op": node.op,
-        "graph": graph_to_dict(one),
-        "inputs": [tensor_to_dict(D, x) for x in xs],
-        "cotangent": tensor_to_dict(D, g),
-        "tangents": [tensor_to_dict(D, t) for t in ts],
-    }
-    if env:
-        out["env"] = [int(i) for i in env]
-    return out
-
-
-def replay_node(engine: Engine, repro: dict[str, Any]) -> NodeResult:
-    """Re-run a per-node reproducer (as written in a failure report) on `engine`."""
-    g1 = graph_from_dict(repro["graph"])
-    (node,) = g1.nodes
-    xs = [tensor_from_dict(d)[1] for d in repro["inputs"]]
-    g = tensor_from_dict(repro["cotangent"])[1]
-    # reproducers written before "tangents" was recorded replay with the inputs as tangents
-    ts = [tensor_from_dict(d)[1] for d in repro.get("tangents", repro["inputs"])]
-    env = tuple(int(i) for i in repro.get("env", ()))
-    return check_node(engine, repro["dtype"], node.op, dict(node.attrs), xs, g, ts, env)
 
 
 class _Failure(Exception):
@@ -231,7 +205,7 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
                 st_.failure = {
                     "op": node.op,
                     "message": res.wrong,
-                    "repro": _repro(
+                    "repro": make_repro(
                         engine,
                         dtype,
                         node,
@@ -253,7 +227,10 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
             except TorchLeanError:
                 return
     if all_covered and clean and g.nodes and st_.recording and st_.whole_graphs:
-        gr = check_graph(engine, dtype, g, list(xs), seed.tensors[-1])
+        if engine.has_vjp:
+            gr = check_graph(engine, dtype, g, list(xs), seed.tensors[-1])
+        else:
+            gr = check_graph_forward(engine, dtype, g, list(xs))
         st_.graph.graphs += 1
         if gr.ratio > st_.graph.max_ratio:
             st_.graph.max_ratio, st_.graph.worst = gr.ratio, gr.worst
@@ -262,8 +239,19 @@ def _check_case(engine: Engine, dtype: str, case: tuple, st_: _State) -> None:
         st_.graph.refused += gr.refused is not None
 
 
+def op_row(rows: dict[str, OpRow], engine: Engine, dtype: str, op: str) -> OpRow:
+    """The row of `op` in `rows`, created empty (backward `None` for a forward-only
+    engine: its backward is never checked)."""
+    r = rows.get(op)
+    if r is None:
+        r = rows[op] = OpRow(engine.name, dtype, op)
+        if not engine.has_vjp:
+            r.backward_max_ulp = None
+    return r
+
+
 def _record(rows: dict[str, OpRow], engine: Engine, dtype: str, res: NodeResult) -> None:
-    r = rows.setdefault(res.op, OpRow(engine.name, dtype, res.op))
+    r = op_row(rows, engine, dtype, res.op)
     if not res.covered:
         return
     if res.refused is not None:
@@ -273,7 +261,8 @@ def _record(rows: dict[str, OpRow], engine: Engine, dtype: str, res: NodeResult)
     r.cases += 1
     r.unconstrained += res.unconstrained
     r.forward_max_ulp = max(r.forward_max_ulp, res.max_ulp.get("forward", 0.0))
-    r.backward_max_ulp = max(r.backward_max_ulp, res.max_ulp.get("vjp", 0.0))
+    if r.backward_max_ulp is not None:
+        r.backward_max_ulp = max(r.backward_max_ulp, res.max_ulp.get("vjp", 0.0))
     if "jvp" in res.max_ulp:
         r.jvp_max_ulp = max(r.jvp_max_ulp or 0.0, res.max_ulp["jvp"])
     if res.jvp_refused:
@@ -349,7 +338,7 @@ def _run(
     f = st_.failure
     if f is None:
         return
-    r = st_.rows.setdefault(f["op"], OpRow(engine.name, dtype, f["op"]))
+    r = op_row(st_.rows, engine, dtype, f["op"])
     r.failures += 1
     r.failure = r.failure or f
     if capped and r.failure is f:
@@ -403,7 +392,7 @@ def _grid(engine: Engine, dtype: str, ops: Sequence[str], st_: _State) -> None:
                     r.failure = r.failure or {
                         "op": op,
                         "message": one.wrong,
-                        "repro": _repro(engine, dtype, node, xi, gi, [gi] * len(xi)),
+                        "repro": make_repro(engine, dtype, node, xi, gi, [gi] * len(xi)),
                     }
                     break
             break
@@ -427,7 +416,7 @@ def _env_cases(engine: Engine, dtype: str, st_: _State) -> None:
             r.failure = r.failure or {
                 "op": "select",
                 "message": res.wrong,
-                "repro": _repro(engine, dtype, Node("select", (0,), attrs), [x], g, [t], env),
+                "repro": make_repro(engine, dtype, Node("select", (0,), attrs), [x], g, [t], env),
             }
             return
 
@@ -451,9 +440,14 @@ def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[Co
                 SUBNORMAL_FLUSH.sentence,
             )
         )
-    for c in CONVENTIONS:
-        if c.op not in ops or c.op not in engine.ops or any(r.convention == c.name for r in out):
+    nan_probes = [nan_probe(op) for op in NONFINITE_POINTS if op in ops and engine.has_vjp]
+    for c in (*CONVENTIONS, *nan_probes):
+        if c.op not in ops or c.op not in engine.ops:
             continue
+        if any(r.convention == c.name and r.op == c.op for r in out):
+            continue
+        if not engine.has_vjp and "forward" not in c.directions:
+            continue  # a forward-only engine: only the forward conventions are probed
         for inputs, attrs in [c.point]:
             shapes = c.point_shapes or [(len(v),) for v in inputs]
             xs = [
@@ -498,10 +492,13 @@ def _side_by_side(
     fn = OpCall(c.op, engine.ops[c.op], attrs)
     arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
     try:
-        out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
+        if engine.has_vjp:
+            out, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g, dtype), dtype))
+        else:
+            out, cts = engine.forward(fn, arrs), []
     except Exception as e:
         return [], [f"refused: {e}"]
-    if c.directions == ("forward",) or c.op == "softplus":
+    if c.directions == ("forward",) or c.name == "softplus_threshold" or not engine.has_vjp:
         want = [d.forward(HP, [lift(x) for x in xs], attrs, ())]
         got = [from_numpy(engine.to_numpy(out, dtype), dtype)]
     else:
@@ -546,7 +543,7 @@ def _run_engine(
 ) -> EngineRun:
     wanted = [op for op in (ops or GRAPH_OPS) if op in OPS]
     checked = [op for op in wanted if op in engine.ops and op in GRAPH_OPS and op != "log"]
-    run = EngineRun([], [], [])
+    run = EngineRun([], [], [], forward_only=not engine.has_vjp)
     for dt in dtypes:
         st_ = _State({}, GraphRow(engine.name, dt))
         if checked:
@@ -560,7 +557,8 @@ def _run_engine(
             _env_cases(engine, dt, st_)
         for op in wanted:
             if op not in engine.ops and op not in CONSTANT_OPS:
-                st_.rows[op] = OpRow(engine.name, dt, op, covered=False, note="not covered")
+                r = op_row(st_.rows, engine, dt, op)
+                r.covered, r.note = False, "not covered"
         order = {op: i for i, op in enumerate(OPS)}
         run.ops += sorted(
             (r for r in st_.rows.values() if r.op in wanted or r.op in OPS),

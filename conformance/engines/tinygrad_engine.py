@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, keep_mask, mha_body, pair, select_index
+from .base import Engine, EngineUnavailable, batched, keep_mask, mha_body, pair, select_index
 
 try:
     import tinygrad
@@ -51,18 +51,7 @@ def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     return xp.gather(-1, idx).reshape(*lead, *shape)
 
 
-def _batched(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """fn on (N, C, H, W); a (C, H, W) input gets (and loses) a batch axis of 1."""
-
-    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
-        if x.ndim == 3:
-            return fn(x.unsqueeze(0), *rest, **attrs).squeeze(0)
-        return fn(x, *rest, **attrs)
-
-    return run
-
-
-@_batched
+@batched
 def _conv2d(
     x: Any,
     w: Any,
@@ -82,7 +71,7 @@ def _conv2d(
     )
 
 
-@_batched
+@batched
 def _conv_transpose2d(
     x: Any,
     w: Any,

@@ -15,7 +15,8 @@ It ignores second-order terms (a forward error changing a later derivative is co
 through the forward budgets), so it is reported as a ratio error/bound, never a failure by
 itself (per-node checks decide failures). Elements where the exact or the engine gradient
 is not finite are counted, not measured. Graphs with a node that differed by a convention
-are not measured (the engine computes another function there).
+are not measured (the engine computes another function there). A forward-only engine's
+graphs are checked on their output instead (`check_graph_forward`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import Any
 
 import gmpy2
 
-from spec.graph import Graph, backprop_ctx
+from spec.errors import TorchLeanError
+from spec.graph import Graph, backprop_ctx, eval_graph
 from spec.inline import inline
 from spec.ops import get_op
 from spec.shape import size
@@ -35,10 +37,10 @@ from spec.tensor import Tensor, TensorPack
 from ..bounds.core import HP, exact_q, fmt, ulp
 from .base import Engine, KeyedCall, freeze, from_numpy, ieee_domain, to_numpy
 from .budgets import budget_for
-from .local import lift, safe_float
 from .propagate import abs_backprop
+from .scale import lift, safe_float
 
-__all__ = ["CONSTANT_OPS", "GraphCall", "GraphResult", "check_graph"]
+__all__ = ["CONSTANT_OPS", "GraphCall", "GraphResult", "check_graph", "check_graph_forward"]
 
 CONSTANT_OPS = ("const", "one_hot")  # materialised from their exact constants (no arithmetic)
 
@@ -133,4 +135,49 @@ def check_graph(
                     f"engine {float(gv)!r} vs exact {float(ev)!r} (|.|-scale {float(mv):.3g}, "
                     f"{float(units):.3g} ulp budget) in\n{g}"
                 )
+    return res
+
+
+def check_graph_forward(engine: Engine, dtype: str, g: Graph, xs: list[Tensor]) -> GraphResult:
+    """A forward-only engine's output of the whole graph (`engine.forward` of a
+    `GraphCall`, which such an engine may run as one program) against the exact forward.
+    `max_ulp` is in ulps of |exact|; the ratio divides the error by the sum of the nodes'
+    forward budgets in ulps of max(|exact|, M), M the graph evaluated exactly on |inputs|
+    (a first-order pointer, as for gradients: never a failure by itself)."""
+    D = ieee_domain(dtype)
+    f = fmt(D)
+    res = GraphResult()
+    try:
+        arrs = [engine.asarray(to_numpy(x, dtype), dtype) for x in xs]
+        out = engine.forward(GraphCall(engine, dtype, g), arrs)
+        got = from_numpy(engine.to_numpy(out, dtype), dtype)
+    except Exception as e:
+        res.refused = f"{type(e).__name__}: {str(e)[:160]}"
+        return res
+    hx = [lift(x) for x in xs]
+    exact = eval_graph(HP, g, hx, check=False).tensors[-1]
+    try:
+        mags = eval_graph(HP, g, [x.map(abs) for x in hx], check=False).tensors[-1]
+    except TorchLeanError:
+        mags = exact
+    units = Fraction(0)
+    for node in g.nodes:
+        if node.op not in CONSTANT_OPS:
+            n = max([1] + [size(g.shapes[a]) for a in node.args])
+            units += Fraction(budget_for(engine.name, dtype, node.op, "forward").allowed(n))
+    for gv, ev, mv in zip(got.data, exact.data, mags.data, strict=True):
+        gq, eq, mq = exact_q(gv), exact_q(ev), exact_q(mv)
+        if gq is None or eq is None:
+            same = (gmpy2.is_nan(gv) and gmpy2.is_nan(ev)) or gv == ev
+            res.nonfinite += 0 if same else 1
+            continue
+        err = abs(gq - eq)
+        if err == 0:
+            continue
+        res.max_ulp = max(res.max_ulp, safe_float(err / ulp(f, abs(eq))))
+        u = ulp(f, max(abs(eq), abs(mq) if mq is not None else Fraction(0)))
+        r = safe_float(err / (units * u)) if units else float("inf")
+        if r > res.ratio:
+            res.ratio = r
+            res.worst = f"engine {float(gv)!r} vs exact {float(ev)!r} in\n{g}"
     return res
