@@ -102,11 +102,17 @@ def _split(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
         if sizes.sum() != s[ax] or (sizes < 0).any():
             raise InvalidModelError(f"SplitToSequence sizes {sizes.tolist()} of length {s[ax]}")
         bounds = [0, *np.cumsum(sizes).tolist()]
-    return Seq(
-        tuple(
-            ar.slice_rule(E, x, ax, lo, hi, 1) for lo, hi in itertools.pairwise(bounds) if hi > lo
-        )
-    )
+    return Seq(tuple(_piece(E, x, ax, lo, hi) for lo, hi in itertools.pairwise(bounds)))
+
+
+def _piece(E: Emitter, x: Any, ax: int, lo: int, hi: int) -> Any:
+    """x[lo:hi] on axis ax; an empty piece is an import-time empty array (it has a length
+    in the sequence, and no value a graph op could use)."""
+    if hi > lo:
+        return ar.slice_rule(E, x, ax, lo, hi, 1)
+    s = list(E.shape(x))
+    s[ax] = 0
+    return Static(np.zeros(s))
 
 
 SEQ_OPS = {
