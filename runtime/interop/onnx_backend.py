@@ -26,7 +26,16 @@ from spec.errors import TorchLeanError
 
 from .onnx_import import from_onnx
 
-__all__ = ["RTOL", "ATOL", "SUITES", "cases", "data_dir", "dummy_inputs", "light_models", "run_case"]
+__all__ = [
+    "RTOL",
+    "ATOL",
+    "SUITES",
+    "cases",
+    "data_dir",
+    "dummy_inputs",
+    "light_models",
+    "run_case",
+]
 
 RTOL, ATOL = 1e-3, 1e-7
 SUITES = ("pytorch-converted", "pytorch-operator", "simple")
@@ -51,7 +60,7 @@ def _tensors(pattern: str) -> list[np.ndarray]:
 
 
 def compare(got: list[Any], want: list[np.ndarray]) -> str:
-    """"" when `got` matches `want` at ONNX's tolerances, else what differs."""
+    """ "" when `got` matches `want` at ONNX's tolerances, else what differs."""
     if len(got) != len(want):
         return f"{len(got)} outputs, expected {len(want)}"
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
