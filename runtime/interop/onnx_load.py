@@ -192,10 +192,29 @@ def validate(m: Any) -> dict[str, tuple[int, ...]]:
         _node_attrs(n)
     onnx = _onnx()
     try:
-        onnx.checker.check_model(m, full_check=False)
+        onnx.checker.check_model(_output_shapes_filled(m), full_check=False)
     except Exception as e:  # onnx.checker.ValidationError and protobuf errors
         raise ModelImportError(f"ONNX checker: {_first_line(e)}") from e
     return _inferred(m)
+
+
+def _output_shapes_filled(m: Any) -> Any:
+    """`m`, or a copy whose outputs declared without a shape (as `onnx.helper` allows)
+    carry the inferred one: the checker requires the field, the importer does not."""
+    if all(o.type.tensor_type.HasField("shape") for o in m.graph.output):
+        return m
+    onnx = _onnx()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m)
+    except Exception:  # the checker and strict inference report the model's error
+        return m
+    known = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    for o in c.graph.output:
+        if not o.type.tensor_type.HasField("shape") and o.name in known:
+            o.type.CopyFrom(known[o.name])
+    return c
 
 
 def _first_line(e: Exception) -> str:
