@@ -27,10 +27,11 @@ from spec.errors import TorchLeanError
 from .onnx_import import from_onnx
 
 __all__ = [
-    "RTOL",
     "ATOL",
+    "RTOL",
     "SUITES",
     "cases",
+    "compare",
     "data_dir",
     "dummy_inputs",
     "light_models",

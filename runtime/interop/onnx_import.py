@@ -562,6 +562,34 @@ def _domain_step(E: Emitter, node: Any) -> tuple[Any, ...]:
     return tuple(Poison() for _ in node.output)
 
 
+LARGE_CONST = 64
+"""Float constants computed at import time with more elements than this (weights made by
+Constant / ConstantOfShape nodes) become graph inputs named by their ONNX value, like
+initializers, rather than `const` nodes of exact rationals (same values, linear cost)."""
+
+
+def _fold(m: Any, known: dict[str, np.ndarray], opset: int) -> dict[str, np.ndarray]:
+    """The values of the nodes computable at import time from `known` (integer inputs and
+    initializers) and each other, in graph order; a node that fails is left to the walker,
+    which reports it."""
+    env = dict(known)
+    out: dict[str, np.ndarray] = {}
+    for node in m.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type in SEQ_OPS:
+            continue
+        if not all(i in env for i in node.input if i):
+            continue
+        xs = [Static(env[i]) if i else None for i in node.input]
+        try:
+            res = _static_eval(node, xs, opset)
+        except (Unsupported, KeyError, TypeError, ValueError, IndexError, RuntimeError):
+            continue
+        for o, r in zip(node.output, res, strict=False):
+            if o:
+                env[o] = out[o] = r.value
+    return out
+
+
 def _build(m: Any, runtime: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> Imported:
     from onnx import numpy_helper
 
@@ -571,13 +599,23 @@ def _build(m: Any, runtime: dict[str, np.ndarray], shapes: dict[str, tuple[int, 
     env: dict[str, Any] = {"": None}
     names: dict[int, str] = {}
     values: dict[str, np.ndarray] = {}
-    for name, arr in [*runtime.items(), *((k, v) for k, v in inits.items() if k not in runtime)]:
+    given = {**{k: v for k, v in inits.items() if k not in runtime}, **runtime}
+    folded = _fold(m, {k: v for k, v in given.items() if not is_float(v)}, opset)
+    big = {k: v for k, v in folded.items() if is_float(v) and v.size > LARGE_CONST}
+    for name, arr in [*runtime.items(), *((k, v) for k, v in given.items() if k not in runtime)]:
         if is_float(arr):
             d = E.input(arr.shape)
             env[name], names[d.id], values[name] = d, name, arr
         else:
             env[name] = Static(arr)
+    for name, arr in big.items():
+        d = E.input(arr.shape)
+        names[d.id], values[name] = name, arr
+    env.update({k: Static(v) for k, v in folded.items()})
+    env.update({names[i]: Dyn(i) for i in names if names[i] in big})
     for node in m.graph.node:
+        if node.output and all(o in folded for o in node.output if o):
+            continue
         if node.domain not in ("", "ai.onnx"):
             outs = _domain_step(E, node)
         else:
