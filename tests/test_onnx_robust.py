@@ -402,3 +402,19 @@ def test_nearest_table_op_is_relevant_or_absent():
 def test_every_error_is_a_torchlean_error():
     assert issubclass(L.LimitError, ModelImportError)
     assert issubclass(ModelImportError, TorchLeanError)
+
+
+POOLS = [
+    ("maxpool asym pads", lambda: _one("MaxPool", [1, 2, 6, 6], kernel_shape=[3, 3],
+                                       strides=[2, 2], pads=[0, 0, 1, 1])),
+    ("avgpool count_include_pad=0", lambda: _one("AveragePool", [1, 2, 5, 5], kernel_shape=[3, 3],
+                                                 pads=[1, 1, 1, 1])),
+    ("avgpool asym pads", lambda: _one("AveragePool", [1, 1, 6, 6], kernel_shape=[2, 2],
+                                       strides=[2, 2], pads=[1, 0, 0, 1], count_include_pad=1)),
+    ("lrn", lambda: _one("LRN", [1, 5, 3, 3], size=3, alpha=0.2, beta=0.75, bias=2.0)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("make", [m for _, m in POOLS], ids=[n for n, _ in POOLS])
+def test_pools_and_lrn_match_the_reference(make):
+    test_versioned_forms_match_the_reference(make)

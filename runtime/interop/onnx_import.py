@@ -458,11 +458,11 @@ def _runtime_inputs(m: Any, given: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 )
             out[vi.name] = arr.astype(dt)
             continue
-        if None in want:
+        dims = tuple(int(d) for d in want if d is not None)
+        if len(dims) != len(want):
             raise ModelImportError(f"input {vi.name!r} has a symbolic dimension; pass inputs=")
-        total += limits.check_elements(want, f"default input {vi.name!r}")
+        total += limits.check_elements(dims, f"default input {vi.name!r}")
         limits.check_total(total, "the model's inputs")
-        dims = tuple(int(d) for d in want)
         fill = rng.standard_normal(dims) if np.issubdtype(dt, np.floating) else np.zeros(dims)
         out[vi.name] = np.asarray(fill).astype(dt)
     limits.check_total(total, "the model's inputs")

@@ -20,7 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -290,7 +290,7 @@ def _nearest_index(n: int, m: int, scale: float, a: dict[str, Any]) -> list[int]
     else:
         raise Unsupported(f"coordinate_transformation_mode {ct!r}")
     nm = a.get("nearest_mode", "round_prefer_floor")
-    rules = {
+    rules: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         "floor": np.floor,
         "ceil": np.ceil,
         "round_prefer_floor": lambda t: np.where(t % 1 == 0.5, np.floor(t), np.round(t)),
@@ -441,24 +441,54 @@ def _as_1d(E: Emitter, x: Any, fn: Any) -> Any:
     return E.reshape(y, (ys[0], ys[1], ys[3]))
 
 
+def _real_counts(
+    spatial: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    lo: Sequence[int],
+    out: Sequence[int],
+) -> np.ndarray:
+    """The number of input (non-padding) positions in each pooling window."""
+    counts = np.ones((), dtype=np.float64)
+    for n, k, st, p, m in zip(spatial, kernel, stride, lo, out, strict=True):
+        starts = np.arange(m) * st - p
+        c = np.minimum(starts + k, n) - np.maximum(starts, 0)
+        counts = np.multiply.outer(counts, c.astype(np.float64))
+    return counts  # fmt: skip
+
+
+def _pool_input(
+    E: Emitter, x: Any, kind: str, kernel: list[int], pads: list[int], dil: list[int]
+) -> tuple[Any, list[int]]:
+    """x with asymmetric pads made explicit: zeros for average pools (their window counts
+    are fixed after), the edge copied for max pools (exact when every window that touches
+    the padding also holds the edge: dilation 1 and pads below the kernel)."""
+    k = len(kernel)
+    if pads[:k] == pads[k:]:
+        return x, pads
+    if kind == "Avg":
+        return _zero_pad(E, x, pads), [0] * (2 * k)
+    if any(d != 1 for d in dil) or any(p >= kk for p, kk in zip(pads, kernel * 2, strict=True)):
+        raise Unsupported(f"asymmetric pads {pads} with dilation {dil} (max pool)")
+    for i in range(k):
+        x = _pad_axis(E, x, 2 + i, pads[i], pads[i + k], "edge", 0.0)
+    return x, [0] * (2 * k)  # fmt: skip
+
+
 def _pool(kind: str) -> Any:
     def rule(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-        x = xs[0]
+        x0 = xs[0]
         kernel = [int(t) for t in a["kernel_shape"]]
-        stride, pads, dil = _geometry(E, x, kernel, a, f"{kind}Pool")
+        stride, pads0, dil = _geometry(E, x0, kernel, a, f"{kind}Pool")
         k = len(kernel)
         if a.get("ceil_mode", 0):
             raise Unsupported("ceil_mode=1 (floor window counts only)")
-        if pads[:k] != pads[k:]:
-            raise Unsupported(f"asymmetric pads {pads}")
+        if kind == "Avg" and any(d != 1 for d in dil):
+            raise Unsupported("dilated average pooling")
+        x, pads = _pool_input(E, x0, kind, kernel, pads0, dil)
         attrs: dict[str, Any] = {"kernel_size": tuple(kernel), "stride": tuple(stride)}
         attrs["padding"] = tuple(pads[:k])
-        if kind == "Avg":
-            if any(pads) and not a.get("count_include_pad", 0):
-                raise Unsupported("padding with count_include_pad=0")
-            if any(d != 1 for d in dil):
-                raise Unsupported("dilated average pooling")
-        else:
+        if kind == "Max":
             attrs["dilation"] = tuple(dil)
         op = "max_pool" if kind == "Max" else "avg_pool"
         if k == 1:
@@ -471,9 +501,38 @@ def _pool(kind: str) -> Any:
             y = table_op(E, f"{op}{k}d", x, **attrs)
         if kind == "Max":
             return y, ar.Poison("MaxPool (indices output)", "integer indices are not a table value")
+        if any(pads0) and not a.get("count_include_pad", 0):
+            # the table's average divides by the kernel size; ONNX by the real positions
+            counts = _real_counts(E.shape(x0)[2:], kernel, stride, pads0[:k], E.shape(y)[2:])
+            y = E.node("mul", y, Static(float(np.prod(kernel)) / counts))
         return y
 
     return rule
+
+
+def _lrn(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
+    """LRN: x / (bias + alpha/size * sum of squares over a channel window)^beta, as
+    x * exp(-beta * log(bias + alpha * avg_pool(x^2))) with the channel window an average
+    pool over (C, H*W) (ONNX's window: floor((size-1)/2) before, ceil after)."""
+    x = xs[0]
+    s = E.shape(x)
+    size = int(a["size"])
+    alpha = _finite(a.get("alpha", 1e-4), "LRN alpha")
+    beta = _finite(a.get("beta", 0.75), "LRN beta")
+    bias = _finite(a.get("bias", 1.0), "LRN bias")
+    if size < 1 or len(s) < 3 or bias <= 0:
+        raise Unsupported(f"LRN size {size}, bias {bias} on rank {len(s)}")
+    if "local_response_norm" in OPS:
+        return table_op(E, "local_response_norm", x, size, alpha=Fraction(alpha),
+                        beta=Fraction(beta), k=Fraction(bias))  # fmt: skip
+    hw = int(np.prod(s[2:]))
+    sq = E.reshape(E.node("mul", x, x), (s[0], 1, s[1], hw))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = _pad_axis(E, sq, 2, lo, hi, "constant", 0.0)
+    avg = E.node("avg_pool2d", sq, kernel_size=(size, 1), stride=(1, 1))
+    den = E.node("add", ar.scalar_mul(E, avg, alpha), bias)
+    scale = E.node("exp", ar.scalar_mul(E, E.node("log", den), -beta))
+    return E.node("mul", x, E.reshape(scale, s))
 
 
 def _global_pool(kind: str) -> Any:
@@ -541,5 +600,6 @@ NN_OPS = {
     "GlobalAveragePool": _global_pool("Average"),
     "GlobalMaxPool": _global_pool("Max"),
     "InstanceNormalization": _instance_norm,
+    "LRN": _lrn,
 }
 """The rules of this module (merged into `onnx_import.ONNX_OPS`)."""
