@@ -3,17 +3,25 @@
 Invariants:
 - `ONNX_OPS` is the mapping: ONNX op type -> rule(E, inputs, attrs, opset). `inputs` are
   the node's inputs (`Dyn` graph values, `Static` arrays, None for an omitted optional
-  input), `attrs` its attributes as Python values; the rule returns the output value (or a
-  tuple, one per output) built from table ops only, or raises `Unsupported`.
+  input), `attrs` its attributes as Python values plus `_outputs` (the node's output
+  count); the rule reads the form of the model's opset and returns the output value (or
+  a tuple, one per output) built from table ops only, raises `Unsupported` (collected and
+  reported together) or `InvalidModelError` (the model is outside the op's schema: raised
+  at once). Rules live here, in `onnx_nn` and in `onnx_seq`.
+- The model is loaded and validated first (`onnx_load`: bounded reading, confined
+  external data, checker, strict shape inference, size caps); nothing is imported from a
+  model that fails.
 - A node whose inputs are all known at import time (initializers of integer type,
   Constant nodes, shape computations, integer model inputs) is evaluated at import time by
-  the ONNX reference evaluator (`onnx.reference`) and stays `Static`.
-- Graph inputs, in this order: the model's float runtime inputs, then its float
-  initializers, each named by its ONNX name. Integer inputs are static
-  (`Imported.int_inputs`; zeros unless given).
+  the ONNX reference evaluator (`onnx.reference`), after its output size is checked
+  against the caps (`STATIC_SIZE`, Loop trip counts), and stays `Static`.
+- Graph inputs, in this order: the model's float runtime inputs, its float initializers,
+  then float constants of more than `LARGE_CONST` elements computed at import time, each
+  named by its ONNX name. Integer inputs are static (`Imported.int_inputs`; zeros unless
+  given).
 - Runtime input values: `inputs[name]` when given, else seeded standard normal draws
-  (NumPy generator with seed 0) of the declared shape; a symbolic dimension needs a given
-  input.
+  (NumPy generator with seed 0) of the declared shape (checked against the caps before it
+  is drawn); a symbolic dimension needs a given input; an unknown name is refused.
 onnx is imported inside the functions only.
 """
 
