@@ -73,11 +73,6 @@ def test_backend_case(case: str) -> None:
         assert REFUSED[name] in why, f"{name}: {why}"
 
 
-def test_at_least_the_measured_number_pass() -> None:
-    # 140 cases, 16 refused for missing table ops / types, 2 slow (skipped above)
-    assert len(ALL) - len(REFUSED) >= 117
-
-
 @pytest.mark.skipif(not os.environ.get("TORCHLEAN_ONNX_LIGHT"), reason="TORCHLEAN_ONNX_LIGHT=1")
 @pytest.mark.parametrize("path", light_models(), ids=lambda p: os.path.basename(p))
 def test_light_model(path: str) -> None:
