@@ -12,7 +12,11 @@ Invariants:
   the finished graph is a validated `spec.graph.Graph`.
 - The emitter never builds a partial graph for a caller: a failed mapping is recorded
   (`Emitter.unsupported`) and the importer raises one `UnsupportedOpsError` listing every
-  unsupported op, with its count and the nearest table op (difflib).
+  unsupported op, with its count and the nearest table op (`nearest_table_op`: an
+  explicit synonym map, else a close spelling, else none). An invalid model (an axis out
+  of range, duplicate axes, a perm that is not a permutation) raises `InvalidModelError`
+  at once: it is the model's error, not a missing op.
+- Axes are never wrapped: an axis must lie in [-rank, rank) (`axis_of`).
 - Layout helpers decompose what the table lacks into table ops: an arbitrary permutation
   is a sequence of `swap_adjacent`; an op on any axis is the op on the table's axis
   (leading or last) between two permutations; `linear` on rank > 2 is reshape-linear-
@@ -37,18 +41,26 @@ from spec.ops import LN_EPS, OPS
 from spec.shape import Shape
 
 __all__ = [
+    "SYNONYMS",
     "Dyn",
     "Emitter",
+    "InvalidModelError",
     "ModelImportError",
     "Static",
     "Unsupported",
     "UnsupportedOpsError",
+    "axes_of",
+    "axis_of",
     "nearest_table_op",
 ]
 
 
 class ModelImportError(TorchLeanError):
     """A model cannot be imported (bad inputs, a missing package, an unmappable value)."""
+
+
+class InvalidModelError(ModelImportError):
+    """The model itself is invalid (an attribute or input outside its op's schema)."""
 
 
 class UnsupportedOpsError(ModelImportError, GraphError):
@@ -63,9 +75,8 @@ class UnsupportedOpsError(ModelImportError, GraphError):
             f"({sum(c for c, _, _ in ops.values())} node(s)); no graph was built:"
         ]
         for name, (count, near, why) in sorted(ops.items()):
-            lines.append(
-                f"  {name} x{count}: nearest table op {near!r}" + (f" ({why})" if why else "")
-            )
+            hint = f"nearest table op {near!r}" if near else "no similar table op"
+            lines.append(f"  {name} x{count}: {hint}" + (f" ({why})" if why else ""))
         super().__init__("\n".join(lines))
 
 
@@ -74,18 +85,110 @@ class Unsupported(Exception):
     propagated: the importer reports every one at the end)."""
 
 
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    # source op (snake case, ONNX or ATen) -> table ops it is related to, best first
+    "leaky_relu": ("leaky_relu", "relu"),
+    "prelu": ("prelu", "leaky_relu", "relu"),
+    "elu": ("elu", "relu"),
+    "selu": ("selu", "elu", "relu"),
+    "celu": ("celu", "elu", "relu"),
+    "relu6": ("hardtanh", "clamp"),
+    "hardtanh": ("hardtanh", "clamp"),
+    "clip": ("clamp",),
+    "hard_sigmoid": ("hardsigmoid", "sigmoid"),
+    "hardsigmoid": ("hardsigmoid", "sigmoid"),
+    "hard_swish": ("hardswish", "silu"),
+    "hardswish": ("hardswish", "silu"),
+    "softsign": ("softsign",),
+    "mish": ("mish", "softplus"),
+    "erf": ("erf", "gelu"),
+    "gelu": ("gelu",),
+    "sign": ("sign",),
+    "pow": ("pow", "mul", "sqrt"),
+    "tile": ("tile", "broadcast_to", "concat"),
+    "repeat": ("tile", "broadcast_to", "concat"),
+    "expand": ("broadcast_to",),
+    "split": ("split", "slice"),
+    "chunk": ("split", "slice"),
+    "pad": ("pad", "concat"),
+    "constant_pad_nd": ("pad", "concat"),
+    "where": ("where", "mask_neg_inf"),
+    "sum": ("sum", "add"),
+    "mean": ("mean", "add"),
+    "max": ("maximum", "reduce_max"),
+    "min": ("minimum",),
+    "reduce_min": ("reduce_max",),
+    "reduce_prod": ("mul",),
+    "reduce_log_sum_exp": ("logsumexp", "log_softmax"),
+    "logsumexp": ("logsumexp", "log_softmax"),
+    "shrink": ("softshrink", "clamp"),
+    "instance_normalization": ("instance_norm", "layer_norm"),
+    "instance_norm": ("instance_norm", "layer_norm"),
+    "group_norm": ("group_norm", "layer_norm"),
+    "lrn": ("local_response_norm",),
+    "conv": ("conv2d",),
+    "conv_transpose": ("conv_transpose2d",),
+    "max_pool": ("max_pool2d",),
+    "average_pool": ("avg_pool2d",),
+    "global_max_pool": ("max_pool2d",),
+    "global_average_pool": ("avg_pool2d",),
+    "batch_normalization": ("batch_norm",),
+    "layer_normalization": ("layer_norm",),
+    "gemm": ("linear", "matmul"),
+    "mat_mul": ("matmul",),
+    "arg_max": ("reduce_max",),
+    "cumsum": ("cumsum",),
+    "flip": ("flip", "index_select"),
+    "gather_elements": ("gather",),
+    "scatter_elements": ("scatter_add",),
+    "one_hot": ("one_hot",),
+    "resize": ("index_select",),
+    "upsample": ("index_select",),
+}
+"""Explicit relations from source op names to table ops (see `nearest_table_op`)."""
+
+NEAR_CUTOFF = 0.8
+"""The difflib ratio a table op's name needs to be suggested without a synonym entry."""
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
 def nearest_table_op(name: str) -> str:
-    """The op of `spec.ops.OPS` whose name is closest to `name` (an ATen name such as
-    `aten.hardtanh.default`, or an ONNX op type such as `HardSigmoid`)."""
+    """A table op (`spec.ops.OPS`) related to `name` (an ATen name such as
+    `aten.hardtanh.default`, or an ONNX op type such as `HardSigmoid`), or "" when none is:
+    the op itself, else the first entry of `SYNONYMS` the table has, else a name spelled
+    almost the same (difflib ratio >= `NEAR_CUTOFF`)."""
     parts = name.split(".")
     base = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
     base = _snake(base).strip("_")
-    hit = difflib.get_close_matches(base, list(OPS), n=1, cutoff=0.0)
+    if base in OPS:
+        return base
+    for cand in SYNONYMS.get(base, ()):
+        if cand in OPS:
+            return cand
+    if base in SYNONYMS:
+        return ""
+    hit = difflib.get_close_matches(base, list(OPS), n=1, cutoff=NEAR_CUTOFF)
     return hit[0] if hit else ""
+
+
+def axis_of(axis: Any, rank: int, what: str = "axis") -> int:
+    """`axis` in [-rank, rank) as a non-negative axis; anything else is refused (never
+    wrapped)."""
+    a = int(axis)
+    if not -rank <= a < rank:
+        raise InvalidModelError(f"{what} {a} is out of range for rank {rank}")
+    return a + rank if a < 0 else a
+
+
+def axes_of(axes: Sequence[Any], rank: int, what: str = "axes") -> list[int]:
+    """Distinct axes in range (see `axis_of`)."""
+    out = [axis_of(a, rank, what) for a in axes]
+    if len(set(out)) != len(out):
+        raise InvalidModelError(f"{what} {list(axes)} repeat an axis (rank {rank})")
+    return out
 
 
 @dataclass(frozen=True)
@@ -149,11 +252,13 @@ class Emitter:
             )
 
     def output_ids(self, outs: Sequence[Any]) -> tuple[int, ...]:
-        """The graph ids of the model's outputs (float constants become const nodes)."""
+        """The graph ids of the model's outputs. Constants known at import time (float, or
+        integer / boolean: shape arithmetic, sequence lengths) become const nodes of their
+        exact values, rounded once into the run's dtype like every const."""
         ids = []
         for v in outs:
-            if isinstance(v, Static) and not is_float(v.value):
-                raise ModelImportError("a model output is an integer tensor (no gradient to take)")
+            if isinstance(v, Static) and v.value.dtype.kind not in "biuf":
+                raise ModelImportError(f"a model output has dtype {v.value.dtype} (not a number)")
             ids.append(self.id(v))
         return tuple(ids)
 
@@ -205,9 +310,9 @@ class Emitter:
     def permute(self, v: Any, perm: Sequence[int]) -> Any:
         """Output axis k is input axis perm[k]: adjacent swaps (a bubble sort)."""
         n = len(self.shape(v))
-        perm = [p % n if n else p for p in perm]
+        perm = [axis_of(p, n, "permutation entry") for p in perm]
         if sorted(perm) != list(range(n)):
-            raise Unsupported(f"permutation {list(perm)} of rank {n}")
+            raise InvalidModelError(f"{list(perm)} is not a permutation of rank {n}")
         if isinstance(v, Static):
             return Static(np.transpose(v.value, perm))
         order = list(range(n))
@@ -221,7 +326,7 @@ class Emitter:
 
     def move_axis(self, v: Any, src: int, dst: int) -> Any:
         n = len(self.shape(v))
-        src, dst = src % n, dst % n
+        src, dst = axis_of(src, n), axis_of(dst, n)
         perm = [a for a in range(n) if a != src]
         perm.insert(dst, src)
         return self.permute(v, perm)
@@ -229,7 +334,7 @@ class Emitter:
     def on_axis(self, v: Any, axis: int, where: int, fn: Any) -> Any:
         """fn applied with `axis` moved to `where` (0: leading, -1: last), moved back."""
         n = len(self.shape(v))
-        axis, where = axis % n, where % n
+        axis, where = axis_of(axis, n), axis_of(where, n)
         y = fn(self.move_axis(v, axis, where))
         return self.move_axis(y, where, axis) if len(self.shape(y)) == n else y
 
@@ -262,7 +367,7 @@ class Emitter:
         `keepdim` reshapes back to rank n with ones."""
         s = self.shape(v)
         n = len(s)
-        ax = sorted({a % n for a in axes} if axes else range(n), reverse=True)
+        ax = sorted(axes_of(axes, n) if axes else range(n), reverse=True)
         if op == "reduce_sum" and len(ax) == n and not keepdim and n > 0:
             return self.node("sum", v)
         for a in ax:
@@ -274,7 +379,7 @@ class Emitter:
     def mean(self, v: Any, axes: Sequence[int] | None, keepdim: bool) -> Any:
         s = self.shape(v)
         n = len(s)
-        ax = {a % n for a in axes} if axes else set(range(n))
+        ax = set(axes_of(axes, n)) if axes else set(range(n))
         count = int(np.prod([s[a] for a in ax])) if ax else 1
         if len(ax) == 1 and not keepdim:
             return self.node("reduce_mean", v, axis=next(iter(ax)))

@@ -2,7 +2,10 @@
 
 Invariant: `load_model` returns an `Imported` at the model's own values, with `inputs`
 (a mapping, or the path of an `.npz` file of named arrays) replacing values by name, or
-raises `ModelImportError` naming the file and what is wrong.
+raises `ModelImportError` naming the file and what is wrong. `.npz` files are read by
+`limits.load_npz` (headers checked against the size caps before any array is inflated,
+no unpickling, complex arrays refused); ONNX files by `from_onnx` (bounded, external data
+confined to the model's directory).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 
 from .core import ModelImportError
 from .imported import Imported
+from .limits import load_npz
 from .onnx_import import from_onnx
 from .torch_import import load_exported
 
@@ -27,9 +31,12 @@ def _inputs(inputs: Mapping[str, Any] | str | None) -> dict[str, np.ndarray]:
     if inputs is None:
         return {}
     if isinstance(inputs, str):
-        with np.load(inputs) as f:
-            return {k: f[k] for k in f.files}
-    return {k: np.asarray(v) for k, v in inputs.items()}
+        return load_npz(inputs)
+    out = {k: np.asarray(v) for k, v in inputs.items()}
+    for k, v in out.items():
+        if v.dtype.kind not in "biuf":
+            raise ModelImportError(f"input {k!r}: dtype {v.dtype} (expected real numbers)")
+    return out
 
 
 def load_model(path: str, inputs: Mapping[str, Any] | str | None = None) -> Imported:
@@ -41,9 +48,6 @@ def load_model(path: str, inputs: Mapping[str, Any] | str | None = None) -> Impo
         )
     given = _inputs(inputs)
     if kind == "onnx":
-        imp = from_onnx(path, inputs=given)
-        rest = {k: v for k, v in given.items() if k not in imp.input_names}
-    else:
-        imp = load_exported(path)
-        rest = given
-    return imp.with_inputs(rest) if rest else imp
+        return from_onnx(path, inputs=given)
+    imp = load_exported(path)
+    return imp.with_inputs(given) if given else imp

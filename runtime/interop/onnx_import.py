@@ -3,52 +3,70 @@
 Invariants:
 - `ONNX_OPS` is the mapping: ONNX op type -> rule(E, inputs, attrs, opset). `inputs` are
   the node's inputs (`Dyn` graph values, `Static` arrays, None for an omitted optional
-  input), `attrs` its attributes as Python values; the rule returns the output value (or a
-  tuple, one per output) built from table ops only, or raises `Unsupported`.
+  input), `attrs` its attributes as Python values plus `_outputs` (the node's output
+  count); the rule reads the form of the model's opset and returns the output value (or
+  a tuple, one per output) built from table ops only, raises `Unsupported` (collected and
+  reported together) or `InvalidModelError` (the model is outside the op's schema: raised
+  at once). Rules live here, in `onnx_nn` and in `onnx_seq`.
+- The model is loaded and validated first (`onnx_load`: bounded reading, confined
+  external data, checker, strict shape inference, size caps); nothing is imported from a
+  model that fails.
 - A node whose inputs are all known at import time (initializers of integer type,
   Constant nodes, shape computations, integer model inputs) is evaluated at import time by
-  the ONNX reference evaluator (`onnx.reference`) and stays `Static`.
-- Graph inputs, in this order: the model's float runtime inputs, then its float
-  initializers, each named by its ONNX name. Integer inputs are static
-  (`Imported.int_inputs`; zeros unless given).
+  the ONNX reference evaluator (`onnx.reference`), after its output size is checked
+  against the caps (`STATIC_SIZE`, Loop trip counts), and stays `Static`.
+- Graph inputs, in this order: the model's float runtime inputs, its float initializers,
+  then float constants of more than `LARGE_CONST` elements computed at import time, each
+  named by its ONNX name. Integer inputs are static (`Imported.int_inputs`; zeros unless
+  given).
 - Runtime input values: `inputs[name]` when given, else seeded standard normal draws
-  (NumPy generator with seed 0) of the declared shape; a symbolic dimension needs a given
-  input.
+  (NumPy generator with seed 0) of the declared shape (checked against the caps before it
+  is drawn); a symbolic dimension needs a given input; an unknown name is refused.
 onnx is imported inside the functions only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from spec.errors import TorchLeanError
+from spec.ops import OPS
 
 from . import aten as ar
+from . import limits
 from .aten import Poison
-from .core import Dyn, Emitter, ModelImportError, Static, Unsupported, is_float
+from .core import (
+    Dyn,
+    Emitter,
+    InvalidModelError,
+    ModelImportError,
+    Static,
+    Unsupported,
+    axes_of,
+    axis_of,
+    is_float,
+)
 from .imported import Imported
+from .limits import LimitError
+from .onnx_load import load_onnx, validate
+from .onnx_nn import NN_OPS, opt, static, table_op
+from .onnx_seq import SEQ_OPS, Seq
 
 __all__ = ["ONNX_OPS", "from_onnx"]
 
 OnnxRule = Callable[[Emitter, list[Any], dict[str, Any], int], Any]
-INT64_MAX = 2**63 - 1
 
 
-def _static(v: Any, what: str) -> np.ndarray:
-    if not isinstance(v, Static):
-        raise Unsupported(f"{what} must be known at import time")
-    return np.asarray(v.value)
-
-
-def _axes(E: Emitter, xs: list[Any], a: dict[str, Any], k: int = 1) -> list[int] | None:
-    """Axes from the `axes` attribute (older opsets) or the k-th input (newer)."""
-    if "axes" in a:
-        return [int(i) for i in a["axes"]]
-    if len(xs) > k and xs[k] is not None:
-        return [int(i) for i in _static(xs[k], "axes").reshape(-1)]
+def _axes(xs: list[Any], a: dict[str, Any], v: int, since: int, k: int = 1) -> list[int] | None:
+    """Axes as the `axes` attribute (opset < `since`) or the k-th input (opset >= since)."""
+    if v < since:
+        return [int(i) for i in a["axes"]] if "axes" in a else None
+    if opt(xs, k) is not None:
+        return [int(i) for i in static(xs[k], "axes").reshape(-1)]
     return None
 
 
@@ -57,20 +75,7 @@ def _unary(op: str) -> OnnxRule:
 
 
 def _binary(op: str) -> OnnxRule:
-    def rule(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-        out = xs[0]
-        for x in xs[1:]:
-            out = E.node(op, out, x)
-        return out
-
-    return rule
-
-
-def _pow(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    e = _static(xs[1], "the exponent").reshape(-1)
-    if e.size != 1:
-        raise Unsupported("a tensor exponent")
-    return ar.pow_rule(E, xs[0], float(e[0]) if float(e[0]) != int(e[0]) else int(e[0]))
+    return lambda E, xs, a, v: E.node(op, xs[0], xs[1])
 
 
 def _gemm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
@@ -90,62 +95,100 @@ def _gemm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 
 def _reshape(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     s = E.shape(xs[0])
-    shape = [int(d) for d in _static(xs[1], "the target shape").reshape(-1)]
+    shape = [int(d) for d in (a["shape"] if v < 5 else static(xs[1], "the target shape"))]
     if not a.get("allowzero", 0):
         shape = [s[i] if d == 0 else d for i, d in enumerate(shape)]
+    if shape.count(-1) > 1 or min(shape, default=0) < -1:
+        raise InvalidModelError(f"Reshape target {shape}")
+    total = int(np.prod(s))
+    known = int(np.prod([d for d in shape if d != -1]))
+    if (-1 in shape and (known == 0 or total % known)) or (-1 not in shape and known != total):
+        raise InvalidModelError(f"Reshape of {list(s)} to {shape}")
     return ar.view(E, xs[0], shape)
 
 
 def _flatten(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     s = E.shape(xs[0])
-    k = a.get("axis", 1) % (len(s) + 1) if s else 0
+    k = int(a.get("axis", 1))
+    if not -len(s) <= k <= len(s):
+        raise InvalidModelError(f"Flatten axis {k} is out of range for rank {len(s)}")
+    k = k + len(s) if k < 0 else k
     return E.reshape(xs[0], (int(np.prod(s[:k])), int(np.prod(s[k:]))))
 
 
 def _squeeze(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    return ar.squeeze(E, xs[0], _axes(E, xs, a))
+    s = E.shape(xs[0])
+    axes = _axes(xs, a, v, 13)
+    if axes is None:
+        drop = {i for i, d in enumerate(s) if d == 1}
+    else:
+        drop = set(axes_of(axes, len(s), "Squeeze axes"))
+        bad = [i for i in sorted(drop) if s[i] != 1]
+        if bad:
+            raise InvalidModelError(f"Squeeze of axis {bad[0]} of size {s[bad[0]]} (must be 1)")
+    return E.reshape(xs[0], tuple(d for i, d in enumerate(s) if i not in drop))
 
 
 def _unsqueeze(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    axes = _axes(E, xs, a) or []
+    axes = _axes(xs, a, v, 13)
+    if axes is None:
+        raise InvalidModelError("Unsqueeze without axes")
     s = list(E.shape(xs[0]))
-    n = len(s) + len(axes)
-    for ax in sorted(x % n for x in axes):
+    for ax in sorted(axes_of(axes, len(s) + len(axes), "Unsqueeze axes")):
         s.insert(ax, 1)
     return E.reshape(xs[0], s)
 
 
 def _transpose(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     n = len(E.shape(xs[0]))
-    return E.permute(xs[0], a.get("perm", list(range(n))[::-1]))
+    perm = [int(p) for p in a.get("perm", list(range(n))[::-1])]
+    if sorted(perm) != list(range(n)):
+        raise InvalidModelError(f"Transpose perm {perm} is not a permutation of rank {n}")
+    return E.permute(xs[0], perm)
 
 
 def _slice(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
+    """Slice per opset: `starts` / `ends` / `axes` attributes (< 10), inputs (10+) with
+    steps; starts and ends clamped as ONNX (and Python) slicing does."""
     x = xs[0]
-    starts = _static(xs[1], "starts").reshape(-1)
-    ends = _static(xs[2], "ends").reshape(-1)
     n = len(E.shape(x))
-    axes = _axes(E, xs, {}, 3) or list(range(len(starts)))
-    steps = _static(xs[4], "steps").reshape(-1) if len(xs) > 4 and xs[4] is not None else None
-    for i, ax in enumerate(axes):
-        st = int(steps[i]) if steps is not None else 1
-        if st < 1:
-            raise Unsupported("negative slice steps")
-        x = ar.slice_rule(E, x, ax % n, int(starts[i]), min(int(ends[i]), INT64_MAX), st)
+    if v < 10:
+        starts, ends = list(a["starts"]), list(a["ends"])
+        axes = list(a.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = static(xs[1], "starts").reshape(-1).tolist()
+        ends = static(xs[2], "ends").reshape(-1).tolist()
+        axes = _axes(xs, {}, v, 10, 3) or list(range(len(starts)))
+        st = opt(xs, 4)
+        steps = static(st, "steps").reshape(-1).tolist() if st is not None else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise InvalidModelError(f"Slice: starts {starts}, ends {ends}, axes {axes}, steps {steps}")
+    for ax, b, e, step in zip(axes_of(axes, n, "Slice axes"), starts, ends, steps, strict=True):
+        if int(step) == 0:
+            raise InvalidModelError("Slice step 0")
+        d = E.shape(x)[ax]
+        if not len(range(d)[slice(int(b), int(e), int(step))]):
+            raise Unsupported("a slice with no elements (empty tensors)")
+        x = ar.slice_rule(E, x, ax, int(b), int(e), int(step))
     return x
 
 
 def _gather(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     x, idx = xs
-    axis = a.get("axis", 0)
     s = E.shape(x)
-    ids = E.static_ints(idx, "gather indices") % s[axis % len(s)]
+    axis = axis_of(a.get("axis", 0), len(s), "Gather axis")
+    ids = E.static_ints(idx, "gather indices")
+    d = s[axis]
+    if ids.size and (ids.min() < -d or ids.max() >= d):
+        raise InvalidModelError(f"Gather index out of range [-{d}, {d - 1}] on axis {axis}")
+    ids = np.where(ids < 0, ids + d, ids)
     if ids.ndim == 0:
         return ar.select(E, x, axis, int(ids))
-    if axis % len(s) == 0 and len(s) == 2:
+    if axis == 0 and len(s) == 2:
         return ar.embedding(E, x, Static(ids))
     y = ar.index_select(E, x, axis, Static(ids.reshape(-1)))
-    return _gather_nd_axis(E, E.move_axis(y, axis, 0), ids, axis % len(s))
+    return _gather_nd_axis(E, E.move_axis(y, axis, 0), ids, axis)
 
 
 def _gather_nd_axis(E: Emitter, moved: Any, ids: np.ndarray, axis: int) -> Any:
@@ -159,150 +202,141 @@ def _gather_nd_axis(E: Emitter, moved: Any, ids: np.ndarray, axis: int) -> Any:
 
 def _softmax(op: str) -> OnnxRule:
     def rule(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-        n = len(E.shape(xs[0]))
-        axis = a.get("axis", -1 if v >= 13 else 1) % n
-        if v < 13 and axis != n - 1:
-            raise Unsupported(f"opset {v} {op} over flattened axes {axis}..")
-        return E.on_axis(xs[0], axis, -1, lambda t: E.node(op, t))
+        s = E.shape(xs[0])
+        n = len(s)
+        axis = axis_of(a.get("axis", -1 if v >= 13 else 1), n, f"{op} axis")
+        if v >= 13:
+            return E.on_axis(xs[0], axis, -1, lambda t: E.node(op, t))
+        # opset < 13: the input coerced to 2-D (axes before `axis`, axes from it)
+        flat = E.reshape(xs[0], (int(np.prod(s[:axis])), int(np.prod(s[axis:]))))
+        return E.reshape(E.node(op, flat), s)
 
     return rule
 
 
-def _reduce(kind: str) -> OnnxRule:
+def _reduce(kind: str, since: int) -> OnnxRule:
     def rule(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-        axes = _axes(E, xs, a)
-        if axes is None and a.get("noop_with_empty_axes", 0):
-            return xs[0]
+        axes = _axes(xs, a, v, since)
+        x = xs[0]
+        if not axes:
+            if a.get("noop_with_empty_axes", 0):
+                return x
+            axes = None
         keep = bool(a.get("keepdims", 1))
         if kind == "mean":
-            return E.mean(xs[0], axes, keep)
-        return E.reduce(kind, xs[0], axes, keep)
+            return E.mean(x, axes, keep)
+        if kind == "reduce_min":
+            return E.node("neg", E.reduce("reduce_max", E.node("neg", x), axes, keep))
+        if kind == "sum_square":
+            return E.reduce("reduce_sum", E.node("mul", x, x), axes, keep)
+        return E.reduce(kind, x, axes, keep)
 
     return rule
-
-
-def _pads(a: dict[str, Any], k: int = 2) -> tuple[int, ...]:
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise Unsupported(f"auto_pad={a['auto_pad']!r}")
-    p = [int(x) for x in a.get("pads", [0] * (2 * k))]
-    if p[:k] != p[k:]:
-        raise Unsupported(f"asymmetric pads {p}")
-    return tuple(p[:k])
-
-
-def _conv(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    if len(E.shape(xs[1])) != 4:
-        raise Unsupported("a convolution that is not 2-D")
-    args = [x for x in xs if x is not None]
-    return E.node(
-        "conv2d",
-        *args,
-        stride=tuple(a.get("strides", (1, 1))),
-        padding=_pads(a),
-        dilation=tuple(a.get("dilations", (1, 1))),
-        groups=a.get("group", 1),
-    )
 
 
 def _conv_t(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     if "output_shape" in a:
         raise Unsupported("output_shape (give pads and output_padding)")
+    if len(E.shape(xs[1])) != 4:
+        raise Unsupported("a transposed convolution that is not 2-D")
+    group = int(a.get("group", 1))
+    if group < 1:
+        raise InvalidModelError(f"ConvTranspose group={group} (must be >= 1)")
+    p = [int(t) for t in a.get("pads", [0] * 4)]
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or p[:2] != p[2:]:
+        raise Unsupported(f"auto_pad or asymmetric pads {p}")
     return E.node(
         "conv_transpose2d",
         *[x for x in xs if x is not None],
         stride=tuple(a.get("strides", (1, 1))),
-        padding=_pads(a),
+        padding=tuple(p[:2]),
         dilation=tuple(a.get("dilations", (1, 1))),
         output_padding=tuple(a.get("output_padding", (0, 0))),
-        groups=a.get("group", 1),
+        groups=group,
     )
-
-
-def _max_pool(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    if a.get("ceil_mode", 0) or a.get("storage_order", 0):
-        raise Unsupported("ceil_mode or storage_order")
-    k = tuple(a["kernel_shape"])
-    y = E.node(
-        "max_pool2d",
-        xs[0],
-        kernel_size=k,
-        stride=tuple(a.get("strides", (1, 1))),
-        padding=_pads(a),
-        dilation=tuple(a.get("dilations", (1, 1))),
-    )
-    return y, Poison("MaxPool (indices output)", "integer indices are not a table value")
-
-
-def _avg_pool(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    pads = _pads(a)
-    if a.get("ceil_mode", 0) or (any(pads) and not a.get("count_include_pad", 0)):
-        raise Unsupported("ceil_mode, or padding without count_include_pad=1")
-    return E.node(
-        "avg_pool2d",
-        xs[0],
-        kernel_size=tuple(a["kernel_shape"]),
-        stride=tuple(a.get("strides", (1, 1))),
-        padding=pads,
-    )
-
-
-def _global_avg_pool(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    return E.node("avg_pool2d", xs[0], kernel_size=tuple(E.shape(xs[0])[-2:]))
 
 
 def _batch_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    if a.get("training_mode", 0):
-        raise Unsupported("training_mode=1 (export in eval mode)")
+    if a.get("training_mode", 0) or (v < 7 and not a.get("is_test", 0)):
+        raise InvalidModelError("BatchNormalization in training mode (export in eval mode)")
+    if v < 9 and not a.get("spatial", 1):
+        raise Unsupported("spatial=0 (per-activation statistics)")
     x, w, b, mean, var = xs[:5]
-    return E.batch_norm_eval(x, w, b, mean, var, a.get("epsilon", 1e-5))
+    eps = a.get("epsilon", 1e-5)
+    y = E.batch_norm_eval(x, w, b, mean, var, eps)
+    extra = a["_outputs"] - 1
+    return (y, *[ar.Poison("BatchNormalization (statistics outputs)")] * extra)
 
 
 def _layer_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     x, w, b = [*xs, None, None][:3]
     s = E.shape(x)
-    axis = a.get("axis", -1) % len(s)
+    axis = axis_of(a.get("axis", -1), len(s), "LayerNormalization axis")
     if a.get("stash_type", 1) not in (1, 11):
         raise Unsupported(f"stash_type {a['stash_type']} (statistics are in the run's dtype)")
-    p = Poison("LayerNormalization (mean / inv_std_dev outputs)")
+    p = ar.Poison("LayerNormalization (mean / inv_std_dev outputs)")
     return E.layer_norm(x, w, b, s[axis:], a.get("epsilon", 1e-5)), p, p
 
 
 def _sce_loss(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     x, t = xs[0], xs[1]
-    if len(xs) > 2 and xs[2] is not None:
+    if opt(xs, 2) is not None:
         raise Unsupported("class weights")
     ignore = a.get("ignore_index")
-    if ignore is not None and np.any(E.static_ints(t, "labels") == ignore):
+    labels = E.static_ints(t, "labels")
+    if ignore is not None and np.any(labels == ignore):
         raise Unsupported(f"labels equal to ignore_index={ignore}")
+    c = E.shape(x)[-1] if len(E.shape(x)) == 1 else E.shape(x)[1]
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        raise InvalidModelError(f"labels out of range [0, {c - 1}]")
     loss = E.cross_entropy(x, t, a.get("reduction", "mean"))
-    return loss, Poison("SoftmaxCrossEntropyLoss (log_prob output)")
+    return loss, ar.Poison("SoftmaxCrossEntropyLoss (log_prob output)")
 
 
 def _nll_loss(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    if len(xs) > 2 and xs[2] is not None:
+    if opt(xs, 2) is not None:
         raise Unsupported("class weights")
     return E.cross_entropy(xs[0], xs[1], a.get("reduction", "mean"), log_probs=True)
 
 
 def _dropout(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    train = xs[2] if len(xs) > 2 else None
-    if train is not None and bool(_static(train, "training_mode").reshape(-1)[0]):
-        raise Unsupported("training-mode dropout")
-    return xs[0], Poison("Dropout (mask output)")
+    """Dropout per opset: `is_test` attribute (< 7; 0 means training), always inference
+    (7-11), `training_mode` input (12+)."""
+    if v < 7 and not a.get("is_test", 0):
+        raise InvalidModelError("Dropout with is_test=0 (training mode; export in eval mode)")
+    train = opt(xs, 2) if v >= 12 else None
+    if train is not None and bool(static(train, "training_mode").reshape(-1)[0]):
+        raise InvalidModelError("Dropout with training_mode=1 (export in eval mode)")
+    extra = a["_outputs"] - 1
+    return (xs[0], *[ar.Poison("Dropout (mask output)")] * extra)
 
 
 def _clip(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    lo = a.get("min", xs[1] if len(xs) > 1 else None)
-    hi = a.get("max", xs[2] if len(xs) > 2 else None)
-    lo = None if lo is None else float(_static(lo, "min")) if isinstance(lo, Static) else lo
-    hi = None if hi is None else float(_static(hi, "max")) if isinstance(hi, Static) else hi
-    return ar.clamp(E, xs[0], lo, hi)
+    """Clip per opset: `min` / `max` attributes (< 11), optional inputs (11+); min > max
+    gives max everywhere, as ONNX defines."""
+    x = xs[0]
+    if v < 11:
+        lo, hi = a.get("min"), a.get("max")
+    else:
+        lo, hi = opt(xs, 1), opt(xs, 2)
+        lo = float(static(lo, "min").reshape(-1)[0]) if isinstance(lo, Static) else lo
+        hi = float(static(hi, "max").reshape(-1)[0]) if isinstance(hi, Static) else hi
+    if isinstance(lo, float) and isinstance(hi, float) and lo <= hi:
+        return E.node("clamp", x, lo=Fraction(lo), hi=Fraction(hi))
+    if lo is not None:
+        x = E.node("maximum", x, lo)
+    if hi is not None:
+        x = E.node("minimum", x, hi)
+    return x
 
 
 def _cast(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     import onnx
 
-    if not np.issubdtype(onnx.helper.tensor_dtype_to_np_dtype(a["to"]), np.floating):
+    to = a["to"]
+    if isinstance(to, str) or not np.issubdtype(
+        onnx.helper.tensor_dtype_to_np_dtype(int(to)), np.floating
+    ):
         raise Unsupported("cast of a float value to a non-float type")
     return xs[0]
 
@@ -313,36 +347,31 @@ def _shape(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 
 
 def _expand(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    target = np.broadcast_shapes(E.shape(xs[0]), tuple(_static(xs[1], "shape").reshape(-1)))
+    want = tuple(int(d) for d in static(xs[1], "shape").reshape(-1))
+    try:
+        target = np.broadcast_shapes(E.shape(xs[0]), want)
+    except ValueError as e:
+        raise InvalidModelError(f"Expand of {list(E.shape(xs[0]))} to {list(want)}") from e
+    limits.check_elements(target, "Expand output")
     return ar.expand(E, xs[0], target)
 
 
-def _pad(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    """Constant zero padding as concatenations with zero constants, axis by axis."""
-    x = xs[0]
-    n = len(E.shape(x))
-    pads = [int(p) for p in (a["pads"] if "pads" in a else _static(xs[1], "pads").reshape(-1))]
-    value = (
-        float(_static(xs[2], "value").reshape(-1)[0]) if len(xs) > 2 and xs[2] is not None else 0.0
-    )
-    if a.get("mode", "constant") != "constant" or value != 0.0 or min(pads, default=0) < 0:
-        raise Unsupported("only constant zero padding with pads >= 0")
-    axes = _axes(E, xs, {}, 3) or list(range(n))
-    k = len(axes)
-    for i, ax in enumerate(axes):
-        before, after = pads[i], pads[i + k]
-        parts = []
-        for count in (before, after):
-            s = list(E.shape(x))
-            s[ax % n] = count
-            parts.append(Static(np.zeros(s)) if count else None)
-        seq = [p for p in (parts[0], x, parts[1]) if p is not None]
-        x = ar.cat(E, seq, ax % n) if len(seq) > 1 else x
-    return x
-
-
 def _gelu(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    return ar.gelu(E, xs[0], a.get("approximate", "none"))
+    approx = a.get("approximate", "none")
+    if approx == "tanh":
+        return E.node("gelu", xs[0])
+    if approx != "none":
+        raise InvalidModelError(f"Gelu approximate={approx!r}")
+    if "erf" in OPS:
+        return table_op(E, "gelu", xs[0], approximate="none")
+    raise Unsupported("erf form (approximate='none'); the table's gelu is the tanh form")
+
+
+def _concat(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
+    if "axis" not in a:
+        raise InvalidModelError("Concat without axis")
+    axis_of(a["axis"], len(E.shape(xs[0])), "Concat axis")
+    return ar.cat(E, xs, a["axis"])
 
 
 ONNX_OPS: dict[str, OnnxRule] = {
@@ -350,9 +379,6 @@ ONNX_OPS: dict[str, OnnxRule] = {
     "Sub": _binary("sub"),
     "Mul": _binary("mul"),
     "Div": _binary("div"),
-    "Max": _binary("maximum"),
-    "Min": _binary("minimum"),
-    "Pow": _pow,
     "Neg": _unary("neg"),
     "Relu": _unary("relu"),
     "Abs": _unary("abs"),
@@ -366,7 +392,6 @@ ONNX_OPS: dict[str, OnnxRule] = {
     "Sigmoid": _unary("sigmoid"),
     "Softplus": _unary("softplus"),
     "Gelu": _gelu,
-    "Pad": _pad,
     "Clip": _clip,
     "Identity": lambda E, xs, a, v: xs[0],
     "Dropout": _dropout,
@@ -381,66 +406,74 @@ ONNX_OPS: dict[str, OnnxRule] = {
     "Transpose": _transpose,
     "Expand": _expand,
     "Slice": _slice,
-    "Concat": lambda E, xs, a, v: ar.cat(E, xs, a["axis"]),
+    "Concat": _concat,
     "Gather": _gather,
     "Softmax": _softmax("softmax"),
     "LogSoftmax": _softmax("log_softmax"),
-    "ReduceSum": _reduce("reduce_sum"),
-    "ReduceMean": _reduce("mean"),
-    "ReduceMax": _reduce("reduce_max"),
-    "Conv": _conv,
+    "ReduceSum": _reduce("reduce_sum", 13),
+    "ReduceMean": _reduce("mean", 18),
+    "ReduceMax": _reduce("reduce_max", 18),
+    "ReduceMin": _reduce("reduce_min", 18),
+    "ReduceSumSquare": _reduce("sum_square", 18),
     "ConvTranspose": _conv_t,
-    "MaxPool": _max_pool,
-    "AveragePool": _avg_pool,
-    "GlobalAveragePool": _global_avg_pool,
     "BatchNormalization": _batch_norm,
     "LayerNormalization": _layer_norm,
     "SoftmaxCrossEntropyLoss": _sce_loss,
     "NegativeLogLikelihoodLoss": _nll_loss,
+    **NN_OPS,
+    **SEQ_OPS,
 }
 """ONNX op type -> rule (see the module docstring); docs/INTEROP.md lists it."""
 
+STATIC_SIZE: dict[str, Callable[[list[Any], dict[str, Any]], list[int]]] = {
+    "Expand": lambda xs, a: list(
+        np.broadcast_shapes(np.shape(xs[0]), tuple(np.asarray(xs[1]).reshape(-1).tolist()))
+    ),
+    "ConstantOfShape": lambda xs, a: np.asarray(xs[0]).reshape(-1).tolist(),
+    "Tile": lambda xs, a: (np.array(np.shape(xs[0])) * np.asarray(xs[1]).reshape(-1)).tolist(),
+    "Range": lambda xs, a: [
+        max(int(np.ceil((float(xs[1]) - float(xs[0])) / float(xs[2]))), 0) if float(xs[2]) else 0
+    ],
+}
+"""Output shapes of import-time ops whose size the data decides, checked against the caps
+before `onnx.reference` evaluates them."""
+
 
 # --------------------------------------------------------------------------- the walker
-def _load(model: Any) -> Any:
-    try:
-        import onnx
-    except ImportError as e:
-        raise ModelImportError("from_onnx needs the onnx package (pip install onnx)") from e
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, bytes):
-        return onnx.load_from_string(model)
-    return onnx.load(str(model))
-
-
 def _runtime_inputs(m: Any, given: Mapping[str, Any]) -> dict[str, np.ndarray]:
     import onnx
 
     inits = {t.name for t in m.graph.initializer}
     rng = np.random.default_rng(0)
     out: dict[str, np.ndarray] = {}
+    total = 0
     for vi in m.graph.input:
         if vi.name in inits:
             continue
         tt = vi.type.tensor_type
         dt = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        want = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
         if vi.name in given:
-            arr = np.asarray(given[vi.name]).astype(dt)
-            want = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            arr = np.asarray(given[vi.name])
+            total += limits.check_elements(arr.shape, f"input {vi.name!r}")
+            if arr.dtype.kind not in "biuf":
+                raise ModelImportError(f"input {vi.name!r}: dtype {arr.dtype} (real numbers)")
             if len(want) != arr.ndim or any(
                 w not in (None, g) for w, g in zip(want, arr.shape, strict=True)
             ):
                 raise ModelImportError(
                     f"input {vi.name!r}: expected shape {want}, got {list(arr.shape)}"
                 )
-            out[vi.name] = arr
+            out[vi.name] = arr.astype(dt)
             continue
-        if not all(d.HasField("dim_value") for d in tt.shape.dim):
+        dims = tuple(int(d) for d in want if d is not None)
+        if len(dims) != len(want):
             raise ModelImportError(f"input {vi.name!r} has a symbolic dimension; pass inputs=")
-        dims = tuple(int(d.dim_value) for d in tt.shape.dim)
+        total += limits.check_elements(dims, f"default input {vi.name!r}")
+        limits.check_total(total, "the model's inputs")
         fill = rng.standard_normal(dims) if np.issubdtype(dt, np.floating) else np.zeros(dims)
         out[vi.name] = np.asarray(fill).astype(dt)
+    limits.check_total(total, "the model's inputs")
     return out
 
 
@@ -448,15 +481,30 @@ def _static_eval(node: Any, xs: list[Any], opset: int) -> Any:
     from onnx.reference import ReferenceEvaluator
 
     feeds = {n: x.value for n, x in zip(node.input, xs, strict=True) if n and x is not None}
+    vals = [x.value if isinstance(x, Static) else None for x in xs]
+    size = STATIC_SIZE.get(node.op_type)
+    if size is not None:
+        limits.check_elements(size(vals, {}), f"{node.op_type} output")
+    if node.op_type == "Loop":
+        trips = vals[0] if vals else None
+        if trips is None:
+            raise Unsupported("a Loop without a trip count (unbounded)")
+        limits.check_trips(int(np.asarray(trips).reshape(-1)[0]), "Loop")
     res = ReferenceEvaluator(node, opsets={"": opset}).run(None, feeds)
-    return tuple(Static(np.asarray(r)) for r in res)
+    out = []
+    for r in res:
+        if not isinstance(r, np.ndarray | np.generic):
+            raise Unsupported(f"an import-time value of type {type(r).__name__} (not a tensor)")
+        limits.check_elements(np.shape(r), f"{node.op_type} output")
+        out.append(Static(np.asarray(r)))
+    return tuple(out)
 
 
-def _attrs(node: Any) -> dict[str, Any]:
+def _attrs(node: Any, n_out: int) -> dict[str, Any]:
     import onnx
     from onnx import numpy_helper
 
-    out = {}
+    out: dict[str, Any] = {"_outputs": n_out}
     for at in node.attribute:
         val = onnx.helper.get_attribute_value(at)
         if isinstance(val, onnx.TensorProto):
@@ -465,6 +513,11 @@ def _attrs(node: Any) -> dict[str, Any]:
             val = val.decode()
         out[at.name] = val
     return out
+
+
+def _fail(E: Emitter, node: Any, why: str, shapes: Mapping[str, tuple[int, ...]]) -> Any:
+    E.fail(node.op_type, why)
+    return _stand_ins(E, node, shapes)
 
 
 def _step(
@@ -478,85 +531,136 @@ def _step(
         if node.op_type not in ONNX_OPS:
             E.fail(node.op_type)
         return _stand_ins(E, node, shapes)
-    if not any(isinstance(x, Dyn) for x in xs) and node.op_type != "Shape":
+    seq = node.op_type in SEQ_OPS
+    if not seq and any(isinstance(x, Seq) for x in xs):
+        return _fail(E, node, "a sequence operand", shapes)
+    if not seq and not any(isinstance(x, Dyn) for x in xs) and node.op_type != "Shape":
         try:
             return _static_eval(node, xs, opset)
-        except Exception as e:  # reported with the other unsupported ops
-            E.fail(node.op_type, f"evaluation at import time failed: {type(e).__name__}: {e}")
-            return _stand_ins(E, node, shapes)
+        except (Unsupported, KeyError, TypeError, ValueError, IndexError, RuntimeError) as e:
+            return _fail(
+                E, node, f"evaluation at import time failed: {type(e).__name__}: {e}", shapes
+            )
     rule = ONNX_OPS.get(node.op_type)
     if rule is None:
-        E.fail(node.op_type)
-        return _stand_ins(E, node, shapes)
+        return _fail(E, node, "no mapping", shapes)
     try:
-        out = rule(E, xs, _attrs(node), opset)
-    except (Unsupported, TypeError, KeyError, TorchLeanError) as e:
-        E.fail(node.op_type, str(e))
-        return _stand_ins(E, node, shapes)
+        out = rule(E, xs, _attrs(node, len(node.output)), opset)
+    except InvalidModelError as e:
+        raise InvalidModelError(f"ONNX node {node.op_type} {node.name!r}: {e}") from e
+    except LimitError:
+        raise
+    except (Unsupported, TypeError, KeyError, IndexError, ValueError, TorchLeanError) as e:
+        return _fail(E, node, str(e).splitlines()[0] if str(e) else type(e).__name__, shapes)
     return out if isinstance(out, tuple) else (out,)
 
 
 def _stand_ins(E: Emitter, node: Any, shapes: Mapping[str, tuple[int, ...]]) -> tuple[Any, ...]:
-    """Stand-in values (inferred float shapes) for a node that could not be mapped, so the
-    nodes after it are still checked; the graph is never returned."""
+    """Stand-in values (inferred shapes) for a node that could not be mapped, so the nodes
+    after it are still checked; the graph is never returned."""
     return tuple(E.stand_in(shapes[o]) if o in shapes else Poison() for o in node.output)
 
 
-def _float_shapes(m: Any) -> dict[str, tuple[int, ...]]:
-    """Statically known shapes of the float values (ONNX shape inference)."""
-    import onnx
+def _domain_step(E: Emitter, node: Any) -> tuple[Any, ...]:
+    if node.domain == "ai.onnx.preview.training" and node.op_type == "Gradient":
+        why = "gradients as graph values need a symbolic VJP graph, which the table lacks"
+    else:
+        why = "custom domain"
+    E.fail(f"{node.domain}.{node.op_type}", why)
+    return tuple(Poison() for _ in node.output)
 
-    try:
-        inferred = onnx.shape_inference.infer_shapes(m)
-    except Exception:  # shape inference is a best effort for error reporting only
-        return {}
-    out = {}
-    for vi in inferred.graph.value_info:
-        tt = vi.type.tensor_type
-        if not np.issubdtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type), np.floating):
+
+LARGE_CONST = 64
+"""Float constants computed at import time with more elements than this (weights made by
+Constant / ConstantOfShape nodes) become graph inputs named by their ONNX value, like
+initializers, rather than `const` nodes of exact rationals (same values, linear cost)."""
+
+
+def _fold(m: Any, known: dict[str, np.ndarray], opset: int) -> dict[str, np.ndarray]:
+    """The values of the nodes computable at import time from `known` (integer inputs and
+    initializers) and each other, in graph order; a node that fails is left to the walker,
+    which reports it."""
+    env = dict(known)
+    out: dict[str, np.ndarray] = {}
+    for node in m.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type in SEQ_OPS:
             continue
-        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            out[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+        if not all(i in env for i in node.input if i):
+            continue
+        xs = [Static(env[i]) if i else None for i in node.input]
+        try:
+            res = _static_eval(node, xs, opset)
+        except (Unsupported, KeyError, TypeError, ValueError, IndexError, RuntimeError):
+            continue
+        for o, r in zip(node.output, res, strict=False):
+            if o:
+                env[o] = out[o] = r.value
     return out
 
 
-def _build(m: Any, runtime: dict[str, np.ndarray]) -> Imported:
+def _build(m: Any, runtime: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> Imported:
     from onnx import numpy_helper
 
-    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 13)
+    opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
     inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     E = Emitter()
     env: dict[str, Any] = {"": None}
     names: dict[int, str] = {}
     values: dict[str, np.ndarray] = {}
-    for name, arr in [*runtime.items(), *inits.items()]:
+    given = {**{k: v for k, v in inits.items() if k not in runtime}, **runtime}
+    folded = _fold(m, {k: v for k, v in given.items() if not is_float(v)}, opset)
+    big = {k: v for k, v in folded.items() if is_float(v) and v.size > LARGE_CONST}
+    for name, arr in [*runtime.items(), *((k, v) for k, v in given.items() if k not in runtime)]:
         if is_float(arr):
             d = E.input(arr.shape)
             env[name], names[d.id], values[name] = d, name, arr
         else:
             env[name] = Static(arr)
-    shapes: dict[str, tuple[int, ...]] = {}
-    if any(n.op_type not in ONNX_OPS for n in m.graph.node):
-        shapes = _float_shapes(m)
+    for name, arr in big.items():
+        d = E.input(arr.shape)
+        names[d.id], values[name] = name, arr
+    env.update({k: Static(v) for k, v in folded.items()})
+    env.update({names[i]: Dyn(i) for i in names if names[i] in big})
     for node in m.graph.node:
-        if node.domain not in ("", "ai.onnx"):
-            E.fail(f"{node.domain}.{node.op_type}", "custom domain")
-            env.update({o: Poison() for o in node.output})
+        if node.output and all(o in folded for o in node.output if o):
             continue
-        outs = _step(E, node, [env[i] for i in node.input], opset, shapes)
+        if node.domain not in ("", "ai.onnx"):
+            outs = _domain_step(E, node)
+        else:
+            outs = _step(E, node, [env[i] for i in node.input], opset, shapes)
         env.update(zip(node.output, outs, strict=False))
     E.raise_if_unsupported("ONNX model")
     outs = E.output_ids([env[o.name] for o in m.graph.output])
+    graph = E.build()
+    limits.check_total(sum(int(np.prod(s)) for s in graph.shapes), "the graph's values")
     ints = {k: v for k, v in runtime.items() if not is_float(v)}
 
     def rebuild(new: Mapping[str, np.ndarray]) -> Imported:
-        return _build(m, {k: np.asarray(new.get(k, v)).astype(v.dtype) for k, v in runtime.items()})
+        fresh = {k: np.asarray(new.get(k, v)).astype(v.dtype) for k, v in runtime.items()}
+        return _build(m, fresh, shapes)
 
-    return Imported(E.build(), names, values, outs, tuple(runtime), ints, "onnx", rebuild)
+    return Imported(graph, names, values, outs, tuple(runtime), ints, "onnx", rebuild)
 
 
-def from_onnx(model: Any, inputs: Mapping[str, Any] | None = None) -> Imported:
-    """Import an ONNX model (a path, bytes or a `ModelProto`). `inputs` gives runtime
-    input values by name (see the module docstring for the defaults)."""
-    m = _load(model)
-    return _build(m, _runtime_inputs(m, dict(inputs or {})))
+def from_onnx(
+    model: Any, inputs: Mapping[str, Any] | None = None, base_dir: str | None = None
+) -> Imported:
+    """Import an ONNX model (a path, bytes or a `ModelProto`). `inputs` gives values by
+    name: runtime inputs and initializers (any other name is refused); `base_dir` is the
+    directory external data is read from (default: the model file's directory; bytes and
+    `ModelProto`s with external data need it). See the module docstring for the defaults
+    and docs/INTEROP.md for the trust model and the size limits."""
+    m = load_onnx(model, base_dir)
+    shapes = validate(m)
+    given = dict(inputs or {})
+    inits = {t.name for t in m.graph.initializer}
+    runtime_names = {vi.name for vi in m.graph.input if vi.name not in inits}
+    unknown = sorted(k for k in given if k not in runtime_names and k not in inits)
+    if unknown:
+        raise ModelImportError(
+            f"unknown input name(s) {unknown}; the model's inputs: {sorted(runtime_names)}, "
+            f"initializers: {sorted(inits)}"
+        )
+    imp = _build(m, _runtime_inputs(m, given), shapes)
+    rest = {k: v for k, v in given.items() if k not in runtime_names}
+    return imp.with_inputs(rest) if rest else imp
