@@ -1,4 +1,4 @@
-"""Kernels of the conv family: conv2d conv_transpose2d.
+"""Kernels of the conv family: conv{1,2,3}d conv_transpose{1,2,3}d.
 
 Invariants:
 - Every op of the family is composite: its kernel runs the spec body node by node through
@@ -14,3 +14,7 @@ __all__: list[str] = []
 
 register_composite(family=__name__, name="conv2d")
 register_composite(family=__name__, name="conv_transpose2d")
+register_composite(family=__name__, name="conv1d")
+register_composite(family=__name__, name="conv3d")
+register_composite(family=__name__, name="conv_transpose1d")
+register_composite(family=__name__, name="conv_transpose3d")
