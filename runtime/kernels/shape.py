@@ -5,7 +5,7 @@ Invariants:
   concatenations or zero paddings (`builders.pad_rows`); broadcast_to's VJP is the
   context's `unbroadcast` fold.
 - concat and slice work on the leading axis, as in spec.
-- transpose is composite: its kernel runs the spec body (`table.register_composite`).
+- transpose and pad are composites: their kernels run the spec body (`table.register_composite`).
 """
 
 from __future__ import annotations
@@ -81,3 +81,4 @@ register(
 )
 
 register_composite(family=__name__, name="transpose")
+register_composite(family=__name__, name="pad")
