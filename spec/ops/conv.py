@@ -33,6 +33,12 @@ __all__ = ["FAMILY"]
 FAMILY = "conv"
 
 
+_ND_DOC = (
+    "; padding is nd ints (symmetric, PyTorch) or 2*nd ints (every axis's begin, then every "
+    "axis's end: ONNX's `pads`); a single int in stride, padding, dilation is repeated"
+)
+
+
 _CONV_ATTRS = (
     AttrSpec("stride", "ints", False),
     AttrSpec("padding", "ints", False),
@@ -156,7 +162,7 @@ composite(
     "dilation*(k-1)+1. Body: gather (im2col, zero padding) to (G, C_in/G*kh*kw, OH*OW), "
     "matmul with w as (G, C_out/G, C_in/G*kh*kw), reshape, add b. Sum order per output: "
     "matmul's left fold over (c_in, kh, kw) in row-major order (padding taps included as "
-    "w*0), then + b",
+    "w*0), then + b" + _ND_DOC,
     tags=frozenset({"reduction", "model"}),
     samples=(
         sample(
@@ -235,10 +241,10 @@ composite(
     attrs=(*_CONV_ATTRS, AttrSpec("output_padding", "ints", False)),
     doc="transposed 2-D convolution (the adjoint of conv2d in x): x (C_in, H, W) or (N, C_in, "
     "H, W), w (C_in, C_out/groups, kh, kw), optional b (C_out,); OH = (H-1)*stride - "
-    "2*padding + dilation*(kh-1) + output_padding + 1. Body: gather of the input taps "
+    "pad_begin - pad_end + dilation*(kh-1) + output_padding + 1. Body: gather of the input taps "
     "feeding each output (zero where none) to (G, C_in/G*kh*kw, OH*OW), matmul with w "
     "rearranged to (G, C_out/G, C_in/G*kh*kw), reshape, add b; sum order per output: left "
-    "fold over (c_in, kh, kw) row-major (taps without an input contribute w*0), then + b",
+    "fold over (c_in, kh, kw) row-major (taps without an input contribute w*0), then + b" + _ND_DOC,
     tags=frozenset({"reduction", "model"}),
     samples=(
         sample(
@@ -269,10 +275,6 @@ _CONV_T_ATTRS = (
     AttrSpec("dilation", "ints", False),
 )
 
-_ND_DOC = (
-    "; padding is nd ints (symmetric, PyTorch) or 2*nd ints (every axis's begin, then every "
-    "axis's end: ONNX's `pads`); a single int in stride, padding, dilation is repeated"
-)
 
 composite(
     name="conv1d",

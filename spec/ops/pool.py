@@ -361,33 +361,41 @@ _ADAPTIVE_MAX_DOC = (
     "the window's first tap repeated in the unused slots; reduce_max, reshape. Ties: the "
     "first maximal tap in row-major window order gets the whole cotangent; NaN propagates"
 )
-_ADAPTIVE_SAMPLE_X = arg((1, 5), 1, -2, Fraction(1, 2), 3, Fraction(1, 4))
+_ADAPTIVE_X = {1: (1, 5), 2: (1, 2, 3), 3: (1, 1, 2, 3)}
 
-for _nd, _shape in ((1, (1, 5)), (2, (1, 2, 3)), (3, (1, 1, 2, 3))):
-    for _kind, _kdoc in (("avg", _ADAPTIVE_AVG_DOC), ("max", _ADAPTIVE_MAX_DOC)):
-        composite(
-            name=f"adaptive_{_kind}_pool{_nd}d",
-            family=FAMILY,
-            arity=1,
-            body=_adaptive_body(_nd, _kind),
-            attrs=(AttrSpec("output_size", "ints"),),
-            doc=f"adaptive {_kind} pooling of x (C, {_nd} spatial dims) or (N, C, ...)"
-            + _ADAPTIVE_DOC
-            + _kdoc,
-            tags=frozenset({"reduction", "model"}),
-            samples=(
-                sample(
-                    arg(_shape, 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2))
-                    if _nd > 1
-                    else _ADAPTIVE_SAMPLE_X,
-                    attrs={"output_size": (3,) * _nd if _nd == 1 else (1, 2, 2)[-_nd:]},
-                    note="generic point: overlapping windows of unequal sizes",
-                ),
-                sample(
-                    arg(_shape, 2, 2, 1, 1, 2, 2) if _nd > 1 else arg((1, 5), 2, 1, 2, 2, 1),
-                    attrs={"output_size": (2,) * _nd if _nd == 1 else (1, 1, 2)[-_nd:]},
-                    kind="tie" if _kind == "max" else "ordinary",
-                    note="equal values inside windows (max: the first maximal tap wins)",
-                ),
+
+def _adaptive(*, name: str, nd: int, kind: str) -> None:
+    """Register adaptive_{kind}_pool{nd}d (samples: unequal overlapping windows, then ties)."""
+    x = _ADAPTIVE_X[nd]
+    composite(
+        name=name,
+        family=FAMILY,
+        arity=1,
+        body=_adaptive_body(nd, kind),
+        attrs=(AttrSpec("output_size", "ints"),),
+        doc=f"adaptive {kind} pooling of x (C, {nd} spatial dims) or (N, C, ...)"
+        + _ADAPTIVE_DOC
+        + (_ADAPTIVE_AVG_DOC if kind == "avg" else _ADAPTIVE_MAX_DOC),
+        tags=frozenset({"reduction", "model"}),
+        samples=(
+            sample(
+                arg(x, *(1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2))[: size(x)]),
+                attrs={"output_size": (3,) if nd == 1 else (1, 2, 2)[-nd:]},
+                note="generic point: overlapping windows of unequal sizes",
             ),
-        )
+            sample(
+                arg(x, *(2, 1, 2, 2, 1, 2)[: size(x)]),
+                attrs={"output_size": (2,) if nd == 1 else (1, 1, 2)[-nd:]},
+                kind="tie" if kind == "max" else "ordinary",
+                note="equal values inside windows (max: the first maximal tap wins)",
+            ),
+        ),
+    )
+
+
+_adaptive(name="adaptive_avg_pool1d", nd=1, kind="avg")
+_adaptive(name="adaptive_max_pool1d", nd=1, kind="max")
+_adaptive(name="adaptive_avg_pool2d", nd=2, kind="avg")
+_adaptive(name="adaptive_max_pool2d", nd=2, kind="max")
+_adaptive(name="adaptive_avg_pool3d", nd=3, kind="avg")
+_adaptive(name="adaptive_max_pool3d", nd=3, kind="max")
