@@ -53,7 +53,8 @@ def _pool_geometry(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Shape, S
         )
     ceil = bool(a.get("ceil_mode"))
     outs = tuple(
-        pool_out_dim(op, *g, ceil) for g in zip(dims, ks, stride, lo, hi, dil, strict=True)
+        pool_out_dim(op, n, k, s, p, q, d, ceil)
+        for n, k, s, p, q, d in zip(dims, ks, stride, lo, hi, dil, strict=True)
     )
     flat, ok = tap_table(dims, ks, stride, lo, dil, outs)
     k, o = size(ks), size(outs)
