@@ -77,6 +77,36 @@ def _normalize(op: str, spec: AttrSpec, v: Any) -> Any:
                 got=repr(v),
             )
         return tuple(_int(op, spec.name, x, True) for x in v)
+    if spec.kind == "bool":
+        if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
+            return bool(v)
+        raise op_error(
+            GraphError,
+            op,
+            f"attribute {spec.name!r} must be a bool",
+            expected="True or False",
+            got=repr(v),
+        )
+    if spec.kind == "sints":
+        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+            raise op_error(
+                GraphError,
+                op,
+                f"attribute {spec.name!r} must be a list of ints",
+                expected="a list of ints",
+                got=repr(v),
+            )
+        return tuple(_int(op, spec.name, x, False) for x in v)
+    if spec.kind == "str":
+        if not isinstance(v, str):
+            raise op_error(
+                GraphError,
+                op,
+                f"attribute {spec.name!r} must be a string",
+                expected="a str",
+                got=repr(v),
+            )
+        return v
     if spec.kind == "shape":
         try:
             return as_shape(v, f"{op}: attribute {spec.name!r}")

@@ -45,7 +45,7 @@ from typing import Any
 
 import gmpy2
 
-from spec.ops import conv_out_dim, expand, unbroadcast
+from spec.ops import conv_out_dim, expand, get_op, unbroadcast
 from spec.shape import broadcast_shapes
 from spec.tensor import Tensor
 
@@ -229,6 +229,58 @@ def _max_pool_split(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -
     return [Tensor(x.shape, tuple(out))]
 
 
+def _window_tie_split(op: str) -> Alt:
+    """A max pool of any rank (max_pool1d/3d, adaptive_max_pool*) with tied maxima in a
+    window: the window's cotangent split evenly over its distinct tied taps, summed over
+    overlapping windows; the windows are read off the op's spec body (its gather's index
+    table, lead rows (N, C) flattened), so padded or unused slots, which repeat a tap of the
+    window, count once. Predicted only where some tied window reaches and no NaN window does."""
+
+    def alt(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+        assert g is not None
+        (x,) = xs
+        body = get_op(op).body
+        assert body is not None
+        gather = next(n for n in body([x.shape], attrs).nodes if n.op == "gather")
+        n_win, k = gather.attrs["shape"]
+        idx = gather.attrs["indices"]
+        m = len(x.data) // max(len(g.data) // max(n_win, 1), 1) if n_win else 0
+        acc = [ZERO] * len(x.data)
+        tied, poisoned = [False] * len(x.data), [False] * len(x.data)
+        for row in range(len(g.data) // max(n_win, 1)):
+            for w in range(n_win):
+                taps = list(dict.fromkeys(row * m + t for t in idx[w * k : (w + 1) * k]))
+                vals = [x.data[t] for t in taps]
+                if any(gmpy2.is_nan(v) for v in vals):
+                    for t in taps:
+                        poisoned[t] = True
+                    continue
+                top = max(vals)
+                ties = [t for t in taps if x.data[t] == top]
+                for t in ties:
+                    acc[t] += g.data[row * n_win + w] / len(ties)
+                    tied[t] |= len(ties) > 1
+        out = [a if t and not q else None for a, t, q in zip(acc, tied, poisoned, strict=True)]
+        return [Tensor(x.shape, tuple(out))]
+
+    return alt
+
+
+def _pool_tie_convention(op: str, point: tuple[Any, ...], attrs: dict[str, Any],
+                         shape: tuple[int, ...]) -> Convention:  # fmt: skip
+    return Convention(
+        f"{op}_tie_split",
+        op,
+        ("vjp",),
+        f"{op} with tied maxima in a window: the spec gives the window's cotangent to the "
+        "first maximal element (row-major), as PyTorch's CPU kernels do; engines whose max "
+        "is a reduce over the window (tinygrad) split it evenly over the tied elements.",
+        _window_tie_split(op),
+        ((point,), attrs),
+        (shape,),
+    )
+
+
 def _clamp_ties(x: Any, g: Any, a: dict[str, Any], pass_share: bool) -> Any:
     lo, hi = _q(a["lo"]), _q(a["hi"])
     if gmpy2.is_nan(x) or not (x == lo or x == hi):
@@ -392,6 +444,19 @@ CONVENTIONS: tuple[Convention, ...] = (
             lambda x, g, a: (x if g is None else g) if (not gmpy2.is_nan(x)) and x > 20 else None
         ),
         (((21.0, 30.0, 1.0),), {}),
+    ),
+    _pool_tie_convention("max_pool1d", (1.0, 1.0, 0.0, 1.0), {"kernel_size": (2,)}, (1, 4)),
+    _pool_tie_convention(
+        "max_pool3d", (1.0, 1.0, 0.0, 1.0), {"kernel_size": (1, 2, 2)}, (1, 1, 2, 2)
+    ),
+    _pool_tie_convention(
+        "adaptive_max_pool1d", (1.0, 1.0, 0.0, 1.0), {"output_size": (1,)}, (1, 4)
+    ),
+    _pool_tie_convention(
+        "adaptive_max_pool2d", (1.0, 1.0, 0.0, 1.0), {"output_size": (1, 1)}, (1, 2, 2)
+    ),
+    _pool_tie_convention(
+        "adaptive_max_pool3d", (1.0, 1.0, 0.0, 1.0), {"output_size": (1, 1, 1)}, (1, 1, 2, 2)
     ),
 )
 

@@ -140,19 +140,182 @@ def _window(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) 
 
 
 def _max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
-                dilation: Any = None) -> Any:  # fmt: skip
+                dilation: Any = None, ceil_mode: Any = None) -> Any:  # fmt: skip
     """`lax.reduce_window` with `lax.max` from -inf (flax's max_pool)."""
+    if ceil_mode:
+        return _max_pool_nd(2, x, kernel_size, stride, padding, dilation, ceil_mode)
     w = _window(x, kernel_size, stride, padding, dilation)
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, **w)
 
 
 def _avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
-                dilation: Any = None) -> Any:  # fmt: skip
+                dilation: Any = None, **rest: Any) -> Any:  # fmt: skip
     """`lax.reduce_window` with `lax.add` from 0, divided by the window's size (flax's
     avg_pool; the zero padding counted, as the spec's)."""
+    if any(v is not None for v in rest.values()):
+        return _avg_pool_nd(2, x, kernel_size, stride, padding, **rest)
     w = _window(x, kernel_size, stride, padding, dilation)
     s = jax.lax.reduce_window(x, 0.0, jax.lax.add, **w)
     return s / math.prod(pair(kernel_size, 1))
+
+
+def _nd(v: Any, nd: int, default: Any) -> Any:
+    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
+
+
+def _pads_nd(padding: Any, nd: int) -> list[tuple[int, int]]:
+    """(begin, end) per axis from nd ints (symmetric) or 2*nd (begins, then ends)."""
+    if padding and len(padding) == 2 * nd:
+        return [(int(padding[a]), int(padding[nd + a])) for a in range(nd)]
+    return [(p, p) for p in _nd(padding, nd, (0,) * nd)]
+
+
+def _pool_window(
+    nd: int, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any
+) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+    """`lax.reduce_window` arguments over the last nd axes; ceil mode adds the end padding
+    its last window needs (PyTorch's output length: a window starting in the end padding
+    is dropped). Returns them and the (begin, end) pads before that extra."""
+    k = _nd(kernel_size, nd, (1,) * nd)
+    st, dl, pads = _nd(stride, nd, k), _nd(dilation, nd, (1,) * nd), _pads_nd(padding, nd)
+    full = []
+    for n, kk, ss, dd, (lo, hi) in zip(x.shape[-nd:], k, st, dl, pads, strict=True):
+        eff = dd * (kk - 1) + 1
+        o = (n + lo + hi - eff + (ss - 1 if ceil_mode else 0)) // ss + 1
+        if ceil_mode and (o - 1) * ss >= n + lo:
+            o -= 1
+        full.append((lo, max(hi, (o - 1) * ss + eff - n - lo)))
+    lead = (1,) * (x.ndim - nd)
+    w = {
+        "window_dimensions": lead + k,
+        "window_strides": lead + st,
+        "padding": [(0, 0)] * len(lead) + full,
+        "window_dilation": lead + dl,
+    }
+    return w, pads
+
+
+def _max_pool_nd(
+    nd: int,
+    x: Any,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    ceil_mode: Any = None,
+) -> Any:
+    w, _ = _pool_window(nd, x, kernel_size, stride, padding, dilation, ceil_mode)
+    return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, **w)
+
+
+def _avg_pool_nd(
+    nd: int,
+    x: Any,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = None,
+    ceil_mode: Any = None,
+    count_include_pad: Any = None,
+    divisor_override: Any = None,
+) -> Any:
+    """The window sum, divided by PyTorch's divisor: divisor_override, or the window sum of
+    ones over the input (plus its padding with count_include_pad)."""
+    w, pads = _pool_window(nd, x, kernel_size, stride, padding, None, ceil_mode)
+    s = jax.lax.reduce_window(x, 0.0, jax.lax.add, **w)
+    if divisor_override:
+        return s / float(divisor_override)
+    spatial = {k: v[-nd:] for k, v in w.items()}
+    ones = jnp.ones(x.shape[-nd:], dtype=x.dtype)
+    if count_include_pad is not False:  # the padding counts; ceil mode's extra does not
+        ones = jnp.pad(ones, pads, constant_values=1)
+        extra = [(0, full[1] - p[1]) for full, p in zip(spatial["padding"], pads, strict=True)]
+        spatial["padding"] = extra
+    cnt = jax.lax.reduce_window(ones, 0.0, jax.lax.add, **spatial)
+    return s / cnt
+
+
+def _conv_nd(nd: int) -> Callable[..., Any]:
+    dn = ("NC" + "DHW"[3 - nd :], "OI" + "DHW"[3 - nd :], "NC" + "DHW"[3 - nd :])
+
+    def run(
+        x: Any,
+        w: Any,
+        b: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        dilation: Any = None,
+        groups: Any = None,
+    ) -> Any:
+        single = x.ndim == nd + 1
+        y = jax.lax.conv_general_dilated(
+            x[None] if single else x,
+            w,
+            _nd(stride, nd, (1,) * nd),
+            _pads_nd(padding, nd),
+            rhs_dilation=_nd(dilation, nd, (1,) * nd),
+            dimension_numbers=dn,
+            feature_group_count=groups or 1,
+        )
+        y = y if b is None else y + b.reshape((-1,) + (1,) * nd)
+        return y[0] if single else y
+
+    return run
+
+
+def _conv_t_nd(nd: int) -> Callable[..., Any]:
+    dn = ("NC" + "DHW"[3 - nd :], "OI" + "DHW"[3 - nd :], "NC" + "DHW"[3 - nd :])
+
+    def run(
+        x: Any,
+        w: Any,
+        b: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        output_padding: Any = None,
+        groups: Any = None,
+        dilation: Any = None,
+    ) -> Any:
+        """As conv_transpose2d: the flipped, regrouped kernel over the lhs-dilated input."""
+        single = x.ndim == nd + 1
+        g = groups or 1
+        cin, cog, ks = w.shape[0], w.shape[1], w.shape[2:]
+        wt = w.reshape(g, cin // g, cog, *ks).swapaxes(1, 2).reshape(g * cog, cin // g, *ks)
+        wt = wt[(slice(None), slice(None), *(slice(None, None, -1),) * nd)]
+        dl, op_ = _nd(dilation, nd, (1,) * nd), _nd(output_padding, nd, (0,) * nd)
+        pads = [
+            (d * (k - 1) - lo, d * (k - 1) - hi + e)
+            for d, k, (lo, hi), e in zip(dl, ks, _pads_nd(padding, nd), op_, strict=True)
+        ]
+        y = jax.lax.conv_general_dilated(
+            x[None] if single else x,
+            wt,
+            (1,) * nd,
+            pads,
+            lhs_dilation=_nd(stride, nd, (1,) * nd),
+            rhs_dilation=dl,
+            dimension_numbers=dn,
+            feature_group_count=g,
+        )
+        y = y if b is None else y + b.reshape((-1,) + (1,) * nd)
+        return y[0] if single else y
+
+    return run
+
+
+_NP_PAD = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad(x: Any, pad: Any, mode: Any = None, value: Any = None) -> Any:
+    """`jnp.pad` (reflect, edge, wrap) after slicing away the negative pads."""
+    crop, widths = [slice(None)] * x.ndim, [(0, 0)] * x.ndim
+    for k in range(len(pad) // 2):
+        ax, lo, hi = x.ndim - 1 - k, int(pad[2 * k]), int(pad[2 * k + 1])
+        crop[ax] = slice(max(-lo, 0), x.shape[ax] - max(-hi, 0))
+        widths[ax] = (max(lo, 0), max(hi, 0))
+    y, m = x[tuple(crop)], _NP_PAD[mode or "constant"]
+    if m == "constant":
+        return jnp.pad(y, widths, constant_values=float(value or 0))
+    return jnp.pad(y, widths, mode=m)
 
 
 def _norm(x: Any, g: Any, b: Any, axis: Any, shape: tuple[int, ...]) -> Any:
@@ -253,6 +416,15 @@ OPS: dict[str, Callable[..., Any]] = {
             shape if shape is not None else (len(indices),)
         )
     ],
+    "conv1d": _conv_nd(1),
+    "conv3d": _conv_nd(3),
+    "conv_transpose1d": _conv_t_nd(1),
+    "conv_transpose3d": _conv_t_nd(3),
+    "avg_pool1d": partial(_avg_pool_nd, 1),
+    "avg_pool3d": partial(_avg_pool_nd, 3),
+    "max_pool1d": partial(_max_pool_nd, 1),
+    "max_pool3d": partial(_max_pool_nd, 3),
+    "pad": _pad,
 }
 
 

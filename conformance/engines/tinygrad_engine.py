@@ -98,16 +98,118 @@ def _pool(method: str) -> Callable[..., Any]:
     zero padding: tinygrad's defaults, the same as the spec's)."""
 
     def run(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
-            dilation: Any = None) -> Any:  # fmt: skip
-        k = pair(kernel_size, 1)
-        return getattr(x, method)(
-            k,
-            stride=k if stride is None else pair(stride, 1),
-            dilation=pair(dilation, 1),
-            padding=pair(padding, 0),
-        )
+            dilation: Any = None, **rest: Any) -> Any:  # fmt: skip
+        return _pool_nd(method, 2, x, kernel_size, stride, padding, dilation, **rest)
 
     return run
+
+
+def _nd(v: Any, nd: int, default: Any) -> Any:
+    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
+
+
+def _tg_padding(padding: Any, nd: int) -> Any:
+    """nd ints (symmetric) as they are; 2*nd (begins, then ends) in tinygrad's (and F.pad's)
+    order: (begin, end) pairs from the last axis backwards."""
+    if not padding or len(padding) != 2 * nd:
+        return _nd(padding, nd, 0)
+    out: list[int] = []
+    for ax in reversed(range(nd)):
+        out += [int(padding[ax]), int(padding[nd + ax])]
+    return tuple(out)
+
+
+def _pool_nd(
+    method: str,
+    nd: int,
+    x: Any,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    ceil_mode: Any = None,
+    count_include_pad: Any = None,
+    divisor_override: Any = None,
+) -> Any:
+    """tinygrad's N-d `max_pool2d` / `avg_pool2d` (ceil_mode, count_include_pad are its
+    own arguments; it has no divisor_override: refused)."""
+    if divisor_override:
+        raise NotImplementedError("tinygrad's avg_pool2d has no divisor_override")
+    k = _nd(kernel_size, nd, 1)
+    extra = {} if method == "max_pool2d" else {"count_include_pad": count_include_pad is not False}
+    return getattr(x, method)(
+        k,
+        stride=_nd(stride, nd, k),
+        dilation=_nd(dilation, nd, 1),
+        padding=_tg_padding(padding, nd),
+        ceil_mode=bool(ceil_mode),
+        **extra,
+    )
+
+
+def _unbatched(nd: int, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def run(x: Any, *rest: Any, **attrs: Any) -> Any:
+        if x.ndim == nd + 1:
+            return fn(x.unsqueeze(0), *rest, **attrs).squeeze(0)
+        return fn(x, *rest, **attrs)
+
+    return run
+
+
+def _conv_nd(nd: int) -> Callable[..., Any]:
+    def run(
+        x: Any,
+        w: Any,
+        b: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        dilation: Any = None,
+        groups: Any = None,
+    ) -> Any:
+        return x.conv2d(
+            w,
+            b,
+            groups=groups or 1,
+            stride=_nd(stride, nd, 1),
+            dilation=_nd(dilation, nd, 1),
+            padding=_tg_padding(padding, nd),
+        )
+
+    return _unbatched(nd, run)
+
+
+def _conv_t_nd(nd: int) -> Callable[..., Any]:
+    def run(
+        x: Any,
+        w: Any,
+        b: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        output_padding: Any = None,
+        groups: Any = None,
+        dilation: Any = None,
+    ) -> Any:
+        if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
+            raise NotImplementedError("tinygrad's conv_transpose2d takes symmetric padding")
+        return x.conv_transpose2d(
+            w,
+            b,
+            groups=groups or 1,
+            stride=_nd(stride, nd, 1),
+            dilation=_nd(dilation, nd, 1),
+            padding=_nd(padding[:nd] if padding else None, nd, 0),
+            output_padding=_nd(output_padding, nd, 0),
+        )
+
+    return _unbatched(nd, run)
+
+
+def _pad(x: Any, pad: Any, mode: Any = None, value: Any = None) -> Any:
+    """`Tensor.pad` with F.pad's flat (begin, end) list from the last axis backwards."""
+    pairs = [None] * x.ndim
+    for k in range(len(pad) // 2):
+        pairs[x.ndim - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    return x.pad(tuple(pairs), mode=mode or "constant", value=float(value or 0))
 
 
 def _layer_norm(x: Any, g: Any, b: Any) -> Any:
@@ -214,6 +316,15 @@ OPS: dict[str, Callable[..., Any]] = {
     "scaled_dot_product_attention": _sdpa,
     "multi_head_attention": _mha,
     "embedding": _embedding,
+    "conv1d": _conv_nd(1),
+    "conv3d": _conv_nd(3),
+    "conv_transpose1d": _conv_t_nd(1),
+    "conv_transpose3d": _conv_t_nd(3),
+    "avg_pool1d": _unbatched(1, partial(_pool_nd, "avg_pool2d", 1)),
+    "avg_pool3d": partial(_pool_nd, "avg_pool2d", 3),
+    "max_pool1d": _unbatched(1, partial(_pool_nd, "max_pool2d", 1)),
+    "max_pool3d": partial(_pool_nd, "max_pool2d", 3),
+    "pad": _pad,
 }
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

@@ -79,6 +79,121 @@ def _conv_transpose2d(
     )
 
 
+def _nd(v: Any, nd: int, default: Any) -> Any:
+    """An nd-int attribute as PyTorch takes it (absent: `default`)."""
+    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
+
+
+def _sym_pad(x: Any, padding: Any, nd: int, fill: float = 0.0) -> tuple[Any, Any]:
+    """(input, symmetric padding): 2*nd asymmetric pads (begins, then ends) become an
+    explicit `F.pad` with `fill` and padding 0, as a user would write it."""
+    if not padding or len(padding) != 2 * nd or padding[:nd] == padding[nd:]:
+        return x, _nd(padding[:nd] if padding else padding, nd, 0)
+    pairs: list[int] = []
+    for ax in reversed(range(nd)):
+        pairs += [int(padding[ax]), int(padding[nd + ax])]
+    return F.pad(x, pairs, value=fill), 0
+
+
+def _conv(fn: Any, nd: int) -> Callable[..., Any]:
+    def run(
+        x: Any,
+        w: Any,
+        b: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        dilation: Any = None,
+        groups: Any = None,
+    ) -> Any:
+        x, p = _sym_pad(x, padding, nd)
+        return fn(x, w, b, _nd(stride, nd, 1), p, _nd(dilation, nd, 1), groups or 1)
+
+    return run
+
+
+def _conv_t(fn: Any, nd: int) -> Callable[..., Any]:
+    def run(
+        x: Any,
+        w: Any,
+        b: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        output_padding: Any = None,
+        groups: Any = None,
+        dilation: Any = None,
+    ) -> Any:
+        if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
+            y = fn(
+                x,
+                w,
+                b,
+                _nd(stride, nd, 1),
+                0,
+                _nd(output_padding, nd, 0),
+                groups or 1,
+                _nd(dilation, nd, 1),
+            )
+            crop = tuple(
+                slice(int(padding[a]), y.shape[-nd + a] - int(padding[nd + a])) for a in range(nd)
+            )
+            return y[(..., *crop)]
+        p = _nd(padding[:nd] if padding else padding, nd, 0)
+        return fn(
+            x,
+            w,
+            b,
+            _nd(stride, nd, 1),
+            p,
+            _nd(output_padding, nd, 0),
+            groups or 1,
+            _nd(dilation, nd, 1),
+        )
+
+    return run
+
+
+def _avg_pool(
+    fn: Any,
+    nd: int,
+    x: Any,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = None,
+    ceil_mode: Any = None,
+    count_include_pad: Any = None,
+    divisor_override: Any = None,
+) -> Any:
+    return fn(
+        x,
+        _nd(kernel_size, nd, 1),
+        _nd(stride, nd, None),
+        _nd(padding, nd, 0),
+        bool(ceil_mode),
+        count_include_pad is not False,
+        *((int(divisor_override),) if divisor_override else ()),
+    )
+
+
+def _max_pool(
+    fn: Any,
+    nd: int,
+    x: Any,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    ceil_mode: Any = None,
+) -> Any:
+    return fn(
+        x,
+        _nd(kernel_size, nd, 1),
+        _nd(stride, nd, None),
+        _nd(padding, nd, 0),
+        _nd(dilation, nd, 1),
+        bool(ceil_mode),
+    )
+
+
 _mha = partial(
     mha_body,
     matmul=lambda a, b: torch.matmul(a, b),
@@ -141,12 +256,8 @@ OPS: dict[str, Callable[..., Any]] = {
         x, w, b, _pair(stride, 1), _pair(padding, 0), _pair(dilation, 1), groups or 1
     ),
     "conv_transpose2d": _conv_transpose2d,
-    "avg_pool2d": lambda x, kernel_size, stride=None, padding=None, dilation=None: F.avg_pool2d(
-        x, tuple(kernel_size), _pair(stride, None), _pair(padding, 0), count_include_pad=True
-    ),
-    "max_pool2d": lambda x, kernel_size, stride=None, padding=None, dilation=None: F.max_pool2d(
-        x, tuple(kernel_size), _pair(stride, None), _pair(padding, 0), _pair(dilation, 1)
-    ),
+    "avg_pool2d": lambda x, dilation=None, **a: _avg_pool(F.avg_pool2d, 2, x, **a),
+    "max_pool2d": lambda x, **a: _max_pool(F.max_pool2d, 2, x, **a),
     "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
         ~torch.tensor(list(mask), dtype=torch.bool, device=x.device).reshape(mask_shape),
         float("-inf"),
@@ -155,6 +266,23 @@ OPS: dict[str, Callable[..., Any]] = {
     "multi_head_attention": _mha,
     "embedding": lambda table, indices, shape=None: F.embedding(
         _idx(table, indices).reshape(shape if shape is not None else (len(indices),)), table
+    ),
+    "conv1d": _conv(F.conv1d, 1),
+    "conv3d": _conv(F.conv3d, 3),
+    "conv_transpose1d": _conv_t(F.conv_transpose1d, 1),
+    "conv_transpose3d": _conv_t(F.conv_transpose3d, 3),
+    "avg_pool1d": lambda x, **a: _avg_pool(F.avg_pool1d, 1, x, **a),
+    "avg_pool3d": lambda x, **a: _avg_pool(F.avg_pool3d, 3, x, **a),
+    "max_pool1d": lambda x, **a: _max_pool(F.max_pool1d, 1, x, **a),
+    "max_pool3d": lambda x, **a: _max_pool(F.max_pool3d, 3, x, **a),
+    "adaptive_avg_pool1d": lambda x, output_size: F.adaptive_avg_pool1d(x, tuple(output_size)),
+    "adaptive_avg_pool2d": lambda x, output_size: F.adaptive_avg_pool2d(x, tuple(output_size)),
+    "adaptive_avg_pool3d": lambda x, output_size: F.adaptive_avg_pool3d(x, tuple(output_size)),
+    "adaptive_max_pool1d": lambda x, output_size: F.adaptive_max_pool1d(x, tuple(output_size)),
+    "adaptive_max_pool2d": lambda x, output_size: F.adaptive_max_pool2d(x, tuple(output_size)),
+    "adaptive_max_pool3d": lambda x, output_size: F.adaptive_max_pool3d(x, tuple(output_size)),
+    "pad": lambda x, pad, mode=None, value=None: F.pad(
+        x, tuple(pad), mode=mode or "constant", value=None if value is None else float(value)
     ),
 }
 

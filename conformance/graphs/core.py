@@ -335,6 +335,21 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "batch_norm",
     "scaled_dot_product_attention",
     "multi_head_attention",
+    "conv1d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose3d",
+    "avg_pool1d",
+    "avg_pool3d",
+    "max_pool1d",
+    "max_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_max_pool1d",
+    "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool3d",
+    "pad",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale

@@ -8,11 +8,14 @@ shape (repeats allowed) within `MAX_ELEMENTS`; `slice` bounds satisfy 0 <= start
 
 from __future__ import annotations
 
+from fractions import Fraction
+from typing import Any
+
 from hypothesis import strategies as st
 
-from spec.shape import size
+from spec.shape import Shape, size
 
-from .core import MAX_ELEMENTS, Ctx, broadcast_targets, factorizations, register
+from .core import MAX_ELEMENTS, Ctx, broadcast_targets, configured, factorizations, register
 
 __all__: list[str] = []
 
@@ -84,3 +87,19 @@ register(name="slice", build=_slice)
 register(name="concat", build=_concat)
 register(name="swap_adjacent", build=_swap_adjacent)
 register(name="transpose", build=_transpose)
+
+
+# pad: every mode, a nonzero constant, negative pads (crop), reflect at its limit (n-1),
+# circular over a whole period, two padded axes.
+_PAD: list[tuple[list[Shape], dict[str, Any]]] = [
+    ([(3,)], {"pad": (1, 1)}),
+    ([(2, 2)], {"pad": (1, 0, 0, 1), "value": Fraction(-3, 2)}),
+    ([(1, 3)], {"pad": (2, 2), "mode": "reflect"}),
+    ([(2, 2)], {"pad": (1, 1, 1, 0), "mode": "replicate"}),
+    ([(2, 2)], {"pad": (2, 1), "mode": "circular"}),
+    ([(2, 3)], {"pad": (-1, 1), "mode": "reflect"}),
+    ([(2, 1, 3)], {"pad": (0, -2, 1, 1), "mode": "constant"}),
+    ([(2, 2)], {"pad": (1, 1, 1, -1), "mode": "circular"}),
+]
+
+register(name="pad", build=configured("pad", _PAD))

@@ -582,6 +582,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a failed Session op leaves its partial nodes on the tape",
         "Session state",
     ),
+    # ---------------------------------------------------------------- N-d pools, pad (issue 28)
+    Mutant(
+        "composite_key_drops_flags",
+        _TABLE,
+        "key = tuple(sorted(attrs.items()))",
+        "key = tuple(sorted((k, v) for k, v in attrs.items() if v is not True))",
+        "the composite-body cache key drops attributes set to True, so a ceil_mode pool "
+        "runs the floor-mode body (and count_include_pad=True is read as its default)",
+        "attributes lost",
+    ),
+    Mutant(
+        "gather_vjp_ranks_reversed",
+        "runtime/kernels/index.py",
+        'for r, (pos, src, hit) in enumerate(plan["ranks"]):',
+        'for r, (pos, src, hit) in enumerate(reversed(plan["ranks"])):',
+        "gather's VJP folds the repeated contributions of a target from the last to the "
+        "first (pad's replicate/reflect/circular edges, overlapping adaptive windows, "
+        "stride-1 convolutions)",
+        "reduction order",
+    ),
 )
 
 

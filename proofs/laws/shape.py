@@ -1,5 +1,5 @@
 """Per-op laws of the shape family: reshape, swap_adjacent, transpose, broadcast_to, concat,
-slice.
+slice, pad.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -8,14 +8,19 @@ Invariants (those of `proofs.laws.core`):
 - Every definition here is independent of `spec`: NumPy object arrays and sympy, built
   from the shared helpers of `proofs.laws.core`.
 - All are linear and checked on free symbols against the NumPy operation of the same
-  meaning (row-major reshape, swapaxes, broadcast_to, concatenate on axis 0, slicing).
+  meaning (row-major reshape, swapaxes, broadcast_to, concatenate on axis 0, slicing);
+  pad (affine: its fill is a constant) against np.pad after cropping its negative pads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
 import numpy as np
 
-from .core import Case, arr, free, law
+from .core import Case, arr, free, law, rat
 
 __all__: list[str] = []
 
@@ -90,4 +95,42 @@ law(
     definition_text="NumPy swapaxes(-1, -2)",
     derivative_text="jvp = transpose(dx) (linear)",
     definition=lambda v, a, e: arr(np.swapaxes(v[0], -1, -2)),
+)
+
+
+_NP_MODE = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad_def(v: list[Any], a: Mapping[str, Any], e: Any) -> Any:
+    """NumPy's np.pad (reflect, edge, wrap) after cropping the negative pads."""
+    x = v[0]
+    pads = list(a["pad"])
+    widths = [(0, 0)] * x.ndim
+    crop = [slice(None)] * x.ndim
+    for k in range(len(pads) // 2):
+        ax = x.ndim - 1 - k
+        lo, hi = pads[2 * k], pads[2 * k + 1]
+        crop[ax] = slice(max(-lo, 0), x.shape[ax] - max(-hi, 0))
+        widths[ax] = (max(lo, 0), max(hi, 0))
+    mode = a.get("mode") or "constant"
+    y = x[tuple(crop)]
+    if mode == "constant":
+        fill = rat(a.get("value") or 0)
+        return arr(np.pad(y, widths, mode="constant", constant_values=fill))
+    return arr(np.pad(y, widths, mode=_NP_MODE[mode]))
+
+
+law(
+    op="pad",
+    cases=[
+        Case(((2, 3),), free(), {"pad": (1, 2, 0, 1), "value": Fraction(1, 2)}),
+        Case(((2, 3),), free(), {"pad": (2, 1), "mode": "reflect"}),
+        Case(((2, 3),), free(), {"pad": (1, 2, 1, -1), "mode": "replicate"}),
+        Case(((2, 3),), free(), {"pad": (2, -1), "mode": "circular"}),
+        Case(((1, 2, 2),), free(), {"pad": (-1, 0, 1, 1), "mode": "constant"}),
+    ],
+    definition_text="np.pad after cropping negative pads: constant (value), reflect, edge "
+    "(replicate), wrap (circular); pairs from the last axis backwards",
+    derivative_text="jvp = pad(dx) with value 0 (affine in x: the fill does not move)",
+    definition=_pad_def,
 )

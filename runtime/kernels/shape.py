@@ -5,8 +5,8 @@ Invariants:
   concatenations or zero paddings (`builders.pad_rows`); broadcast_to's VJP is the
   context's `unbroadcast` fold.
 - concat and slice work on the leading axis, as in spec.
-- transpose is composite: its kernel runs the spec body (`table.composite_kernel`,
-  derived from the op table).
+- transpose and pad are composite: their kernels run the spec bodies
+  (`table.composite_kernel`, derived from the op table).
 """
 
 from __future__ import annotations

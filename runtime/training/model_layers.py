@@ -1,5 +1,6 @@
-"""Model-scale layers built out of Session ops: convolution, pooling, flattening, 2-d batch
-normalisation, embedding and multi-head attention.
+"""Model-scale layers built out of Session ops: convolution (1-D, 2-D, 3-D), pooling (max and
+average in 1-D, 2-D, 3-D; adaptive), flattening, 2-d batch normalisation, embedding and
+multi-head attention.
 
 Invariants (those of `runtime.training.layers`, which these layers follow):
 - A layer is an immutable description; its state is a list of `StateSpec` in a fixed
@@ -26,12 +27,24 @@ from ..session import TensorRef
 from .layers import BatchNorm1d, Forward, Layer, SeedStream, StateSpec, init_values
 
 __all__ = [
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
+    "AvgPool1d",
     "AvgPool2d",
+    "AvgPool3d",
     "BatchNorm2d",
+    "Conv1d",
     "Conv2d",
+    "Conv3d",
     "Embedding",
     "Flatten",
+    "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
     "MultiHeadAttention",
 ]
 
@@ -323,3 +336,223 @@ class MultiHeadAttention(Layer):
     ) -> TensorRef:
         self.out_shape(x.shape)
         return f.s.multi_head_attention(x, x, x, *state, **self._attrs())
+
+
+# --------------------------------------------------------------------------- 1-D and 3-D, adaptive
+
+
+def _ints(name: str, v: int | Sequence[int], nd: int, minimum: int) -> tuple[int, ...]:
+    """An int (repeated) or nd ints >= minimum, as PyTorch's layers take them."""
+    t: tuple[Any, ...] = (v,) * nd if isinstance(v, int) and not isinstance(v, bool) else ()
+    if not t:
+        try:
+            t = tuple(v)  # type: ignore[arg-type]
+        except TypeError:
+            t = ()
+    if len(t) != nd or any(isinstance(k, bool) or not isinstance(k, int) or k < minimum for k in t):
+        raise ShapeError(f"{name}: expected an int >= {minimum} or {nd} of them, got {v!r}")
+    return tuple(int(k) for k in t)
+
+
+class _ConvNd(Layer):
+    """`conv1d` / `conv3d` (channel-first). State order and initialisation as `Conv2d`:
+    weight (out, in / groups, *kernel) kaiming_uniform, then bias (out,) zeros."""
+
+    nd = 0
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        init: str = "kaiming_uniform",
+    ) -> None:
+        name, nd = type(self).__name__, self.nd
+        for n, v in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ShapeError(f"{name}: {n} must be a positive int, got {v!r}")
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+            raise ShapeError(f"{name}: groups must be a positive int, got {groups!r}")
+        if in_channels % groups or out_channels % groups:
+            raise ShapeError(
+                f"{name}: groups {groups} must divide in_channels {in_channels} and "
+                f"out_channels {out_channels}"
+            )
+        self.cin, self.cout, self.groups, self.bias, self.init = (
+            in_channels,
+            out_channels,
+            groups,
+            bias,
+            init,
+        )
+        self.k = _ints(f"{name} kernel_size", kernel_size, nd, 1)
+        self.attrs = {
+            "stride": _ints(f"{name} stride", stride, nd, 1),
+            "padding": _ints(f"{name} padding", padding, nd, 0),
+            "dilation": _ints(f"{name} dilation", dilation, nd, 1),
+            "groups": groups,
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.cin}, {self.cout}, kernel_size={self.k})"
+
+    def state_specs(self) -> list[StateSpec]:
+        w = StateSpec("weight", (self.cout, self.cin // self.groups, *self.k), True)
+        return [w, StateSpec("bias", (self.cout,), True)] if self.bias else [w]
+
+    def init_state(self, seeds: SeedStream) -> list[np.ndarray]:
+        taps = math.prod(self.k)
+        fan_in, fan_out = self.cin // self.groups * taps, self.cout // self.groups * taps
+        w = init_values(self.init, self.state_specs()[0].shape, seeds, fan_in, fan_out)
+        return [w, np.zeros(self.cout)] if self.bias else [w]
+
+    def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        nd = self.nd
+        if len(in_shape) not in (nd + 1, nd + 2) or in_shape[-nd - 1] != self.cin:
+            raise ShapeError(
+                f"{self!r}: input 0: expected shape ({self.cin}, {nd} spatial dims) or "
+                f"(N, {self.cin}, ...), got {in_shape}"
+            )
+        shapes = [in_shape] + [sp.shape for sp in self.state_specs()]
+        return tuple(_op_shape(repr(self), f"conv{nd}d", shapes, dict(self.attrs)))
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        self.out_shape(x.shape)
+        return f.s.op(f"conv{self.nd}d", x, *state, **self.attrs)
+
+
+class Conv1d(_ConvNd):
+    """`conv1d`: input (C, L) or (N, C, L); see `_ConvNd` for the state."""
+
+    nd = 1
+
+
+class Conv3d(_ConvNd):
+    """`conv3d`: input (C, D, H, W) or (N, C, D, H, W); see `_ConvNd` for the state."""
+
+    nd = 3
+
+
+class _PoolNd(Layer):
+    """A stateless pool: `op` with the attributes given (validated by the op's rule)."""
+
+    op = ""
+    nd = 0
+
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+    ) -> None:
+        name, nd = type(self).__name__, self.nd
+        self.k = _ints(f"{name} kernel_size", kernel_size, nd, 1)
+        self.attrs: dict[str, Any] = {
+            "kernel_size": self.k,
+            "stride": self.k if stride is None else _ints(f"{name} stride", stride, nd, 1),
+            "padding": _ints(f"{name} padding", padding, nd, 0),
+            "ceil_mode": bool(ceil_mode),
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.k})"
+
+    def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(_op_shape(repr(self), self.op, [in_shape], dict(self.attrs)))
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        self.out_shape(x.shape)
+        return f.s.op(self.op, x, **self.attrs)
+
+
+class MaxPool1d(_PoolNd):
+    """`max_pool1d` (stride defaults to the kernel size; ties: the first maximal element)."""
+
+    op, nd = "max_pool1d", 1
+
+
+class MaxPool3d(_PoolNd):
+    """`max_pool3d` (stride defaults to the kernel size; ties: the first maximal element)."""
+
+    op, nd = "max_pool3d", 3
+
+
+class AvgPool1d(_PoolNd):
+    """`avg_pool1d` (stride defaults to the kernel size; zero padding counts)."""
+
+    op, nd = "avg_pool1d", 1
+
+
+class AvgPool3d(_PoolNd):
+    """`avg_pool3d` (stride defaults to the kernel size; zero padding counts)."""
+
+    op, nd = "avg_pool3d", 3
+
+
+class _AdaptivePool(Layer):
+    """`adaptive_{avg,max}_pool{nd}d` to `output_size` (an int is repeated)."""
+
+    op = ""
+    nd = 0
+
+    def __init__(self, output_size: int | Sequence[int]) -> None:
+        name = type(self).__name__
+        self.attrs = {"output_size": _ints(f"{name} output_size", output_size, self.nd, 1)}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.attrs['output_size']})"
+
+    def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(_op_shape(repr(self), self.op, [in_shape], dict(self.attrs)))
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        self.out_shape(x.shape)
+        return f.s.op(self.op, x, **self.attrs)
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """`adaptive_avg_pool1d` (PyTorch's windows: sizes need not divide the input)."""
+
+    op, nd = "adaptive_avg_pool1d", 1
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """`adaptive_avg_pool2d` (PyTorch's windows: sizes need not divide the input)."""
+
+    op, nd = "adaptive_avg_pool2d", 2
+
+
+class AdaptiveAvgPool3d(_AdaptivePool):
+    """`adaptive_avg_pool3d` (PyTorch's windows: sizes need not divide the input)."""
+
+    op, nd = "adaptive_avg_pool3d", 3
+
+
+class AdaptiveMaxPool1d(_AdaptivePool):
+    """`adaptive_max_pool1d` (ties: the first maximal element of the window)."""
+
+    op, nd = "adaptive_max_pool1d", 1
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    """`adaptive_max_pool2d` (ties: the first maximal element of the window)."""
+
+    op, nd = "adaptive_max_pool2d", 2
+
+
+class AdaptiveMaxPool3d(_AdaptivePool):
+    """`adaptive_max_pool3d` (ties: the first maximal element of the window)."""
+
+    op, nd = "adaptive_max_pool3d", 3

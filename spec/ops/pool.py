@@ -11,10 +11,20 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from ..errors import GraphError, op_error
-from ..shape import Shape
-from .builders import composite, conv_out_dim, image_dims, int_pair, scalar_const, shape_error
+from ..shape import Shape, size
+from .builders import composite, scalar_const, shape_error
 from .table import Attrs, AttrSpec, arg, sample
+from .windows import (
+    adaptive_table,
+    channel_dims,
+    int_tuple,
+    padding_pairs,
+    pool_out_dim,
+    tap_table,
+)
 
 __all__ = ["FAMILY"]
 
@@ -24,48 +34,105 @@ FAMILY = "pool"
 # --------------------------------------------------------------------------- pooling
 
 
-def _pool_geometry(op: str, b: Any, x: int, a: Attrs) -> tuple[Shape, Shape, list[Any]]:
-    lead, (c, h, w) = image_dims(op, b, x)
-    kh, kw = int_pair(op, a, "kernel_size", (0, 0), 1)
-    sh, sw = int_pair(op, a, "stride", (kh, kw), 1)
-    ph, pw = int_pair(op, a, "padding", (0, 0), 0)
-    dh, dw = int_pair(op, a, "dilation", (1, 1), 1)
-    if 2 * ph > kh or 2 * pw > kw:
+def _pool_geometry(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Shape, Shape, Any]:
+    """(lead = batch + (C,), spatial dims, geometry) of a pool; geometry holds the window
+    table (flat, ok) of shape (O, K) (outputs row-major, taps row-major), the outputs and
+    per axis (starts, kernel, n, pad_end) for the divisor."""
+    batch, c, dims = channel_dims(op, b, x, nd)
+    ks = int_tuple(op, a, "kernel_size", nd, 0, 1)
+    stride = int_tuple(op, a, "stride", nd, 1, 1) if a.get("stride") else ks
+    dil = int_tuple(op, a, "dilation", nd, 1, 1)
+    lo, hi = padding_pairs(op, a, nd)
+    if any(p < 0 or 2 * p > k for p, k in zip((*lo, *hi), (*ks, *ks), strict=True)):
         raise op_error(
             GraphError,
             op,
             "padding must be at most half the kernel",
-            expected=f"<= {(kh // 2, kw // 2)}",
-            got=(ph, pw),
+            expected=f"<= {tuple(k // 2 for k in ks)}",
+            got=(lo, hi) if lo != hi else lo,
         )
-    oh = conv_out_dim(op, h, kh, sh, ph, dh)
-    ow = conv_out_dim(op, w, kw, sw, pw, dw)
-    wins: list[list[int | None]] = []
-    for r in range(oh):
-        for q in range(ow):
-            win: list[int | None] = []
-            for i in range(kh):
-                ih = r * sh - ph + i * dh
-                for j in range(kw):
-                    iw = q * sw - pw + j * dw
-                    win.append(ih * w + iw if 0 <= ih < h and 0 <= iw < w else None)
-            wins.append(win)
-    return (*lead, c), (h, w, oh, ow, kh * kw), wins
+    ceil = bool(a.get("ceil_mode"))
+    outs = tuple(
+        pool_out_dim(op, n, k, s, p, q, d, ceil)
+        for n, k, s, p, q, d in zip(dims, ks, stride, lo, hi, dil, strict=True)
+    )
+    flat, ok = tap_table(dims, ks, stride, lo, dil, outs)
+    k, o = size(ks), size(outs)
+    flat, ok = flat.reshape(k, o).T, ok.reshape(k, o).T
+    axes = [
+        (np.arange(n_o, dtype=np.int64) * s - p, kk, n, q)
+        for n_o, s, p, kk, n, q in zip(outs, stride, lo, ks, dims, hi, strict=True)
+    ]
+    return (*batch, c), dims, (flat, ok, outs, axes)
 
 
-def _avg_pool_body(b: Any, args: list[int], a: Attrs) -> int:
-    op = "avg_pool2d"
-    if a.get("dilation") not in (None, (1, 1)):
-        raise op_error(
-            GraphError, op, "dilation is not supported", expected=(1, 1), got=a.get("dilation")
-        )
-    lead, (h, w, oh, ow, k), wins = _pool_geometry(op, b, args[0], a)
-    idx = [h * w if v is None else v for win in wins for v in win]
-    flat = b.node("reshape", args[0], shape=(*lead, h * w))
-    cols = b.node("gather", flat, indices=idx, shape=(oh * ow, k))
-    s = b.node("reduce_sum", cols, axis=len(lead) + 1)
-    y = b.node("div", s, scalar_const(b, k))
-    return b.node("reshape", y, shape=(*lead, oh, ow))
+def _gathered(b: Any, x: int, lead: Shape, dims: Shape, idx: Any) -> int:
+    """gather(reshape(x, lead + (prod(dims),)), idx) with idx (O, K)."""
+    flat = b.node("reshape", x, shape=(*lead, size(dims)))
+    return b.node("gather", flat, indices=idx.reshape(-1).tolist(), shape=idx.shape)
+
+
+def _divide(b: Any, s: int, counts: Any) -> int:
+    """s / counts: one scalar const when every window has the same divisor."""
+    if counts.size and (counts == counts.flat[0]).all():
+        return b.node("div", s, scalar_const(b, int(counts.flat[0])))
+    vals = tuple(Fraction(int(v)) for v in counts.reshape(-1))
+    return b.node("div", s, b.node("const", shape=(len(vals),), values=vals))
+
+
+def _avg_divisors(a: Attrs, axes: list[Any]) -> Any:
+    """PyTorch's divisor per window: divisor_override, else the window clipped to the end
+    padding (count_include_pad, the default) or to the input, multiplied over axes."""
+    if a.get("divisor_override"):
+        return np.array([int(a["divisor_override"])])
+    include = a.get("count_include_pad") is not False
+    out: Any = np.ones((), dtype=np.int64)
+    for start, k, n, hi in axes:
+        if include:
+            cnt = np.minimum(start + k, n + hi) - start
+        else:
+            cnt = np.minimum(start + k, n) - np.maximum(start, 0)
+        out = np.multiply.outer(out, cnt)
+    return out.reshape(-1)
+
+
+def _avg_pool_body(nd: int) -> Any:
+    op = f"avg_pool{nd}d"
+
+    def body(b: Any, args: list[int], a: Attrs) -> int:
+        if a.get("dilation") not in (None, (1,) * nd):
+            raise op_error(
+                GraphError,
+                op,
+                "dilation is not supported",
+                expected=(1,) * nd,
+                got=a.get("dilation"),
+            )
+        lead, dims, (flat, ok, outs, axes) = _pool_geometry(op, b, args[0], a, nd)
+        cols = _gathered(b, args[0], lead, dims, np.where(ok, flat, size(dims)))
+        s = b.node("reduce_sum", cols, axis=len(lead) + 1)
+        y = _divide(b, s, _avg_divisors(a, axes))
+        return b.node("reshape", y, shape=(*lead, *outs))
+
+    return body
+
+
+def _max_pool_body(nd: int) -> Any:
+    op = f"max_pool{nd}d"
+
+    def body(b: Any, args: list[int], a: Attrs) -> int:
+        lead, dims, (flat, ok, outs, _) = _pool_geometry(op, b, args[0], a, nd)
+        empty = np.flatnonzero(~ok.any(axis=1))
+        if empty.size:
+            raise shape_error(
+                op, "a window lies entirely in the padding", 0, "an in-bounds tap", int(empty[0])
+            )
+        first = np.take_along_axis(flat, ok.argmax(axis=1)[:, None], axis=1)
+        cols = _gathered(b, args[0], lead, dims, np.where(ok, flat, first))
+        y = b.node("reduce_max", cols, axis=len(lead) + 1)
+        return b.node("reshape", y, shape=(*lead, *outs))
+
+    return body
 
 
 _POOL_ATTRS = (
@@ -74,16 +141,42 @@ _POOL_ATTRS = (
     AttrSpec("padding", "ints", False),
 )
 
+_CEIL = AttrSpec("ceil_mode", "bool", False)
+_AVG_EXTRA = (
+    _CEIL,
+    AttrSpec("count_include_pad", "bool", False),
+    AttrSpec("divisor_override", "nat", False),
+)
+
+_WIN_DOC = (
+    "; ceil_mode (default False) rounds the output length up, dropping a last window that "
+    "would start in the end padding (PyTorch's rule); padding is nd ints or 2*nd ints (every "
+    "axis's begin, then every axis's end); a single int in kernel_size, stride, padding is "
+    "repeated"
+)
+_AVG_DOC = (
+    ". Body: gather windows to (..., O, K) (padded taps read the gather's zero), reduce_sum "
+    "over the window (left fold in row-major tap order), div by the window's divisor (one "
+    "scalar const when all are equal, else a const per window), reshape. Divisor as PyTorch: "
+    "divisor_override if given, else with count_include_pad (default True) the window "
+    "clipped to the end of the padding (ceil-mode windows overhanging it count less), else "
+    "the in-bounds taps only" + _WIN_DOC
+)
+_MAX_DOC = (
+    ". Body: gather windows to (..., O, K), reduce_max over the window, reshape. A padded "
+    "tap reads the window's first in-bounds element (the same max as -inf padding). Ties: "
+    "the first maximal element in row-major window order gets the whole cotangent "
+    "(PyTorch's CPU rule); NaN propagates (the first NaN wins)" + _WIN_DOC
+)
+
 composite(
     name="avg_pool2d",
     family=FAMILY,
     arity=1,
-    body=_avg_pool_body,
-    attrs=(*_POOL_ATTRS, AttrSpec("dilation", "ints", False)),
+    body=_avg_pool_body(2),
+    attrs=(*_POOL_ATTRS, AttrSpec("dilation", "ints", False), *_AVG_EXTRA),
     doc="average pooling of x (C, H, W) or (N, C, H, W): kernel_size, stride (default = "
-    "kernel), padding <= kernel/2 (zero padding, counted: PyTorch's count_include_pad); "
-    "dilation must be (1, 1). Body: gather windows to (..., OH*OW, kh*kw), reduce_sum over "
-    "the window (left fold in row-major (kh, kw) order), div by const kh*kw, reshape",
+    "kernel), padding <= kernel/2 (zero padding); dilation must be (1, 1)" + _AVG_DOC,
     tags=frozenset({"reduction", "model"}),
     samples=(
         sample(
@@ -100,33 +193,14 @@ composite(
 )
 
 
-def _max_pool_body(b: Any, args: list[int], a: Attrs) -> int:
-    op = "max_pool2d"
-    lead, (h, w, oh, ow, k), wins = _pool_geometry(op, b, args[0], a)
-    idx: list[int] = []
-    for n, win in enumerate(wins):
-        inside = [v for v in win if v is not None]
-        if not inside:
-            raise shape_error(op, "a window lies entirely in the padding", 0, "an in-bounds tap", n)
-        idx.extend(inside[0] if v is None else v for v in win)
-    flat = b.node("reshape", args[0], shape=(*lead, h * w))
-    cols = b.node("gather", flat, indices=idx, shape=(oh * ow, k))
-    y = b.node("reduce_max", cols, axis=len(lead) + 1)
-    return b.node("reshape", y, shape=(*lead, oh, ow))
-
-
 composite(
     name="max_pool2d",
     family=FAMILY,
     arity=1,
-    body=_max_pool_body,
-    attrs=(*_POOL_ATTRS, AttrSpec("dilation", "ints", False)),
+    body=_max_pool_body(2),
+    attrs=(*_POOL_ATTRS, AttrSpec("dilation", "ints", False), _CEIL),
     doc="max pooling of x (C, H, W) or (N, C, H, W): kernel_size, stride (default = kernel), "
-    "padding <= kernel/2, dilation (default 1). Body: gather windows to (..., OH*OW, "
-    "kh*kw), reduce_max over the window, reshape. A padded tap reads the window's first "
-    "in-bounds element (the same max as -inf padding). Ties: the first maximal element "
-    "in window row-major (kh, kw) order gets the whole cotangent (PyTorch's CPU rule); "
-    "NaN propagates (the first NaN wins)",
+    "padding <= kernel/2, dilation (default 1)" + _MAX_DOC,
     tags=frozenset({"reduction", "model"}),
     samples=(
         sample(
@@ -147,3 +221,182 @@ composite(
         ),
     ),
 )
+
+
+# --------------------------------------------------------------------------- 1-D and 3-D
+
+_AVG_ND_ATTRS = (*_POOL_ATTRS, *_AVG_EXTRA)
+_MAX_ND_ATTRS = (*_POOL_ATTRS, AttrSpec("dilation", "ints", False), _CEIL)
+
+composite(
+    name="avg_pool1d",
+    family=FAMILY,
+    arity=1,
+    body=_avg_pool_body(1),
+    attrs=_AVG_ND_ATTRS,
+    doc="average pooling of x (C, L) or (N, C, L): kernel_size, stride (default = kernel), "
+    "padding <= kernel/2" + _AVG_DOC,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((2, 4), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2)),
+            attrs={"kernel_size": (3,), "stride": (2,), "padding": (1,)},
+            note="generic point",
+        ),
+        sample(
+            arg((1, 5), 1, -2, Fraction(1, 2), 3, Fraction(1, 4)),
+            attrs={"kernel_size": (2,), "ceil_mode": True, "count_include_pad": False},
+            note="ceil mode: the last window holds one element and divides by 1",
+        ),
+    ),
+)
+
+composite(
+    name="avg_pool3d",
+    family=FAMILY,
+    arity=1,
+    body=_avg_pool_body(3),
+    attrs=_AVG_ND_ATTRS,
+    doc="average pooling of x (C, D, H, W) or (N, C, D, H, W): kernel_size, stride (default = "
+    "kernel), padding <= kernel/2" + _AVG_DOC,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((1, 2, 2, 3), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2), 1, 3, 2, 5),
+            attrs={"kernel_size": (2, 2, 2), "stride": (1, 1, 1), "padding": (1, 0, 1)},
+            note="generic point",
+        ),
+        sample(
+            arg((1, 1, 3, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), 2, -1, 3, 1),
+            attrs={"kernel_size": (1, 2, 2), "ceil_mode": True, "padding": (0, 1, 0)},
+            note="ceil mode with padding: windows overhanging the end padding count less",
+        ),
+    ),
+)
+
+composite(
+    name="max_pool1d",
+    family=FAMILY,
+    arity=1,
+    body=_max_pool_body(1),
+    attrs=_MAX_ND_ATTRS,
+    doc="max pooling of x (C, L) or (N, C, L): kernel_size, stride (default = kernel), "
+    "padding <= kernel/2, dilation (default 1)" + _MAX_DOC,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((2, 4), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2)),
+            attrs={"kernel_size": (3,), "stride": (2,), "padding": (1,)},
+            note="generic point",
+        ),
+        sample(
+            arg((1, 5), 1, 3, 3, Fraction(1, 4), 2),
+            attrs={"kernel_size": (2,), "stride": (1,), "ceil_mode": True},
+            kind="tie",
+            note="two equal maxima in one window: the first wins",
+        ),
+    ),
+)
+
+composite(
+    name="max_pool3d",
+    family=FAMILY,
+    arity=1,
+    body=_max_pool_body(3),
+    attrs=_MAX_ND_ATTRS,
+    doc="max pooling of x (C, D, H, W) or (N, C, D, H, W): kernel_size, stride (default = "
+    "kernel), padding <= kernel/2, dilation (default 1)" + _MAX_DOC,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((1, 2, 2, 3), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2), 7, 3, 6, 5),
+            attrs={"kernel_size": (2, 2, 2), "stride": (1, 1, 2), "padding": (1, 0, 1)},
+            note="generic point",
+        ),
+        sample(
+            arg((1, 1, 2, 3), 1, 2, 2, 2, Fraction(1, 2), 2),
+            attrs={"kernel_size": (1, 2, 2), "ceil_mode": True},
+            kind="tie",
+            note="ties in a window and a ceil-mode window with one column",
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- adaptive
+
+
+def _adaptive_body(nd: int, kind: str) -> Any:
+    op = f"adaptive_{kind}_pool{nd}d"
+
+    def body(b: Any, args: list[int], a: Attrs) -> int:
+        batch, c, dims = channel_dims(op, b, args[0], nd)
+        outs = int_tuple(op, a, "output_size", nd, 1, 1)
+        if min(dims) < 1:
+            raise shape_error(op, "spatial dims must be >= 1", 0, ">= 1", dims)
+        flat, ok, counts = adaptive_table(dims, outs)
+        lead = (*batch, c)
+        if kind == "avg":
+            cols = _gathered(b, args[0], lead, dims, np.where(ok, flat, size(dims)))
+            y = _divide(b, b.node("reduce_sum", cols, axis=len(lead) + 1), counts)
+        else:
+            cols = _gathered(b, args[0], lead, dims, np.where(ok, flat, flat[:, :1]))
+            y = b.node("reduce_max", cols, axis=len(lead) + 1)
+        return b.node("reshape", y, shape=(*lead, *outs))
+
+    return body
+
+
+_ADAPTIVE_DOC = (
+    "; output_size nd ints >= 1 (a single int is repeated). Windows as PyTorch: on each axis "
+    "window o covers [floor(o*n/out), ceil((o+1)*n/out)), so sizes need not divide the input "
+    "and windows may overlap. Body: gather the windows to (..., O, K), K the largest "
+    "window's tap count, taps in row-major order first, then "
+)
+_ADAPTIVE_AVG_DOC = (
+    "the gather's zero in the unused slots; reduce_sum (left fold: the taps, then +0s), div "
+    "by the window's tap count (one scalar const when all are equal), reshape. A window of "
+    "-0s sums to +0 when it has unused slots"
+)
+_ADAPTIVE_MAX_DOC = (
+    "the window's first tap repeated in the unused slots; reduce_max, reshape. Ties: the "
+    "first maximal tap in row-major window order gets the whole cotangent; NaN propagates"
+)
+_ADAPTIVE_X = {1: (1, 5), 2: (1, 2, 3), 3: (1, 1, 2, 3)}
+
+
+def _adaptive(*, name: str, nd: int, kind: str) -> None:
+    """Register adaptive_{kind}_pool{nd}d (samples: unequal overlapping windows, then ties)."""
+    x = _ADAPTIVE_X[nd]
+    composite(
+        name=name,
+        family=FAMILY,
+        arity=1,
+        body=_adaptive_body(nd, kind),
+        attrs=(AttrSpec("output_size", "ints"),),
+        doc=f"adaptive {kind} pooling of x (C, {nd} spatial dims) or (N, C, ...)"
+        + _ADAPTIVE_DOC
+        + (_ADAPTIVE_AVG_DOC if kind == "avg" else _ADAPTIVE_MAX_DOC),
+        tags=frozenset({"reduction", "model"}),
+        samples=(
+            sample(
+                arg(x, *(1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2))[: size(x)]),
+                attrs={"output_size": (3,) if nd == 1 else (1, 2, 2)[-nd:]},
+                note="generic point: overlapping windows of unequal sizes",
+            ),
+            sample(
+                arg(x, *(2, 1, 2, 2, 1, 2)[: size(x)]),
+                attrs={"output_size": (2,) if nd == 1 else (1, 1, 2)[-nd:]},
+                kind="tie" if kind == "max" else "ordinary",
+                note="equal values inside windows (max: the first maximal tap wins)",
+            ),
+        ),
+    )
+
+
+_adaptive(name="adaptive_avg_pool1d", nd=1, kind="avg")
+_adaptive(name="adaptive_max_pool1d", nd=1, kind="max")
+_adaptive(name="adaptive_avg_pool2d", nd=2, kind="avg")
+_adaptive(name="adaptive_max_pool2d", nd=2, kind="max")
+_adaptive(name="adaptive_avg_pool3d", nd=3, kind="avg")
+_adaptive(name="adaptive_max_pool3d", nd=3, kind="max")

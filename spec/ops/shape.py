@@ -1,10 +1,11 @@
-"""The shape family: reshape swap_adjacent transpose broadcast_to concat slice.
+"""The shape family: reshape swap_adjacent transpose broadcast_to concat slice pad.
 
 Invariants:
 - Structural ops move values without arithmetic; their JVP is the same move of the
   tangent, and their VJP the adjoint move (broadcast_to's VJP reduces by `unbroadcast`,
   slice's pads with zeros).
-- transpose is a composite: swap_adjacent of the last two axes.
+- transpose is a composite: swap_adjacent of the last two axes; pad is a composite: one
+  gather over the flattened input, its index table built with vectorised NumPy.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import itertools
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from ..domains import Domain
+from ..errors import GraphError, op_error
 from ..shape import Shape, broadcasts_to, ravel_index, size, unravel_index
 from ..tensor import Tensor
 from .builders import composite, shape_error
@@ -266,6 +270,129 @@ composite(
         sample(
             arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
             note="a second generic point",
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- pad
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_source(op: str, mode: str, n: int, lo: int, hi: int, axis: int) -> tuple[Any, Any]:
+    """(source position, in-bounds mask) of each output position of one axis. Negative pads
+    crop first; the mode then pads the cropped axis (PyTorch's order: circular wraps over
+    the cropped length)."""
+    off = max(-lo, 0)
+    m = n + min(lo, 0) + min(hi, 0)
+    if m < 0:
+        raise shape_error(op, "padding crops more than the axis holds", 0, f">= -{n}", (lo, hi))
+    lo, hi = max(lo, 0), max(hi, 0)
+    i = np.arange(m + lo + hi, dtype=np.int64) - lo
+    if mode == "constant" or lo == hi == 0:
+        return off + np.clip(i, 0, max(m - 1, 0)), (i >= 0) & (i < m)
+    limit = {"reflect": m - 1, "replicate": None, "circular": m}[mode]
+    if m < 1 or (limit is not None and max(lo, hi) > limit):
+        raise shape_error(
+            op,
+            f"{mode} padding needs pads within the axis (axis {axis} has {m} after cropping)",
+            0,
+            f"<= {limit}" if limit is not None else "a non-empty axis",
+            (lo, hi),
+        )
+    if mode == "reflect":
+        j = np.abs(i)
+        src = np.where(j > m - 1, 2 * (m - 1) - j, j)
+    elif mode == "replicate":
+        src = np.clip(i, 0, m - 1)
+    else:
+        src = np.mod(i, m)
+    return off + src, np.ones(len(i), dtype=bool)
+
+
+def _pad_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "pad"
+    s = b.shape_of(args[0])
+    pads = tuple(a["pad"])
+    mode = a.get("mode") or "constant"
+    if mode not in _PAD_MODES:
+        raise op_error(GraphError, op, "unknown mode", expected=_PAD_MODES, got=mode)
+    if len(pads) % 2 or len(pads) // 2 > len(s):
+        raise shape_error(
+            op,
+            "pad must hold (begin, end) pairs for at most rank axes",
+            0,
+            f"an even length <= {2 * len(s)}",
+            len(pads),
+        )
+    value = Fraction(a.get("value") or 0)
+    if value and mode != "constant":
+        raise op_error(GraphError, op, "value applies to mode 'constant' only", got=mode)
+    nd, r = len(pads) // 2, len(s)
+    srcs = [(np.arange(d, dtype=np.int64), np.ones(d, dtype=bool)) for d in s]
+    for k in range(nd):  # pairs run from the last axis backwards (PyTorch's order)
+        ax = r - 1 - k
+        srcs[ax] = _pad_source(op, mode, s[ax], pads[2 * k], pads[2 * k + 1], ax)
+    mult = [size(s[i + 1 :]) for i in range(r)]
+    flat: Any = np.zeros((), dtype=np.int64)
+    ok: Any = np.ones((), dtype=bool)
+    for ax, (src, good) in enumerate(srcs):
+        flat = np.add.outer(flat, src * mult[ax])
+        ok = np.logical_and.outer(ok, good)
+    out = tuple(len(src) for src, _ in srcs)
+    n = size(s)
+    idx = np.where(ok, flat, n).reshape(-1).tolist()
+    x = b.node("reshape", args[0], shape=(n,))
+    if value:
+        fill = b.node("const", shape=(1,), values=(value,))
+        x = b.node("concat", x, fill)
+    return b.node("gather", x, indices=idx, shape=out)
+
+
+composite(
+    name="pad",
+    family=FAMILY,
+    arity=1,
+    body=_pad_body,
+    attrs=(
+        AttrSpec("pad", "sints"),
+        AttrSpec("mode", "str", False),
+        AttrSpec("value", "rational", False),
+    ),
+    doc="PyTorch's F.pad(x, pad, mode, value): pad holds (begin, end) pairs from the last "
+    "axis backwards; a negative pad crops (first, before the mode pads). mode 'constant' "
+    "(default; positions outside read `value`, default 0, a rational cast once into the "
+    "domain), 'reflect' (mirror without "
+    "repeating the edge: index -1 reads 1; pads <= n-1), 'replicate' (the edge element "
+    "repeated), 'circular' (index i reads i mod n; pads <= n). Body: one gather over "
+    "reshape(x, (N,)) (with const value concatenated at index N when value != 0; the "
+    "gather's zero pad otherwise); the VJP is gather's scatter-add, a left fold per input "
+    "element over the output positions reading it in row-major order (reflect/replicate/"
+    "circular edges gather several)",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"pad": (1, 2, 0, 1), "mode": "constant", "value": Fraction(1, 2)},
+            note="generic point: constant padding with a nonzero value",
+        ),
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"pad": (2, 1), "mode": "reflect"},
+            kind="boundary",
+            note="reflect at the edge: the edge is not repeated (index -1 reads 1)",
+        ),
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"pad": (1, 2, 1, -1), "mode": "replicate"},
+            kind="boundary",
+            note="replicate (edge elements gather several cotangents) and a negative pad (crop)",
+        ),
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"pad": (3, 1), "mode": "circular"},
+            note="circular: wraps around a whole period",
         ),
     ),
 )

@@ -92,7 +92,8 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class AttrSpec:
-    """An attribute: `kind` is one of int, nat, ints, shape, rational, rationals."""
+    """An attribute: `kind` is one of int, nat, ints (non-negative), sints (signed ints),
+    bool, str, shape, rational, rationals."""
 
     name: str
     kind: str
