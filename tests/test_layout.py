@@ -44,7 +44,7 @@ LAYERS = (
     ("proofs.laws", "core", "LAWS", ("primitive", "composite")),
 )
 CORE_MODULES = {
-    "spec.ops": {"builders", "table"},
+    "spec.ops": {"builders", "table", "windows"},
     "runtime.kernels": {"builders", "table"},
     "conformance.bounds": {"balls", "check", "core", "derivatives"},
     "conformance.graphs": {"core", "hard", "values"},
