@@ -154,12 +154,14 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "transcendental": "exp log safe_log tanh sigmoid softplus gelu silu sin cos".split(),
     "reduce": "sum reduce_sum mean reduce_mean reduce_max".split(),
     "linalg": ("matmul", "linear"),
-    "shape": "reshape swap_adjacent transpose broadcast_to concat slice".split(),
+    "shape": "reshape swap_adjacent transpose broadcast_to concat slice pad".split(),
     "index": "select index_select scatter_add gather".split(),
     "softmax": ("softmax", "log_softmax"),
     "loss": ("mse_loss", "cross_entropy"),
-    "conv": ("conv2d", "conv_transpose2d"),
-    "pool": ("avg_pool2d", "max_pool2d"),
+    "conv": tuple(f"conv{t}{n}d" for t in ("", "_transpose") for n in (1, 2, 3)),
+    "pool": tuple(
+        f"{k}_pool{n}d" for k in ("avg", "max", "adaptive_avg", "adaptive_max") for n in (1, 2, 3)
+    ),
     "norm": ("layer_norm", "batch_norm"),
     "attention": ("scaled_dot_product_attention", "multi_head_attention", "mask_neg_inf"),
     "embed": ("embedding", "one_hot"),
@@ -180,6 +182,10 @@ def test_graph_sampling_order_is_pinned() -> None:
         *("log_softmax", "cross_entropy", "gather", "reduce_max", "one_hot", "embedding"),
         *("avg_pool2d", "max_pool2d", "conv2d", "conv_transpose2d", "mask_neg_inf"),
         *("layer_norm", "batch_norm", "scaled_dot_product_attention", "multi_head_attention"),
+        *("conv1d", "conv3d", "conv_transpose1d", "conv_transpose3d", "avg_pool1d"),
+        *("avg_pool3d", "max_pool1d", "max_pool3d", "adaptive_avg_pool1d"),
+        *("adaptive_max_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d"),
+        *("adaptive_avg_pool3d", "adaptive_max_pool3d", "pad"),
     )
     assert GRAPH_OPS == SAMPLING_ORDER
     assert set(BUILDERS) == set(SAMPLING_ORDER)
