@@ -32,8 +32,11 @@ def _inputs(inputs: Mapping[str, Any] | str | None) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in inputs.items()}
 
 
-def load_model(path: str, inputs: Mapping[str, Any] | str | None = None) -> Imported:
-    """Import the model file `path` (by suffix; see `LOADERS`)."""
+def load_model(
+    path: str, inputs: Mapping[str, Any] | str | None = None, *, trust_pickle: bool = False
+) -> Imported:
+    """Import the model file `path` (by suffix; see `LOADERS`). `trust_pickle` lets a
+    `.pt2` file be fully unpickled (runtime.interop.pt2: it can run code from the file)."""
     kind = LOADERS.get(Path(path).suffix)
     if kind is None:
         raise ModelImportError(
@@ -44,6 +47,6 @@ def load_model(path: str, inputs: Mapping[str, Any] | str | None = None) -> Impo
         imp = from_onnx(path, inputs=given)
         rest = {k: v for k, v in given.items() if k not in imp.input_names}
     else:
-        imp = load_exported(path)
+        imp = load_exported(path, trust_pickle=trust_pickle)
         rest = given
     return imp.with_inputs(rest) if rest else imp
