@@ -36,7 +36,14 @@ from .core import (
 from .imported import Imported
 from .pt2 import read_pt2
 
-__all__ = ["from_exported", "from_torch", "load_exported", "to_core_aten", "training_ops"]
+__all__ = [
+    "from_exported",
+    "from_torch",
+    "load_exported",
+    "to_core_aten",
+    "training_ops",
+    "within_boundary",
+]
 
 
 def _key(target: Any) -> tuple[str, str]:
@@ -201,6 +208,14 @@ def to_core_aten(ep: Any, extra: frozenset[str] = frozenset()) -> Any:
         ) from None
 
 
+def within_boundary(ep: Any) -> bool:
+    """Is every call in `ep` already an op the importer keeps (then torch's decomposition
+    would return the same program: it is skipped, the costly part of a large import)?
+    The kept packets are functional ATen ops (no in-place variants)."""
+    keep = boundary() | {"getitem"}
+    return all(_key(n.target)[0] in keep for n in ep.graph.nodes if n.op == "call_function")
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
@@ -247,7 +262,7 @@ def from_exported(
     the ops the importer maps first; a training-mode program is refused unless `eval`."""
     if example_args is None:
         example_args = (getattr(ep, "example_inputs", None) or ((), {}))[0]
-    core = to_core_aten(ep)
+    core = ep if within_boundary(ep) else to_core_aten(ep)
     _check_training(core, eval)
     try:
         return _import(core, example_args, eval)
