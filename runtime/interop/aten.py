@@ -557,7 +557,7 @@ def _pad_axis(E: Emitter, x: Any, axis: int, before: int, after: int, v: Fractio
     lo, hi = max(-before, 0), size - max(-after, 0)
     if lo or hi != size:
         x = slice_rule(E, x, axis, lo, hi)
-    parts = []
+    parts: list[Any] = []
     for amount in (before, after):
         if amount > 0:
             s = list(E.shape(x))

@@ -151,7 +151,7 @@ def _guarded() -> Iterator[None]:
             torch.load = real_load
             torch._C._pickle_load_obj = real_obj
             if had:
-                _package.pickle = real_pickle
+                _package.pickle = real_pickle  # type: ignore[assignment]
             else:
                 del _package.pickle
 

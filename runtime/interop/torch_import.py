@@ -7,9 +7,18 @@ Invariants:
 - Parameters, buffers, lifted constants and float user inputs are the graph inputs, in
   placeholder order, named by their torch names (`conv.weight`, `x`); integer inputs and
   integer buffers are static (`Imported.int_inputs`).
-- Ops the table lacks are first decomposed by torch (`run_decompositions` restricted to
-  exactly those ops); whatever remains unmapped is reported in one `UnsupportedOpsError`
-  (every op with its count), and no graph is returned.
+- Before the walk the program is functionalized and decomposed by torch
+  (`run_decompositions`) down to the ops the importer keeps (`aten.boundary()`): in-place
+  and view ops, eval-mode dropout and composite ops are torch's own rewriting. A program
+  whose calls are all kept ops already is walked as it is (the decomposition would return
+  it unchanged and is the costly part of a large import). When a kept op refuses a
+  variant it is decomposed too and the import retried once; whatever remains unmapped is
+  reported in one `UnsupportedOpsError` (every op with its count), no graph returned.
+- A training-mode program (training dropout or batch norm, buffer updates) is refused
+  with what makes it one, unless `eval=True`: then `aten.TRAINING_AS_EVAL` reads those
+  ops in eval semantics. Only user outputs are model outputs (state mutations are not).
+- `.pt2` files are read by `pt2.read_pt2` (torch's `weights_only` unpickler only, unless
+  `trust_pickle=True`).
 torch is imported inside the functions only (`import runtime` never needs it).
 """
 
