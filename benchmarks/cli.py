@@ -22,6 +22,9 @@ Invariants:
   written by `benchmarks.report` (Markdown, summary) and `benchmarks.plot` (PNG).
 - Thread counts are set in the environment before anything imports NumPy or a peer, and
   limited again once the peers are loaded (they bring their own thread pools).
+- Every bad flag is one line on stderr and exit 2 before anything runs: counts >= 1,
+  `--only` and `--peers` names checked by the parser, the `--out`/`--png`/`--json`
+  directories checked by `check_outputs`.
 - A run's measurement record holds the figures in a fixed order (chain, mlp, ordered,
   conformance, memory, model), each present only when selected with `--only` (all by
   default), then the targets and the seconds taken.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -46,7 +50,9 @@ from .targets import targets
 __all__ = [
     "DEFAULT_OUT",
     "DEFAULT_PNG",
+    "PEER_KEYS",
     "ROOT",
+    "check_outputs",
     "config",
     "load_peers",
     "main",
@@ -64,41 +70,108 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parser().parse_args(argv)
     a.argv = argv
+    bad = check_outputs(a)
+    if bad:
+        print(f"python -m benchmarks: {bad}", file=sys.stderr)
+        return 2
     set_thread_env(a.threads)
     res = run(a)
     write_outputs(res, a)
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (`prog: error: message`) and exit 2."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def _count(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {v}")
+        return v
+
+    parse.__name__ = f"int >= {low}"
+    return parse
+
+
+def _choices(known: tuple[str, ...], none_ok: bool) -> Callable[[str], str]:
+    """A comma list of names from `known` ('' for all; 'none' when `none_ok`)."""
+
+    def parse(text: str) -> str:
+        if text == "" or (none_ok and text == "none"):
+            return text
+        bad = [x for x in text.split(",") if x not in known]
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown name(s) {', '.join(map(repr, bad))}; expected a comma list of "
+                + ", ".join(known)
+                + (" or none" if none_ok else "")
+            )
+        return text
+
+    parse.__name__ = "name list"
+    return parse
+
+
+def check_outputs(a: argparse.Namespace) -> str:
+    """Why the output files cannot be written ('' when they can): checked before the run."""
+    for flag in ("out", "png", "json"):
+        path = getattr(a, flag)
+        if not path:
+            continue
+        d = Path(path).resolve().parent
+        if Path(path).is_dir():
+            return f"--{flag} {path!r} is a directory"
+        if not d.is_dir():
+            return f"--{flag} {path!r}: the directory {str(d)!r} does not exist"
+        if not os.access(d, os.W_OK | os.X_OK):
+            return f"--{flag} {path!r}: the directory {str(d)!r} is not writable"
+    return ""
+
+
+PEER_KEYS = ("torch", "autograd", "jax", "micrograd")
+"""The keys of `benchmarks.workloads.PEERS` (not imported here: it loads NumPy before the
+thread counts are set)."""
+
+
 def parser() -> argparse.ArgumentParser:
-    """The command line of `python -m benchmarks`."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    """The command line of `python -m benchmarks` (errors: one line, exit 2)."""
+    p = _Parser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of everything")
     p.add_argument(
         "--repeat",
-        type=int,
+        type=_count(1),
         default=7,
         help="rounds scale: chain 6x, MLP 3x, ordered 1x this (default 7)",
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=_count(1),
         default=1,
         help="BLAS/OpenMP/XLA threads for us and every peer (default 1)",
     )
     p.add_argument(
         "--peers",
         default="torch,autograd,jax,micrograd",
+        type=_choices(PEER_KEYS, none_ok=True),
         help="comma list of peers to measure, or 'none'",
     )
     p.add_argument(
         "--only",
         default="",
+        type=_choices(tuple(key for key, _ in _FIGURES), none_ok=False),
         help="comma list of figures: chain,mlp,ordered,conformance,memory,model",
     )
     p.add_argument(
         "--conf-examples",
-        type=int,
+        type=_count(1),
         default=50,
         help="conformance examples per property (default 50)",
     )

@@ -6,7 +6,8 @@ Invariants:
   0 when every property passed, 1 when one failed (or a replayed reproducer fails), 2 when
   the backend, reference backend or dtypes cannot be used (`TorchLeanError` from `select`,
   printed as `python -m conformance: <message>` on stderr).
-- Counts are checked by the parser (exit 2 with argparse's message): `--max-examples` >= 1,
+- Flags are checked by the parser (exit 2 with argparse's message on one line):
+  `--dtype` names, non-empty `--backend` / `--against`, and counts: `--max-examples` >= 1,
   `--per-op` >= 0 and `--session-examples` >= 0 (0 skips that part); the `--report`
   prefix's directory must exist and be writable, checked by `select` before anything
   runs; a run that tested 0 cases fails (exit 1, a `python -m conformance:` line on stderr).
@@ -50,10 +51,14 @@ from .suite import (
 __all__ = [
     "DEFAULT_REPORT",
     "DESCRIPTION",
+    "DTYPES",
+    "OneLineParser",
     "add_engine_arguments",
+    "backend_name",
     "build_parser",
     "check_report_path",
     "count_arg",
+    "dtype_list",
     "engine_mode",
     "parse_args",
     "replay_file",
@@ -98,6 +103,38 @@ def count_arg(low: int) -> Any:
     return parse
 
 
+DTYPES = ("exact", *IEEE_DTYPES)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (`prog: error: message`) and exit 2."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def dtype_list(text: str) -> str:
+    """An argparse type: `all` or a comma list of `DTYPES`."""
+    if text == "all":
+        return text
+    bad = [d for d in text.split(",") if d not in DTYPES]
+    if bad or not text:
+        raise argparse.ArgumentTypeError(
+            f"unknown dtype(s) {', '.join(map(repr, bad or [text]))}; expected all or a "
+            f"comma list of {', '.join(DTYPES)}"
+        )
+    return text
+
+
+def backend_name(text: str) -> str:
+    """An argparse type: a non-empty backend name without spaces."""
+    if not text.strip() or text != text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected a backend name (numpy, cupy, module or module:attr), got {text!r}"
+        )
+    return text
+
+
 def check_report_path(prefix: str) -> None:
     """`TorchLeanError` unless PREFIX.json and PREFIX.md can be written (the directory
     exists and is writable, neither name is a directory)."""
@@ -112,16 +149,18 @@ def check_report_path(prefix: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m conformance", description=DESCRIPTION)
+    p = OneLineParser(prog="python -m conformance", description=DESCRIPTION)
     p.add_argument(
         "--backend",
         default="numpy",
+        type=backend_name,
         help="array backend: numpy (default), cupy, or an array-API namespace by import "
         "path, module or module:attr (e.g. array_api_strict)",
     )
     p.add_argument(
         "--against",
         default=None,
+        type=backend_name,
         metavar="BACKEND",
         help="also run every case of a differential property on this reference backend and "
         "compare per node (bitwise for ordered, per-node bounds for fast)",
@@ -129,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtype",
         default="all",
+        type=dtype_list,
         help="comma list of exact,float64,float32,bfloat16,float16 (default: all)",
     )
     p.add_argument("--kernels", default="all", choices=["all", "fast", "ordered"])
@@ -188,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.npz",
         help="with MODEL: named arrays replacing its inputs / parameters (default: the "
         "model's own values, seeded random runtime inputs)",
+    )
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="with MODEL.pt2: allow full unpickling of the file (it can run arbitrary code "
+        "from the file; default: torch's weights_only loader only, anything else refused)",
     )
     add_cluster_arguments(p, seeds=True)
     add_engine_arguments(p)
@@ -269,9 +315,9 @@ def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
     `FloatEnvironmentError` if the process flushes subnormals now)."""
     check_float_environment()
     check_report_path(a.report)
-    backend = get_backend(a.backend)
+    backend = _backend(a.backend)
     if a.against:
-        get_backend(a.against)
+        _backend(a.against)
     if a.dtype == "all":
         dtypes = [d for d in ["exact", *IEEE_DTYPES] if d in backend.dtypes]
     else:
@@ -279,6 +325,15 @@ def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
     kernels = ["fast", "ordered"] if a.kernels == "all" else [a.kernels]
     props = default_properties(dtypes, kernels, a.backend, a.against)
     return backend, props
+
+
+def _backend(name: str) -> Backend:
+    try:
+        return get_backend(name)
+    except (ImportError, ValueError, TypeError) as e:  # e.g. a module name importlib rejects
+        raise TorchLeanError(
+            f"backend {name!r} is not available ({type(e).__name__}: {e})"
+        ) from None
 
 
 def _stop_early(a: argparse.Namespace, rows: Sequence[Row]) -> bool:

@@ -10,7 +10,11 @@ Invariants:
   (ordered kernels, bit equality with the spec; exact equality for "exact"),
   `node_bounds` and `derivative_bounds` (fast kernels: per-node error bounds of values, and
   of VJPs, JVPs and accumulated cotangents) and `dense_all_vs_from` (exact).
-- The report is the suite's (`cli.report`): the same table, files and exit codes.
+- The report is the suite's (`cli.report`): the same table, files and exit codes. Every
+  failure of the given file or flags (an unwritable `--report`, a file that cannot be
+  imported, a `.pt2` needing full pickle without `--trust-pickle`, a graph with no outputs
+  or no nodes) is one `python -m conformance: <message>` line on stderr and exit 2,
+  checked before anything runs.
 """
 
 from __future__ import annotations
@@ -171,14 +175,16 @@ _ALGEBRAIC = _algebraic()
 
 
 def run_model_file(a: argparse.Namespace) -> int:
-    """Import `a.model` (with `a.inputs`), run the properties, report; 2 if it cannot be
-    imported."""
-    from .cli import report
+    """Import `a.model` (with `a.inputs`; `a.trust_pickle` for a `.pt2` needing full
+    pickle), run the properties, report; 2 with one stderr line if the report cannot be
+    written, the model cannot be imported, or its graph has nothing to check."""
+    from .cli import check_report_path, report
 
     try:
-        imp = load_model(a.model, inputs=a.inputs)
-    except (TorchLeanError, OSError) as e:
-        print(f"python -m conformance: {e}", file=sys.stderr)
+        check_report_path(a.report)
+        imp = _load(a)
+    except TorchLeanError as e:
+        print(f"python -m conformance: {_one_line(str(e))}", file=sys.stderr)
         return 2
     print(imp.summary(), file=sys.stderr)
     kernels = ["fast", "ordered"] if a.kernels == "all" else [a.kernels]
@@ -186,3 +192,25 @@ def run_model_file(a: argparse.Namespace) -> int:
     rows = run_model(imp, props, a.max_examples, a.seed)
     a.per_op = 0
     return report(a, NUMPY, rows)
+
+
+def _load(a: argparse.Namespace) -> Imported:
+    """The imported model; `TorchLeanError` for any failure of the file (a reader's own
+    exception included: the file is what is wrong) or a graph with nothing to check."""
+    try:
+        imp = load_model(a.model, inputs=a.inputs, trust_pickle=getattr(a, "trust_pickle", False))
+    except TorchLeanError:
+        raise
+    except Exception as e:  # OSError, a reader's DecodeError, ...: one line, never a traceback
+        raise TorchLeanError(f"{a.model}: cannot import ({type(e).__name__}: {e})") from None
+    if not imp.outputs or not imp.graph.nodes:
+        raise TorchLeanError(
+            f"{a.model}: the model has {len(imp.outputs)} output(s) and "
+            f"{len(imp.graph.nodes)} node(s): nothing to check"
+        )
+    return imp
+
+
+def _one_line(text: str) -> str:
+    """A multi-line message (UnsupportedOpsError's list) joined on one line."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())

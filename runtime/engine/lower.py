@@ -104,8 +104,9 @@ def lower(
             if kern.check is not None:
                 kern.check(ctx, args, attrs)
             y, saved = kern.forward(ctx, args, attrs, env)
+        dense = emission == "dense"  # only the dense reference needs the shapes before idx
         bw = _dense_backward(
-            ctx, kern, saved, node.args, attrs, env, shapes[:idx], emission == "dense"
+            ctx, kern, saved, node.args, attrs, env, shapes[:idx] if dense else (), dense
         )
         tape.add_node(node.op, ctx.arr(y), True, node.args, bw, _jvp(ctx, kern, saved, attrs, env))
     return tape

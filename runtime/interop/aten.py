@@ -18,18 +18,25 @@ from typing import Any
 
 import numpy as np
 
+from spec.ops import OPS
+
 from .core import Dyn, Emitter, Static, Unsupported, is_float
 
 __all__ = [
     "ATEN",
+    "REQUIRES",
+    "TRAINING_AS_EVAL",
     "Poison",
     "Rule",
+    "boundary",
     "cat",
     "clamp",
     "embedding",
     "expand",
     "gelu",
+    "has_attrs",
     "index_select",
+    "is_training_node",
     "pow_rule",
     "scalar_mul",
     "select",
@@ -111,8 +118,13 @@ def _to_copy(E: Emitter, x: Any, dtype: Any = None, **kw: Any) -> Any:
 
 
 def gelu(E: Emitter, x: Any, approximate: str = "none") -> Any:
+    if has_attrs("gelu", "approximate"):
+        return E.node("gelu", x, approximate=approximate)
     if approximate != "tanh":
-        raise Unsupported("erf form (approximate='none'); the table's gelu is the tanh form")
+        raise Unsupported(
+            "erf form (approximate='none'): this op table's gelu has no `approximate` "
+            "attribute (tanh form only)"
+        )
     return E.node("gelu", x)
 
 
@@ -135,7 +147,44 @@ def clamp(E: Emitter, x: Any, min: Any = None, max: Any = None) -> Any:
 
 
 def _hardtanh(E: Emitter, x: Any, min_val: Any = -1.0, max_val: Any = 1.0) -> Any:
+    if has_attrs("hardtanh", "min_val", "max_val"):  # torch's gradient at the bounds
+        return E.node("hardtanh", x, min_val=Fraction(min_val), max_val=Fraction(max_val))
     return clamp(E, x, min_val, max_val)
+
+
+def has_attrs(op: str, *attrs: str) -> bool:
+    """Does the op table have `op` with every attribute in `attrs` (rules for ops other
+    helpers add to the table are guarded by this)."""
+    spec = OPS.get(op)
+    return spec is not None and set(attrs) <= {a.name for a in spec.attrs}
+
+
+def _needs(op: str, *attrs: str) -> None:
+    if not has_attrs(op, *attrs):
+        what = f"table op {op!r}" + (f" with attribute(s) {', '.join(attrs)}" if attrs else "")
+        raise Unsupported(f"needs the {what}, which this op table does not have")
+
+
+def _table_unary(op: str, **fixed: Any) -> Rule:
+    """An ATen op that is one table op (guarded: refused while the table lacks it)."""
+
+    def rule(E: Emitter, x: Any) -> Any:
+        _needs(op, *fixed)
+        return E.node(op, x, **fixed)
+
+    return rule
+
+
+def _leaky_relu(E: Emitter, x: Any, negative_slope: Any = 0.01) -> Any:
+    _needs("leaky_relu", "negative_slope")
+    return E.node("leaky_relu", x, negative_slope=Fraction(negative_slope))
+
+
+def _elu(E: Emitter, x: Any, alpha: Any = 1.0, scale: Any = 1, input_scale: Any = 1) -> Any:
+    if scale != 1 or input_scale != 1:
+        raise Unsupported(f"scale={scale}, input_scale={input_scale} (selu-like elu)")
+    _needs("elu", "alpha")
+    return E.node("elu", x, alpha=Fraction(alpha))
 
 
 def pow_rule(E: Emitter, x: Any, e: Any) -> Any:
@@ -153,8 +202,13 @@ def pow_rule(E: Emitter, x: Any, e: Any) -> Any:
 
 def _dropout(E: Emitter, x: Any, p: Any = 0.5, train: Any = False) -> Any:
     if train and p:
-        raise Unsupported("training-mode dropout (export the model in eval mode)")
+        raise Unsupported("training-mode dropout (export the model in eval mode, or eval=True)")
     return x
+
+
+def _native_dropout(E: Emitter, x: Any, p: Any = 0.5, train: Any = False) -> tuple[Any, Any]:
+    mask = Poison("aten.native_dropout (mask output)", "the dropout mask is not a table value")
+    return _dropout(E, x, p, train), mask
 
 
 # --------------------------------------------------------------------------- shape
@@ -400,9 +454,11 @@ def _max_pool2d(
     dilation: Any = 1,
     ceil_mode: bool = False,
 ) -> Any:
-    if ceil_mode:
-        raise Unsupported("ceil_mode=True")
     k = _ints(kernel_size)
+    extra: dict[str, Any] = {}
+    if ceil_mode:
+        _needs("max_pool2d", "ceil_mode")
+        extra["ceil_mode"] = True
     return E.node(
         "max_pool2d",
         x,
@@ -410,6 +466,7 @@ def _max_pool2d(
         stride=_ints(stride) if stride else k,
         padding=_ints(padding),
         dilation=_ints(dilation),
+        **extra,
     )
 
 
@@ -429,24 +486,123 @@ def _avg_pool2d(
     count_include_pad: bool = True,
     divisor_override: Any = None,
 ) -> Any:
-    if ceil_mode or not count_include_pad or divisor_override is not None:
-        raise Unsupported("ceil_mode, count_include_pad=False or divisor_override")
     k = _ints(kernel_size)
+    extra: dict[str, Any] = {}
+    given = {
+        "ceil_mode": bool(ceil_mode),
+        "count_include_pad": count_include_pad is False,
+        "divisor_override": divisor_override is not None,
+    }
+    for name, used in given.items():
+        if used:
+            _needs("avg_pool2d", name)
+    if ceil_mode:
+        extra["ceil_mode"] = True
+    if count_include_pad is False:
+        extra["count_include_pad"] = False
+    if divisor_override is not None:
+        extra["divisor_override"] = int(divisor_override)
     return E.node(
         "avg_pool2d",
         x,
         kernel_size=k,
         stride=_ints(stride) if stride else k,
         padding=_ints(padding),
+        **extra,
     )
 
 
+def _adaptive_matrix(n: int, out: int) -> Static:
+    """(out, n): row i averages input cells [floor(i n / out), ceil((i + 1) n / out))."""
+    m = np.zeros((out, n), dtype=object)
+    for i in range(out):
+        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
+        m[i, lo:hi] = Fraction(1, hi - lo)
+    return Static(m)
+
+
 def _adaptive_avg_pool2d(E: Emitter, x: Any, output_size: Any) -> Any:
+    """The table's `adaptive_avg_pool2d` when it has one; else `avg_pool2d` when the output
+    size divides the input, else the pool as two averaging matrices (exact rationals):
+    A_h @ x @ A_wᵀ, which is the same weighted sum."""
     h, w = E.shape(x)[-2:]
-    oh, ow = _ints(output_size)
-    if h % oh or w % ow:
-        raise Unsupported(f"output size {(oh, ow)} does not divide the input {(h, w)}")
-    return E.node("avg_pool2d", x, kernel_size=(h // oh, w // ow))
+    sizes = [output_size] * 2 if isinstance(output_size, int) else list(output_size)
+    oh, ow = (d if o is None else int(o) for o, d in zip(sizes, (h, w), strict=True))
+    if has_attrs("adaptive_avg_pool2d", "output_size"):
+        return E.node("adaptive_avg_pool2d", x, output_size=(oh, ow))
+    if not (h % oh or w % ow):
+        k = (h // oh, w // ow)
+        return x if k == (1, 1) else E.node("avg_pool2d", x, kernel_size=k)
+    y = E.matmul(x, E.node("transpose", E.node("const", **_exact(_adaptive_matrix(w, ow)))))
+    return E.matmul(E.node("const", **_exact(_adaptive_matrix(h, oh))), y)
+
+
+def _exact(m: Static) -> dict[str, Any]:
+    return {"shape": tuple(m.value.shape), "values": tuple(m.value.reshape(-1).tolist())}
+
+
+def _pad(E: Emitter, x: Any, pad: Sequence[int], value: Any = 0.0) -> Any:
+    """constant_pad_nd: pairs (before, after) from the last axis backwards, each a concat
+    with constant blocks (negative amounts crop, by slice)."""
+    v = Fraction(0 if value is None else value)
+    n = len(E.shape(x))
+    for k in range(len(pad) // 2):
+        axis, before, after = n - 1 - k, int(pad[2 * k]), int(pad[2 * k + 1])
+        x = _pad_axis(E, x, axis, before, after, v)
+    return x
+
+
+def _pad_axis(E: Emitter, x: Any, axis: int, before: int, after: int, v: Fraction) -> Any:
+    size = E.shape(x)[axis]
+    lo, hi = max(-before, 0), size - max(-after, 0)
+    if lo or hi != size:
+        x = slice_rule(E, x, axis, lo, hi)
+    parts: list[Any] = []
+    for amount in (before, after):
+        if amount > 0:
+            s = list(E.shape(x))
+            s[axis] = amount
+            c = E.node("const", shape=(), values=(v,))
+            parts.append(E.node("broadcast_to", c, shape=tuple(s)))
+        else:
+            parts.append(None)
+    if parts == [None, None]:
+        return x
+    return cat(E, [p for p in (parts[0], x, parts[1]) if p is not None], axis)
+
+
+def _roll(E: Emitter, x: Any, shifts: Any, dims: Any = ()) -> Any:
+    sh = [shifts] if isinstance(shifts, int) else list(shifts)
+    ds = [dims] if isinstance(dims, int) else list(dims)
+    if not ds:
+        s = E.shape(x)
+        flat = _roll(E, E.reshape(x, (int(np.prod(s)),)), sh, [0])
+        return E.reshape(flat, s)
+    for k, d in zip(sh, ds, strict=True):
+        n = E.shape(x)[d]
+        k %= n
+        if k:
+            x = cat(E, [slice_rule(E, x, d, n - k, n), slice_rule(E, x, d, 0, n - k)], d)
+    return x
+
+
+def _index(E: Emitter, x: Any, indices: Sequence[Any]) -> Any:
+    """x[i0, i1, ...] with integer index tensors known at import time (advanced indexing
+    on leading axes): the flat positions gathered with `index_select` and reshaped."""
+    if any(i is None for i in indices):
+        raise Unsupported("indexing with None (slices between index tensors)")
+    idx = [E.static_ints(i, "an index") for i in indices]
+    s = E.shape(x)
+    k = len(idx)
+    for j, a in enumerate(idx):
+        if a.size and (a.min() < -s[j] or a.max() >= s[j]):
+            raise Unsupported(f"index {int(a.max())} out of range for axis {j} of size {s[j]}")
+    b = np.broadcast_arrays(*idx)
+    pos = np.ravel_multi_index(tuple(np.mod(a, s[j]) for j, a in enumerate(b)), s[:k])
+    rows = E.reshape(x, (int(np.prod(s[:k])), *s[k:]))
+    flat = tuple(int(i) for i in pos.reshape(-1))
+    picked = E.node("index_select", rows, indices=flat)
+    return E.reshape(picked, (*b[0].shape, *s[k:]))
 
 
 _STATS = "mean/rstd outputs (the table's norms return only y)"
@@ -586,6 +742,53 @@ def _getitem(E: Emitter, xs: Any, i: int) -> Any:
     return xs[i]
 
 
+def _bn_functional_as_eval(
+    E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, training: bool, m: Any, eps: float
+) -> tuple[Any, ...]:
+    """Training-mode batch norm read in eval semantics (on request): the running
+    statistics normalise; the updated statistics are not modelled."""
+    p = Poison("aten._native_batch_norm_legit_functional (statistics outputs)", _STATS)
+    return E.batch_norm_eval(x, w, b, mean, var, eps), p, p, p, p
+
+
+# packet -> (position, keyword) of its training flag
+_TRAIN_FLAG: dict[str, tuple[int, str]] = {
+    "aten.dropout": (2, "train"),
+    "aten.feature_dropout": (2, "train"),
+    "aten.native_dropout": (2, "train"),
+    "aten.batch_norm": (5, "training"),
+    "aten.native_batch_norm": (5, "training"),
+    "aten._native_batch_norm_legit_functional": (5, "training"),
+    "aten._native_batch_norm_legit": (5, "training"),
+}
+
+
+def is_training_node(packet: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Is this node a training-mode dropout (p > 0) or batch norm?"""
+    pos, kw = _TRAIN_FLAG[packet]
+    flag = kwargs.get(kw, args[pos] if len(args) > pos else False)
+    if "dropout" in packet:
+        p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+        return bool(flag) and bool(p)
+    return bool(flag)
+
+
+TRAINING_AS_EVAL: dict[str, Rule] = {
+    "aten.dropout": lambda E, x, *a, **k: x,
+    "aten.feature_dropout": lambda E, x, *a, **k: x,
+    "aten.native_dropout": lambda E, x, *a, **k: (x, Poison("aten.native_dropout (mask)")),
+    "aten.batch_norm": lambda E, x, w, b, mean, var, t, m, eps, *_: _batch_norm(
+        E, x, w, b, mean, var, False, m, eps
+    ),
+    "aten.native_batch_norm": lambda E, x, w, b, mean, var, t, m, eps: _native_batch_norm(
+        E, x, w, b, mean, var, False, m, eps
+    ),
+    "aten._native_batch_norm_legit_functional": _bn_functional_as_eval,
+}
+"""With `eval=True`: the training-mode ops read in eval semantics (packet -> rule);
+`_native_batch_norm_legit` (no running statistics) stays refused."""
+
+
 ATEN: dict[str, Rule] = {
     # elementwise
     "aten.add": _add,
@@ -614,11 +817,21 @@ ATEN: dict[str, Rule] = {
     "aten.clamp_min": lambda E, x, m: clamp(E, x, m, None),
     "aten.clamp_max": lambda E, x, m: clamp(E, x, None, m),
     "aten.hardtanh": _hardtanh,
+    "aten.relu6": lambda E, x: _hardtanh(E, x, 0, 6),
+    "aten.hardsigmoid": _table_unary("hardsigmoid"),
+    "aten.hardswish": _table_unary("hardswish"),
+    "aten.erf": _table_unary("erf"),
+    "aten.log1p": _table_unary("log1p"),
+    "aten.expm1": _table_unary("expm1"),
+    "aten.sign": _table_unary("sign"),
+    "aten.leaky_relu": _leaky_relu,
+    "aten.elu": _elu,
     "aten.pow": pow_rule,
     "aten.square": lambda E, x: E.node("mul", x, x),
     "aten.detach": _unary("detach"),
     "aten.dropout": _dropout,
     "aten.feature_dropout": _dropout,
+    "aten.native_dropout": _native_dropout,
     "aten.alias": _identity,
     "aten.clone": _identity,
     "aten.contiguous": _identity,
@@ -651,6 +864,9 @@ ATEN: dict[str, Rule] = {
     "aten.index_select": index_select,
     "aten.embedding": embedding,
     "aten.gather": _gather,
+    "aten.index": _index,
+    "aten.roll": _roll,
+    "aten.constant_pad_nd": _pad,
     # linalg, reduce, softmax
     "aten.linear": _linear,
     "aten.matmul": _matmul,
@@ -672,6 +888,7 @@ ATEN: dict[str, Rule] = {
     "aten.max_pool2d_with_indices": _max_pool2d_idx,
     "aten.avg_pool2d": _avg_pool2d,
     "aten.adaptive_avg_pool2d": _adaptive_avg_pool2d,
+    "aten._adaptive_avg_pool2d": _adaptive_avg_pool2d,
     "aten.layer_norm": _layer_norm,
     "aten.native_layer_norm": _native_layer_norm,
     "aten.batch_norm": _batch_norm,
@@ -686,3 +903,24 @@ ATEN: dict[str, Rule] = {
     "getitem": _getitem,
 }
 """ATen op packet -> rule (see the module docstring); docs/INTEROP.md lists it."""
+
+
+# the table ops a guarded rule needs (packet -> (op, attributes)); while the op table lacks
+# one, the packet is left out of the decomposition boundary, so torch decomposes it
+# (hardswish -> clamp, mul, div) where it can
+REQUIRES: dict[str, tuple[str, ...]] = {
+    "aten.hardsigmoid": ("hardsigmoid",),
+    "aten.hardswish": ("hardswish",),
+    "aten.erf": ("erf",),
+    "aten.log1p": ("log1p",),
+    "aten.expm1": ("expm1",),
+    "aten.sign": ("sign",),
+    "aten.leaky_relu": ("leaky_relu", "negative_slope"),
+    "aten.elu": ("elu", "alpha"),
+}
+
+
+def boundary() -> frozenset[str]:
+    """The ATen packets kept whole by the decomposition before import: every packet of
+    `ATEN` whose table ops exist (`REQUIRES`)."""
+    return frozenset(k for k in ATEN if k not in REQUIRES or has_attrs(*REQUIRES[k]))

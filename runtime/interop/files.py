@@ -39,8 +39,11 @@ def _inputs(inputs: Mapping[str, Any] | str | None) -> dict[str, np.ndarray]:
     return out
 
 
-def load_model(path: str, inputs: Mapping[str, Any] | str | None = None) -> Imported:
-    """Import the model file `path` (by suffix; see `LOADERS`)."""
+def load_model(
+    path: str, inputs: Mapping[str, Any] | str | None = None, *, trust_pickle: bool = False
+) -> Imported:
+    """Import the model file `path` (by suffix; see `LOADERS`). `trust_pickle` lets a
+    `.pt2` file be fully unpickled (runtime.interop.pt2: it can run code from the file)."""
     kind = LOADERS.get(Path(path).suffix)
     if kind is None:
         raise ModelImportError(
@@ -49,5 +52,5 @@ def load_model(path: str, inputs: Mapping[str, Any] | str | None = None) -> Impo
     given = _inputs(inputs)
     if kind == "onnx":
         return from_onnx(path, inputs=given)
-    imp = load_exported(path)
+    imp = load_exported(path, trust_pickle=trust_pickle)
     return imp.with_inputs(given) if given else imp

@@ -7,9 +7,18 @@ Invariants:
 - Parameters, buffers, lifted constants and float user inputs are the graph inputs, in
   placeholder order, named by their torch names (`conv.weight`, `x`); integer inputs and
   integer buffers are static (`Imported.int_inputs`).
-- Ops the table lacks are first decomposed by torch (`run_decompositions` restricted to
-  exactly those ops); whatever remains unmapped is reported in one `UnsupportedOpsError`
-  (every op with its count), and no graph is returned.
+- Before the walk the program is functionalized and decomposed by torch
+  (`run_decompositions`) down to the ops the importer keeps (`aten.boundary()`): in-place
+  and view ops, eval-mode dropout and composite ops are torch's own rewriting. A program
+  whose calls are all kept ops already is walked as it is (the decomposition would return
+  it unchanged and is the costly part of a large import). When a kept op refuses a
+  variant it is decomposed too and the import retried once; whatever remains unmapped is
+  reported in one `UnsupportedOpsError` (every op with its count), no graph returned.
+- A training-mode program (training dropout or batch norm, buffer updates) is refused
+  with what makes it one, unless `eval=True`: then `aten.TRAINING_AS_EVAL` reads those
+  ops in eval semantics. Only user outputs are model outputs (state mutations are not).
+- `.pt2` files are read by `pt2.read_pt2` (torch's `weights_only` unpickler only, unless
+  `trust_pickle=True`).
 torch is imported inside the functions only (`import runtime` never needs it).
 """
 
@@ -23,11 +32,27 @@ import numpy as np
 
 from spec.errors import TorchLeanError
 
-from .aten import ATEN, Poison
-from .core import Dyn, Emitter, ModelImportError, Static, Unsupported, is_float
+from .aten import ATEN, TRAINING_AS_EVAL, Poison, boundary, is_training_node
+from .core import (
+    Dyn,
+    Emitter,
+    ModelImportError,
+    Static,
+    Unsupported,
+    UnsupportedOpsError,
+    is_float,
+)
 from .imported import Imported
+from .pt2 import read_pt2
 
-__all__ = ["from_exported", "from_torch", "load_exported"]
+__all__ = [
+    "from_exported",
+    "from_torch",
+    "load_exported",
+    "to_core_aten",
+    "training_ops",
+    "within_boundary",
+]
 
 
 def _key(target: Any) -> tuple[str, str]:
@@ -96,9 +121,12 @@ def _placeholders(ep: Any, args: Sequence[Any]) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _walk(ep: Any, arrays: Mapping[str, np.ndarray]) -> tuple[Emitter, dict[str, Any], Any]:
+def _walk(
+    ep: Any, arrays: Mapping[str, np.ndarray], eval: bool
+) -> tuple[Emitter, dict[str, Any], Any]:
     import torch.fx as fx
 
+    rules = {**ATEN, **TRAINING_AS_EVAL} if eval else ATEN
     E = Emitter()
     env: dict[str, Any] = {}
     for name, arr in arrays.items():
@@ -111,21 +139,23 @@ def _walk(ep: Any, arrays: Mapping[str, np.ndarray]) -> tuple[Emitter, dict[str,
             out = fx.node.map_arg(node.args[0], lambda n: env[n.name])
             continue
         env[node.name] = _step(
-            E, node, fx.node.map_arg((node.args, node.kwargs), lambda n: env[n.name])
+            E, node, fx.node.map_arg((node.args, node.kwargs), lambda n: env[n.name]), rules
         )
     return E, env, out
 
 
-def _step(E: Emitter, node: Any, argkw: Any) -> Any:
+def _step(E: Emitter, node: Any, argkw: Any, rules: Mapping[str, Any]) -> Any:
     args, kwargs = argkw
     packet, full = _key(node.target)
+    if packet == "getitem":  # one item of a tuple: a Poison is reported only when used
+        return args[0][args[1]]
     leaves = _flat([args, kwargs])
     poisons = [v for v in leaves if isinstance(v, Poison)]
     if poisons:
         for p in poisons:
             if p.name is not None:
                 E.fail(p.name, p.why)
-        if packet not in ATEN:
+        if packet not in rules:
             E.fail(full)
         return _stand_in(E, node)
     if not any(isinstance(v, Dyn) for v in leaves):  # known at import time: torch computes it
@@ -134,7 +164,7 @@ def _step(E: Emitter, node: Any, argkw: Any) -> Any:
         except Exception as e:  # reported with the other unsupported ops
             E.fail(full, f"evaluation at import time failed: {type(e).__name__}: {e}")
             return _stand_in(E, node)
-    rule = ATEN.get(packet)
+    rule = rules.get(packet)
     if rule is None:
         E.fail(full)
         return _stand_in(E, node)
@@ -163,39 +193,119 @@ def _to_torch_kw(kw: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _to_torch(v) for k, v in kw.items()}
 
 
-def _unsupported_targets(ep: Any) -> set[Any]:
-    return {
-        n.target
-        for n in ep.graph.nodes
-        if n.op == "call_function" and _key(n.target)[0] not in ATEN
-    }
+def _boundary_table(ep: Any, extra: frozenset[str] = frozenset()) -> Any:
+    """torch's default decomposition table less every op the importer maps (`boundary`),
+    plus the packets in `extra` (kept ops whose rules refused a variant)."""
+    import torch
+
+    keep = boundary() - extra
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if _key(op)[0] in keep:
+            del table[op]
+    return table
 
 
-def from_exported(ep: Any, example_args: Sequence[Any] | None = None) -> Imported:
-    """Import a `torch.export.ExportedProgram` (see the module docstring)."""
+def to_core_aten(ep: Any, extra: frozenset[str] = frozenset()) -> Any:
+    """`ep` functionalized and decomposed by torch down to the ops the importer maps
+    (in-place and view ops, eval-mode dropout, composite ops: torch's own rules)."""
+    try:
+        return ep.run_decompositions(_boundary_table(ep, extra))
+    except Exception as e:  # torch's own failure on a program it cannot decompose
+        raise ModelImportError(
+            f"torch could not decompose the program ({type(e).__name__}: {_first_line(e)})"
+        ) from None
+
+
+def within_boundary(ep: Any) -> bool:
+    """Is every call in `ep` already an op the importer keeps (then torch's decomposition
+    would return the same program: it is skipped, the costly part of a large import)?
+    The kept packets are functional ATen ops (no in-place variants)."""
+    keep = boundary() | {"getitem"}
+    return all(_key(n.target)[0] in keep for n in ep.graph.nodes if n.op == "call_function")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _user_outputs(ep: Any) -> list[bool]:
+    """Per flattened output: is it a user output (state mutations are not modelled)."""
+    return [s.kind.name == "USER_OUTPUT" for s in ep.graph_signature.output_specs]
+
+
+def training_ops(ep: Any) -> list[str]:
+    """What makes a decomposed program a training-mode one: training-mode dropout and
+    batch norm nodes, and buffer updates (running statistics)."""
+    found = []
+    for n in ep.graph.nodes:
+        if n.op != "call_function":
+            continue
+        packet, full = _key(n.target)
+        if packet in TRAINING_AS_EVAL and is_training_node(packet, n.args, n.kwargs):
+            found.append(full)
+    found += [
+        f"update of buffer {s.target!r}"
+        for s in ep.graph_signature.output_specs
+        if s.kind.name == "BUFFER_MUTATION"
+    ]
+    return sorted(set(found))
+
+
+def _check_training(ep: Any, eval: bool) -> None:
+    found = training_ops(ep)
+    if found and not eval:
+        shown = ", ".join(found[:6]) + (f", ... ({len(found)} in all)" if len(found) > 6 else "")
+        raise ModelImportError(
+            f"the program is in training mode ({shown}); export the model after "
+            "model.eval(), or pass eval=True to import it with eval semantics (dropout as "
+            "identity, batch norm with its running statistics, no state updates)"
+        )
+
+
+def from_exported(
+    ep: Any, example_args: Sequence[Any] | None = None, *, eval: bool = False
+) -> Imported:
+    """Import a `torch.export.ExportedProgram` (see the module docstring): decomposed to
+    the ops the importer maps first; a training-mode program is refused unless `eval`."""
     if example_args is None:
         example_args = (getattr(ep, "example_inputs", None) or ((), {}))[0]
-    missing = _unsupported_targets(ep)
-    if missing:
-        import torch
+    core = ep if within_boundary(ep) else to_core_aten(ep)
+    _check_training(core, eval)
+    try:
+        return _import(core, example_args, eval)
+    except UnsupportedOpsError as first:
+        retry = frozenset(_key(op)[0] for op in first.ops) & boundary()
+        if not retry:
+            raise
+        try:  # a kept op refused a variant: let torch decompose that op and try again
+            return _import(to_core_aten(ep, retry), example_args, eval)
+        except ModelImportError:
+            raise first from None
 
-        table = torch.export.default_decompositions()
-        wanted = {op: table[op] for op in list(table.keys()) if op in missing}
-        if wanted:
-            ep = ep.run_decompositions(wanted)
+
+def _import(ep: Any, example_args: Sequence[Any], eval: bool) -> Imported:
     ph = _placeholders(ep, example_args)
     arrays = {fx: _np(t) for fx, _, t in ph}
     torch_names = {fx: tn for fx, tn, _ in ph}
     user = tuple(s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT")
-    return _build(ep, arrays, torch_names, user)
+    return _build(ep, arrays, torch_names, user, eval)
 
 
 def _build(
-    ep: Any, arrays: dict[str, np.ndarray], torch_names: dict[str, str], user: tuple[str, ...]
+    ep: Any,
+    arrays: dict[str, np.ndarray],
+    torch_names: dict[str, str],
+    user: tuple[str, ...],
+    eval: bool,
 ) -> Imported:
-    E, env, out = _walk(ep, arrays)
+    E, env, out = _walk(ep, arrays, eval)
     E.raise_if_unsupported("torch.export program")
-    outs = E.output_ids([v for v in _flat(out) if v is not None])
+    flat = _flat(out)
+    keep = _user_outputs(ep)
+    keep += [True] * (len(flat) - len(keep))
+    outs = E.output_ids([v for v, k in zip(flat, keep, strict=True) if k and v is not None])
     graph = E.build()
     names = {env[fx].id: torch_names[fx] for fx, a in arrays.items() if is_float(a)}
     values = {torch_names[fx]: a for fx, a in arrays.items() if is_float(a)}
@@ -208,7 +318,7 @@ def _build(
             for fx, a in arrays.items()
             for tn in [by_fx[fx]]
         }
-        return _build(ep, upd, torch_names, user)
+        return _build(ep, upd, torch_names, user, eval)
 
     return Imported(
         graph,
@@ -223,27 +333,40 @@ def _build(
 
 
 def from_torch(
-    module: Any, example_args: Sequence[Any], example_kwargs: Mapping[str, Any] | None = None
+    module: Any,
+    example_args: Sequence[Any],
+    example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    eval: bool = False,
 ) -> Imported:
     """Export `module` with `torch.export.export(module, example_args)` and import it.
-    Put the module in eval mode first (batch norm with running statistics, no dropout)."""
+    A module in training mode (dropout, batch norm updating its statistics) is refused;
+    with `eval=True` it is exported in eval mode (`module.eval()` for the export, its
+    modes restored afterwards)."""
     try:
         import torch
     except ImportError as e:
         raise ModelImportError("from_torch needs the torch package (pip install torch)") from e
     if isinstance(module, torch.export.ExportedProgram):
-        return from_exported(module, example_args)
-    ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}))
-    return from_exported(ep, (tuple(example_args), dict(example_kwargs or {})))
-
-
-def load_exported(path: str) -> Imported:
-    """Import an exported-program file (`torch.export.save`), at its saved example inputs."""
+        return from_exported(module, example_args, eval=eval)
+    args, kwargs = tuple(example_args), dict(example_kwargs or {})
+    modes = [(m, m.training) for m in module.modules()] if eval else []
     try:
-        import torch
-    except ImportError as e:
-        raise ModelImportError("loading a .pt2 file needs the torch package") from e
-    ep = torch.export.load(path)
+        if eval:
+            module.eval()
+        ep = torch.export.export(module, args, kwargs=kwargs)
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    return from_exported(ep, (args, kwargs), eval=eval)
+
+
+def load_exported(path: str, *, trust_pickle: bool = False, eval: bool = False) -> Imported:
+    """Import an exported-program file (`torch.export.save`), at its saved example inputs.
+    The file is read with torch's `weights_only` unpickler only; anything needing full
+    pickle (which can run code from the file) is refused unless `trust_pickle=True`
+    (`runtime.interop.pt2`)."""
+    ep = read_pt2(path, trust_pickle=trust_pickle)
     if getattr(ep, "example_inputs", None) is None:
         raise ModelImportError(f"{path}: the exported program has no example inputs")
-    return from_exported(ep, ep.example_inputs)
+    return from_exported(ep, ep.example_inputs, eval=eval)
