@@ -78,3 +78,13 @@ def test_verify_refuses_deeply_nested_json(
     assert proofs_main(["verify", str(path)]) == 2
     err = capsys.readouterr().err
     assert err == f"error: cannot read certificate {path}: JSON nested too deeply\n"
+
+
+def test_seeds_count_repetitions_and_are_not_capped() -> None:
+    import argparse
+
+    from conformance.distributed.flags import add_cluster_arguments
+
+    p = argparse.ArgumentParser()
+    add_cluster_arguments(p, seeds=True)
+    assert p.parse_args(["--seeds", str(LIMIT * 10)]).seeds == LIMIT * 10

@@ -7,8 +7,9 @@ Invariants:
   an existing Dask cluster (and overrides `--workers`). `--seeds K` (conformance only)
   repeats every Hypothesis run for K consecutive seeds: K times the cases, in K times the
   shards.
-- Counts (`--workers`, `--seeds`, and `python -m proofs check --jobs` through
-  `count_type`) are integers from 1 to `MAX_PER_CPU` times the CPUs this process may use;
+- Process counts (`--workers`, and `python -m proofs check --jobs` through `count_type`)
+  are integers from 1 to `MAX_PER_CPU` times the CPUs this process may use (`--seeds`
+  counts repetitions, not processes, and is not capped);
   `--scheduler` is an existing scheduler file or an address `[scheme://]host:port` (scheme
   tcp, tls, ws, wss, ucx or inproc; port 1-65535). Anything else is an argparse error: one
   line, exit status 2, before anything runs.
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 MAX_PER_CPU = 8
-"""The most workers, jobs or seeds per CPU a command accepts."""
+"""The most worker processes or jobs per CPU a command accepts."""
 
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx|inproc)://)?(\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d+)$")
 
@@ -102,7 +103,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, seeds: bool = False) ->
     if seeds:
         p.add_argument(
             "--seeds",
-            type=count_type("--seeds"),
+            type=int,
             default=1,
             help="repeat every Hypothesis run for K seeds SEED..SEED+K-1 (SEED default 0): "
             "K times the cases, as K times the shards (default 1)",

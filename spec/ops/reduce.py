@@ -144,9 +144,7 @@ composite(
 
 def _reduce_mean_body(b: Any, x: list[int], a: Attrs) -> int:
     s = b.shape_of(x[0])
-    if not 0 <= a["axis"] < len(s):
-        raise shape_error("reduce_mean", "axis out of range", 0, f"0 <= axis < {len(s)}", a["axis"])
-    n = s[a["axis"]]
+    n = s[_axis_rule("reduce_mean", [s], a)]
     if n == 0:
         raise shape_error("reduce_mean", "mean over an empty axis is undefined", 0, "dim >= 1", 0)
     return b.node("div", b.node("reduce_sum", x[0], axis=a["axis"]), scalar_const(b, n))
@@ -177,9 +175,7 @@ composite(
 
 
 def _reduce_max_shape(shapes: list[Shape], a: Attrs) -> Shape:
-    s, axis = shapes[0], a["axis"]
-    if not 0 <= axis < len(s):
-        raise shape_error("reduce_max", "axis out of range", 0, f"0 <= axis < {len(s)}", axis)
+    s, axis = shapes[0], _axis_rule("reduce_max", shapes, a)
     if s[axis] < 1:
         raise shape_error(
             "reduce_max", "max over an empty axis is undefined", 0, "dim >= 1", s[axis]

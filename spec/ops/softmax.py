@@ -62,22 +62,23 @@ def _softmax_fwd(D: Domain, x: Tensor) -> Tensor:
     return Tensor(x.shape, tuple(out))
 
 
-def _softmax_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
-    y = _softmax_fwd(D, xs[0])
+def _softmax_push(D: Domain, x: Tensor, t: Tensor) -> Tensor:
+    """y ⊙ (t − ⟨y, t⟩) per row, y = softmax(x): the Jacobian of softmax is symmetric, so
+    the one sequence pushes a tangent (JVP) and a cotangent (VJP)."""
+    y = _softmax_fwd(D, x)
     out: list[Any] = []
-    for yr, dr in zip(_rows(y), _rows(dxs[0]), strict=True):
-        t = fold_add(D, (D.mul(p, q) for p, q in zip(yr, dr, strict=True)))
-        out.extend(D.mul(p, D.sub(q, t)) for p, q in zip(yr, dr, strict=True))
+    for yr, tr in zip(_rows(y), _rows(t), strict=True):
+        d = fold_add(D, (D.mul(p, q) for p, q in zip(yr, tr, strict=True)))
+        out.extend(D.mul(p, D.sub(q, d)) for p, q in zip(yr, tr, strict=True))
     return Tensor(y.shape, tuple(out))
 
 
+def _softmax_jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+    return _softmax_push(D, xs[0], dxs[0])
+
+
 def _softmax_vjp(D: Domain, xs: list[Tensor], g: Tensor, a: Attrs, env: Env) -> list[Tensor]:
-    y = _softmax_fwd(D, xs[0])
-    out: list[Any] = []
-    for yr, gr in zip(_rows(y), _rows(g), strict=True):
-        d = fold_add(D, (D.mul(q, p) for p, q in zip(yr, gr, strict=True)))
-        out.extend(D.mul(p, D.sub(q, d)) for p, q in zip(yr, gr, strict=True))
-    return [Tensor(y.shape, tuple(out))]
+    return [_softmax_push(D, xs[0], g)]
 
 
 register(
