@@ -7,8 +7,10 @@ user's `Engine` subclass. The adapter classes are loaded lazily (importing this 
 imports no engine): `from conformance.engines import TorchEngine` imports torch.
 
 Invariants: see `base` (adapter shape, bit-exact conversion), `local` (per-node checks and
-the three outcomes), `conventions` and `budgets` (data), `whole` (whole graphs and the
-bound's propagation), `run` (the runner) and `report` (JSON, Markdown, the CLI).
+the three outcomes), `scale` (the error and its scale), `flush` and `ballcheck` (the two
+lazily computed alternatives), `conventions` and `budgets` (data), `whole` (whole graphs and
+the bound's propagation), `run` (the runner), `replay` (reproducers), `report` (JSON,
+Markdown), `cli` (the `--engine` mode) and `census` (rates over many inputs).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def census(
     D = ieee_domain(dtype)
     width = D.width // 4
     for i, (gv, wv) in enumerate(zip(lift(gt).data, want.data, strict=True)):
-        e = elem_error(dtype, gv, wv, 0)  # type: ignore[arg-type]
+        e = elem_error(dtype, gv, wv, Fraction(0))
         out.max_ulp = max(out.max_ulp, e)
         if e > allowed:
             out.beyond += 1
