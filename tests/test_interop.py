@@ -257,7 +257,7 @@ def test_training_mode_is_refused():
     from runtime.interop import from_torch
 
     m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).double().train()
-    with pytest.raises(ModelImportError, match="training mode.*dropout"):
+    with pytest.raises(ModelImportError, match=r"training mode.*dropout"):
         from_torch(m, (torch.randn(2, 3, dtype=torch.float64),))
 
 
