@@ -18,25 +18,23 @@ from typing import Any
 
 import numpy as np
 
-from spec.ops import OPS
-
+from .aten_guard import elu, has_attrs, leaky_relu, needs, table_unary
+from .aten_index import adaptive_matrix, exact, index
 from .core import Dyn, Emitter, Static, Unsupported, is_float
 
 __all__ = [
     "ATEN",
-    "REQUIRES",
-    "TRAINING_AS_EVAL",
+    "STATS",
     "Poison",
     "Rule",
-    "boundary",
+    "batch_norm",
     "cat",
     "clamp",
     "embedding",
     "expand",
     "gelu",
-    "has_attrs",
     "index_select",
-    "is_training_node",
+    "native_batch_norm",
     "pow_rule",
     "scalar_mul",
     "select",
@@ -150,41 +148,6 @@ def _hardtanh(E: Emitter, x: Any, min_val: Any = -1.0, max_val: Any = 1.0) -> An
     if has_attrs("hardtanh", "min_val", "max_val"):  # torch's gradient at the bounds
         return E.node("hardtanh", x, min_val=Fraction(min_val), max_val=Fraction(max_val))
     return clamp(E, x, min_val, max_val)
-
-
-def has_attrs(op: str, *attrs: str) -> bool:
-    """Does the op table have `op` with every attribute in `attrs` (rules for ops other
-    helpers add to the table are guarded by this)."""
-    spec = OPS.get(op)
-    return spec is not None and set(attrs) <= {a.name for a in spec.attrs}
-
-
-def _needs(op: str, *attrs: str) -> None:
-    if not has_attrs(op, *attrs):
-        what = f"table op {op!r}" + (f" with attribute(s) {', '.join(attrs)}" if attrs else "")
-        raise Unsupported(f"needs the {what}, which this op table does not have")
-
-
-def _table_unary(op: str, **fixed: Any) -> Rule:
-    """An ATen op that is one table op (guarded: refused while the table lacks it)."""
-
-    def rule(E: Emitter, x: Any) -> Any:
-        _needs(op, *fixed)
-        return E.node(op, x, **fixed)
-
-    return rule
-
-
-def _leaky_relu(E: Emitter, x: Any, negative_slope: Any = 0.01) -> Any:
-    _needs("leaky_relu", "negative_slope")
-    return E.node("leaky_relu", x, negative_slope=Fraction(negative_slope))
-
-
-def _elu(E: Emitter, x: Any, alpha: Any = 1.0, scale: Any = 1, input_scale: Any = 1) -> Any:
-    if scale != 1 or input_scale != 1:
-        raise Unsupported(f"scale={scale}, input_scale={input_scale} (selu-like elu)")
-    _needs("elu", "alpha")
-    return E.node("elu", x, alpha=Fraction(alpha))
 
 
 def pow_rule(E: Emitter, x: Any, e: Any) -> Any:
@@ -457,7 +420,7 @@ def _max_pool2d(
     k = _ints(kernel_size)
     extra: dict[str, Any] = {}
     if ceil_mode:
-        _needs("max_pool2d", "ceil_mode")
+        needs("max_pool2d", "ceil_mode")
         extra["ceil_mode"] = True
     return E.node(
         "max_pool2d",
@@ -495,7 +458,7 @@ def _avg_pool2d(
     }
     for name, used in given.items():
         if used:
-            _needs("avg_pool2d", name)
+            needs("avg_pool2d", name)
     if ceil_mode:
         extra["ceil_mode"] = True
     if count_include_pad is False:
@@ -512,15 +475,6 @@ def _avg_pool2d(
     )
 
 
-def _adaptive_matrix(n: int, out: int) -> Static:
-    """(out, n): row i averages input cells [floor(i n / out), ceil((i + 1) n / out))."""
-    m = np.zeros((out, n), dtype=object)
-    for i in range(out):
-        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
-        m[i, lo:hi] = Fraction(1, hi - lo)
-    return Static(m)
-
-
 def _adaptive_avg_pool2d(E: Emitter, x: Any, output_size: Any) -> Any:
     """The table's `adaptive_avg_pool2d` when it has one; else `avg_pool2d` when the output
     size divides the input, else the pool as two averaging matrices (exact rationals):
@@ -533,12 +487,8 @@ def _adaptive_avg_pool2d(E: Emitter, x: Any, output_size: Any) -> Any:
     if not (h % oh or w % ow):
         k = (h // oh, w // ow)
         return x if k == (1, 1) else E.node("avg_pool2d", x, kernel_size=k)
-    y = E.matmul(x, E.node("transpose", E.node("const", **_exact(_adaptive_matrix(w, ow)))))
-    return E.matmul(E.node("const", **_exact(_adaptive_matrix(h, oh))), y)
-
-
-def _exact(m: Static) -> dict[str, Any]:
-    return {"shape": tuple(m.value.shape), "values": tuple(m.value.reshape(-1).tolist())}
+    y = E.matmul(x, E.node("transpose", E.node("const", **exact(adaptive_matrix(w, ow)))))
+    return E.matmul(E.node("const", **exact(adaptive_matrix(h, oh))), y)
 
 
 def _pad(E: Emitter, x: Any, pad: Sequence[int], value: Any = 0.0) -> Any:
@@ -586,26 +536,7 @@ def _roll(E: Emitter, x: Any, shifts: Any, dims: Any = ()) -> Any:
     return x
 
 
-def _index(E: Emitter, x: Any, indices: Sequence[Any]) -> Any:
-    """x[i0, i1, ...] with integer index tensors known at import time (advanced indexing
-    on leading axes): the flat positions gathered with `index_select` and reshaped."""
-    if any(i is None for i in indices):
-        raise Unsupported("indexing with None (slices between index tensors)")
-    idx = [E.static_ints(i, "an index") for i in indices]
-    s = E.shape(x)
-    k = len(idx)
-    for j, a in enumerate(idx):
-        if a.size and (a.min() < -s[j] or a.max() >= s[j]):
-            raise Unsupported(f"index {int(a.max())} out of range for axis {j} of size {s[j]}")
-    b = np.broadcast_arrays(*idx)
-    pos = np.ravel_multi_index(tuple(np.mod(a, s[j]) for j, a in enumerate(b)), s[:k])
-    rows = E.reshape(x, (int(np.prod(s[:k])), *s[k:]))
-    flat = tuple(int(i) for i in pos.reshape(-1))
-    picked = E.node("index_select", rows, indices=flat)
-    return E.reshape(picked, (*b[0].shape, *s[k:]))
-
-
-_STATS = "mean/rstd outputs (the table's norms return only y)"
+STATS = "mean/rstd outputs (the table's norms return only y)"
 
 
 def _layer_norm(
@@ -623,11 +554,11 @@ def _layer_norm(
 def _native_layer_norm(
     E: Emitter, x: Any, nshape: Any, w: Any, b: Any, eps: float
 ) -> tuple[Any, ...]:
-    p = Poison("aten.native_layer_norm (statistics outputs)", _STATS)
+    p = Poison("aten.native_layer_norm (statistics outputs)", STATS)
     return E.layer_norm(x, w, b, nshape, eps), p, p
 
 
-def _batch_norm(
+def batch_norm(
     E: Emitter,
     x: Any,
     w: Any,
@@ -649,11 +580,11 @@ def _batch_norm(
 def _bn_no_training(
     E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, momentum: Any, eps: float
 ) -> tuple[Any, ...]:
-    p = Poison("aten._native_batch_norm_legit_no_training (statistics outputs)", _STATS)
+    p = Poison("aten._native_batch_norm_legit_no_training (statistics outputs)", STATS)
     return E.batch_norm_eval(x, w, b, mean, var, eps), p, p
 
 
-def _native_batch_norm(
+def native_batch_norm(
     E: Emitter,
     x: Any,
     w: Any,
@@ -664,8 +595,8 @@ def _native_batch_norm(
     momentum: Any,
     eps: float,
 ) -> tuple[Any, ...]:
-    p = Poison("aten.native_batch_norm (statistics outputs)", _STATS)
-    return _batch_norm(E, x, w, b, mean, var, training, momentum, eps), p, p
+    p = Poison("aten.native_batch_norm (statistics outputs)", STATS)
+    return batch_norm(E, x, w, b, mean, var, training, momentum, eps), p, p
 
 
 def _loss_args(weight: Any, reduction: int, ignore_index: int, target: Any) -> str:
@@ -742,53 +673,6 @@ def _getitem(E: Emitter, xs: Any, i: int) -> Any:
     return xs[i]
 
 
-def _bn_functional_as_eval(
-    E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, training: bool, m: Any, eps: float
-) -> tuple[Any, ...]:
-    """Training-mode batch norm read in eval semantics (on request): the running
-    statistics normalise; the updated statistics are not modelled."""
-    p = Poison("aten._native_batch_norm_legit_functional (statistics outputs)", _STATS)
-    return E.batch_norm_eval(x, w, b, mean, var, eps), p, p, p, p
-
-
-# packet -> (position, keyword) of its training flag
-_TRAIN_FLAG: dict[str, tuple[int, str]] = {
-    "aten.dropout": (2, "train"),
-    "aten.feature_dropout": (2, "train"),
-    "aten.native_dropout": (2, "train"),
-    "aten.batch_norm": (5, "training"),
-    "aten.native_batch_norm": (5, "training"),
-    "aten._native_batch_norm_legit_functional": (5, "training"),
-    "aten._native_batch_norm_legit": (5, "training"),
-}
-
-
-def is_training_node(packet: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-    """Is this node a training-mode dropout (p > 0) or batch norm?"""
-    pos, kw = _TRAIN_FLAG[packet]
-    flag = kwargs.get(kw, args[pos] if len(args) > pos else False)
-    if "dropout" in packet:
-        p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
-        return bool(flag) and bool(p)
-    return bool(flag)
-
-
-TRAINING_AS_EVAL: dict[str, Rule] = {
-    "aten.dropout": lambda E, x, *a, **k: x,
-    "aten.feature_dropout": lambda E, x, *a, **k: x,
-    "aten.native_dropout": lambda E, x, *a, **k: (x, Poison("aten.native_dropout (mask)")),
-    "aten.batch_norm": lambda E, x, w, b, mean, var, t, m, eps, *_: _batch_norm(
-        E, x, w, b, mean, var, False, m, eps
-    ),
-    "aten.native_batch_norm": lambda E, x, w, b, mean, var, t, m, eps: _native_batch_norm(
-        E, x, w, b, mean, var, False, m, eps
-    ),
-    "aten._native_batch_norm_legit_functional": _bn_functional_as_eval,
-}
-"""With `eval=True`: the training-mode ops read in eval semantics (packet -> rule);
-`_native_batch_norm_legit` (no running statistics) stays refused."""
-
-
 ATEN: dict[str, Rule] = {
     # elementwise
     "aten.add": _add,
@@ -818,14 +702,14 @@ ATEN: dict[str, Rule] = {
     "aten.clamp_max": lambda E, x, m: clamp(E, x, None, m),
     "aten.hardtanh": _hardtanh,
     "aten.relu6": lambda E, x: _hardtanh(E, x, 0, 6),
-    "aten.hardsigmoid": _table_unary("hardsigmoid"),
-    "aten.hardswish": _table_unary("hardswish"),
-    "aten.erf": _table_unary("erf"),
-    "aten.log1p": _table_unary("log1p"),
-    "aten.expm1": _table_unary("expm1"),
-    "aten.sign": _table_unary("sign"),
-    "aten.leaky_relu": _leaky_relu,
-    "aten.elu": _elu,
+    "aten.hardsigmoid": table_unary("hardsigmoid"),
+    "aten.hardswish": table_unary("hardswish"),
+    "aten.erf": table_unary("erf"),
+    "aten.log1p": table_unary("log1p"),
+    "aten.expm1": table_unary("expm1"),
+    "aten.sign": table_unary("sign"),
+    "aten.leaky_relu": leaky_relu,
+    "aten.elu": elu,
     "aten.pow": pow_rule,
     "aten.square": lambda E, x: E.node("mul", x, x),
     "aten.detach": _unary("detach"),
@@ -864,7 +748,7 @@ ATEN: dict[str, Rule] = {
     "aten.index_select": index_select,
     "aten.embedding": embedding,
     "aten.gather": _gather,
-    "aten.index": _index,
+    "aten.index": index,
     "aten.roll": _roll,
     "aten.constant_pad_nd": _pad,
     # linalg, reduce, softmax
@@ -891,9 +775,9 @@ ATEN: dict[str, Rule] = {
     "aten._adaptive_avg_pool2d": _adaptive_avg_pool2d,
     "aten.layer_norm": _layer_norm,
     "aten.native_layer_norm": _native_layer_norm,
-    "aten.batch_norm": _batch_norm,
+    "aten.batch_norm": batch_norm,
     "aten._native_batch_norm_legit_no_training": _bn_no_training,
-    "aten.native_batch_norm": _native_batch_norm,
+    "aten.native_batch_norm": native_batch_norm,
     "aten.cross_entropy_loss": _cross_entropy,
     "aten.nll_loss": _nll_loss,
     "aten.nll_loss_nd": _nll_loss,
@@ -903,24 +787,3 @@ ATEN: dict[str, Rule] = {
     "getitem": _getitem,
 }
 """ATen op packet -> rule (see the module docstring); docs/INTEROP.md lists it."""
-
-
-# the table ops a guarded rule needs (packet -> (op, attributes)); while the op table lacks
-# one, the packet is left out of the decomposition boundary, so torch decomposes it
-# (hardswish -> clamp, mul, div) where it can
-REQUIRES: dict[str, tuple[str, ...]] = {
-    "aten.hardsigmoid": ("hardsigmoid",),
-    "aten.hardswish": ("hardswish",),
-    "aten.erf": ("erf",),
-    "aten.log1p": ("log1p",),
-    "aten.expm1": ("expm1",),
-    "aten.sign": ("sign",),
-    "aten.leaky_relu": ("leaky_relu", "negative_slope"),
-    "aten.elu": ("elu", "alpha"),
-}
-
-
-def boundary() -> frozenset[str]:
-    """The ATen packets kept whole by the decomposition before import: every packet of
-    `ATEN` whose table ops exist (`REQUIRES`)."""
-    return frozenset(k for k in ATEN if k not in REQUIRES or has_attrs(*REQUIRES[k]))

@@ -8,14 +8,14 @@ Invariants:
   placeholder order, named by their torch names (`conv.weight`, `x`); integer inputs and
   integer buffers are static (`Imported.int_inputs`).
 - Before the walk the program is functionalized and decomposed by torch
-  (`run_decompositions`) down to the ops the importer keeps (`aten.boundary()`): in-place
+  (`run_decompositions`) down to the ops the importer keeps (`aten_modes.boundary()`): in-place
   and view ops, eval-mode dropout and composite ops are torch's own rewriting. A program
   whose calls are all kept ops already is walked as it is (the decomposition would return
   it unchanged and is the costly part of a large import). When a kept op refuses a
   variant it is decomposed too and the import retried once; whatever remains unmapped is
   reported in one `UnsupportedOpsError` (every op with its count), no graph returned.
 - A training-mode program (training dropout or batch norm, buffer updates) is refused
-  with what makes it one, unless `eval=True`: then `aten.TRAINING_AS_EVAL` reads those
+  with what makes it one, unless `eval=True`: then `aten_modes.TRAINING_AS_EVAL` reads those
   ops in eval semantics. Only user outputs are model outputs (state mutations are not).
 - `.pt2` files are read by `pt2.read_pt2` (torch's `weights_only` unpickler only, unless
   `trust_pickle=True`).
@@ -32,7 +32,8 @@ import numpy as np
 
 from spec.errors import TorchLeanError
 
-from .aten import ATEN, TRAINING_AS_EVAL, Poison, boundary, is_training_node
+from .aten import ATEN, Poison
+from .aten_modes import TRAINING_AS_EVAL, boundary, is_training_node
 from .core import (
     Dyn,
     Emitter,
