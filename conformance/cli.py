@@ -215,6 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-run the JSON reproducer of a failing case on --backend (and --against) and "
         "exit; a file naming another backend is refused",
     )
+    add_model_arguments(p)
+    add_cluster_arguments(p, seeds=True)
+    add_engine_arguments(p)
+    return p
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of the model mode (`python -m conformance MODEL`, conformance.model_check)."""
     p.add_argument(
         "model",
         nargs="?",
@@ -235,9 +243,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="with MODEL.pt2: allow full unpickling of the file (it can run arbitrary code "
         "from the file; default: torch's weights_only loader only, anything else refused)",
     )
-    add_cluster_arguments(p, seeds=True)
-    add_engine_arguments(p)
-    return p
 
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
