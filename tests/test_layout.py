@@ -209,18 +209,6 @@ def test_no_module_over_800_lines() -> None:
 
 
 MAX_FUNCTION_LINES = 80
-LONG_FUNCTIONS_ELSEWHERE = {
-    # Being rewritten on other branches (issue 34's verification, engines' judge, seed and
-    # import-helper work); the list shrinks as they land.
-    "runtime/verification",
-    "proofs/bounds_certificate_check.py",
-    "conformance/engines",
-    "runtime/session",
-    "runtime/engine/tape.py",
-    "runtime/training/trainer.py",
-    "runtime/interop",
-    "conformance/cli.py",
-}
 
 
 def _long_functions(path: Path, root: Path = ROOT) -> list[str]:
@@ -240,9 +228,6 @@ def test_no_function_over_80_lines() -> None:
     bad = []
     for pkg in ("spec", "runtime", "conformance", "proofs"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = str(path.relative_to(ROOT))
-            if any(rel == e or rel.startswith(e + "/") for e in LONG_FUNCTIONS_ELSEWHERE):
-                continue
             bad += _long_functions(path)
     assert bad == []
 
