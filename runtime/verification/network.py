@@ -108,7 +108,7 @@ Shape = tuple[int, ...] | None
 StageBuilder = Callable[[Any, list[Any], str, Shape], "Stage | None"]
 
 
-def _linear(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+def _linear(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     w, b = st
     return Stage(
         "linear",
@@ -119,13 +119,13 @@ def _linear(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
 
 
 def _elementwise(op: str) -> StageBuilder:
-    def build(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+    def build(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
         return Stage(op)
 
     return build
 
 
-def _batch_norm(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+def _batch_norm(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     w, b, rm, rv, _ = st
     # BatchNorm2d: per channel, each value repeated over the H*W positions of a channel
     rep = 1 if len(shape or (0,)) == 1 or shape is None else shape[1] * shape[2]
@@ -187,7 +187,7 @@ def _dense(wins: Any, n_in: int, weight: Any, bias: Any) -> tuple[Any, Any]:
     return tuple(rows), tuple(bs)
 
 
-def _conv2d(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+def _conv2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     w = st[0]
     b = st[1] if len(st) > 1 else np.zeros(w.shape[0], dtype=w.dtype)
     bits: dict[str, Any] = {"weight": _bits(w, dtype), "bias": _bits(b, dtype),
@@ -203,7 +203,7 @@ def _conv2d(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
     return Stage("conv2d", weight=rows, bias=bs, bits=bits)
 
 
-def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     a = layer.attrs
     bits: dict[str, Any] = {k: list(v) for k, v in a.items()}
     if shape is None:
@@ -218,7 +218,7 @@ def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
     return Stage("avg_pool2d", weight=rows, bias=bs, bits=bits)
 
 
-def _layer_norm(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
+def _layer_norm(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     w, b = st
     return Stage(
         "layer_norm",
@@ -229,7 +229,7 @@ def _layer_norm(layer: Any, st: list[Any], dtype: str, shape: Shape) -> Stage:
     )
 
 
-def _skip(layer: Any, st: list[Any], dtype: str, shape: Shape) -> None:
+def _skip(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> None:
     """No stage: the layer is the identity in evaluation mode."""
     return None
 
