@@ -100,6 +100,12 @@ def _normalize(op: str, spec: AttrSpec, v: Any) -> Any:
                 got=repr(v),
             )
         return tuple(_rational(op, spec.name, x) for x in v)
+    if spec.kind == "str":
+        if not isinstance(v, str):
+            raise op_error(
+                GraphError, op, f"attribute {spec.name!r} must be a str", expected="a str", got=v
+            )
+        return v
     raise GraphError(f"{op}: attribute {spec.name!r} has unknown kind {spec.kind!r}")
 
 

@@ -35,7 +35,7 @@ conv_transpose2d avg_pool2d max_pool2d layer_norm batch_norm scaled_dot_product_
 multi_head_attention embedding one_hot
 """.split()
 
-ATTR_KINDS = {"int", "nat", "ints", "shape", "rational", "rationals"}
+ATTR_KINDS = {"int", "nat", "ints", "shape", "rational", "rationals", "str"}
 
 
 # Every sample of every op: (op, index into OPS[op].samples). The first sample of each op is

@@ -1,4 +1,4 @@
-"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max.
+"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std.
 
 Invariants:
 - sum and reduce_sum are the context's folds (`ctx.sum_all`, `ctx.sum_axis`: left folds in
@@ -6,7 +6,7 @@ Invariants:
 - reduce_max picks the same element as spec (the first NaN, else the first maximal one)
   and routes the whole cotangent or tangent to it; its Python loop runs only over the
   reduction lanes (vectorised over the other axes).
-- mean and reduce_mean are composite: their kernels run the spec bodies
+- mean, reduce_mean, logsumexp, var and std are composite: their kernels run the spec bodies
   (`table.register_composite`).
 """
 
@@ -92,5 +92,5 @@ register(
     saves="input shape, arg-max positions",
 )
 
-for _name in ("mean", "reduce_mean"):
+for _name in ("mean", "reduce_mean", "logsumexp", "var", "std"):
     register_composite(family=__name__, name=_name)

@@ -82,7 +82,8 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class AttrSpec:
-    """An attribute: `kind` is one of int, nat, ints, shape, rational, rationals."""
+    """An attribute: `kind` is one of int, nat, ints, shape, rational, rationals, str (a
+    word chosen from a list the op's rule checks, e.g. gelu's `approximate`)."""
 
     name: str
     kind: str
