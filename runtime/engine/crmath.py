@@ -85,9 +85,10 @@ def cr_apply(fn: str, x: Any, dtype: str) -> Any:
     """fn(x) correctly rounded in `dtype` (one of float64/float32/bfloat16/float16)."""
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
-    ufunc: Callable[[Any], Any] = _WIDE.get(fn) or getattr(np, fn)
     if dtype == "float64" and (not _LONG_OK or fn in _WIDE):
         return _mpfr_all(fn, x, dtype, D)
+    wide = _WIDE.get(fn)
+    ufunc: Callable[[Any], Any] = getattr(np, fn) if wide is None else wide
     W = np.longdouble if dtype == "float64" else np.float64
     with np.errstate(all="ignore"):
         y = np.asarray(ufunc(np.asarray(x).astype(W)))

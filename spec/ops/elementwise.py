@@ -494,16 +494,23 @@ composite(
 # --------------------------------------------------------------------------- issue 28
 
 
+LEAKY_SLOPE = Fraction(1, 100)  # leaky_relu's default negative_slope (PyTorch's)
+
+
+def _slope(D: Domain, a: Attrs) -> Any:
+    return D.from_rational(a.get("negative_slope", LEAKY_SLOPE))
+
+
 def _leaky(D: Domain, x: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return x
-    return D.mul(D.from_rational(a["negative_slope"]), x)
+    return D.mul(_slope(D, a), x)
 
 
 def _leaky_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return t
-    return D.mul(D.from_rational(a["negative_slope"]), t)
+    return D.mul(_slope(D, a), t)
 
 
 unary(
@@ -512,7 +519,7 @@ unary(
     f=_leaky,
     push=_leaky_push,
     saves="x",
-    attrs=(AttrSpec("negative_slope", "rational", required=False, default=Fraction(1, 100)),),
+    attrs=(AttrSpec("negative_slope", "rational", required=False, default=LEAKY_SLOPE),),
     doc="x if x > 0 else negative_slope * x (NaN propagates); derivative t for x > 0, else "
     "negative_slope * t: the slope at x = 0",
     samples=(
@@ -570,7 +577,7 @@ def _clamp_body(lo: Fraction, hi: Fraction) -> Any:
 
 
 def _hardtanh_body(b: Any, x: list[int], a: Attrs) -> int:
-    return b.node("clamp", x[0], lo=a["min_val"], hi=a["max_val"])
+    return b.node("clamp", x[0], lo=a.get("min_val", -1), hi=a.get("max_val", 1))
 
 
 _CLAMP_SAMPLES = (

@@ -291,14 +291,13 @@ def _logsumexp_body(b: Any, x: list[int], a: Attrs) -> int:
 def _var_body(op: str) -> Any:
     def body(b: Any, x: list[int], a: Attrs) -> int:
         d, n, keep = _dim_and_keep(op, b, x[0], a)
-        if n - a["correction"] < 1:
-            raise shape_error(
-                op, "n - correction must be >= 1", 0, f"correction < {n}", a["correction"]
-            )
+        corr = a.get("correction", 1)
+        if n - corr < 1:
+            raise shape_error(op, "n - correction must be >= 1", 0, f"correction < {n}", corr)
         mu = b.node("reshape", b.node("reduce_mean", x[0], axis=d), shape=keep)
         dev = b.node("sub", x[0], mu)
         ss = b.node("reduce_sum", b.node("mul", dev, dev), axis=d)
-        v = b.node("div", ss, scalar_const(b, n - a["correction"]))
+        v = b.node("div", ss, scalar_const(b, n - corr))
         return b.node("sqrt", v) if op == "std" else v
 
     return body

@@ -414,13 +414,13 @@ _pointwise(
 def _elu(D: Domain, x: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return x
-    return D.mul(D.from_rational(a["alpha"]), D.expm1(x))
+    return D.mul(D.from_rational(a.get("alpha", 1)), D.expm1(x))
 
 
 def _elu_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return t
-    return D.mul(t, D.mul(D.from_rational(a["alpha"]), D.exp(x)))
+    return D.mul(t, D.mul(D.from_rational(a.get("alpha", 1)), D.exp(x)))
 
 
 _KINK_SAMPLES = (
@@ -451,7 +451,7 @@ _pointwise(
 
 
 def _celu_shape(shapes: list[Any], a: Attrs) -> Any:
-    if a["alpha"] == 0:
+    if a.get("alpha", 1) == 0:
         raise op_error(GraphError, "celu", "alpha must not be 0", expected="alpha != 0", got=0)
     return shapes[0]
 
@@ -459,14 +459,14 @@ def _celu_shape(shapes: list[Any], a: Attrs) -> Any:
 def _celu(D: Domain, x: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return x
-    al = D.from_rational(a["alpha"])
+    al = D.from_rational(a.get("alpha", 1))
     return D.mul(al, D.expm1(D.div(x, al)))
 
 
 def _celu_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return t
-    return D.mul(t, D.exp(D.div(x, D.from_rational(a["alpha"]))))
+    return D.mul(t, D.exp(D.div(x, D.from_rational(a.get("alpha", 1)))))
 
 
 _pointwise(
