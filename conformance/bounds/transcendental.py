@@ -51,7 +51,9 @@ def _alpha_expm1(extra: int) -> Any:
             if q is not None and q > 0:
                 out.append((Fraction(0), magnitude(v)))
             else:
-                out.append((a * magnitude(v) + (Fraction(K) * al + extra - 1) * f.eta, magnitude(v)))
+                out.append(
+                    (a * magnitude(v) + (Fraction(K) * al + extra - 1) * f.eta, magnitude(v))
+                )
         return out
 
     return fn

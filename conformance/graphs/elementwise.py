@@ -122,7 +122,9 @@ def kinked(op: str, kinks: tuple[Fraction, ...], **attr_draws: st.SearchStrategy
             return False
         if c.room(2) and c.draw(st.integers(0, 3)) == 3:
             s = c.shapes[x]
-            vals = c.draw(st.lists(st.sampled_from(kinks) | RAT, min_size=size(s), max_size=size(s)))
+            vals = c.draw(
+                st.lists(st.sampled_from(kinks) | RAT, min_size=size(s), max_size=size(s))
+            )
             x = c.add("const", shape=s, values=vals)
         c.add(op, x, **{k: c.draw(v) for k, v in attr_draws.items()})
         return True
@@ -146,9 +148,9 @@ def _variadic(op: str) -> Builder:
             return False
         args, out = [a], c.shapes[a]
         for _ in range(c.draw(st.integers(1, 2))):
-            cur = out
             others = c.candidates(
-                lambda s: (o := broadcast_shapes(cur, s)) is not None and size(o) <= MAX_ELEMENTS
+                lambda s, cur=out: (o := broadcast_shapes(cur, s)) is not None
+                and size(o) <= MAX_ELEMENTS
             )
             b = c.draw(st.sampled_from([a] + [i for i in others if i != a]))
             args.append(b)

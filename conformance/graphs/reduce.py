@@ -56,7 +56,6 @@ register(name="reduce_mean", build=_reduce("reduce_mean"))
 register(name="reduce_max", build=_reduce_max)
 
 
-
 def _logsumexp(c: Ctx) -> bool:
     x = c.pick(lambda s: any(d >= 1 for d in s))
     if x is None or not c.room(1):

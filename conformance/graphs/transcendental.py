@@ -31,7 +31,6 @@ register(name="silu", build=unary("silu"))
 register(name="gelu", build=unary("gelu"))
 
 
-
 def _alpha(op: str, alphas: st.SearchStrategy) -> Builder:
     def build(c: Ctx) -> bool:
         x = c.pick()

@@ -612,7 +612,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         _TR,
         'push=lambda c, x, y, t, a: t * (c.const(ERF_C) * c.unary("exp", -(x * x))),',
         'push=lambda c, x, y, t, a: t * (c.const(float(np.float32(ERF_C))) * c.unary("exp", '
-        '-(x * x))),',
+        "-(x * x))),",
         "erf's derivative constant 2/sqrt(pi) held in single precision",
         "rounding of constants",
     ),

@@ -475,9 +475,7 @@ for _name, _larger, _sym in (("maximum_n", True, "+"), ("minimum_n", False, "-")
             "tangent; a tie takes the mean of the two, so a three-way tie gives 1/4, 1/4, 1/2 "
             "to the arguments in order)"
         ),
-        definition=(
-            lambda v, a, e, L=_larger: _fold(v, (lambda p, q: vmax(p, q)) if L else vmin)
-        ),
+        definition=(lambda v, a, e, L=_larger: _fold(v, (lambda p, q: vmax(p, q)) if L else vmin)),
         conv_jvp=_j,
         conv_vjp=_v,
     )

@@ -167,7 +167,9 @@ law(
         "constant lane (variance 0) sqrt's convention gives 0"
     ),
     definition=lambda v, a, e: ufunc(sympy.sqrt, 1)(_var_def(v, a, e)),
-    conv_jvp=lambda v, d, a, e: arr(np.zeros(v[0].shape[:a["dim"]] + v[0].shape[a["dim"] + 1 :], dtype=object) * 0),
+    conv_jvp=lambda v, d, a, e: arr(
+        np.zeros(v[0].shape[: a["dim"]] + v[0].shape[a["dim"] + 1 :], dtype=object) * 0
+    ),
 )
 
 law(

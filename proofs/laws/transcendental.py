@@ -167,7 +167,9 @@ def _gelu_erf_conv(v: list[Arr], d: list[Arr], a: Any, e: Any) -> Arr:
     s = _c64(lambda: 1 / mpmath.sqrt(2))
     c = _erf_c()
     return ufunc(
-        lambda x, dx: dx / 2 * (1 + sympy.erf(x * s)) + x / 2 * c * sympy.exp(-((x * s) ** 2)) * s * dx,
+        lambda x, dx: (
+            dx / 2 * (1 + sympy.erf(x * s)) + x / 2 * c * sympy.exp(-((x * s) ** 2)) * s * dx
+        ),
         2,
     )(v[0], d[0])
 
@@ -283,7 +285,9 @@ def _elu_conv(slope: Any) -> Any:
     return conv
 
 
-_KINKED = kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)], attrs={"alpha": _ALPHA})
+_KINKED = kinked_unary(
+    ["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)], attrs={"alpha": _ALPHA}
+)
 
 law(
     op="elu",
@@ -299,9 +303,9 @@ law(
     cases=_KINKED,
     definition_text="max(x, 0) + α·(exp(min(x, 0)/α) − 1)",
     derivative_text="jvp = dx for x > 0, exp(x/α)·dx for x < 0; at x = 0: dx (smooth there)",
-    definition=lambda v, a, e: ufunc(
-        _elu_like(rat(a["alpha"]), lambda m: m / rat(a["alpha"])), 1
-    )(v[0]),
+    definition=lambda v, a, e: ufunc(_elu_like(rat(a["alpha"]), lambda m: m / rat(a["alpha"])), 1)(
+        v[0]
+    ),
     conv_jvp=_elu_conv(lambda a, x: sympy.exp(x / rat(a["alpha"]))),
 )
 
@@ -323,8 +327,9 @@ law(
         _elu_like(_selu_consts()[0], lambda m: m, _selu_consts()[1]), 1
     )(v[0]),
     conv_jvp=lambda v, d, a, e: ufunc(
-        lambda x, dx: _selu_consts()[1]
-        * (dx if lt(0, x) else _selu_consts()[0] * sympy.exp(x) * dx),
+        lambda x, dx: (
+            _selu_consts()[1] * (dx if lt(0, x) else _selu_consts()[0] * sympy.exp(x) * dx)
+        ),
         2,
     )(v[0], d[0]),
 )

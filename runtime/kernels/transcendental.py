@@ -138,9 +138,7 @@ def _celu(c: KernelContext, x: Any, a: Attrs) -> Any:
 
 
 def _celu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
-    return c.xp.where(
-        c.const(0) < x, t, t * c.unary("exp", c.div(x, c.const(a["alpha"])))
-    )
+    return c.xp.where(c.const(0) < x, t, t * c.unary("exp", c.div(x, c.const(a["alpha"]))))
 
 
 unary(family=__name__, name="elu", f=_elu, push=_elu_push, saves="x", keep="x")

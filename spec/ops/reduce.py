@@ -317,7 +317,9 @@ composite(
     algebraic=False,
     tags=frozenset({"reduction"}),
     samples=(
-        sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
+        ),
         sample(
             arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
             attrs={"dim": 0},

@@ -351,9 +351,7 @@ def _pointwise(
 _pointwise(
     name="erf",
     f=lambda D, x, a: D.erf(x),
-    push=lambda D, x, t, a: D.mul(
-        t, D.mul(D.from_rational(ERF_C), D.exp(D.neg(D.mul(x, x))))
-    ),
+    push=lambda D, x, t, a: D.mul(t, D.mul(D.from_rational(ERF_C), D.exp(D.neg(D.mul(x, x))))),
     doc="erf(x), correctly rounded; derivative mul(t, mul(c, exp(neg(mul(x, x))))) with "
     "c = 2/sqrt(pi) cast once",
     samples=(
@@ -370,8 +368,7 @@ _pointwise(
     name="log1p",
     f=lambda D, x, a: D.log1p(x),
     push=lambda D, x, t, a: D.div(t, D.add(D.one(), x)),
-    doc="log(1 + x), correctly rounded (NaN for x < -1, -inf at -1); derivative "
-    "div(t, add(1, x))",
+    doc="log(1 + x), correctly rounded (NaN for x < -1, -inf at -1); derivative div(t, add(1, x))",
     samples=(
         sample(arg((3,), Fraction(-1, 2), Fraction(1, 2), 2), note="generic point"),
         sample(
