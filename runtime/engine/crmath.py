@@ -31,7 +31,7 @@ from spec.domains import Domain, IEEEDomain
 
 from ..backends.base import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
 
-__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "erf64", "unsafe_mask"]
+__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "erf64", "unsafe_mask", "wide"]
 
 ERR_ULPS = 16
 FUNCTIONS = ("exp", "log", "tanh", "sin", "cos", "erf", "log1p", "expm1")
@@ -48,6 +48,13 @@ def erf64(x: Any) -> Any:
 
 _WIDE: dict[str, Callable[[Any], Any]] = {"erf": erf64}
 """Functions NumPy lacks: their binary64 evaluation (no long-double one)."""
+
+
+def wide(fn: str) -> Callable[[Any], Any]:
+    """The wide evaluation of fn: NumPy's ufunc (float64 and long double), or for erf the
+    binary64 `erf64` (a long-double argument is evaluated in binary64)."""
+    f = _WIDE.get(fn)
+    return f if f is not None else getattr(np, fn)
 
 
 def _quantum(e: Any, D: IEEEDomain, W: Any) -> Any:
