@@ -149,8 +149,9 @@ def _variadic(op: str) -> Builder:
         args, out = [a], c.shapes[a]
         for _ in range(c.draw(st.integers(1, 2))):
             others = c.candidates(
-                lambda s, cur=out: (o := broadcast_shapes(cur, s)) is not None
-                and size(o) <= MAX_ELEMENTS
+                lambda s, cur=out: (
+                    (o := broadcast_shapes(cur, s)) is not None and size(o) <= MAX_ELEMENTS
+                )
             )
             b = c.draw(st.sampled_from([a] + [i for i in others if i != a]))
             args.append(b)
