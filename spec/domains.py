@@ -1,10 +1,11 @@
 """Scalar domains: exact rationals, bit-exact IEEE emulations (MPFR via gmpy2), symbolic.
 
 Invariants:
-- Every IEEE primitive (+ - * / sqrt exp log tanh sin cos and every conversion) is computed
-  exactly by MPFR and rounded **once** to nearest-even in the target format, with gradual
-  underflow (subnormals), overflow to +-inf, and IEEE signed zeros. Transcendentals are
-  therefore correctly rounded.
+- Every IEEE primitive (+ - * / sqrt exp log tanh sin cos erf log1p expm1 and every
+  conversion) is computed exactly by MPFR and rounded **once** to nearest-even in the
+  target format, with gradual underflow (subnormals), overflow to +-inf, and IEEE signed
+  zeros. Transcendentals are therefore correctly rounded. erf, log1p and expm1 are not
+  abstract: a domain that lacks them raises `DomainError` naming the function.
 - NaN policy: NaN is one class. Any operation with a NaN operand, and every invalid
   operation (0/0, inf-inf, 0*inf, sqrt(x<0), log(x<0)), yields NaN; its bit pattern is the
   canonical quiet NaN of the format (sign 0, top mantissa bit set). `same(a, b)` treats all
@@ -112,6 +113,17 @@ class Domain(ABC):
     def default_epsilon(self) -> Any:
         """The domain's default epsilon (clamps log arguments, e.g. in `rng.normal`)."""
 
+    # erf, log1p and expm1 (the activations' functions, issue 28) are not abstract: a
+    # domain without them (the fast profile's ball model) refuses them by name.
+    def erf(self, a: Any) -> Any:
+        raise DomainError(f"{self.name}: erf is not defined in this domain")
+
+    def log1p(self, a: Any) -> Any:
+        raise DomainError(f"{self.name}: log1p is not defined in this domain")
+
+    def expm1(self, a: Any) -> Any:
+        raise DomainError(f"{self.name}: expm1 is not defined in this domain")
+
     def gt(self, a: Any, b: Any) -> bool:
         return self.lt(b, a)
 
@@ -198,6 +210,21 @@ class RationalDomain(Domain):
         if a == 0:
             return Fraction(1)
         return self._transcendental("cos", a)
+
+    def erf(self, a: Fraction) -> Fraction:
+        if a == 0:
+            return Fraction(0)
+        return self._transcendental("erf", a)
+
+    def log1p(self, a: Fraction) -> Fraction:
+        if a == 0:
+            return Fraction(0)
+        return self._transcendental("log1p", a)
+
+    def expm1(self, a: Fraction) -> Fraction:
+        if a == 0:
+            return Fraction(0)
+        return self._transcendental("expm1", a)
 
     def lt(self, a: Fraction, b: Fraction) -> bool:
         return a < b
@@ -341,6 +368,15 @@ class IEEEDomain(Domain):
     def cos(self, a: Any) -> Any:
         return self.ctx.cos(a)
 
+    def erf(self, a: Any) -> Any:
+        return self.ctx.erf(a)
+
+    def log1p(self, a: Any) -> Any:
+        return self.ctx.log1p(a)
+
+    def expm1(self, a: Any) -> Any:
+        return self.ctx.expm1(a)
+
     def lt(self, a: Any, b: Any) -> bool:
         return bool(a < b)
 
@@ -474,6 +510,15 @@ class SymbolicDomain(Domain):
 
     def cos(self, a: Any) -> Any:
         return sympy.cos(a)
+
+    def erf(self, a: Any) -> Any:
+        return sympy.erf(a)
+
+    def log1p(self, a: Any) -> Any:
+        return sympy.log(1 + a)
+
+    def expm1(self, a: Any) -> Any:
+        return sympy.exp(a) - 1
 
     def _decide(self, rel: Any, text: str) -> bool:
         if rel is sympy.true or rel is True:

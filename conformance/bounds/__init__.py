@@ -13,7 +13,10 @@ absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subn
 | reduce_max, mask_neg_inf (a selected input element or −∞) | 0 (exact) |
 | add, sub, mul, div, sqrt, clamp, const | u·|y| + η/2 (correctly rounded) |
 | scale | 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first) |
-| exp, log, tanh, sin, cos | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
+| exp, log, tanh, sin, cos, erf, log1p, expm1 | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
+| leaky_relu | 2.01·u·|y| + (|x| + 1)·η (as scale); sign: 0 |
+| elu = α̂·expm1(x) for x <= 0 | (2K + 2.01)·u·|y| + (K·|α| + 1)·η; 0 for x > 0 |
+| celu = α̂·expm1(x/α̂) for x <= 0 | (2K + 4.01)·u·|y| + (K·|α| + 3)·η; 0 for x > 0 |
 | sigmoid = 1/(1 + exp(−x)) | (2K + 2.01)·u·|y| + η |
 | sum, reduce_sum (n terms) | γ_n·Σ|x_i| |
 | matmul (k terms), linear (k terms + bias) | γ_{k+1}·(Σ|a_p·b_p| + |bias|) + (k+1)·η |

@@ -3,8 +3,8 @@
 Invariants:
 - sum, reduce_sum over n terms: γ_n·Σ|x_i| (any summation order).
 - reduce_max: 0 (the result is one of the inputs).
-- mean, reduce_mean are composites: no bound of their own; their primitives are checked
-  after inlining.
+- mean, reduce_mean, logsumexp, var, std are composites: no bound of their own; their
+  primitives are checked after inlining.
 """
 
 from __future__ import annotations

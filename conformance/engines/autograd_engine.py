@@ -12,6 +12,7 @@ covered (autograd.numpy has no convolution, softmax or attention primitive).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import reduce
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,10 +22,12 @@ from .base import Engine, EngineUnavailable, select_index
 try:
     import autograd
     import autograd.numpy as anp
+    import autograd.scipy.special as ag_special
     from autograd import make_vjp
 except ImportError:  # pragma: no cover - exercised where autograd is absent
     autograd = None
     anp = None
+    ag_special = None
     make_vjp = None
 
 __all__ = ["AutogradEngine"]
@@ -77,6 +80,27 @@ OPS: dict[str, Callable[..., Any]] = {
     "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
     "gather": _gather,
     "mse_loss": lambda y, t: anp.mean((y - t) ** 2),
+    # issue 28 (appended): NumPy formulas differentiated by autograd
+    "leaky_relu": lambda x, negative_slope=0.01: anp.where(
+        x > 0, x, x * _c(x, float(negative_slope))
+    ),
+    "sign": lambda x: anp.sign(x),
+    "hardtanh": lambda x, min_val=-1, max_val=1: anp.clip(
+        x, _c(x, float(min_val)), _c(x, float(max_val))
+    ),
+    "relu6": lambda x: anp.clip(x, _c(x, 0.0), _c(x, 6.0)),
+    "softsign": lambda x: x / (_c(x, 1.0) + anp.abs(x)),
+    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
+    "maximum_n": lambda *xs: reduce(anp.maximum, xs),
+    "minimum_n": lambda *xs: reduce(anp.minimum, xs),
+    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / _c(xs[0], float(len(xs))),
+    "var": lambda x, dim, correction=1: anp.var(x, axis=dim, ddof=correction),
+    "std": lambda x, dim, correction=1: anp.std(x, axis=dim, ddof=correction),
+    "erf": lambda x: ag_special.erf(x),
+    "log1p": lambda x: anp.log1p(x),
+    "expm1": lambda x: anp.expm1(x),
+    "elu": lambda x, alpha=1: anp.where(x > 0, x, _c(x, float(alpha)) * anp.expm1(x)),
+    "logsumexp": lambda x, dim: ag_special.logsumexp(x, axis=dim),
 }
 
 

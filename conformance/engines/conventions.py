@@ -291,6 +291,56 @@ def _clamp_ties(x: Any, g: Any, a: dict[str, Any], pass_share: bool) -> Any:
     return g / 2**ties
 
 
+def _bound_ties(lo: Callable[[dict[str, Any]], Any], hi: Callable[[dict[str, Any]], Any]) -> Alt:
+    """hardtanh/relu6 at a bound, written as minimum(maximum(x, lo), hi): clamp's half split."""
+    return _unary(lambda x, g, a: _clamp_ties(x, g, {"lo": lo(a), "hi": hi(a)}, False))
+
+
+def _lanes(x: Tensor, d: int) -> list[list[int]]:
+    """The flat positions of each lane of x along axis d, in output order."""
+    outer = 1
+    for k in x.shape[:d]:
+        outer *= k
+    n = x.shape[d]
+    inner = len(x.data) // max(outer * n, 1) if n else 0
+    return [[(o * n + k) * inner + i for k in range(n)] for o in range(outer) for i in range(inner)]
+
+
+def _flat_lane(x: Tensor, lane: list[int]) -> bool:
+    vals = [x.data[j] for j in lane]
+    return bool(vals) and not any(gmpy2.is_nan(v) for v in vals) and min(vals) == max(vals)
+
+
+def _std_flat_vjp(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """std's cotangent on a lane of equal elements: NaN (g/(2·std) with std = 0)."""
+    (x,) = xs
+    out: list[Any] = [None] * len(x.data)
+    for lane in _lanes(x, attrs["dim"]):
+        if _flat_lane(x, lane):
+            for j in lane:
+                out[j] = gmpy2.nan()
+    return [Tensor(x.shape, tuple(out))]
+
+
+def _std_flat_jvp(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    (x,) = xs
+    d = attrs["dim"]
+    out = [gmpy2.nan() if _flat_lane(x, lane) else None for lane in _lanes(x, d)]
+    return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
+
+
+def _lse_inf_lane(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """logsumexp of a lane whose maximum is ±inf: that infinity (the spec gives NaN)."""
+    (x,) = xs
+    d = attrs["dim"]
+    out: list[Any] = []
+    for lane in _lanes(x, d):
+        vals = [x.data[j] for j in lane]
+        m = None if any(gmpy2.is_nan(v) for v in vals) else max(vals)
+        out.append(m if m is not None and gmpy2.is_infinite(m) else None)
+    return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
+
+
 CONVENTIONS: tuple[Convention, ...] = (
     Convention(
         "sqrt_grad_at_zero",
@@ -457,6 +507,68 @@ CONVENTIONS: tuple[Convention, ...] = (
     ),
     _pool_tie_convention(
         "adaptive_max_pool3d", (1.0, 1.0, 0.0, 1.0), {"output_size": (1, 1, 1)}, (1, 1, 2, 2)
+    ),
+    # issue 28 (appended)
+    Convention(
+        "leaky_relu_grad_at_zero_pass",
+        "leaky_relu",
+        ("vjp", "jvp"),
+        "leaky_relu'(0): the spec (as PyTorch) gives the slope; JAX's where(x >= 0, x, s*x) "
+        "passes the whole cotangent.",
+        _unary(lambda x, g, a: g if x == 0 else None),
+        (((0.0, -1.0, 1.0),), {"negative_slope": Fraction(1, 10)}),
+    ),
+    Convention(
+        "sign_nan_to_zero",
+        "sign",
+        ("forward",),
+        "sign(NaN): the spec propagates NaN; PyTorch returns 0.",
+        _unary(lambda x, g, a: ZERO if gmpy2.is_nan(x) else None),
+        (((float("nan"), -0.0, 2.0),), {}),
+    ),
+    Convention(
+        "hardtanh_grad_at_bounds_half",
+        "hardtanh",
+        ("vjp", "jvp"),
+        "hardtanh at a bound: the spec (as PyTorch) gives 0; clip written as "
+        "minimum(maximum(x, lo), hi) splits each tie in half (JAX's clip).",
+        _bound_ties(lambda a: a.get("min_val", -1), lambda a: a.get("max_val", 1)),
+        (((-1.0, 0.0, 1.0),), {}),
+    ),
+    Convention(
+        "relu6_grad_at_bounds_half",
+        "relu6",
+        ("vjp", "jvp"),
+        "relu6 at 0 or 6: the spec (as PyTorch) gives 0; relu6 written as "
+        "minimum(maximum(x, 0), 6) splits each tie in half.",
+        _bound_ties(lambda a: 0, lambda a: 6),
+        (((0.0, 6.0, 3.0),), {}),
+    ),
+    Convention(
+        "std_grad_at_zero_variance",
+        "std",
+        ("vjp",),
+        "std on a lane of equal elements: the spec's sqrt'(0) = 0 gives 0; engines divide "
+        "by 2*std = 0 and return NaN.",
+        _std_flat_vjp,
+        (((2.0, 2.0, 2.0),), {"dim": 0}),
+    ),
+    Convention(
+        "std_grad_at_zero_variance_jvp",
+        "std",
+        ("jvp",),
+        "std's tangent on a lane of equal elements: 0 in the spec, NaN in engines.",
+        _std_flat_jvp,
+        (((2.0, 2.0, 2.0),), {"dim": 0}),
+    ),
+    Convention(
+        "logsumexp_inf_lane",
+        "logsumexp",
+        ("forward",),
+        "logsumexp of a lane whose maximum is ±inf: the spec's max shift gives inf - inf = "
+        "NaN; PyTorch masks infinite maxima and returns the infinity.",
+        _lse_inf_lane,
+        (((float("inf"), 1.0),), {"dim": 0}),
     ),
 )
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import partial, reduce
 from typing import Any, ClassVar
 
 import numpy as np
@@ -378,7 +378,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "cos": lambda x: jnp.cos(x),
     "sigmoid": lambda x: jax.nn.sigmoid(x),
     "softplus": lambda x: jax.nn.softplus(x),
-    "gelu": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu": lambda x, approximate="tanh": jax.nn.gelu(x, approximate=approximate == "tanh"),
     "silu": lambda x: jax.nn.silu(x),
     "safe_log": lambda x: jnp.log(jnp.maximum(x, 2.0**-24)),
     "sum": lambda x: jnp.sum(x),
@@ -425,6 +425,28 @@ OPS: dict[str, Callable[..., Any]] = {
     "max_pool1d": partial(_max_pool_nd, 1),
     "max_pool3d": partial(_max_pool_nd, 3),
     "pad": _pad,
+    # issue 28 (appended)
+    "leaky_relu": lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, float(negative_slope)),
+    "sign": lambda x: jnp.sign(x),
+    "hardtanh": lambda x, min_val=-1, max_val=1: jnp.clip(x, float(min_val), float(max_val)),
+    "relu6": lambda x: jax.nn.relu6(x),
+    "hardsigmoid": lambda x: jax.nn.hard_sigmoid(x),
+    "hardswish": lambda x: jax.nn.hard_swish(x),
+    "softsign": lambda x: jax.nn.soft_sign(x),
+    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
+    "maximum_n": lambda *xs: reduce(jnp.maximum, xs),
+    "minimum_n": lambda *xs: reduce(jnp.minimum, xs),
+    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
+    "var": lambda x, dim, correction=1: jnp.var(x, axis=dim, ddof=correction),
+    "std": lambda x, dim, correction=1: jnp.std(x, axis=dim, ddof=correction),
+    "erf": lambda x: jax.lax.erf(x),
+    "log1p": lambda x: jnp.log1p(x),
+    "expm1": lambda x: jnp.expm1(x),
+    "elu": lambda x, alpha=1: jax.nn.elu(x, float(alpha)),
+    "celu": lambda x, alpha=1: jax.nn.celu(x, float(alpha)),
+    "selu": lambda x: jax.nn.selu(x),
+    "mish": lambda x: jax.nn.mish(x),
+    "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
 }
 
 

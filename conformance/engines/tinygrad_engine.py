@@ -20,7 +20,7 @@ that compiler is on PATH (or `DEV` is set).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import partial, reduce
 from typing import Any, ClassVar
 
 import numpy as np
@@ -277,7 +277,9 @@ OPS: dict[str, Callable[..., Any]] = {
     "cos": lambda x: x.cos(),
     "sigmoid": lambda x: x.sigmoid(),
     "softplus": lambda x: x.softplus(),
-    "gelu": lambda x: x.gelu(),
+    "gelu": lambda x, approximate="tanh": (
+        x.gelu() if approximate == "tanh" else x * 0.5 * (1 + (x * 0.7071067811865476).erf())
+    ),
     "silu": lambda x: x.silu(),
     "safe_log": lambda x: x.maximum(2.0**-24).log(),
     "sum": lambda x: x.sum(),
@@ -325,6 +327,26 @@ OPS: dict[str, Callable[..., Any]] = {
     "max_pool1d": _unbatched(1, partial(_pool_nd, "max_pool2d", 1)),
     "max_pool3d": partial(_pool_nd, "max_pool2d", 3),
     "pad": _pad,
+    # issue 28 (appended; tinygrad has no log1p or expm1)
+    "leaky_relu": lambda x, negative_slope=0.01: x.leaky_relu(float(negative_slope)),
+    "sign": lambda x: x.sign(),
+    "hardtanh": lambda x, min_val=-1, max_val=1: x.hardtanh(float(min_val), float(max_val)),
+    "relu6": lambda x: x.relu6(),
+    "hardsigmoid": lambda x: x.hardsigmoid(),
+    "hardswish": lambda x: x.hardswish(),
+    "softsign": lambda x: x.softsign(),
+    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
+    "maximum_n": lambda *xs: reduce(lambda a, b: a.maximum(b), xs),
+    "minimum_n": lambda *xs: reduce(lambda a, b: a.minimum(b), xs),
+    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
+    "var": lambda x, dim, correction=1: x.var(dim, correction=correction),
+    "std": lambda x, dim, correction=1: x.std(dim, correction=correction),
+    "erf": lambda x: x.erf(),
+    "elu": lambda x, alpha=1: x.elu(float(alpha)),
+    "celu": lambda x, alpha=1: x.celu(float(alpha)),
+    "selu": lambda x: x.selu(),
+    "mish": lambda x: x.mish(),
+    "logsumexp": lambda x, dim: x.logsumexp(dim),
 }
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

@@ -13,7 +13,7 @@ without torch installed works; constructing the engine raises `EngineUnavailable
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import partial, reduce
 from typing import Any, ClassVar
 
 import numpy as np
@@ -224,7 +224,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "cos": lambda x: torch.cos(x),
     "sigmoid": lambda x: torch.sigmoid(x),
     "softplus": lambda x: F.softplus(x),
-    "gelu": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu": lambda x, approximate="tanh": F.gelu(x, approximate=approximate),
     "silu": lambda x: F.silu(x),
     "safe_log": lambda x: torch.log(torch.clamp(x, min=2.0**-24)),
     "sum": lambda x: torch.sum(x),
@@ -284,6 +284,28 @@ OPS: dict[str, Callable[..., Any]] = {
     "pad": lambda x, pad, mode=None, value=None: F.pad(
         x, tuple(pad), mode=mode or "constant", value=None if value is None else float(value)
     ),
+    # issue 28 (appended)
+    "leaky_relu": lambda x, negative_slope=0.01: F.leaky_relu(x, _f(negative_slope)),
+    "sign": lambda x: torch.sign(x),
+    "hardtanh": lambda x, min_val=-1, max_val=1: F.hardtanh(x, _f(min_val), _f(max_val)),
+    "relu6": lambda x: F.relu6(x),
+    "hardsigmoid": lambda x: F.hardsigmoid(x),
+    "hardswish": lambda x: F.hardswish(x),
+    "softsign": lambda x: F.softsign(x),
+    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
+    "maximum_n": lambda *xs: reduce(torch.maximum, xs),
+    "minimum_n": lambda *xs: reduce(torch.minimum, xs),
+    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
+    "var": lambda x, dim, correction=1: torch.var(x, dim=dim, correction=correction),
+    "std": lambda x, dim, correction=1: torch.std(x, dim=dim, correction=correction),
+    "erf": lambda x: torch.erf(x),
+    "log1p": lambda x: torch.log1p(x),
+    "expm1": lambda x: torch.expm1(x),
+    "elu": lambda x, alpha=1: F.elu(x, _f(alpha)),
+    "celu": lambda x, alpha=1: F.celu(x, _f(alpha)),
+    "selu": lambda x: F.selu(x),
+    "mish": lambda x: F.mish(x),
+    "logsumexp": lambda x, dim: torch.logsumexp(x, dim),
 }
 
 

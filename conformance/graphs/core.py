@@ -350,6 +350,28 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "adaptive_avg_pool3d",
     "adaptive_max_pool3d",
     "pad",
+    # issue 28 (appended, so the draws of the ops above keep their indices)
+    "leaky_relu",
+    "sign",
+    "hardtanh",
+    "relu6",
+    "hardsigmoid",
+    "hardswish",
+    "softsign",
+    "add_n",
+    "maximum_n",
+    "minimum_n",
+    "mean_n",
+    "var",
+    "erf",
+    "log1p",
+    "expm1",
+    "elu",
+    "celu",
+    "selu",
+    "mish",
+    "logsumexp",
+    "std",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale

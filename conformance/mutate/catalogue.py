@@ -602,6 +602,48 @@ CATALOGUE: tuple[Mutant, ...] = (
         "stride-1 convolutions)",
         "reduction order",
     ),
+    # ---------------------------------------------------------------- issue 28's ops
+    Mutant(
+        "leaky_relu_grad_at_zero",
+        _EW,
+        'return c.xp.where(c.const(0) < x, t, c.const(a["negative_slope"]) * t)',
+        'return c.xp.where(c.const(0) <= x, t, c.const(a["negative_slope"]) * t)',
+        "leaky_relu passes the whole cotangent at x = 0 (JAX's choice) instead of the slope",
+        "kink at a boundary",
+    ),
+    Mutant(
+        "sign_minus_zero",
+        _EW,
+        "pos = xp.where(zero < x, c.const(1), c.zeros(tuple(x.shape)))",
+        "pos = xp.where(zero < x, c.const(1), x * zero)",
+        "sign(-0) = -0 (x * 0) instead of +0",
+        "signed zero in a forward",
+    ),
+    Mutant(
+        "elu_grad_at_zero",
+        _TR,
+        'return c.xp.where(c.const(0) < x, t, t * (c.const(a["alpha"]) * c.unary("exp", x)))',
+        'return c.xp.where(c.const(0) <= x, t, t * (c.const(a["alpha"]) * c.unary("exp", x)))',
+        "elu's derivative at x = 0 taken from the right (1) instead of alpha",
+        "kink at a boundary",
+    ),
+    Mutant(
+        "erf_vjp_float32_constant",
+        _TR,
+        'push=lambda c, x, y, t, a: t * (c.const(ERF_C) * c.unary("exp", -(x * x))),',
+        'push=lambda c, x, y, t, a: t * (c.const(float(np.float32(ERF_C))) * c.unary("exp", '
+        "-(x * x))),",
+        "erf's derivative constant 2/sqrt(pi) held in single precision",
+        "rounding of constants",
+    ),
+    Mutant(
+        "celu_reciprocal",
+        _TR,
+        'return c.xp.where(c.const(0) < x, x, al * c.unary("expm1", c.div(x, al)))',
+        'return c.xp.where(c.const(0) < x, x, al * c.unary("expm1", x * c.div(c.const(1), al)))',
+        "celu multiplies by a rounded 1/alpha instead of dividing by alpha",
+        "operation order in a forward",
+    ),
 )
 
 

@@ -1,5 +1,6 @@
 """Per-op laws of the elementwise family: add, sub, neg, mul, scale, div, inv, maximum,
-minimum, abs, relu, clamp, sqrt, detach, const.
+minimum, abs, relu, clamp, sqrt, detach, const, leaky_relu, sign, hardtanh, relu6,
+hardsigmoid, hardswish, softsign, add_n, maximum_n, minimum_n, mean_n.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -13,6 +14,10 @@ Invariants (those of `proofs.laws.core`):
   bounds, sqrt' = 0 for x <= 0, maximum/minimum ties give (da + db)/2 and g/2 to each side;
   detach's JVP and VJP are zero by declaration. max is (a + b + |a - b|)/2, |x| is
   sqrt(x²), sqrt is characterised by y² = x, y >= 0.
+- leaky_relu'(0) = slope; sign's JVP and VJP are zero; hardtanh/relu6/hardsigmoid take
+  clamp's 0 at their bounds; hardswish' is 0 at −3 and 1 at 3; softsign' is 1 at 0;
+  maximum_n/minimum_n split a tie as nested binary ties (written here as an independent
+  left fold of the pairwise rule).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from .core import (
     arr,
     binary_free,
     compare,
+    fixed,
     free,
     kinked_unary,
     law,
@@ -280,3 +286,196 @@ law(
     derivative_text="jvp = -dx/x²",
     definition=lambda v, a, e: arr(1 / v[0]),
 )
+
+
+# --------------------------------------------------------------------------- issue 28
+
+_SLOPE = Fraction(1, 10)
+_KINK0 = kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)])
+
+law(
+    op="leaky_relu",
+    cases=kinked_unary(
+        ["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)], attrs={"negative_slope": _SLOPE}
+    ),
+    definition_text="max(x, 0) + s·min(x, 0), s = negative_slope",
+    derivative_text="jvp = dx for x > 0, s·dx for x < 0; at the kink the slope: s·dx",
+    definition=lambda v, a, e: arr(vmax(v[0], 0) + rat(a["negative_slope"]) * vmin(v[0], 0)),
+    conv_jvp=lambda v, d, a, e: ufunc(
+        lambda x, dx: dx if lt(0, x) else rat(a["negative_slope"]) * dx, 2
+    )(v[0], d[0]),
+)
+
+law(
+    op="sign",
+    cases=[Case(c.shapes, c.region, c.attrs, kind="convention") for c in _KINK0],
+    definition_text="x/|x| for x != 0, and 0 at 0",
+    derivative_text=(
+        "jvp = 0 and vjp = 0 everywhere (piecewise constant; at the jump 0 by declaration)"
+    ),
+    definition=lambda v, a, e: ufunc(sympy.sign, 1)(v[0]),
+    conv_jvp=lambda v, d, a, e: arr(np.zeros(v[0].shape, dtype=object) * 0),
+    conv_vjp=lambda v, g, a, e: [arr(np.zeros(v[0].shape, dtype=object) * 0)],
+)
+
+
+def _window_conv(lo: Any, hi: Any, inside: Callable[[Any, Any], Any], top: Any = 0) -> Any:
+    """dx·inside(x) for lo < x < hi, top·dx for x >= hi, 0 for x <= lo (bounds included)."""
+
+    def conv(v: list[Arr], d: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+        L, H = lo(a), hi(a)
+
+        def f(x: Any, dx: Any) -> Any:
+            if lt(L, x) and lt(x, H):
+                return inside(x, dx)
+            return top * dx if not lt(x, H) else 0
+
+        return ufunc(f, 2)(v[0], d[0])
+
+    return conv
+
+
+def _clamped(lo: Fraction, hi: Fraction) -> list[Any]:
+    smooth = [("below", lo), ("between", lo, hi), ("above", hi)]
+    kinks = [("at", lo), ("at", hi)]
+    return [smooth, kinks, smooth + kinks]
+
+
+_HT = {"min_val": Fraction(-1), "max_val": Fraction(2)}
+law(
+    op="hardtanh",
+    cases=kinked_unary(*_clamped(_HT["min_val"], _HT["max_val"]), attrs=_HT),
+    definition_text="min(max(x, min_val), max_val)",
+    derivative_text="jvp = dx strictly inside the bounds, 0 outside and at the bounds",
+    definition=lambda v, a, e: vmin(vmax(v[0], rat(a["min_val"])), rat(a["max_val"])),
+    conv_jvp=_window_conv(
+        lambda a: rat(a["min_val"]), lambda a: rat(a["max_val"]), lambda x, dx: dx
+    ),
+)
+law(
+    op="relu6",
+    cases=kinked_unary(*_clamped(Fraction(0), Fraction(6))),
+    definition_text="min(max(x, 0), 6)",
+    derivative_text="jvp = dx for 0 < x < 6, 0 elsewhere (0 at 0 and at 6)",
+    definition=lambda v, a, e: vmin(vmax(v[0], 0), 6),
+    conv_jvp=_window_conv(lambda a: 0, lambda a: 6, lambda x, dx: dx),
+)
+law(
+    op="hardsigmoid",
+    cases=kinked_unary(*_clamped(Fraction(-3), Fraction(3))),
+    definition_text="min(max(x + 3, 0), 6)/6",
+    derivative_text="jvp = dx/6 for -3 < x < 3, 0 elsewhere (0 at ±3)",
+    definition=lambda v, a, e: arr(vmin(vmax(v[0] + 3, 0), 6) / 6),
+    conv_jvp=_window_conv(lambda a: -3, lambda a: 3, lambda x, dx: dx / 6),
+)
+law(
+    op="hardswish",
+    cases=kinked_unary(*_clamped(Fraction(-3), Fraction(3))),
+    definition_text="x·min(max(x + 3, 0), 6)/6",
+    derivative_text=(
+        "jvp = (2x + 3)/6·dx for -3 < x < 3, dx for x > 3, 0 for x < -3; at x = -3: 0, at "
+        "x = 3: dx (the clamp's 0 at its bounds, as PyTorch's)"
+    ),
+    definition=lambda v, a, e: arr(v[0] * vmin(vmax(v[0] + 3, 0), 6) / 6),
+    conv_jvp=_window_conv(lambda a: -3, lambda a: 3, lambda x, dx: (2 * x + 3) / 6 * dx, top=1),
+)
+law(
+    op="softsign",
+    cases=_KINK0,
+    definition_text="x/(1 + |x|)",
+    derivative_text="jvp = dx/(1 + |x|)²; at x = 0: dx",
+    definition=lambda v, a, e: ufunc(lambda x: x / (1 + sympy.Abs(x)), 1)(v[0]),
+    conv_jvp=lambda v, d, a, e: ufunc(lambda x, dx: dx / (1 + sympy.Abs(x)) ** 2, 2)(v[0], d[0]),
+)
+
+_N_SHAPES: tuple[tuple[Shape, ...], ...] = (
+    ((), ()),
+    ((3,), (3,), (3,)),
+    ((2, 3), (3,), (2, 1)),
+)
+
+
+def _fold(v: list[Arr], step: Callable[[Arr, Arr], Arr]) -> Arr:
+    acc = v[0]
+    for x in v[1:]:
+        acc = step(acc, x)
+    return arr(acc)
+
+
+law(
+    op="add_n",
+    cases=[Case(s, free()) for s in _N_SHAPES],
+    definition_text="x0 + x1 + ... with NumPy broadcasting",
+    derivative_text="jvp = Σ dx_i (linear)",
+    definition=lambda v, a, e: _fold(v, lambda p, q: p + q),
+)
+law(
+    op="mean_n",
+    cases=[Case(s, free()) for s in _N_SHAPES],
+    definition_text="(x0 + x1 + ...)/n with NumPy broadcasting, n the argument count",
+    derivative_text="jvp = Σ dx_i / n (linear)",
+    definition=lambda v, a, e: arr(_fold(v, lambda p, q: p + q) / len(v)),
+)
+
+
+def _nmax_conv(larger: bool) -> tuple[Callable[..., Arr], Callable[..., list[Arr]]]:
+    """The nested pairwise rule, folded left: (m, dm) <- pick((m, dm), (x, dx)); a tie gives
+    the mean of the two tangents, and the VJP splits g the same way back through the fold."""
+    pick, _ = _max_conv(larger)
+
+    def jvp(v: list[Arr], d: list[Arr], attrs: Any, env: Any) -> Arr:
+        vs = np.broadcast_arrays(*v)
+        ds = np.broadcast_arrays(*d)
+        m, dm = arr(vs[0]), arr(ds[0])
+        for x, dx in zip(vs[1:], ds[1:], strict=True):
+            m, dm = (
+                vmax(m, x) if larger else vmin(m, x),
+                pick([m, arr(x)], [dm, arr(dx)], attrs, env),
+            )
+        return dm
+
+    def vjp(v: list[Arr], g: Arr, attrs: Any, env: Any) -> list[Arr]:
+        vs = [arr(x) for x in np.broadcast_arrays(*v)]
+        prefix = [vs[0]]
+        for x in vs[1:-1]:
+            prefix.append(vmax(prefix[-1], x) if larger else vmin(prefix[-1], x))
+        out: list[Arr] = [arr(np.zeros(x.shape, dtype=object) * 0) for x in vs]
+        cur = g
+        for k in range(len(vs) - 1, 0, -1):
+            dd = [arr(np.zeros(g.shape, dtype=object) * 0)] * 2
+            ga = pick([prefix[k - 1], vs[k]], [cur, dd[0]], attrs, env)
+            gb = pick([prefix[k - 1], vs[k]], [dd[1], cur], attrs, env)
+            out[k] = gb
+            cur = ga
+        out[0] = cur
+        return [_reduce_to(o, x.shape) for o, x in zip(out, v, strict=True)]
+
+    return jvp, vjp
+
+
+_N_FIXED = (
+    Case(
+        ((3,), (3,), (3,)),
+        fixed({0: (1, -2, 2), 1: (1, 3, 2), 2: (1, -2, 0)}),
+        kind="convention",
+    ),
+    Case(((2, 2), (2,), ()), fixed({0: (1, 2, 3, 4), 1: (2, 0), 2: (2,)}), kind="convention"),
+)
+
+for _name, _larger, _sym in (("maximum_n", True, "+"), ("minimum_n", False, "-")):
+    _j, _v = _nmax_conv(_larger)
+    law(
+        op=_name,
+        cases=[Case(c.shapes, c.region) for c in _max_cases()] + list(_N_FIXED),
+        definition_text=(
+            f"the left fold of (a + b {_sym} |a - b|)/2 over the arguments, NumPy broadcasting"
+        ),
+        derivative_text=(
+            "jvp and vjp = the left fold of the pairwise rule (a strict winner takes the "
+            "tangent; a tie takes the mean of the two, so a three-way tie gives 1/4, 1/4, 1/2 "
+            "to the arguments in order)"
+        ),
+        definition=(lambda v, a, e, L=_larger: _fold(v, (lambda p, q: vmax(p, q)) if L else vmin)),
+        conv_jvp=_j,
+        conv_vjp=_v,
+    )

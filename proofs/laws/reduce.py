@@ -1,4 +1,5 @@
-"""Per-op laws of the reduce family: sum, reduce_sum, mean, reduce_mean, reduce_max.
+"""Per-op laws of the reduce family: sum, reduce_sum, mean, reduce_mean, reduce_max,
+logsumexp, var, std.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -10,6 +11,9 @@ Invariants (those of `proofs.laws.core`):
   tensors included for sum and reduce_sum.
 - reduce_max uses row orders and strict chains (smooth) plus ties (convention: the first
   maximal element gets the whole tangent and cotangent).
+- var is a polynomial (free symbols); std and logsumexp use row orders (std's variance is
+  then positive; logsumexp's max decided) and a constant lane (std: sqrt's 0) and a tie
+  (logsumexp: the detached shift keeps the true derivative) as conventions.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from .core import Arr, Case, arr, chain, first_max, free, law, rows, unary_free, vmax
+from .core import Arr, Case, arr, chain, first_max, fixed, free, law, rows, ufunc, unary_free, vmax
 
 __all__: list[str] = []
 
@@ -116,4 +120,71 @@ law(
     definition=_rmax_def,
     conv_jvp=_rmax_conv,
     conv_vjp=_rmax_conv_vjp,
+)
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+def _var_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    x = v[0]
+    d = a["dim"]
+    n = x.shape[d]
+    mu = x.sum(axis=d, keepdims=True) / n
+    return arr(((x - mu) ** 2).sum(axis=d) / (n - a["correction"]))
+
+
+def _lse_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    x = np.moveaxis(v[0], a["dim"], -1)
+    out = np.empty(x.shape[:-1], dtype=object)
+    for idx in np.ndindex(*x.shape[:-1]):
+        out[idx] = sympy.log(sympy.Add(*[sympy.exp(w) for w in x[idx]]))
+    return arr(out)
+
+
+law(
+    op="var",
+    cases=[
+        Case(((2, 3),), free(), {"dim": 1, "correction": 1}),
+        Case(((2, 3),), free(), {"dim": 0, "correction": 0}),
+        Case(((3,),), free(), {"dim": 0, "correction": 2}),
+    ],
+    definition_text="Σ (x − mean)² along dim, divided by n − correction",
+    derivative_text="jvp = 2·Σ (x − mean)·dx / (n − correction) (the mean's term sums to 0)",
+    definition=_var_def,
+)
+
+law(
+    op="std",
+    cases=[
+        Case(((3,),), rows("inc"), {"dim": 0, "correction": 1}),
+        Case(((2, 3),), rows("dec", "mid"), {"dim": 1, "correction": 0}),
+        Case(((3,),), fixed({0: (2, 2, 2)}), {"dim": 0, "correction": 1}, kind="convention"),
+    ],
+    definition_text="sqrt(var(x, dim, correction))",
+    derivative_text=(
+        "jvp = Σ (x − mean)·dx / ((n − correction)·std) where the variance is positive; on a "
+        "constant lane (variance 0) sqrt's convention gives 0"
+    ),
+    definition=lambda v, a, e: ufunc(sympy.sqrt, 1)(_var_def(v, a, e)),
+    conv_jvp=lambda v, d, a, e: arr(
+        np.zeros(v[0].shape[: a["dim"]] + v[0].shape[a["dim"] + 1 :], dtype=object) * 0
+    ),
+)
+
+law(
+    op="logsumexp",
+    cases=[
+        Case(((3,),), rows("inc"), {"dim": 0}),
+        Case(((3,),), rows("mid"), {"dim": 0}),
+        Case(((2, 3),), rows("dec", "mid"), {"dim": 1}),
+        Case(((3,),), rows("tie"), {"dim": 0}),
+    ],
+    definition_text="log Σ exp(x) along dim",
+    derivative_text=(
+        "jvp = Σ softmax(x)·dx along dim; the max shift is detached, so at a tie of the "
+        "maximum the derivative is still the true one (compared with the definition's)"
+    ),
+    definition=_lse_def,
+    conv_jvp="definition",
 )

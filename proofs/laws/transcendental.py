@@ -1,5 +1,5 @@
 """Per-op laws of the transcendental family: exp, log, safe_log, tanh, sigmoid, softplus,
-gelu, silu, sin, cos.
+gelu, silu, sin, cos, erf, log1p, expm1, elu, celu, selu, mish.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -11,6 +11,10 @@ Invariants (those of `proofs.laws.core`):
   through exp, sin and cos in Euler form; the gelu constant is recomputed with mpmath.
 - safe_log's kink at 2⁻²⁴ takes maximum's tie, dx/(2·2⁻²⁴); softplus at 0 is compared with
   the derivative of the independent definition (σ(0) = 1/2).
+- erf's derivative constant is 2/√π to 70 digits (an exact rational: its rounding into any
+  format of up to 200 bits is that of 2/√π), so erf and gelu's erf form state their JVP as a
+  convention: c·exp(−x²) with that c (recomputed here with mpmath), not sympy's exact
+  derivative. elu, celu and selu at 0 take the x <= 0 branch (α, 1 and scale·α).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from .core import (
     UNARY_SHAPES,
     Arr,
     Case,
+    free,
     kinked_unary,
     law,
     pattern,
@@ -138,17 +143,52 @@ def _gelu_c() -> sympy.Rational:
 
 _GELU_K = sympy.Rational(44715, 10**6)
 
+
+def _c64(expr: Any) -> sympy.Rational:
+    """The binary64 nearest a real constant (mpmath at 50 digits), as an exact rational."""
+    with mpmath.workdps(50):
+        return rat(Fraction(float(expr())))
+
+
+def _erf_c() -> sympy.Rational:
+    """2/sqrt(pi) to 70 significant digits (mpmath), as an exact rational."""
+    with mpmath.workdps(80):
+        return rat(Fraction(mpmath.nstr(2 / mpmath.sqrt(mpmath.pi), 70)))
+
+
+def _gelu_def(v: list[Arr], a: Any, e: Any) -> Arr:
+    if a.get("approximate", "tanh") == "none":
+        s = _c64(lambda: 1 / mpmath.sqrt(2))
+        return ufunc(lambda x: x / 2 * (1 + sympy.erf(x * s)), 1)(v[0])
+    return ufunc(lambda x: x / 2 * (1 + sympy.tanh(_gelu_c() * (x + _GELU_K * x**3))), 1)(v[0])
+
+
+def _gelu_erf_conv(v: list[Arr], d: list[Arr], a: Any, e: Any) -> Arr:
+    s = _c64(lambda: 1 / mpmath.sqrt(2))
+    c = _erf_c()
+    return ufunc(
+        lambda x, dx: (
+            dx / 2 * (1 + sympy.erf(x * s)) + x / 2 * c * sympy.exp(-((x * s) ** 2)) * s * dx
+        ),
+        2,
+    )(v[0], d[0])
+
+
 law(
     op="gelu",
-    cases=unary_free(SMALL_SHAPES),
+    cases=unary_free(SMALL_SHAPES)
+    + [Case((s,), free(), {"approximate": "none"}, kind="convention") for s in SMALL_SHAPES],
     definition_text=(
-        "x/2·(1 + tanh(c·(x + k·x³))) with c = the binary64 nearest sqrt(2/π) (0.7978845608028654, "
-        "as an exact rational) and k = 0.044715"
+        "approximate='tanh' (default): x/2·(1 + tanh(c·(x + k·x³))) with c = the binary64 "
+        "nearest sqrt(2/π) (0.7978845608028654, as an exact rational) and k = 0.044715; "
+        "approximate='none': x/2·(1 + erf(s·x)) with s = the binary64 nearest 1/√2"
     ),
-    derivative_text="jvp = d/dx of the tanh form (smooth)",
-    definition=lambda v, a, e: ufunc(
-        lambda x: x / 2 * (1 + sympy.tanh(_gelu_c() * (x + _GELU_K * x**3))), 1
-    )(v[0]),
+    derivative_text=(
+        "tanh form: d/dx of the definition (smooth); erf form: the chain rule with erf'(z) "
+        "stated as c·exp(−z²), c = 2/√π to 70 digits (erf's convention)"
+    ),
+    definition=_gelu_def,
+    conv_jvp=_gelu_erf_conv,
 )
 
 law(
@@ -189,4 +229,122 @@ law(
     ),
     definition=lambda v, a, e: vlog(vmax(v[0], rat(_EPS))),
     conv_jvp=_safe_log_conv,
+)
+
+
+# --------------------------------------------------------------------------- issue 28
+
+law(
+    op="erf",
+    cases=[Case((s,), free(), kind="convention") for s in SMALL_SHAPES],
+    definition_text="the error function 2/√π·∫₀ˣ exp(−t²) dt (sympy's erf)",
+    derivative_text=(
+        "jvp = c·exp(−x²)·dx with c = 2/√π to 70 significant digits (an exact rational whose "
+        "rounding into every format of the table is that of 2/√π): stated as a convention, "
+        "since c is not 2/√π exactly"
+    ),
+    definition=lambda v, a, e: ufunc(sympy.erf, 1)(v[0]),
+    conv_jvp=lambda v, d, a, e: ufunc(lambda x, dx: _erf_c() * sympy.exp(-(x**2)) * dx, 2)(
+        v[0], d[0]
+    ),
+)
+
+law(
+    op="log1p",
+    cases=[Case((s,), pattern(("above", -1))) for s in SMALL_SHAPES],
+    definition_text="log(1 + x) for x > −1",
+    derivative_text="jvp = dx/(1 + x)",
+    definition=lambda v, a, e: ufunc(lambda x: sympy.log(1 + x), 1)(v[0]),
+)
+
+law(
+    op="expm1",
+    cases=unary_free(SMALL_SHAPES),
+    definition_text="exp(x) − 1",
+    derivative_text="jvp = exp(x)·dx",
+    definition=lambda v, a, e: ufunc(lambda x: sympy.exp(x) - 1, 1)(v[0]),
+)
+
+_ALPHA = Fraction(3, 2)
+
+
+def _elu_like(alpha: Any, inner: Any, scale: Any = 1) -> Any:
+    """scale·(max(x, 0) + α·(exp(inner(min(x, 0))) − 1)), max/min as (a + b ± |a − b|)/2."""
+
+    def f(x: Any) -> Any:
+        mx, mn = (x + sympy.Abs(x)) / 2, (x - sympy.Abs(x)) / 2
+        return scale * (mx + alpha * (sympy.exp(inner(mn)) - 1))
+
+    return f
+
+
+def _elu_conv(slope: Any) -> Any:
+    def conv(v: list[Arr], d: list[Arr], a: Any, e: Any) -> Arr:
+        return ufunc(lambda x, dx: dx if lt(0, x) else slope(a, x) * dx, 2)(v[0], d[0])
+
+    return conv
+
+
+_KINKED = kinked_unary(
+    ["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)], attrs={"alpha": _ALPHA}
+)
+
+law(
+    op="elu",
+    cases=_KINKED,
+    definition_text="max(x, 0) + α·(exp(min(x, 0)) − 1)",
+    derivative_text="jvp = dx for x > 0, α·exp(x)·dx for x < 0; at x = 0 the x <= 0 branch: α·dx",
+    definition=lambda v, a, e: ufunc(_elu_like(rat(a["alpha"]), lambda m: m), 1)(v[0]),
+    conv_jvp=_elu_conv(lambda a, x: rat(a["alpha"]) * sympy.exp(x)),
+)
+
+law(
+    op="celu",
+    cases=_KINKED,
+    definition_text="max(x, 0) + α·(exp(min(x, 0)/α) − 1)",
+    derivative_text="jvp = dx for x > 0, exp(x/α)·dx for x < 0; at x = 0: dx (smooth there)",
+    definition=lambda v, a, e: ufunc(_elu_like(rat(a["alpha"]), lambda m: m / rat(a["alpha"])), 1)(
+        v[0]
+    ),
+    conv_jvp=_elu_conv(lambda a, x: sympy.exp(x / rat(a["alpha"]))),
+)
+
+
+def _selu_consts() -> tuple[sympy.Rational, sympy.Rational]:
+    """PyTorch's binary64 SELU constants (its decimal literals read as binary64)."""
+    return rat(Fraction(1.6732632423543772848170429916717)), rat(
+        Fraction(1.0507009873554804934193349852946)
+    )
+
+
+law(
+    op="selu",
+    cases=kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)]),
+    definition_text="scale·(max(x, 0) + α·(exp(min(x, 0)) − 1)), α and scale PyTorch's binary64 "
+    "constants",
+    derivative_text="jvp = scale·dx for x > 0, scale·α·exp(x)·dx for x <= 0 (elu's branch at 0)",
+    definition=lambda v, a, e: ufunc(
+        _elu_like(_selu_consts()[0], lambda m: m, _selu_consts()[1]), 1
+    )(v[0]),
+    conv_jvp=lambda v, d, a, e: ufunc(
+        lambda x, dx: (
+            _selu_consts()[1] * (dx if lt(0, x) else _selu_consts()[0] * sympy.exp(x) * dx)
+        ),
+        2,
+    )(v[0], d[0]),
+)
+
+law(
+    op="mish",
+    # scalar and 2-element cases only: the symbolic derivative of x·tanh(softplus x) is large
+    cases=kinked_unary(["pos", "neg"], [("at", 0)], ["pos", "neg", ("at", 0)], shapes=((), (2,))),
+    definition_text="x·tanh(log(1 + exp(x)))",
+    derivative_text=(
+        "jvp = d/dx of the definition; at x = 0 the softplus tie is multiplied by x = 0, so the "
+        "composed derivative is the true tanh(log 2)"
+    ),
+    definition=lambda v, a, e: ufunc(lambda x: x * sympy.tanh(sympy.log(1 + sympy.exp(x))), 1)(
+        v[0]
+    ),
+    conv_jvp="definition",
 )

@@ -43,9 +43,17 @@ import numpy as np
 
 from spec.errors import DomainError, TorchLeanError
 
-from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, from_spec, np_dtype
+from ..backends.base import (
+    DTYPE_DOMAIN,
+    NUMPY,
+    OBJECT_DTYPES,
+    Backend,
+    from_spec,
+    np_dtype,
+    round_f64,
+)
 from . import compiled as _compiled_mod
-from .crmath import cr_apply
+from .crmath import cr_apply, erf64
 
 __all__ = ["PROFILES", "KernelContext", "fp_enter", "fp_exit", "fp_quiet"]
 
@@ -345,7 +353,9 @@ class KernelContext:
         return self.arr(acc)
 
     def unary(self, fn: str, x: Any) -> Any:
-        """exp, log, tanh, sin, cos: correctly rounded (ordered) or libm (fast)."""
+        """exp, log, tanh, sin, cos, erf, log1p, expm1: correctly rounded (ordered) or libm
+        (fast). erf has no NumPy ufunc: `fast` takes the C library's binary64 erf on the
+        host, rounded once into the dtype."""
         if self.exact:
             return self._exact_map(fn, x)
         if self.ordered:
@@ -353,6 +363,11 @@ class KernelContext:
                 h = cr_apply(fn, self.backend.to_host(x), self.dtype)
                 return self.backend.from_host(np.asarray(h))
             return self.arr(cr_apply(fn, x, self.dtype))
+        if fn == "erf":
+            h = self.backend.to_host(x) if not self.backend.is_numpy else x
+            y64 = erf64(h)
+            y = round_f64(y64, self.dtype) if self.dtype != "float64" else y64
+            return self.arr(y) if self.backend.is_numpy else self.backend.from_host(y)
         y = getattr(np if self.numpy_fast else self.xp, fn)(x)
         return y if type(y) is self.atype else self.arr(y)
 

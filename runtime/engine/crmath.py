@@ -12,12 +12,16 @@ rejected too. Where long double is not wider than binary64, binary64 falls back 
 for every element (slow, still correct).
 
 Assumption (stated, and checked by the opt-in sweep `python -m conformance.sweep`): NumPy's
-float64 and long-double exp, log, tanh, sin and cos err by at most ERR_ULPS units in the
-last place of their own format. glibc documents <= 4 ulp for these functions.
+float64 and long-double exp, log, tanh, sin, cos, log1p and expm1 err by at most ERR_ULPS
+units in the last place of their own format. glibc documents <= 4 ulp for these functions.
+erf has no NumPy ufunc: its wide evaluation is the C library's binary64 erf (`math.erf`,
+one call per element, <= 2 ulp documented by glibc), so erf in binary64 (no wider erf is
+available) is MPFR for every element.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -27,11 +31,30 @@ from spec.domains import Domain, IEEEDomain
 
 from ..backends.base import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
 
-__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "unsafe_mask"]
+__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "erf64", "unsafe_mask", "wide"]
 
 ERR_ULPS = 16
-FUNCTIONS = ("exp", "log", "tanh", "sin", "cos")
+FUNCTIONS = ("exp", "log", "tanh", "sin", "cos", "erf", "log1p", "expm1")
 _LONG_OK = np.finfo(np.longdouble).nmant >= 63
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf64(x: Any) -> Any:
+    """The C library's binary64 erf of every element of x (x converted to float64 first),
+    as a float64 array of x's shape."""
+    a = np.asarray(x, dtype=np.float64)
+    return np.asarray(_ERF(a), dtype=np.float64).reshape(a.shape)
+
+
+_WIDE: dict[str, Callable[[Any], Any]] = {"erf": erf64}
+"""Functions NumPy lacks: their binary64 evaluation (no long-double one)."""
+
+
+def wide(fn: str) -> Callable[[Any], Any]:
+    """The wide evaluation of fn: NumPy's ufunc (float64 and long double), or for erf the
+    binary64 `erf64` (a long-double argument is evaluated in binary64)."""
+    f = _WIDE.get(fn)
+    return f if f is not None else getattr(np, fn)
 
 
 def _quantum(e: Any, D: IEEEDomain, W: Any) -> Any:
@@ -69,9 +92,10 @@ def cr_apply(fn: str, x: Any, dtype: str) -> Any:
     """fn(x) correctly rounded in `dtype` (one of float64/float32/bfloat16/float16)."""
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
-    ufunc: Callable[[Any], Any] = getattr(np, fn)
-    if dtype == "float64" and not _LONG_OK:
+    if dtype == "float64" and (not _LONG_OK or fn in _WIDE):
         return _mpfr_all(fn, x, dtype, D)
+    wide = _WIDE.get(fn)
+    ufunc: Callable[[Any], Any] = getattr(np, fn) if wide is None else wide
     W = np.longdouble if dtype == "float64" else np.float64
     with np.errstate(all="ignore"):
         y = np.asarray(ufunc(np.asarray(x).astype(W)))

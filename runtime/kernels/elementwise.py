@@ -1,5 +1,6 @@
 """Kernels of the elementwise family: add sub neg mul scale div inv maximum minimum abs relu
-clamp sqrt detach const.
+clamp sqrt detach const leaky_relu sign hardtanh relu6 hardsigmoid hardswish softsign add_n
+maximum_n minimum_n mean_n.
 
 Invariants:
 - Each kernel performs its spec rule's operation sequence (same operations, same operand
@@ -8,8 +9,10 @@ Invariants:
   derivative (`builders.unary`); both save only what their derivative reads.
 - maximum/minimum: NaN propagates (the first operand first), ties return the first operand
   and split the cotangent in halves.
-- `inv` is composite: its kernel runs the spec body (`table.composite_kernel`, derived
-  from the op table).
+- `inv`, hardtanh, relu6, hardsigmoid, hardswish, softsign and the variadic add_n,
+  maximum_n, minimum_n, mean_n are composite: their kernels run the spec bodies
+  (`table.composite_kernel`, derived from the op table).
+- leaky_relu picks per element (`where`); sign is not differentiable (zero JVP and VJP).
 - `const` rounds each exact value once into the dtype (MPFR) and returns a fresh copy on
   every call.
 """
@@ -226,4 +229,35 @@ register(
     vjp=lambda c, s, g, a, e: [],
     jvp=lambda c, s, dxs, a, e: c.zeros(s),
     saves="shape",
+)
+
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+def _leaky(c: KernelContext, x: Any, a: Attrs) -> Any:
+    return c.xp.where(c.const(0) < x, x, c.const(a["negative_slope"]) * x)
+
+
+def _leaky_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    return c.xp.where(c.const(0) < x, t, c.const(a["negative_slope"]) * t)
+
+
+unary(family=__name__, name="leaky_relu", f=_leaky, push=_leaky_push, saves="x", keep="x")
+
+
+def _sign(c: KernelContext, x: Any) -> Any:
+    xp, zero = c.xp, c.const(0)
+    pos = xp.where(zero < x, c.const(1), c.zeros(tuple(x.shape)))
+    return xp.where(x < zero, c.const(-1), xp.where(c.isnan(x), x, pos))
+
+
+register(
+    family=__name__,
+    name="sign",
+    forward=lambda c, xs, a, e: (c.arr(_sign(c, xs[0])), tuple(xs[0].shape)),
+    vjp=lambda c, s, g, a, e: [c.zeros(s)],
+    jvp=lambda c, s, dxs, a, e: c.zeros(s),
+    saves="input shape",
 )

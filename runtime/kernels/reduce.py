@@ -1,4 +1,4 @@
-"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max.
+"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std.
 
 Invariants:
 - sum and reduce_sum are the context's folds (`ctx.sum_all`, `ctx.sum_axis`: left folds in
@@ -6,8 +6,8 @@ Invariants:
 - reduce_max picks the same element as spec (the first NaN, else the first maximal one)
   and routes the whole cotangent or tangent to it; its Python loop runs only over the
   reduction lanes (vectorised over the other axes).
-- mean and reduce_mean are composite: their kernels run the spec bodies
-  (`table.composite_kernel`, derived from the op table).
+- mean, reduce_mean, logsumexp, var and std are composite: their kernels run the spec
+  bodies (`table.composite_kernel`, derived from the op table).
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """Kernels of the transcendental family: exp log safe_log tanh sigmoid softplus gelu silu sin
-cos.
+cos erf log1p expm1 elu celu selu mish.
 
 Invariants:
 - Every kernel is an elementwise unary (`builders.unary`): the transcendental itself is
   `ctx.unary` (correctly rounded per profile), its derivative the spec rule's sequence.
 - log's precondition (x > 0, not NaN) is a `check` run by op constructors, not inside
   composite bodies (as in spec).
-- safe_log, softplus, gelu and silu are composite: their kernels run the spec bodies
-  (`table.composite_kernel`, derived from the op table).
+- safe_log, softplus, gelu, silu, selu and mish are composite: their kernels run the spec
+  bodies (`table.composite_kernel`, derived from the op table).
+- erf, log1p, expm1, elu and celu save x only (their derivatives read x, as the spec's);
+  elu/celu pick per element with `where`, so both branches are computed and the unused
+  one (possibly inf or NaN) is discarded.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from spec.errors import DomainError
+from spec.ops.transcendental import ERF_C
 
 from ..engine.context import KernelContext
 from .builders import unary
@@ -88,3 +92,52 @@ unary(
     saves="x",
     keep="x",
 )
+
+
+# --------------------------------------------------------------------------- issue 28
+
+unary(
+    family=__name__,
+    name="erf",
+    f=lambda c, x, a: c.unary("erf", x),
+    push=lambda c, x, y, t, a: t * (c.const(ERF_C) * c.unary("exp", -(x * x))),
+    saves="x",
+    keep="x",
+)
+unary(
+    family=__name__,
+    name="log1p",
+    f=lambda c, x, a: c.unary("log1p", x),
+    push=lambda c, x, y, t, a: c.div(t, c.const(1) + x),
+    saves="x",
+    keep="x",
+)
+unary(
+    family=__name__,
+    name="expm1",
+    f=lambda c, x, a: c.unary("expm1", x),
+    push=lambda c, x, y, t, a: t * c.unary("exp", x),
+    saves="x",
+    keep="x",
+)
+
+
+def _elu(c: KernelContext, x: Any, a: Attrs) -> Any:
+    return c.xp.where(c.const(0) < x, x, c.const(a["alpha"]) * c.unary("expm1", x))
+
+
+def _elu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    return c.xp.where(c.const(0) < x, t, t * (c.const(a["alpha"]) * c.unary("exp", x)))
+
+
+def _celu(c: KernelContext, x: Any, a: Attrs) -> Any:
+    al = c.const(a["alpha"])
+    return c.xp.where(c.const(0) < x, x, al * c.unary("expm1", c.div(x, al)))
+
+
+def _celu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    return c.xp.where(c.const(0) < x, t, t * c.unary("exp", c.div(x, c.const(a["alpha"]))))
+
+
+unary(family=__name__, name="elu", f=_elu, push=_elu_push, saves="x", keep="x")
+unary(family=__name__, name="celu", f=_celu, push=_celu_push, saves="x", keep="x")

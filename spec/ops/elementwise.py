@@ -1,5 +1,6 @@
 """The elementwise family: add sub neg mul scale div inv maximum minimum abs relu clamp sqrt
-detach const.
+detach const leaky_relu sign hardtanh relu6 hardsigmoid hardswish softsign add_n maximum_n
+minimum_n mean_n.
 
 Invariants:
 - Binary ops broadcast through `builders.elementwise2`; unary ops are `builders.unary`, one
@@ -9,6 +10,18 @@ Invariants:
   div's denominator cotangent is −(ḡ·((a/b)/b)); sub's second cotangent is 0 − ḡ.
 - detach and const are not differentiable (zero JVP and VJP); const casts each exact
   rational into the domain with one rounding.
+- `inv` is torch.reciprocal / ONNX Reciprocal (1/x rounded once): no separate reciprocal op.
+- leaky_relu: x if x > 0 else slope·x (slope rounded once); its derivative is the slope at
+  x = 0 (PyTorch's choice). sign: ±1, +0 at ±0, NaN at NaN; its derivative is 0.
+- hardtanh and relu6 are clamp (derivative 0 at the bounds, as PyTorch's); hardsigmoid is
+  clamp(x + 3, 0, 6)/6 and hardswish (x·clamp(x + 3, 0, 6))/6 (PyTorch's order; their
+  derivatives at ±3 follow clamp's: hardswish' is 0 at −3 and 1 at 3, as PyTorch's);
+  softsign is x/(1 + |x|).
+- add_n, maximum_n, minimum_n and mean_n (ONNX's variadic Sum, Max, Min, Mean; two or more
+  arguments, one is the identity for an importer) are left folds of add, maximum, minimum
+  over their arguments (broadcasting as the binary ops), and
+  mean_n divides the sum by the argument count once. A tie among n arguments of
+  maximum_n/minimum_n splits the cotangent as the nested binary ties do (1/2, 1/4, ...).
 """
 
 from __future__ import annotations
@@ -475,4 +488,266 @@ composite(
             note="a second generic point",
         ),
     ),
+)
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+LEAKY_SLOPE = Fraction(1, 100)  # leaky_relu's default negative_slope (PyTorch's)
+
+
+def _slope(D: Domain, a: Attrs) -> Any:
+    return D.from_rational(a.get("negative_slope", LEAKY_SLOPE))
+
+
+def _leaky(D: Domain, x: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return x
+    return D.mul(_slope(D, a), x)
+
+
+def _leaky_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return t
+    return D.mul(_slope(D, a), t)
+
+
+unary(
+    name="leaky_relu",
+    family=FAMILY,
+    f=_leaky,
+    push=_leaky_push,
+    saves="x",
+    attrs=(AttrSpec("negative_slope", "rational", required=False, default=LEAKY_SLOPE),),
+    doc="x if x > 0 else negative_slope * x (NaN propagates); derivative t for x > 0, else "
+    "negative_slope * t: the slope at x = 0",
+    samples=(
+        sample(
+            arg((4,), -1, 2, Fraction(-1, 2), 3),
+            attrs={"negative_slope": Fraction(1, 10)},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point (slope 1/100)",
+        ),
+        sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0: the derivative is the slope"),
+        sample(arg((2,), -0.0, 1), kind="signed_zero", note="leaky_relu(-0) = -0"),
+    ),
+)
+
+
+def _sign(D: Domain, x: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return D.one()
+    if D.lt(x, D.zero()):
+        return D.neg(D.one())
+    return x if D.is_nan(x) else D.zero()
+
+
+register(
+    name="sign",
+    family=FAMILY,
+    arity=1,
+    attrs=(),
+    shape=same_shape("sign"),
+    forward=lambda D, xs, a, env: xs[0].map(lambda v: _sign(D, v, a)),
+    jvp=lambda D, xs, dxs, a, env: zeros_like(D, xs[0]),
+    vjp=lambda D, xs, g, a, env: [zeros_like(D, xs[0])],
+    saves="nothing",
+    doc="1 if x > 0, -1 if x < 0, +0 at ±0, NaN at NaN; zero JVP and VJP (piecewise "
+    "constant; at 0 the derivative is taken as 0)",
+    differentiable=False,
+    tags=frozenset({"elementwise"}),
+    samples=(
+        sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point",
+        ),
+        sample(arg((3,), 0, -0.0, 1), kind="signed_zero", note="sign(±0) = +0"),
+        sample(arg((2,), float("nan"), float("-inf")), kind="special", note="NaN and -inf"),
+    ),
+)
+
+
+def _clamp_body(lo: Fraction, hi: Fraction) -> Any:
+    return lambda b, x, a: b.node("clamp", x[0], lo=lo, hi=hi)
+
+
+def _hardtanh_body(b: Any, x: list[int], a: Attrs) -> int:
+    return b.node("clamp", x[0], lo=a.get("min_val", -1), hi=a.get("max_val", 1))
+
+
+_CLAMP_SAMPLES = (
+    sample(arg((4,), -2, Fraction(-1, 2), Fraction(1, 2), 3), note="generic point"),
+    sample(
+        arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        kind="boundary",
+        note="x = 1 on a bound",
+    ),
+)
+
+composite(
+    name="hardtanh",
+    family=FAMILY,
+    arity=1,
+    attrs=(
+        AttrSpec("min_val", "rational", required=False, default=Fraction(-1)),
+        AttrSpec("max_val", "rational", required=False, default=Fraction(1)),
+    ),
+    body=_hardtanh_body,
+    doc="clamp(x, lo=min_val, hi=max_val) (defaults -1, 1): derivative 0 at the bounds",
+    tags=frozenset({"elementwise"}),
+    samples=(
+        *_CLAMP_SAMPLES,
+        sample(
+            arg((3,), Fraction(-1, 2), Fraction(4, 5), 0),
+            attrs={"min_val": Fraction(-1, 2), "max_val": Fraction(4, 5)},
+            kind="boundary",
+            note="x on min_val and on max_val",
+        ),
+    ),
+)
+composite(
+    name="relu6",
+    family=FAMILY,
+    arity=1,
+    body=_clamp_body(Fraction(0), Fraction(6)),
+    doc="clamp(x, lo=0, hi=6): derivative 0 at 0 and 6; relu6(-0) = -0",
+    tags=frozenset({"elementwise"}),
+    samples=(
+        sample(arg((4,), -2, Fraction(1, 2), 3, 7), note="generic point"),
+        sample(arg((3,), 0, 6, -0.0), kind="boundary", note="x on 0 and on 6, and -0"),
+    ),
+)
+
+
+def _hardsigmoid_body(b: Any, x: list[int], a: Attrs) -> int:
+    c = b.node("clamp", b.node("add", x[0], scalar_const(b, 3)), lo=Fraction(0), hi=Fraction(6))
+    return b.node("div", c, scalar_const(b, 6))
+
+
+def _hardswish_body(b: Any, x: list[int], a: Attrs) -> int:
+    c = b.node("clamp", b.node("add", x[0], scalar_const(b, 3)), lo=Fraction(0), hi=Fraction(6))
+    return b.node("div", b.node("mul", x[0], c), scalar_const(b, 6))
+
+
+_HARD_SAMPLES = (
+    sample(arg((4,), -4, Fraction(-1, 2), 1, 4), note="generic point"),
+    sample(
+        arg((2, 3), 1, -2, Fraction(1, 2), 5, Fraction(1, 4), Fraction(-7, 2)),
+        note="a second generic point",
+    ),
+    sample(arg((3,), -3, 3, 0), kind="boundary", note="x = -3 and x = 3: clamp's bounds"),
+    sample(arg((2,), -0.0, 1), kind="signed_zero", note="x = -0"),
+)
+
+composite(
+    name="hardsigmoid",
+    family=FAMILY,
+    arity=1,
+    body=_hardsigmoid_body,
+    doc="div(clamp(add(x, 3), 0, 6), 6): derivative 1/6 inside, 0 at and beyond ±3",
+    tags=frozenset({"elementwise"}),
+    samples=_HARD_SAMPLES,
+)
+composite(
+    name="hardswish",
+    family=FAMILY,
+    arity=1,
+    body=_hardswish_body,
+    doc="div(mul(x, clamp(add(x, 3), 0, 6)), 6): derivative 0 at x = -3 and 1 at x = 3",
+    tags=frozenset({"elementwise"}),
+    samples=_HARD_SAMPLES,
+)
+composite(
+    name="softsign",
+    family=FAMILY,
+    arity=1,
+    body=lambda b, x, a: b.node(
+        "div", x[0], b.node("add", scalar_const(b, 1), b.node("abs", x[0]))
+    ),
+    doc="div(x, add(1, abs(x))): derivative 1 at 0 (abs'(0) = 0 is multiplied by x = 0)",
+    tags=frozenset({"elementwise"}),
+    samples=(
+        sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
+        sample(arg((3,), 0, -0.0, 1), kind="kink", note="x = ±0: |x| has its kink"),
+    ),
+)
+
+
+def _fold_body(op: str, name: str) -> Any:
+    def body(b: Any, x: list[int], a: Attrs) -> int:
+        if len(x) < 2:
+            raise shape_error(name, "needs at least two arguments", None, ">= 2", len(x))
+        acc = x[0]
+        for v in x[1:]:
+            acc = b.node(op, acc, v)
+        return acc
+
+    return body
+
+
+def _mean_n_body(b: Any, x: list[int], a: Attrs) -> int:
+    return b.node("div", _fold_body("add", "mean_n")(b, x, a), scalar_const(b, len(x)))
+
+
+_N_SAMPLES = (
+    sample(
+        arg((3,), 1, -2, Fraction(3, 2)),
+        arg((3,), Fraction(1, 2), -1, 2),
+        arg((1,), Fraction(-3, 4)),
+        note="generic point: three arguments, one broadcast",
+    ),
+    sample(arg((2,), 1, -2), arg((2, 1), Fraction(1, 2), 3), note="two arguments, broadcast"),
+)
+_N_TIES = (
+    sample(
+        arg((3,), 1, -2, 2),
+        arg((3,), 1, 3, 2),
+        arg((3,), 1, -2, 0),
+        kind="tie",
+        note="a three-way tie (1), and pairwise ties (-2, 2)",
+    ),
+)
+
+composite(
+    name="add_n",
+    family=FAMILY,
+    arity=None,
+    body=_fold_body("add", "add_n"),
+    doc="ONNX Sum: add(add(x0, x1), x2)... (a left fold, broadcasting)",
+    tags=frozenset({"elementwise", "broadcast"}),
+    samples=_N_SAMPLES,
+)
+composite(
+    name="maximum_n",
+    family=FAMILY,
+    arity=None,
+    body=_fold_body("maximum", "maximum_n"),
+    doc="ONNX Max: maximum(maximum(x0, x1), x2)... (a left fold, broadcasting; ties split "
+    "the cotangent as the nested binary ties do)",
+    tags=frozenset({"elementwise", "broadcast"}),
+    samples=_N_SAMPLES + _N_TIES,
+)
+composite(
+    name="minimum_n",
+    family=FAMILY,
+    arity=None,
+    body=_fold_body("minimum", "minimum_n"),
+    doc="ONNX Min: minimum(minimum(x0, x1), x2)... (a left fold, broadcasting; ties split "
+    "the cotangent as the nested binary ties do)",
+    tags=frozenset({"elementwise", "broadcast"}),
+    samples=_N_SAMPLES + _N_TIES,
+)
+composite(
+    name="mean_n",
+    family=FAMILY,
+    arity=None,
+    body=_mean_n_body,
+    doc="ONNX Mean: div(add_n's left fold, n), n the argument count",
+    tags=frozenset({"elementwise", "broadcast"}),
+    samples=_N_SAMPLES,
 )

@@ -1,4 +1,4 @@
-"""The reduce family: sum reduce_sum mean reduce_mean reduce_max.
+"""The reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std.
 
 Invariants:
 - sum and reduce_sum are left folds in row-major index order starting from the first
@@ -7,6 +7,14 @@ Invariants:
 - reduce_max is the fold m = maximum(m, v) along an axis: NaN propagates (the first NaN
   wins), ties keep the earlier element, and the whole cotangent (and tangent) goes to that
   one element.
+- logsumexp, var and std are composites (attribute `dim` as in torch, non-negative; the
+  axis must be non-empty). logsumexp is add(log(reduce_sum(exp(sub(x, m)))), m) with
+  m = detach(reduce_max(x)) kept as a size-1 axis: the shift carries no derivative, so the
+  derivative is exp(x − m)/Σ (the softmax) and no tie rule of the max enters it; a lane
+  whose max is ±inf gives NaN (PyTorch masks those maxima and gives ±inf). var is
+  div(reduce_sum(mul(d, d)), n − correction) with d = sub(x, reduce_mean(x)) (two-pass;
+  n − correction must be >= 1, where PyTorch gives inf or NaN); std is sqrt(var), whose
+  derivative is 0 where var is 0 (sqrt's convention; PyTorch gives NaN there).
 """
 
 from __future__ import annotations
@@ -254,3 +262,100 @@ register(
         ),
     ),
 )
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+def _dim_and_keep(op: str, b: Any, x: int, a: Attrs) -> tuple[int, int, Shape]:
+    s = b.shape_of(x)
+    d = a["dim"]
+    if not 0 <= d < len(s):
+        raise shape_error(op, "dim out of range", 0, f"0 <= dim < {len(s)}", d)
+    if s[d] < 1:
+        raise shape_error(op, "reduction over an empty dim is undefined", 0, "dim >= 1", s[d])
+    return d, s[d], (*s[:d], 1, *s[d + 1 :])
+
+
+def _logsumexp_body(b: Any, x: list[int], a: Attrs) -> int:
+    d, _, keep = _dim_and_keep("logsumexp", b, x[0], a)
+    m = b.node("detach", b.node("reduce_max", x[0], axis=d))
+    e = b.node("exp", b.node("sub", x[0], b.node("reshape", m, shape=keep)))
+    return b.node("add", b.node("log", b.node("reduce_sum", e, axis=d)), m)
+
+
+def _var_body(op: str) -> Any:
+    def body(b: Any, x: list[int], a: Attrs) -> int:
+        d, n, keep = _dim_and_keep(op, b, x[0], a)
+        corr = a.get("correction", 1)
+        if n - corr < 1:
+            raise shape_error(op, "n - correction must be >= 1", 0, f"correction < {n}", corr)
+        mu = b.node("reshape", b.node("reduce_mean", x[0], axis=d), shape=keep)
+        dev = b.node("sub", x[0], mu)
+        ss = b.node("reduce_sum", b.node("mul", dev, dev), axis=d)
+        v = b.node("div", ss, scalar_const(b, n - corr))
+        return b.node("sqrt", v) if op == "std" else v
+
+    return body
+
+
+_DIM = AttrSpec("dim", "nat")
+_CORRECTION = AttrSpec("correction", "nat", required=False, default=1)
+
+composite(
+    name="logsumexp",
+    family=FAMILY,
+    arity=1,
+    attrs=(_DIM,),
+    body=_logsumexp_body,
+    doc="add(log(reduce_sum(exp(sub(x, reshape(m))), dim)), m) with "
+    "m = detach(reduce_max(x, dim)): derivative exp(x - m)/sum, no tie rule",
+    algebraic=False,
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"dim": 0},
+            note="a second generic point",
+        ),
+        sample(
+            arg((2, 2), 1, 1, -2, 3),
+            attrs={"dim": 1},
+            kind="tie",
+            note="equal maxima in a row: the detached shift carries no derivative",
+        ),
+    ),
+)
+for _op, _doc in (
+    ("var", "div(reduce_sum(mul(d, d), dim), n - correction), d = sub(x, reduce_mean(x, dim))"),
+    ("std", "sqrt(var(x, dim, correction)): derivative 0 where the variance is 0"),
+):
+    composite(
+        name=_op,
+        family=FAMILY,
+        arity=1,
+        attrs=(_DIM, _CORRECTION),
+        body=_var_body(_op),
+        doc=_doc + " (n - correction >= 1; correction defaults to 1)",
+        algebraic=_op == "var",
+        tags=frozenset({"reduction"}),
+        samples=(
+            sample(
+                arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
+            ),
+            sample(
+                arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+                attrs={"dim": 0, "correction": 0},
+                note="a second generic point (population form)",
+            ),
+            sample(
+                arg((2, 2), 2, 2, -1, 3),
+                attrs={"dim": 1},
+                kind="boundary",
+                note="a constant row: variance 0 (std's derivative is taken as 0 there)",
+            ),
+        ),
+    )

@@ -93,7 +93,8 @@ FAMILIES = (
 @dataclass(frozen=True)
 class AttrSpec:
     """An attribute: `kind` is one of int, nat, ints (non-negative), sints (signed ints),
-    bool, str, shape, rational, rationals."""
+    bool, str (a word chosen from a list the op's rule checks, e.g. gelu's `approximate`,
+    pad's `mode`), shape, rational, rationals."""
 
     name: str
     kind: str

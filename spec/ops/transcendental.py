@@ -1,9 +1,19 @@
-"""The transcendental family: exp log safe_log tanh sigmoid softplus gelu silu sin cos.
+"""The transcendental family: exp log safe_log tanh sigmoid softplus gelu silu sin cos erf
+log1p expm1 elu celu selu mish.
 
 Invariants:
-- exp, log, tanh, sin, cos and sigmoid are primitives rounded once per element (sigmoid is a
-  primitive so its derivative y·(1 − y) stays finite where exp(−x) overflows); softplus,
-  gelu, silu and safe_log are composites whose bodies are normative.
+- exp, log, tanh, sin, cos, erf, log1p and expm1 are primitives rounded once per element
+  (correctly rounded: MPFR); sigmoid is a primitive so its derivative y·(1 − y) stays
+  finite where exp(−x) overflows; softplus, gelu, silu, safe_log, selu and mish are
+  composites whose bodies are normative.
+- elu and celu are primitives (a composite through maximum/minimum would take a tie's half
+  derivative at 0): x for x > 0, else α·expm1(x) (elu) or α·expm1(x/α) (celu), α rounded
+  once into the domain, each operation rounded once in that order. Derivative for x <= 0
+  α·exp(x) (elu; α at x = 0, PyTorch's and JAX's choice) and exp(x/α) (celu). The
+  derivative rules of erf, log1p, expm1, elu and celu read x only (never the forward).
+- gelu's `approximate` is "tanh" (the default: the table's gelu has always been the tanh
+  form, and every existing graph and seed keeps its meaning) or "none" (the exact erf form,
+  PyTorch's and ONNX's default, which callers name explicitly).
 - log refuses inputs <= 0 or NaN on graph nodes (a precondition); safe_log is total:
   log(maximum(x, SAFE_LOG_EPS)).
 - GELU_C and GELU_K are exact rationals cast once; the verifier and the certificate checker
@@ -16,12 +26,21 @@ from fractions import Fraction
 from typing import Any
 
 from ..domains import Domain
-from ..errors import DomainError
+from ..errors import DomainError, GraphError, op_error
 from ..tensor import Tensor
-from .builders import composite, scalar_const, unary
-from .table import Attrs, arg, sample
+from .builders import composite, same_shape, scalar_const, unary
+from .table import Attrs, AttrSpec, Env, Sample, arg, register, sample
 
-__all__ = ["FAMILY", "GELU_C", "GELU_K", "SAFE_LOG_EPS"]
+__all__ = [
+    "ERF_C",
+    "FAMILY",
+    "GELU_C",
+    "GELU_K",
+    "GELU_SQRT1_2",
+    "SAFE_LOG_EPS",
+    "SELU_ALPHA",
+    "SELU_SCALE",
+]
 
 FAMILY = "transcendental"
 
@@ -172,10 +191,25 @@ composite(
 
 GELU_C = Fraction(0.7978845608028654)  # the binary64 nearest sqrt(2/pi), as an exact rational
 GELU_K = Fraction(44715, 10**6)
+GELU_SQRT1_2 = Fraction(0.7071067811865476)  # the binary64 nearest 1/sqrt(2), exact rational
+GELU_FORMS = ("tanh", "none")
 
 
 def _gelu_body(b: Any, x: list[int], a: Attrs) -> int:
+    form = a.get("approximate") or "tanh"
+    if form not in GELU_FORMS:
+        raise op_error(
+            GraphError, "gelu", "attribute 'approximate' unknown", expected=GELU_FORMS, got=form
+        )
     x0 = x[0]
+    if form == "none":
+        # PyTorch's order: (x * 1/2) * (1 + erf(x * c)), c the binary64 nearest 1/sqrt(2)
+        e = b.node("erf", b.node("mul", x0, scalar_const(b, GELU_SQRT1_2)))
+        return b.node(
+            "mul",
+            b.node("mul", x0, scalar_const(b, Fraction(1, 2))),
+            b.node("add", scalar_const(b, 1), e),
+        )
     x3 = b.node("mul", b.node("mul", x0, x0), x0)
     inner = b.node("add", x0, b.node("mul", scalar_const(b, GELU_K), x3))
     t = b.node("tanh", b.node("mul", scalar_const(b, GELU_C), inner))
@@ -190,10 +224,13 @@ composite(
     name="gelu",
     family=FAMILY,
     arity=1,
+    attrs=(AttrSpec("approximate", "str", required=False, default="tanh"),),
     body=_gelu_body,
-    doc="tanh form: mul(mul(1/2, x), add(1, tanh(mul(c, add(x, mul(k, mul(mul(x,x),x)))))))"
-    " with c = binary64 sqrt(2/pi) = 0.7978845608028654 and k = 0.044715, both exact "
-    "rationals cast once",
+    doc="approximate='tanh' (the default): mul(mul(1/2, x), add(1, tanh(mul(c, add(x, "
+    "mul(k, mul(mul(x,x),x))))))) with c = binary64 sqrt(2/pi) = 0.7978845608028654 and "
+    "k = 0.044715; approximate='none' (exact, PyTorch's and ONNX's default, named "
+    "explicitly): mul(mul(x, 1/2), add(1, erf(mul(x, s)))) with s = binary64 1/sqrt(2) = "
+    "0.7071067811865476; the constants are exact rationals cast once",
     algebraic=False,
     tags=frozenset({"elementwise"}),
     samples=(
@@ -201,6 +238,17 @@ composite(
         sample(
             arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
             note="a second generic point",
+        ),
+        sample(
+            arg((3,), -1, Fraction(1, 2), 2),
+            attrs={"approximate": "none"},
+            note="the exact (erf) form at a generic point",
+        ),
+        sample(
+            arg((3,), 0, -0.0, -6),
+            attrs={"approximate": "none"},
+            kind="signed_zero",
+            note="erf form at ±0 (gelu(-0) = -0) and far left (erf(-6/sqrt 2) rounds to -1)",
         ),
     ),
 )
@@ -243,5 +291,227 @@ composite(
             kind="boundary",
             note="x below eps = 2**-24 (and 0) reads log(eps)",
         ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- issue 28
+
+_GENERIC = (
+    sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
+    sample(
+        arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        note="a second generic point",
+    ),
+)
+
+ERF_C = Fraction("1.128379167095512573896158903121545171688101258657997713688171443421285")
+"""2/sqrt(pi) to 70 significant digits, as an exact rational (cast once into a domain)."""
+
+
+def _pointwise(
+    *,
+    name: str,
+    f: Any,
+    push: Any,
+    doc: str,
+    samples: tuple[Sample, ...],
+    attrs: tuple[AttrSpec, ...] = (),
+    shape: Any = None,
+) -> None:
+    """An elementwise unary primitive whose derivative `push(D, x, t, attrs)` reads x only
+    (never the forward value): the same sequence serves the JVP and the VJP."""
+
+    def forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+        return xs[0].map(lambda v: f(D, v, a))
+
+    def jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
+        x = xs[0]
+        return Tensor(
+            x.shape, tuple(push(D, v, t, a) for v, t in zip(x.data, dxs[0].data, strict=True))
+        )
+
+    register(
+        name=name,
+        family=FAMILY,
+        arity=1,
+        attrs=attrs,
+        shape=shape or same_shape(name),
+        forward=forward,
+        jvp=jvp,
+        vjp=lambda D, xs, g, a, env: [jvp(D, xs, [g], a, env)],
+        saves="x",
+        doc=doc,
+        algebraic=False,
+        tags=frozenset({"elementwise"}),
+        samples=samples,
+    )
+
+
+_pointwise(
+    name="erf",
+    f=lambda D, x, a: D.erf(x),
+    push=lambda D, x, t, a: D.mul(t, D.mul(D.from_rational(ERF_C), D.exp(D.neg(D.mul(x, x))))),
+    doc="erf(x), correctly rounded; derivative mul(t, mul(c, exp(neg(mul(x, x))))) with "
+    "c = 2/sqrt(pi) cast once",
+    samples=(
+        *_GENERIC,
+        sample(arg((3,), 0, -0.0, 6), kind="signed_zero", note="erf(±0) = ±0; erf(6) rounds to 1"),
+        sample(
+            arg((3,), float("inf"), float("-inf"), float("nan")),
+            kind="special",
+            note="erf(±inf) = ±1, NaN propagates; derivative 0 at ±inf",
+        ),
+    ),
+)
+_pointwise(
+    name="log1p",
+    f=lambda D, x, a: D.log1p(x),
+    push=lambda D, x, t, a: D.div(t, D.add(D.one(), x)),
+    doc="log(1 + x), correctly rounded (NaN for x < -1, -inf at -1); derivative div(t, add(1, x))",
+    samples=(
+        sample(arg((3,), Fraction(-1, 2), Fraction(1, 2), 2), note="generic point"),
+        sample(
+            arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 4)),
+            note="a second generic point",
+        ),
+        sample(
+            arg((3,), 0, -0.0, Fraction(1, 2**30)),
+            kind="signed_zero",
+            note="log1p(±0) = ±0; a tiny x gives x itself",
+        ),
+        sample(
+            arg((3,), -1, -2, float("inf")),
+            kind="special",
+            note="log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(inf) = inf",
+        ),
+    ),
+)
+_pointwise(
+    name="expm1",
+    f=lambda D, x, a: D.expm1(x),
+    push=lambda D, x, t, a: D.mul(t, D.exp(x)),
+    doc="exp(x) - 1, correctly rounded; derivative mul(t, exp(x))",
+    samples=(
+        *_GENERIC,
+        sample(
+            arg((3,), 0, -0.0, Fraction(1, 2**30)),
+            kind="signed_zero",
+            note="expm1(±0) = ±0; a tiny x gives x itself",
+        ),
+        sample(
+            arg((3,), float("-inf"), float("inf"), -200),
+            kind="special",
+            note="expm1(-inf) = -1, expm1(inf) = inf, expm1(-200) rounds to -1",
+        ),
+    ),
+)
+
+
+def _elu(D: Domain, x: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return x
+    return D.mul(D.from_rational(a.get("alpha", 1)), D.expm1(x))
+
+
+def _elu_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return t
+    return D.mul(t, D.mul(D.from_rational(a.get("alpha", 1)), D.exp(x)))
+
+
+_KINK_SAMPLES = (
+    sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0 takes the x <= 0 branch"),
+    sample(arg((2,), -0.0, 1), kind="signed_zero", note="x = -0 gives -0 (alpha > 0)"),
+)
+
+_pointwise(
+    name="elu",
+    f=_elu,
+    push=_elu_push,
+    attrs=(AttrSpec("alpha", "rational", required=False, default=Fraction(1)),),
+    doc="x if x > 0 else mul(alpha, expm1(x)) (NaN propagates); derivative t for x > 0, else "
+    "mul(t, mul(alpha, exp(x))): alpha at x = 0",
+    samples=(
+        sample(
+            arg((4,), -1, Fraction(1, 2), 2, Fraction(-3, 2)),
+            attrs={"alpha": Fraction(3, 2)},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point (alpha = 1)",
+        ),
+        *_KINK_SAMPLES,
+    ),
+)
+
+
+def _celu_shape(shapes: list[Any], a: Attrs) -> Any:
+    if a.get("alpha", 1) == 0:
+        raise op_error(GraphError, "celu", "alpha must not be 0", expected="alpha != 0", got=0)
+    return shapes[0]
+
+
+def _celu(D: Domain, x: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return x
+    al = D.from_rational(a.get("alpha", 1))
+    return D.mul(al, D.expm1(D.div(x, al)))
+
+
+def _celu_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
+    if D.lt(D.zero(), x):
+        return t
+    return D.mul(t, D.exp(D.div(x, D.from_rational(a.get("alpha", 1)))))
+
+
+_pointwise(
+    name="celu",
+    f=_celu,
+    push=_celu_push,
+    shape=_celu_shape,
+    attrs=(AttrSpec("alpha", "rational", required=False, default=Fraction(1)),),
+    doc="x if x > 0 else mul(alpha, expm1(div(x, alpha))) (alpha != 0); derivative t for "
+    "x > 0, else mul(t, exp(div(x, alpha))): 1 at x = 0",
+    samples=(
+        sample(
+            arg((4,), -1, Fraction(1, 2), 2, Fraction(-3, 2)),
+            attrs={"alpha": Fraction(3, 2)},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            note="a second generic point (alpha = 1)",
+        ),
+        *_KINK_SAMPLES,
+    ),
+)
+
+SELU_ALPHA = Fraction(1.6732632423543772)  # PyTorch's binary64 constants, exact rationals
+SELU_SCALE = Fraction(1.0507009873554805)
+
+composite(
+    name="selu",
+    family=FAMILY,
+    arity=1,
+    body=lambda b, x, a: b.node("scale", b.node("elu", x[0], alpha=SELU_ALPHA), c=SELU_SCALE),
+    doc="scale(elu(x, alpha=1.6732632423543772), c=1.0507009873554805) (PyTorch's binary64 "
+    "constants; elu rounds, then the product with the rounded scale rounds)",
+    algebraic=False,
+    tags=frozenset({"elementwise"}),
+    samples=(*_GENERIC, *_KINK_SAMPLES),
+)
+composite(
+    name="mish",
+    family=FAMILY,
+    arity=1,
+    body=lambda b, x, a: b.node("mul", x[0], b.node("tanh", b.node("softplus", x[0]))),
+    doc="mul(x, tanh(softplus(x)))",
+    algebraic=False,
+    tags=frozenset({"elementwise"}),
+    samples=(
+        *_GENERIC,
+        sample(arg((2,), 0, -0.0), kind="signed_zero", note="mish(0): softplus's tie at 0"),
     ),
 )
