@@ -162,7 +162,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "pool": tuple(
         f"{k}_pool{n}d" for k in ("avg", "max", "adaptive_avg", "adaptive_max") for n in (1, 2, 3)
     ),
-    "norm": ("layer_norm", "batch_norm"),
+    "norm": ("layer_norm", "batch_norm", "instance_norm", "group_norm"),
     "attention": ("scaled_dot_product_attention", "multi_head_attention", "mask_neg_inf"),
     "embed": ("embedding", "one_hot"),
 }
@@ -185,7 +185,8 @@ def test_graph_sampling_order_is_pinned() -> None:
         *("conv1d", "conv3d", "conv_transpose1d", "conv_transpose3d", "avg_pool1d"),
         *("avg_pool3d", "max_pool1d", "max_pool3d", "adaptive_avg_pool1d"),
         *("adaptive_max_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d"),
-        *("adaptive_avg_pool3d", "adaptive_max_pool3d", "pad"),
+        *("adaptive_avg_pool3d", "adaptive_max_pool3d", "pad", "instance_norm"),
+        *("group_norm",),
     )
     assert GRAPH_OPS == SAMPLING_ORDER
     assert set(BUILDERS) == set(SAMPLING_ORDER)

@@ -162,6 +162,8 @@ def test_algebraic_flags() -> None:
         "mask_neg_inf",
         "layer_norm",
         "batch_norm",
+        "instance_norm",
+        "group_norm",
         "scaled_dot_product_attention",
         "multi_head_attention",
     }

@@ -284,6 +284,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "pad": lambda x, pad, mode=None, value=None: F.pad(
         x, tuple(pad), mode=mode or "constant", value=None if value is None else float(value)
     ),
+    "instance_norm": lambda x, g, b, eps=None: F.instance_norm(
+        x, weight=g, bias=b, eps=1e-5 if eps is None else float(eps)
+    ),
+    "group_norm": lambda x, g, b, num_groups, eps=None: F.group_norm(
+        x, int(num_groups), g, b, eps=1e-5 if eps is None else float(eps)
+    ),
 }
 
 

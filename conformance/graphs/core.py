@@ -350,6 +350,8 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "adaptive_avg_pool3d",
     "adaptive_max_pool3d",
     "pad",
+    "instance_norm",
+    "group_norm",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale
