@@ -306,6 +306,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "selu": lambda x: F.selu(x),
     "mish": lambda x: F.mish(x),
     "logsumexp": lambda x, dim: torch.logsumexp(x, dim),
+    "instance_norm": lambda x, g, b, eps=None: F.instance_norm(
+        x, weight=g, bias=b, eps=1e-5 if eps is None else float(eps)
+    ),
+    "group_norm": lambda x, g, b, num_groups, eps=None: F.group_norm(
+        x, int(num_groups), g, b, eps=1e-5 if eps is None else float(eps)
+    ),
 }
 
 

@@ -372,6 +372,8 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "mish",
     "logsumexp",
     "std",
+    "instance_norm",
+    "group_norm",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale

@@ -1,10 +1,17 @@
 """Graph builders of the norm family.
 
 Invariant: `layer_norm` normalises a non-empty last axis, `batch_norm` a non-empty value of
-rank >= 2 over axis 1; weight and bias have the feature shape.
+rank >= 2 over axis 1; weight and bias have the feature shape. `instance_norm` takes a
+value (N, C, spatial...) of rank >= 3 with no zero dim; `group_norm` a value of rank >= 2
+with no zero dim and a num_groups dividing C (1, C and the others drawn); eps is drawn
+from the default and a few rationals.
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
+
+from hypothesis import strategies as st
 
 from spec.shape import size
 
@@ -34,3 +41,33 @@ def _norm(op: str) -> Builder:
 
 register(name="layer_norm", build=_norm("layer_norm"))
 register(name="batch_norm", build=_norm("batch_norm"))
+
+
+_EPS = (None, Fraction(1, 10), Fraction(1, 1000))
+
+
+def _grouped(op: str) -> Builder:
+    def build(c: Ctx) -> bool:
+        rank = 3 if op == "instance_norm" else 2
+        x = c.pick(lambda s: len(s) >= rank and size(s) >= 1)
+        if x is None or not c.room(1):
+            return False
+        s = c.shapes[x]
+        ids = materialize_args(c, [(s[1],), (s[1],)])
+        if ids is None or not c.room(1):
+            return False
+        attrs: dict[str, object] = {}
+        if op == "group_norm":
+            divisors = [g for g in range(1, s[1] + 1) if s[1] % g == 0]
+            attrs["num_groups"] = c.draw(st.sampled_from(divisors))
+        eps = c.draw(st.sampled_from(_EPS))
+        if eps is not None:
+            attrs["eps"] = eps
+        c.add(op, x, *ids, **attrs)
+        return True
+
+    return build
+
+
+register(name="instance_norm", build=_grouped("instance_norm"))
+register(name="group_norm", build=_grouped("group_norm"))

@@ -1,4 +1,4 @@
-"""Per-op laws of the norm family: layer_norm, batch_norm.
+"""Per-op laws of the norm family: layer_norm, batch_norm, instance_norm, group_norm.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -77,6 +77,67 @@ law(
     ),
     derivative_text="jvp = the derivative of that expression (smooth: var + ε > 0)",
     definition=_bn_def,
+    conv_jvp="definition",
+    numeric=ALL_OBLIGATIONS,
+)
+
+
+def _gn_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    """Per sample n and group of C/G consecutive channels: mean and biased variance over
+    the group's channels and spatial positions, then the per-channel affine."""
+    x, gamma, beta = v
+    c = x.shape[1]
+    groups = c if a.get("num_groups") is None else int(a["num_groups"])
+    eps = _EPS if a.get("eps") is None else sympy.Rational(a["eps"])
+    out = np.empty(x.shape, dtype=object)
+    per = c // groups
+    for n in range(x.shape[0]):
+        for g in range(groups):
+            block = x[n, g * per : (g + 1) * per]
+            vals = list(block.reshape(-1))
+            mu = sympy.Add(*vals) / len(vals)
+            var = sympy.Add(*[(t - mu) ** 2 for t in vals]) / len(vals)
+            out[n, g * per : (g + 1) * per] = (block - mu) * (1 / sympy.sqrt(var + eps))
+    shape = (c, *([1] * (x.ndim - 2)))
+    return arr(out * gamma.reshape(shape) + beta.reshape(shape))
+
+
+law(
+    op="instance_norm",
+    cases=[
+        Case(((1, 1, 2), (1,), (1,)), free()),
+        Case(
+            ((2, 1, 2), (1,), (1,)),
+            fixed({0: (1, 3, Fraction(1, 2), -2)}),
+            {"eps": Fraction(1, 10)},
+        ),
+    ],
+    definition_text=(
+        "per sample n and channel c: (x - mean_nc)/sqrt(var_nc + eps)·γ_c + β_c, statistics "
+        "over the spatial axes (biased variance; eps = 1/100000 unless given)"
+    ),
+    derivative_text="jvp = the derivative of that expression (smooth: var + eps > 0)",
+    definition=_gn_def,
+    conv_jvp="definition",
+    numeric=ALL_OBLIGATIONS,
+)
+
+law(
+    op="group_norm",
+    cases=[
+        Case(((1, 2), (2,), (2,)), free(), {"num_groups": 1}),
+        Case(
+            ((1, 4, 1), (4,), (4,)),
+            fixed({0: (1, -2, Fraction(1, 2), 3)}),
+            {"num_groups": 2},
+        ),
+    ],
+    definition_text=(
+        "per sample n and group of C/G consecutive channels: (x - mean)/sqrt(var + eps)·γ_c + "
+        "β_c, statistics over the group's channels and spatial positions (biased variance)"
+    ),
+    derivative_text="jvp = the derivative of that expression (smooth: var + eps > 0)",
+    definition=_gn_def,
     conv_jvp="definition",
     numeric=ALL_OBLIGATIONS,
 )

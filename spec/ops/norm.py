@@ -1,8 +1,10 @@
-"""The norm family: layer_norm batch_norm (composites).
+"""The norm family: layer_norm batch_norm instance_norm group_norm (composites).
 
 Invariants:
 - Bodies are reduce_mean / sub / mul / sqrt / div with ε = LN_EPS = 1/100000 as an exact
   `const`; the variance is biased; batch_norm uses training statistics only.
+- instance_norm is group_norm with one group per channel: both reduce the last axis of a
+  (N, G, C/G * spatial) view; their eps is an optional rational attribute (default LN_EPS).
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from ..errors import GraphError, op_error
 from ..shape import Shape, size
 from .builders import composite, scalar_const, shape_error
-from .table import Attrs, arg, sample
+from .table import Attrs, AttrSpec, arg, sample
 
 __all__ = ["FAMILY", "LN_EPS"]
 
@@ -143,6 +146,123 @@ composite(
             arg((2,), 1, 2),
             arg((2,), 0, Fraction(1, 2)),
             note="a second generic point",
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- group statistics
+
+
+def _eps(op: str, a: Attrs) -> Fraction:
+    eps = Fraction(a["eps"]) if a.get("eps") is not None else LN_EPS
+    if eps <= 0:
+        raise op_error(GraphError, op, "eps must be positive", expected="eps > 0", got=eps)
+    return eps
+
+
+def _grouped_norm(op: str, b: Any, args: list[int], a: Attrs, min_rank: int) -> int:
+    """x (N, C, *spatial) viewed as (N, G, C/G * prod(spatial)): per (n, g) mean and biased
+    variance by reduce_mean over the last axis (row-major: channels of the group, then
+    spatial positions), then the per-channel affine γ, β (C,) reshaped to (C, 1, ...)."""
+    s = b.shape_of(args[0])
+    if len(s) < min_rank or size(s) == 0:
+        raise shape_error(
+            op,
+            f"input must be (N, C, ...) of rank >= {min_rank} with no zero dim",
+            0,
+            "(N, C, ...)" if min_rank == 2 else "(N, C, spatial...)",
+            s,
+        )
+    c = s[1]
+    groups = c if op == "instance_norm" else int(a["num_groups"])
+    if groups < 1 or c % groups:
+        raise op_error(
+            GraphError,
+            op,
+            "num_groups must divide the channel count",
+            expected=f"a divisor of C = {c}",
+            got=groups,
+        )
+    _affine_args(op, b, args, (c,))
+    view = (s[0], groups, size(s) // (s[0] * groups))
+    keep = (s[0], groups, 1)
+    x = b.node("reshape", args[0], shape=view)
+    mu = b.node("reshape", b.node("reduce_mean", x, axis=2), shape=keep)
+    xc = b.node("sub", x, mu)
+    var = b.node("reshape", b.node("reduce_mean", b.node("mul", xc, xc), axis=2), shape=keep)
+    den = b.node("sqrt", b.node("add", var, scalar_const(b, _eps(op, a))))
+    y = b.node("reshape", b.node("div", xc, den), shape=s)
+    bshape = (c, *([1] * (len(s) - 2)))
+    gamma = b.node("reshape", args[1], shape=bshape)
+    beta = b.node("reshape", args[2], shape=bshape)
+    return b.node("add", b.node("mul", y, gamma), beta)
+
+
+_EPS_ATTR = AttrSpec("eps", "rational", False)
+
+_GROUPED_DOC = (
+    "mu = reduce_mean and var = reduce_mean(mul(xc, xc)) (biased) over the last axis of "
+    "reshape(x, (N, G, C/G * prod(spatial))) (row-major: the group's channels, then spatial "
+    "positions), xc = sub(x, mu), y = add(mul(reshape(div(xc, sqrt(add(var, eps))), "
+    "x.shape), γ), β) with γ, β (C,) reshaped to (C, 1, ...); eps (default 1/100000) an "
+    "exact const. Weight and bias are required arguments, as in layer_norm and batch_norm "
+    "(PyTorch's weight=None / bias=None are ones / zeros)"
+)
+
+composite(
+    name="instance_norm",
+    family=FAMILY,
+    arity=3,
+    body=lambda b, args, a: _grouped_norm("instance_norm", b, args, a, 3),
+    attrs=(_EPS_ATTR,),
+    doc="instance_norm(x, γ, β, eps): x (N, C, *spatial) with spatial dims >= 1, statistics "
+    "per (n, c) (group_norm with G = C; PyTorch's use_input_stats=True, no running "
+    "statistics): " + _GROUPED_DOC,
+    algebraic=False,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((1, 2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            arg((2,), 1, 2),
+            arg((2,), 0, Fraction(1, 2)),
+            note="generic point",
+        ),
+        sample(
+            arg((2, 1, 2), 1, 1, 3, Fraction(-1, 2)),
+            arg((1,), Fraction(1, 2)),
+            arg((1,), -1),
+            note="a constant instance (var = 0: the output is β, sqrt(eps) in the denominator)",
+            kind="boundary",
+        ),
+    ),
+)
+
+composite(
+    name="group_norm",
+    family=FAMILY,
+    arity=3,
+    body=lambda b, args, a: _grouped_norm("group_norm", b, args, a, 2),
+    attrs=(AttrSpec("num_groups", "int"), _EPS_ATTR),
+    doc="group_norm(x, γ, β, num_groups, eps): x (N, C, ...), num_groups divides C, "
+    "statistics per (n, group of C/G consecutive channels): " + _GROUPED_DOC,
+    algebraic=False,
+    tags=frozenset({"reduction", "model"}),
+    samples=(
+        sample(
+            arg((1, 4, 2), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2)),
+            arg((4,), 1, 2, -1, Fraction(1, 2)),
+            arg((4,), 0, Fraction(1, 2), 1, -2),
+            attrs={"num_groups": 2},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 2), 1, -2, 3, 3),
+            arg((2,), 1, 2),
+            arg((2,), 0, 1),
+            attrs={"num_groups": 1, "eps": Fraction(1, 10)},
+            note="rank 2, one group over the channels; a constant group (var = 0) and eps given",
+            kind="boundary",
         ),
     ),
 )

@@ -329,33 +329,41 @@ composite(
         ),
     ),
 )
-for _op, _doc in (
-    ("var", "div(reduce_sum(mul(d, d), dim), n - correction), d = sub(x, reduce_mean(x, dim))"),
-    ("std", "sqrt(var(x, dim, correction)): derivative 0 where the variance is 0"),
-):
-    composite(
-        name=_op,
-        family=FAMILY,
-        arity=1,
-        attrs=(_DIM, _CORRECTION),
-        body=_var_body(_op),
-        doc=_doc + " (n - correction >= 1; correction defaults to 1)",
-        algebraic=_op == "var",
-        tags=frozenset({"reduction"}),
-        samples=(
-            sample(
-                arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
-            ),
-            sample(
-                arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-                attrs={"dim": 0, "correction": 0},
-                note="a second generic point (population form)",
-            ),
-            sample(
-                arg((2, 2), 2, 2, -1, 3),
-                attrs={"dim": 1},
-                kind="boundary",
-                note="a constant row: variance 0 (std's derivative is taken as 0 there)",
-            ),
-        ),
-    )
+_VAR_SAMPLES = (
+    sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"),
+    sample(
+        arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        attrs={"dim": 0, "correction": 0},
+        note="a second generic point (population form)",
+    ),
+    sample(
+        arg((2, 2), 2, 2, -1, 3),
+        attrs={"dim": 1},
+        kind="boundary",
+        note="a constant row: variance 0 (std's derivative is taken as 0 there)",
+    ),
+)
+composite(
+    name="var",
+    family=FAMILY,
+    arity=1,
+    attrs=(_DIM, _CORRECTION),
+    body=_var_body("var"),
+    doc="div(reduce_sum(mul(d, d), dim), n - correction), d = sub(x, reduce_mean(x, dim)) "
+    "(n - correction >= 1; correction defaults to 1)",
+    algebraic=True,
+    tags=frozenset({"reduction"}),
+    samples=_VAR_SAMPLES,
+)
+composite(
+    name="std",
+    family=FAMILY,
+    arity=1,
+    attrs=(_DIM, _CORRECTION),
+    body=_var_body("std"),
+    doc="sqrt(var(x, dim, correction)): derivative 0 where the variance is 0 "
+    "(n - correction >= 1; correction defaults to 1)",
+    algebraic=False,
+    tags=frozenset({"reduction"}),
+    samples=_VAR_SAMPLES,
+)
