@@ -1,0 +1,276 @@
+"""VNN-LIB properties on ONNX networks (`python -m runtime.verification MODEL PROPERTY`).
+
+The network is an ACAS Xu-shaped fully connected ReLU net (5 inputs, two hidden layers of
+16, 5 outputs; seeded random binary32 weights) exported with onnx.helper. At the origin
+label 4 is on top; measured with the top-label region "some Y_j >= Y_4" on the box
+[-r, r]^5: r = 0.01 is proved by alpha-CROWN, r = 0.06 needs branch and bound, r = 0.5 has
+a counterexample at a vertex. Every counterexample is re-checked here with NumPy on the
+generator's own weights, and every `unsat` is sampled for contradicting points.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from proofs.bounds_certificate_check import check_certificate
+from runtime.verification import VerificationError
+from runtime.verification.from_graph import network_from_imported
+from runtime.verification.vnn import decide, format_result
+from runtime.verification.vnnlib import VNNLibError, parse_vnnlib
+
+onnx = pytest.importorskip("onnx", reason="needs the onnx package")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from runtime.interop import from_onnx  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DIMS = (5, 16, 16, 5)
+
+
+def _weights(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [((rng.standard_normal((b, a)) / np.sqrt(a)).astype(np.float32),
+             (0.1 * rng.standard_normal(b)).astype(np.float32))
+            for a, b in itertools.pairwise(DIMS)]  # fmt: skip
+
+
+def _model(ws: list[tuple[np.ndarray, np.ndarray]], matmul: bool = False) -> bytes:
+    """Gemm layers (or MatMul + Add with the transposed weight) with ReLU between them."""
+    nodes, inits, cur = [], [], "X"
+    for i, (W, b) in enumerate(ws):
+        inits.append(numpy_helper.from_array(b, f"b{i}"))
+        if matmul:
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(W.T), f"W{i}"))
+            nodes += [helper.make_node("MatMul", [cur, f"W{i}"], [f"m{i}"]),
+                      helper.make_node("Add", [f"m{i}", f"b{i}"], [f"h{i}"])]  # fmt: skip
+        else:
+            inits.append(numpy_helper.from_array(W, f"W{i}"))
+            nodes.append(helper.make_node("Gemm", [cur, f"W{i}", f"b{i}"], [f"h{i}"], transB=1))
+        cur = f"h{i}"
+        if i < len(ws) - 1:
+            nodes.append(helper.make_node("Relu", [cur], [f"r{i}"]))
+            cur = f"r{i}"
+    nodes.append(helper.make_node("Flatten", [cur], ["Y"]))
+    g = helper.make_graph(
+        nodes, "acas",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, DIMS[0]])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, DIMS[-1]])], inits,
+    )  # fmt: skip
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def _forward64(ws: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    """An independent NumPy float64 forward on the binary32 weights (batch of rows)."""
+    h = np.asarray(x, dtype=np.float64)
+    for i, (W, b) in enumerate(ws):
+        h = h @ W.astype(np.float64).T + b.astype(np.float64)
+        if i < len(ws) - 1:
+            h = np.maximum(h, 0)
+    return h
+
+
+def _header(n_in: int = 5, n_out: int = 5) -> str:
+    return "".join(f"(declare-const X_{i} Real)\n" for i in range(n_in)) + "".join(
+        f"(declare-const Y_{j} Real)\n" for j in range(n_out)
+    )
+
+
+def _box(r: float) -> str:
+    return "".join(f"(assert (<= X_{i} {r}))\n(assert (>= X_{i} (- {r})))\n" for i in range(5))
+
+
+def _top(r: float, k: int = 4) -> str:
+    ors = " ".join(f"(and (>= Y_{j} Y_{k}))" for j in range(5) if j != k)
+    return _header() + _box(r) + f"(assert (or {ors}))\n"
+
+
+@pytest.fixture(scope="module")
+def ws() -> list[tuple[np.ndarray, np.ndarray]]:
+    return _weights()
+
+
+@pytest.fixture(scope="module")
+def net(ws: Any) -> Any:
+    return network_from_imported(from_onnx(_model(ws)))
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+def test_parser_golden() -> None:
+    text = """; a comment
+(declare-const X_0 Real)
+(declare-const X_1 Real)
+(declare-const Y_0 Real)
+(declare-const Y_1 Real)
+(assert (<= X_0 0.5))
+(assert (>= X_0 -0.5))
+(assert (and (<= X_1 1e-1) (>= X_1 (- 0.1))))
+(assert (or (and (<= Y_0 Y_1) (>= (+ Y_0 (* 2 Y_1)) 3)) (and (<= (- Y_1) 1))))
+(assert (<= Y_0 (* Y_1 0.25)))
+"""
+    p = parse_vnnlib(text)
+    F = Fraction
+    assert p.lower == (F(-1, 2), F(-1, 10)) and p.upper == (F(1, 2), F(1, 10))
+    assert p.n_out == 2
+    last = ((F(1), F(-1, 4)), F(0))  # Y_0 - Y_1/4 <= 0, conjoined with every disjunct
+    assert p.disjuncts == (
+        (((F(1), F(-1)), F(0)), ((F(-1), F(-2)), F(-3)), last),
+        (((F(0), F(-1)), F(1)), last),
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "words"),
+    [
+        ("(assert (<= (* Y_0 Y_1) 1))", 13, "nonlinear"),
+        ("(assert (= Y_0 1))", 13, "unsupported formula"),
+        ("(assert (or (and (<= X_0 1) (<= Y_0 1)) (and (<= Y_1 0))))", 13, "X_i"),
+        ("(assert (<= (+ X_0 Y_0) 1))", 13, "Y only"),
+        ("(assert (<= (* 2 X_0) 1))", 13, "coefficient 1"),
+        ("(assert (<= Y_0 foo))", 13, "unknown term"),
+        ("(assert (<= Y_0 1)", 13, "never closed"),
+        ("(check-sat)", 13, "expected declare-const or assert"),
+        ("(declare-const X_0 Real)", 13, "declared twice"),
+    ],
+)
+def test_parser_refuses_outside_the_subset(body: str, line: int, words: str) -> None:
+    text = _header(1, 2) + "(assert (<= X_0 1))\n(assert (>= X_0 0))\n" + "\n" * 7 + body
+    assert text.splitlines()[line - 1] == body
+    with pytest.raises(VNNLibError, match=f"line {line}: .*{words}"):
+        parse_vnnlib(text)
+
+
+def test_parser_needs_every_input_bounded() -> None:
+    with pytest.raises(VNNLibError, match="X_1 needs a lower and an upper bound"):
+        parse_vnnlib(_header(2, 1) + "(assert (<= X_0 1))(assert (>= X_0 0))(assert (<= X_1 1))")
+    with pytest.raises(VNNLibError, match="empty range"):
+        parse_vnnlib(_header(1, 1) + "(assert (<= X_0 0))(assert (>= X_0 1))")
+
+
+# --------------------------------------------------------------------------- the network
+
+
+def test_network_import_matches_numpy(ws: Any, net: Any) -> None:
+    alt = network_from_imported(from_onnx(_model(ws, matmul=True)))
+    assert net.layers == alt.layers == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    xs = np.random.default_rng(1).uniform(-1, 1, (20, 5)).astype(np.float32)
+    want = _forward64(ws, xs)
+    for n in (net, alt):
+        got = np.asarray(n.result.predict(xs.astype(np.float64), batch=True), dtype=np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_network_refuses_an_unsupported_op() -> None:
+    g = helper.make_graph(
+        [helper.make_node("Exp", ["X"], ["Y"])], "e",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 3])],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with pytest.raises(VerificationError, match=r"node 0 \(exp\): op 'exp' is not supported"):
+        network_from_imported(from_onnx(m))
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def _sampled_hits(ws: Any, text: str, n: int = 4000) -> int:
+    """Points of the box (vertices and uniform samples) where an independent NumPy forward
+    lands in the unsafe region (exact row checks on the float64 outputs)."""
+    p = parse_vnnlib(text)
+    lo, hi = np.array(p.lower, dtype=float), np.array(p.upper, dtype=float)
+    pts = np.vstack([np.array(list(itertools.product(*zip(lo, hi, strict=True)))),
+                     lo + np.random.default_rng(2).random((n, 5)) * (hi - lo)])  # fmt: skip
+    hits = 0
+    for y in _forward64(ws, pts.astype(np.float32)):
+        ys = [Fraction(float(v)) for v in y]
+        hits += any(all(sum(a * v for a, v in zip(r, ys, strict=True)) <= d for r, d in c)
+                    for c in p.disjuncts)  # fmt: skip
+    return hits
+
+
+@pytest.mark.parametrize("r", [0.01, 0.06])
+def test_unsat_is_certified_and_not_contradicted(ws: Any, net: Any, r: float) -> None:
+    text = _top(r)
+    out = decide(net, parse_vnnlib(text), timeout=60)
+    assert out.status == "unsat" and format_result(out) == "unsat"
+    assert out.certificates
+    for cert in out.certificates:
+        assert "certificate holds" in check_certificate(cert)
+    if r == 0.06:  # alpha-CROWN alone leaves a disjunct open: branch and bound closed it
+        assert len(out.certificates) == 1 and out.certificates[0]["algorithm"] == "bab"
+    assert _sampled_hits(ws, text) == 0
+
+
+def test_sat_counterexample_rechecked_with_numpy(ws: Any, net: Any) -> None:
+    p = parse_vnnlib(_top(0.5))
+    out = decide(net, p, timeout=60)
+    assert out.status == "sat" and out.x is not None and out.y is not None
+    x = np.array(out.x)
+    assert all(a <= Fraction(v) <= b for v, a, b in zip(out.x, p.lower, p.upper, strict=True))
+    assert np.array_equal(x.astype(np.float32).astype(np.float64), x)  # a binary32 input
+    y = _forward64(ws, x[None].astype(np.float32))[0]
+    np.testing.assert_allclose(out.y, y, rtol=1e-5, atol=1e-6)
+    assert max(y[j] - y[4] for j in range(4)) > 1e-4  # the region holds with a margin
+    lines = format_result(out).splitlines()
+    assert lines[0] == "sat" and lines[1].startswith("((X_0 ") and lines[-1].endswith("))")
+    assert len(lines) == 1 + 5 + 5
+
+
+def test_general_linear_rows(ws: Any, net: Any) -> None:
+    far = _header() + _box(0.05) + "(assert (>= (- Y_0 (* 0.5 Y_1)) 2))\n"
+    assert decide(net, parse_vnnlib(far), 60).status == "unsat"
+    assert _sampled_hits(ws, far) == 0
+    near = _header() + _box(0.05) + "(assert (and (<= Y_1 Y_4) (>= Y_0 0)))\n"
+    out = decide(net, parse_vnnlib(near), 60)
+    assert out.status == "sat" and out.y is not None
+    y = _forward64(ws, np.array([out.x], dtype=np.float32))[0]
+    assert y[1] <= y[4] and y[0] >= 0
+
+
+def test_unknown_when_the_budget_is_spent(net: Any) -> None:
+    assert decide(net, parse_vnnlib(_top(0.01)), timeout=0).status == "unknown"
+
+
+def test_property_must_fit_the_network(net: Any) -> None:
+    text = _header(5, 3) + _box(0.1) + "(assert (<= Y_0 Y_1))"
+    with pytest.raises(VerificationError, match="3 outputs, the network 5 and 5"):
+        decide(net, parse_vnnlib(text), 60)
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runtime.verification", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_cli(ws: Any, tmp_path: Path) -> None:
+    model = tmp_path / "acas.onnx"
+    model.write_bytes(_model(ws))
+    prop = tmp_path / "p.vnnlib"
+    prop.write_text(_top(0.01))
+    done = _cli(str(model), str(prop), "--timeout", "60", "--certificate", str(tmp_path / "c"))
+    assert (done.returncode, done.stdout) == (0, "unsat\n")
+    certs = sorted(tmp_path.glob("c.*.json"))
+    assert len(certs) == 4
+    chk = subprocess.run([sys.executable, "-m", "proofs", "check-cert", str(certs[0])],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+    bad = tmp_path / "bad.vnnlib"
+    bad.write_text(_header() + "(assert (< Y_0 1))")
+    done = _cli(str(model), str(bad))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "line 11: unsupported formula" in done.stderr
+    done = _cli(str(tmp_path / "missing.onnx"), str(prop))
+    assert done.returncode == 2 and done.stderr.startswith("error:")
