@@ -11,6 +11,7 @@ generator's own weights, and every `unsat` is sampled for contradicting points.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from fractions import Fraction
@@ -22,6 +23,7 @@ import pytest
 
 from proofs.bounds_certificate_check import check_certificate
 from runtime.verification import VerificationError
+from runtime.verification.__main__ import main
 from runtime.verification.from_graph import network_from_imported
 from runtime.verification.vnn import decide, format_result
 from runtime.verification.vnnlib import VNNLibError, parse_vnnlib
@@ -250,27 +252,25 @@ def test_property_must_fit_the_network(net: Any) -> None:
 # --------------------------------------------------------------------------- the CLI
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runtime.verification", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-
-
-def test_cli(ws: Any, tmp_path: Path) -> None:
+def test_cli(ws: Any, tmp_path: Path, capsys: Any) -> None:
     model = tmp_path / "acas.onnx"
     model.write_bytes(_model(ws))
     prop = tmp_path / "p.vnnlib"
-    prop.write_text(_top(0.01))
-    done = _cli(str(model), str(prop), "--timeout", "60", "--certificate", str(tmp_path / "c"))
-    assert (done.returncode, done.stdout) == (0, "unsat\n")
-    certs = sorted(tmp_path.glob("c.*.json"))
-    assert len(certs) == 4
-    chk = subprocess.run([sys.executable, "-m", "proofs", "check-cert", str(certs[0])],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert chk.returncode == 0, chk.stdout + chk.stderr
+    prop.write_text(_header() + _box(0.05) + "(assert (>= Y_0 2))\n")
+    assert (
+        main([str(model), str(prop), "--timeout", "60", "--certificate", str(tmp_path / "c")]) == 0
+    )
+    assert capsys.readouterr() == ("unsat\n", "")
+    (cert,) = sorted(tmp_path.glob("c.*.json"))
+    assert "certificate holds" in check_certificate(json.loads(cert.read_text()))
     bad = tmp_path / "bad.vnnlib"
     bad.write_text(_header() + "(assert (< Y_0 1))")
-    done = _cli(str(model), str(bad))
+    assert main([str(model), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "line 11: unsupported formula" in err
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.verification", str(tmp_path / "missing.onnx"), str(prop)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and "line 11: unsupported formula" in done.stderr
-    done = _cli(str(tmp_path / "missing.onnx"), str(prop))
-    assert done.returncode == 2 and done.stderr.startswith("error:")
+    assert done.stderr.startswith("error:") and done.stderr.count("\n") == 1
