@@ -274,3 +274,36 @@ def test_cli(ws: Any, tmp_path: Path, capsys: Any) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error:") and done.stderr.count("\n") == 1
+
+
+def test_tanh_sigmoid_chain_with_reshape() -> None:
+    rng = np.random.default_rng(3)
+    W0, W1 = rng.standard_normal((4, 3)), rng.standard_normal((2, 4))
+    b0, b1 = rng.standard_normal(4), rng.standard_normal(2)
+    nodes = [
+        helper.make_node("Reshape", ["X", "s"], ["f"]),
+        helper.make_node("Gemm", ["f", "W0", "b0"], ["h"], transB=1),
+        helper.make_node("Tanh", ["h"], ["t"]),
+        helper.make_node("Gemm", ["t", "W1", "b1"], ["u"], transB=1),
+        helper.make_node("Sigmoid", ["u"], ["Y"]),
+    ]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((W0, "W0"), (b0, "b0"), (W1, "W1"),
+             (b1, "b1"), (np.array([1, 3], dtype=np.int64), "s"))]  # fmt: skip
+    g = helper.make_graph(
+        nodes, "ts",
+        [helper.make_tensor_value_info("X", TensorProto.DOUBLE, [1, 1, 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.DOUBLE, [1, 2])], inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    n = network_from_imported(from_onnx(m))
+    assert n.layers == ["Linear", "Tanh", "Linear", "Sigmoid"] and n.result.dtype == "float64"
+    x = np.array([0.1, -0.2, 0.3])
+    want = 1 / (1 + np.exp(-(W1 @ np.tanh(W0 @ x + b0) + b1)))
+    np.testing.assert_allclose(n.result.predict(x), want, rtol=1e-12)
+    lo, hi = (want - 1e-3).tolist(), (want + 1e-3).tolist()
+    box = "".join(f"(assert (<= X_{i} {v + 1e-4!r}))(assert (>= X_{i} {v - 1e-4!r}))"
+                  for i, v in enumerate(x.tolist()))  # fmt: skip
+    out_of = f"(assert (or (and (<= Y_0 {lo[0]!r})) (and (>= Y_1 {hi[1]!r}))))"
+    assert decide(n, parse_vnnlib(_header(3, 2) + box + out_of), 60).status == "unsat"
+    inside = f"(assert (and (>= Y_0 {lo[0]!r}) (<= Y_1 {hi[1]!r})))"
+    assert decide(n, parse_vnnlib(_header(3, 2) + box + inside), 60).status == "sat"

@@ -124,7 +124,7 @@ def _atom(e: Any) -> Linear:
     op = _head(e)
     if op not in ("<=", ">=") or len(e.items) != 3:
         raise VNNLibError(f"line {_line(e)}: unsupported formula ({op or '?'} ...): expected"
-                          " <=, >=, and, or")  # fmt: skip
+                          " (<= t u), (>= t u), and, or")  # fmt: skip
     (va, ca), (vb, cb) = _term(e.items[1]), _term(e.items[2])
     if op == ">=":
         (va, ca), (vb, cb) = (vb, cb), (va, ca)
