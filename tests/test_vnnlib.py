@@ -307,3 +307,11 @@ def test_tanh_sigmoid_chain_with_reshape() -> None:
     assert decide(n, parse_vnnlib(_header(3, 2) + box + out_of), 60).status == "unsat"
     inside = f"(assert (and (>= Y_0 {lo[0]!r}) (<= Y_1 {hi[1]!r})))"
     assert decide(n, parse_vnnlib(_header(3, 2) + box + inside), 60).status == "sat"
+
+
+def test_unknown_when_alpha_crown_cannot_decide(net: Any) -> None:
+    """Y_0 >= Y_4 on [-0.06, 0.06]^5 is empty (branch and bound proves the top-label region
+    above), but alpha-CROWN alone does not show it and the region is not top-label."""
+    text = _header() + _box(0.06) + "(assert (>= Y_0 Y_4))"
+    out = decide(net, parse_vnnlib(text), 60)
+    assert (out.status, out.reason) == ("unknown", "not proved by alpha-CROWN")

@@ -159,7 +159,7 @@ def decide(net: Network, p: Property, timeout: float) -> VnnResult:
     for conj in p.disjuncts:
         if time.monotonic() - start > timeout:
             return VnnResult("unknown", reason="timeout")
-        cert = _prove(net, p, conj)
+        cert = _prove(net, p, conj) if conj else None
         if cert is None:
             return _branch(net, p, timeout - (time.monotonic() - start))
         certs.append(cert)
