@@ -315,3 +315,65 @@ def test_unknown_when_alpha_crown_cannot_decide(net: Any) -> None:
     text = _header() + _box(0.06) + "(assert (>= Y_0 Y_4))"
     out = decide(net, parse_vnnlib(text), 60)
     assert (out.status, out.reason) == ("unknown", "not proved by alpha-CROWN")
+
+
+# --------------------------------------------------------------------------- a conv net
+
+
+def _conv_net() -> tuple[bytes, Any]:
+    """1x4x4 input, Conv 2x3x3 (stride 2, pad 1), Relu, Flatten, Gemm 8 -> 3 (binary32)."""
+    rng = np.random.default_rng(5)
+    Wc, bc = rng.standard_normal((2, 1, 3, 3)), rng.standard_normal(2)
+    W, b = rng.standard_normal((3, 8)), rng.standard_normal(3)
+    ps = [a.astype(np.float32) for a in (Wc, bc, W, b)]
+    nodes = [
+        helper.make_node("Conv", ["X", "Wc", "bc"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("Gemm", ["f", "W", "b"], ["Y"], transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "conv",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(a, n) for a, n in zip(ps, ("Wc", "bc", "W", "b"), strict=True)],
+    )  # fmt: skip
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString(), ps
+
+
+def _conv64(ps: Any, x: np.ndarray) -> np.ndarray:
+    """Independent NumPy float64 forward of `_conv_net` (x: rows of 16 values)."""
+    Wc, bc, W, b = (a.astype(np.float64) for a in ps)
+    xp = np.pad(np.asarray(x, dtype=np.float64).reshape(-1, 4, 4), ((0, 0), (1, 1), (1, 1)))
+    out = np.empty((xp.shape[0], 2, 2, 2))
+    for o, i, j in itertools.product(range(2), range(2), range(2)):
+        out[:, o, i, j] = (xp[:, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3] * Wc[o, 0]).sum((1, 2))
+    h = np.maximum(out + bc[None, :, None, None], 0).reshape(-1, 8)
+    return h @ W.T + b
+
+
+def test_conv_net(tmp_path: Path) -> None:
+    m, ps = _conv_net()
+    n = network_from_imported(from_onnx(m))
+    assert n.layers == ["Conv2d", "ReLU", "Flatten", "Linear"] and n.in_shape == (1, 4, 4)
+    x = np.random.default_rng(6).uniform(0, 1, 16).astype(np.float32).astype(np.float64)
+    y = _conv64(ps, x[None])[0]
+    np.testing.assert_allclose(n.result.predict(x.reshape(1, 4, 4)), y, rtol=1e-5, atol=1e-5)
+    k = int(np.argmax(y))
+
+    def prop(r: float) -> str:
+        box = "".join(f"(assert (<= X_{i} {v + r!r}))(assert (>= X_{i} {v - r!r}))\n"
+                      for i, v in enumerate(x.tolist()))  # fmt: skip
+        ors = " ".join(f"(and (>= Y_{j} Y_{k}))" for j in range(3) if j != k)
+        return _header(16, 3) + box + f"(assert (or {ors}))"
+
+    small = parse_vnnlib(prop(0.05))
+    assert decide(n, small, 60).status == "unsat"
+    lo, hi = np.array(small.lower, dtype=float), np.array(small.upper, dtype=float)
+    pts = lo + np.random.default_rng(7).random((4000, 16)) * (hi - lo)
+    ys = _conv64(ps, pts.astype(np.float32))
+    assert (ys[:, k] > np.delete(ys, k, axis=1).max(axis=1)).all()
+    out = decide(n, parse_vnnlib(prop(0.3)), 60)
+    assert out.status == "sat" and out.x is not None
+    y2 = _conv64(ps, np.array([out.x], dtype=np.float32))[0]
+    assert max(y2[j] - y2[k] for j in range(3) if j != k) >= 0

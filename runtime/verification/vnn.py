@@ -97,7 +97,8 @@ def _attack(net: Network, p: Property, extra: list[list[float]]) -> VnnResult | 
     pts = _candidates(p, net.result.dtype, extra)
     if not pts:
         return None
-    ys = np.asarray(net.result.predict(np.asarray(pts), batch=True), dtype=np.float64)
+    xs = np.asarray(pts).reshape(len(pts), *net.in_shape)
+    ys = np.asarray(net.result.predict(xs, batch=True), dtype=np.float64)
     for x, y in zip(pts, ys.reshape(len(pts), -1).tolist(), strict=True):
         if all(np.isfinite(y)) and any(satisfies(y, c) for c in p.disjuncts):
             return VnnResult("sat", x, y)
@@ -129,14 +130,17 @@ def _top_label(conjs: tuple[tuple[Row, ...], ...], m: int) -> int | None:
     return None
 
 
-def _box(p: Property) -> tuple[list[Fraction], list[Fraction]]:
+def _box(net: Network, p: Property) -> tuple[np.ndarray, np.ndarray]:
+    """Center and radius (exact) in the network's input shape (an image: (C, H, W))."""
     c = [(a + b) / 2 for a, b in zip(p.lower, p.upper, strict=True)]
-    return c, [(b - a) / 2 for a, b in zip(p.lower, p.upper, strict=True)]
+    r = [(b - a) / 2 for a, b in zip(p.lower, p.upper, strict=True)]
+    return (np.array(c, dtype=object).reshape(net.in_shape),
+            np.array(r, dtype=object).reshape(net.in_shape))  # fmt: skip
 
 
 def _prove(net: Network, p: Property, conj: tuple[Row, ...]) -> dict[str, Any] | None:
     """alpha-CROWN's certificate when some row is proved violated on the whole box."""
-    c, r = _box(p)
+    c, r = _box(net, p)
     vr = verify(_objective(net, conj), c, r, algorithm="alpha-crown")
     for i, (_, d) in enumerate(conj):
         if vr.real.lower[i] > d and vr.runtime.lower[i] > d:
@@ -170,7 +174,7 @@ def _branch(net: Network, p: Property, left: float) -> VnnResult:
     k = _top_label(p.disjuncts, p.n_out)
     if k is None or left <= 0:
         return VnnResult("unknown", reason="not proved by alpha-CROWN")
-    c, r = _box(p)
+    c, r = _box(net, p)
     vr = verify(net.result, c, r, property=("top_label", k), algorithm="bab", timeout=left)
     if vr.holds:
         return VnnResult("unsat", certificates=[vr.certificate()])
