@@ -60,8 +60,8 @@ class VnnResult:
 
 
 def _snap(v: float, lo: Fraction, hi: Fraction, dt: Any) -> float:
-    """A value of dtype `dt` inside [lo, hi] near v (None-free: the box is checked wide
-    enough by the caller's membership test)."""
+    """A value of dtype `dt` near v, moved inward toward [lo, hi] (an interval holding no
+    such value gives a point outside it, which the caller's membership test drops)."""
     y = dt(min(max(v, float(lo)), float(hi)))
     while Fraction(float(y)) < lo:
         y = np.nextafter(y, dt(np.inf))
