@@ -99,6 +99,11 @@ certificate checker, exact helpers), `arithmetic` (outward-rounded MPFR interval
 `crown` (the backward pass, steps keyed by op), `alpha` (the slope optimiser), `bab`
 (branch and bound), `results` (Bounds, VerificationResult,
 certificates), `api` (`verify`: parse / run each level / build the result).
+
+Networks from files (not imported here: they rebuild a `Result`, whose module imports this
+package): `vnnlib` (the VNN-COMP subset of VNN-LIB), `from_graph` (an imported ONNX spec
+graph as a `Result`), `vnn` (`verify_vnnlib`, `decide`: sat / unsat / unknown) and
+`python -m runtime.verification MODEL.onnx PROPERTY.vnnlib` (`__main__`).
 """
 
 from __future__ import annotations

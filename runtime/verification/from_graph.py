@@ -1,0 +1,209 @@
+"""An imported model (`runtime.interop.Imported`) as a verifiable network: the spec graph
+walked as a chain of layers and rebuilt as a `Result` of `runtime.nn` layers, so `verify`
+and `Result.predict` (the runtime's own kernels) apply to it unchanged.
+
+Invariants:
+- The graph must be a chain: one runtime input, one output (the last node's value, a
+  vector), every node taking the previous node's value (the "current" value) as its data
+  argument and only parameters (graph inputs that are not runtime inputs) otherwise. Every
+  value along the chain is a vector, possibly with leading unit dimensions (shape (1, n)
+  as ONNX exports a batch of one), or a (1, C, H, W) image; verification works on the
+  unbatched value ((n,) or (C, H, W)), flattened row-major.
+- `NODE_RULES` maps a spec op to its rule; an op without a rule, a node off the chain, or
+  a shape that is neither raises `VerificationError` naming the node index and op.
+- linear(x, W[, b]) is Linear(W, b); matmul(x, W) with a (k, n) parameter W is Linear with
+  weight W^T and bias 0, and an add of a parameter of n values right after it becomes that
+  Linear's bias (the runtime's linear is the same left fold of products then + b[i], and
+  x + 0 = x); conv2d(x, W[, b]) on an image is Conv2d with the node's stride, padding,
+  dilation and groups; relu / tanh / sigmoid are the layers of the same name; reshape and
+  flatten to a vector are the identity on the flat vector (from an image, a Flatten
+  layer). A bias-free matmul or conv2d keeps a zero bias (adding 0 changes no value).
+- Nothing is mutated: the parameters are copied into the Result's state in the model's
+  dtype ("float32" or "float64", the dtype of the imported values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from runtime.nn import Conv2d, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
+from runtime.training.evaluation import Result
+
+from .core import VerificationError
+
+__all__ = ["NODE_RULES", "Network", "network_from_imported"]
+
+DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+@dataclass
+class Network:
+    """The rebuilt network: the `Result` (ordered kernels), its flat input and output sizes,
+    the layer descriptions (for messages and docs) and the unbatched input shape ((n,) or
+    an image's (C, H, W))."""
+
+    result: Result
+    n_in: int
+    n_out: int
+    layers: list[str] = field(default_factory=list)
+    in_shape: tuple[int, ...] = ()
+
+
+@dataclass
+class _Walk:
+    params: dict[int, np.ndarray]
+    layers: list[Any] = field(default_factory=list)
+    state: list[np.ndarray] = field(default_factory=list)
+    open_bias: bool = False  # the last layer is a Linear from matmul without its add yet
+    shape: tuple[int, ...] = ()  # the current value's unbatched shape
+
+
+def _unbatched(shape: tuple[int, ...], where: str) -> tuple[int, ...]:
+    """(n,) for a vector with leading unit dimensions, (C, H, W) for a (1, C, H, W) image."""
+    if len(shape) == 4 and shape[0] == 1:
+        return tuple(shape[1:])
+    if any(d != 1 for d in shape[:-1]):
+        raise VerificationError(f"{where}: value of shape {shape} is neither a vector nor an image")
+    return (int(np.prod(shape)),)
+
+
+def _vector_len(shape: tuple[int, ...], where: str) -> int:
+    got = _unbatched(shape, where)
+    if len(got) != 1:
+        raise VerificationError(f"{where}: value of shape {shape} is not a vector")
+    return got[0]
+
+
+Attrs = dict[str, Any]
+Rule = Callable[["_Walk", tuple[int, ...], Attrs, str], None]
+
+
+def _param(w: _Walk, arg: int, where: str) -> np.ndarray:
+    if arg not in w.params:
+        raise VerificationError(f"{where}: argument {arg} is not a parameter of the model")
+    return w.params[arg]
+
+
+def _linear(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    W = _param(w, args[1], where)
+    b = _param(w, args[2], where) if len(args) > 2 else np.zeros(W.shape[0], W.dtype)
+    if W.ndim != 2 or b.shape != (W.shape[0],):
+        raise VerificationError(f"{where}: weight {W.shape} / bias {b.shape} not a dense layer")
+    w.layers.append(Linear(W.shape[1], W.shape[0]))
+    w.state += [W.copy(), b.copy()]
+    w.open_bias = False
+
+
+def _matmul(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    W = _param(w, args[1], where)
+    if W.ndim != 2:
+        raise VerificationError(f"{where}: matmul by a parameter of shape {W.shape}")
+    w.layers.append(Linear(W.shape[0], W.shape[1]))
+    w.state += [np.ascontiguousarray(W.T), np.zeros(W.shape[1], W.dtype)]
+    w.open_bias = True
+
+
+def _add(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    b = _param(w, args[1], where)
+    n = w.state[-1].shape[0] if w.open_bias else -1
+    if not w.open_bias or int(b.size) != n or _vector_len(b.shape, where) != n:
+        raise VerificationError(f"{where}: add is supported only as the bias right after a matmul")
+    w.state[-1] = b.reshape(-1).copy()
+    w.open_bias = False
+
+
+def _layer(cls: type) -> Rule:
+    def rule(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+        w.layers.append(cls())
+        w.open_bias = False
+
+    return rule
+
+
+def _identity(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """reshape / flatten to a vector: the flat (row-major) vector is unchanged; from an
+    image, a Flatten layer (the identity for verification, a reshape for `predict`)."""
+    if len(w.shape) == 3:
+        w.layers.append(Flatten())
+        w.open_bias = False
+
+
+def _conv2d(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    W = _param(w, args[1], where)
+    b = _param(w, args[2], where) if len(args) > 2 else np.zeros(W.shape[0], W.dtype)
+    if len(w.shape) != 3 or W.ndim != 4:
+        raise VerificationError(f"{where}: conv2d needs a (1, C, H, W) input, got {w.shape}")
+    g = attrs.get("groups", 1)
+    kernel = (W.shape[2], W.shape[3])
+    dil = attrs.get("dilation", 1)
+    w.layers.append(
+        Conv2d(W.shape[1] * g, W.shape[0], kernel, attrs["stride"], attrs["padding"], dil, g)
+    )
+    w.state += [W.copy(), b.copy()]
+    w.open_bias = False
+
+
+NODE_RULES: dict[str, Rule] = {
+    "linear": _linear,
+    "matmul": _matmul,
+    "add": _add,
+    "conv2d": _conv2d,
+    "relu": _layer(ReLU),
+    "tanh": _layer(Tanh),
+    "sigmoid": _layer(Sigmoid),
+    "reshape": _identity,
+    "flatten": _identity,
+}
+
+
+def _order(op: str, args: tuple[int, ...], cur: int, where: str) -> tuple[int, ...]:
+    """The arguments with the current value first (add is commutative)."""
+    if args and args[0] == cur:
+        return args
+    if op == "add" and len(args) == 2 and args[1] == cur:
+        return (args[1], args[0])
+    raise VerificationError(f"{where}: the node does not take the previous value {cur} first")
+
+
+def network_from_imported(imp: Any) -> Network:
+    """The imported model as a `Result` (see the module docstring), or `VerificationError`
+    naming the first node that does not fit."""
+    g = imp.graph
+    runtime_ids = [i for i, n in imp.names.items() if n in imp.input_names]
+    if len(runtime_ids) != 1 or len(imp.outputs) != 1:
+        raise VerificationError(
+            f"verification needs one input and one output, got inputs {list(imp.input_names)}"
+            f" and {len(imp.outputs)} outputs"
+        )
+    (cur,) = runtime_ids
+    dt = np.asarray(imp.values[imp.names[cur]]).dtype
+    if dt not in DTYPE_NAMES:
+        raise VerificationError(f"verification needs float32 or float64 models, got {dt}")
+    params = {i: np.asarray(imp.values[n], dtype=dt) for i, n in imp.names.items() if i != cur}
+    w = _Walk(params)
+    in_shape = _unbatched(g.shapes[cur], "the model input")
+    w.shape = in_shape
+    for k, node in enumerate(g.nodes):
+        where = f"node {k} ({node.op})"
+        rule = NODE_RULES.get(node.op)
+        if rule is None:
+            raise VerificationError(
+                f"{where}: op {node.op!r} is not supported by the network import "
+                f"(supported: {', '.join(sorted(NODE_RULES))})"
+            )
+        rule(w, _order(node.op, tuple(node.args), cur, where), dict(node.attrs), where)
+        cur = g.num_inputs + k
+        w.shape = _unbatched(g.shapes[cur], where)
+    if imp.outputs[0] != cur:
+        raise VerificationError("verification needs the model output to be the last node's value")
+    if not w.layers:
+        raise VerificationError("verification needs at least one layer")
+    res = Result(Sequential(*w.layers), "mse", DTYPE_NAMES[dt], "eager", "ordered", False,
+                 w.state)  # fmt: skip
+    n_out = _vector_len(g.shapes[cur], "the model output")
+    names = [type(x).__name__ for x in w.layers]
+    return Network(res, int(np.prod(in_shape)), n_out, names, in_shape)
