@@ -101,3 +101,15 @@ def test_hardsigmoid_gradient_is_one_sixth_and_torch_rounds_it() -> None:
     assert grads["0.weight"].item() == 1 / 12
     m(x).sum().backward()
     assert m[0].weight.grad.item() == float(np.float32(1 / 6)) / 2 != 1 / 12
+
+
+def test_tiny_regnet_links_bitwise_in_float32() -> None:
+    """One `LINK_ZOO` configuration in CI (a RegNet with squeeze-excitation and grouped
+    convolutions, 4,126 input values): PyTorch float64 to 1e-9, and the float32 link check
+    (runtime vs the pure-Python spec, every value and cotangent bit for bit) holds."""
+    from conformance.zoo import check_model
+
+    _models()
+    row = check_model("regnet_tiny")
+    assert row["max_rel_err"] <= 1e-9, row
+    assert row["link_f32"] == "holds", row
