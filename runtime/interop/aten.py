@@ -5,8 +5,9 @@ Invariants:
   the `Emitter` and the node's arguments (graph values as `Dyn`, values known at import
   time as `Static`, Python scalars and lists as they are) and returns the node's value
   built from table ops only; a variant it cannot express raises `Unsupported`.
-- `Poison` marks a node that could not be mapped, or an output no table op gives (the
-  statistics outputs of native norms, max-pool indices): it is reported when used.
+- `Poison` (`aten_guard`) marks a node that could not be mapped, or an output no table op
+  gives (the statistics outputs of native norms, max-pool indices): reported when used.
+- The conv, pool and pad families are `aten_windows.WINDOW_RULES`, merged in.
 - Rules never import torch (the walker in `torch_import` does).
 """
 
@@ -18,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .aten_guard import elu, has_attrs, leaky_relu, needs, table_unary
-from .aten_index import adaptive_matrix, exact, index
+from .aten_guard import Poison, elu, has_attrs, leaky_relu, table_unary
+from .aten_index import index
+from .aten_windows import WINDOW_RULES
 from .core import Dyn, Emitter, Static, Unsupported, is_float
 
 __all__ = [
@@ -45,21 +47,6 @@ __all__ = [
 
 Rule = Callable[..., Any]
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
-
-
-class Poison:
-    """The value of a node that could not be mapped (`name` None: already reported) or
-    of an output no table op gives (reported when something uses it)."""
-
-    def __init__(self, name: str | None = None, why: str = "") -> None:
-        self.name, self.why = name, why
-
-
-def _ints(v: Any, n: int = 2) -> tuple[int, ...]:
-    if isinstance(v, int):
-        return (v,) * n
-    t = tuple(int(x) for x in v)
-    return t * n if len(t) == 1 else t
 
 
 def _resolve(shape: Sequence[int], total: int) -> tuple[int, ...]:
@@ -343,199 +330,6 @@ def _last_axis(op: str) -> Rule:
 
 
 # --------------------------------------------------------------------------- model-scale
-def _conv2d(
-    E: Emitter,
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
-) -> Any:
-    if isinstance(padding, str):
-        raise Unsupported(f"padding={padding!r} (give explicit padding)")
-    if len(E.shape(w)) != 4:
-        raise Unsupported(f"a {len(E.shape(w)) - 2}-D convolution (conv2d only)")
-    args = (x, w) if b is None else (x, w, b)
-    return E.node(
-        "conv2d",
-        *args,
-        stride=_ints(stride),
-        padding=_ints(padding),
-        dilation=_ints(dilation),
-        groups=groups,
-    )
-
-
-def _conv_t2d(
-    E: Emitter,
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = 1,
-    padding: Any = 0,
-    output_padding: Any = 0,
-    groups: int = 1,
-    dilation: Any = 1,
-) -> Any:
-    args = (x, w) if b is None else (x, w, b)
-    return E.node(
-        "conv_transpose2d",
-        *args,
-        stride=_ints(stride),
-        padding=_ints(padding),
-        output_padding=_ints(output_padding),
-        dilation=_ints(dilation),
-        groups=groups,
-    )
-
-
-def _convolution(
-    E: Emitter,
-    x: Any,
-    w: Any,
-    b: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    transposed: bool,
-    output_padding: Any,
-    groups: int,
-) -> Any:
-    if transposed:
-        return _conv_t2d(E, x, w, b, stride, padding, output_padding, groups, dilation)
-    return _conv2d(E, x, w, b, stride, padding, dilation, groups)
-
-
-def _max_pool2d(
-    E: Emitter,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    dilation: Any = 1,
-    ceil_mode: bool = False,
-) -> Any:
-    k = _ints(kernel_size)
-    extra: dict[str, Any] = {}
-    if ceil_mode:
-        needs("max_pool2d", "ceil_mode")
-        extra["ceil_mode"] = True
-    return E.node(
-        "max_pool2d",
-        x,
-        kernel_size=k,
-        stride=_ints(stride) if stride else k,
-        padding=_ints(padding),
-        dilation=_ints(dilation),
-        **extra,
-    )
-
-
-def _max_pool2d_idx(E: Emitter, *args: Any) -> tuple[Any, Any]:
-    return _max_pool2d(E, *args), Poison(
-        "aten.max_pool2d_with_indices (indices output)", "integer indices are not a table value"
-    )
-
-
-def _avg_pool2d(
-    E: Emitter,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    ceil_mode: bool = False,
-    count_include_pad: bool = True,
-    divisor_override: Any = None,
-) -> Any:
-    k = _ints(kernel_size)
-    extra: dict[str, Any] = {}
-    given = {
-        "ceil_mode": bool(ceil_mode),
-        "count_include_pad": count_include_pad is False,
-        "divisor_override": divisor_override is not None,
-    }
-    for name, used in given.items():
-        if used:
-            needs("avg_pool2d", name)
-    if ceil_mode:
-        extra["ceil_mode"] = True
-    if count_include_pad is False:
-        extra["count_include_pad"] = False
-    if divisor_override is not None:
-        extra["divisor_override"] = int(divisor_override)
-    return E.node(
-        "avg_pool2d",
-        x,
-        kernel_size=k,
-        stride=_ints(stride) if stride else k,
-        padding=_ints(padding),
-        **extra,
-    )
-
-
-def _adaptive_avg_pool2d(E: Emitter, x: Any, output_size: Any) -> Any:
-    """The table's `adaptive_avg_pool2d` when it has one; else `avg_pool2d` when the output
-    size divides the input, else the pool as two averaging matrices (exact rationals):
-    A_h @ x @ A_wᵀ, which is the same weighted sum."""
-    h, w = E.shape(x)[-2:]
-    sizes = [output_size] * 2 if isinstance(output_size, int) else list(output_size)
-    oh, ow = (d if o is None else int(o) for o, d in zip(sizes, (h, w), strict=True))
-    if has_attrs("adaptive_avg_pool2d", "output_size"):
-        return E.node("adaptive_avg_pool2d", x, output_size=(oh, ow))
-    if not (h % oh or w % ow):
-        k = (h // oh, w // ow)
-        return x if k == (1, 1) else E.node("avg_pool2d", x, kernel_size=k)
-    y = E.matmul(x, E.node("transpose", E.node("const", **exact(adaptive_matrix(w, ow)))))
-    return E.matmul(E.node("const", **exact(adaptive_matrix(h, oh))), y)
-
-
-def _pad(E: Emitter, x: Any, pad: Sequence[int], value: Any = 0.0) -> Any:
-    """constant_pad_nd: pairs (before, after) from the last axis backwards, each a concat
-    with constant blocks (negative amounts crop, by slice)."""
-    v = Fraction(0 if value is None else value)
-    n = len(E.shape(x))
-    for k in range(len(pad) // 2):
-        axis, before, after = n - 1 - k, int(pad[2 * k]), int(pad[2 * k + 1])
-        x = _pad_axis(E, x, axis, before, after, v)
-    return x
-
-
-def _pad_axis(E: Emitter, x: Any, axis: int, before: int, after: int, v: Fraction) -> Any:
-    size = E.shape(x)[axis]
-    lo, hi = max(-before, 0), size - max(-after, 0)
-    if lo or hi != size:
-        x = slice_rule(E, x, axis, lo, hi)
-    parts: list[Any] = []
-    for amount in (before, after):
-        if amount > 0:
-            s = list(E.shape(x))
-            s[axis] = amount
-            c = E.node("const", shape=(), values=(v,))
-            parts.append(E.node("broadcast_to", c, shape=tuple(s)))
-        else:
-            parts.append(None)
-    if parts == [None, None]:
-        return x
-    return cat(E, [p for p in (parts[0], x, parts[1]) if p is not None], axis)
-
-
-def _roll(E: Emitter, x: Any, shifts: Any, dims: Any = ()) -> Any:
-    sh = [shifts] if isinstance(shifts, int) else list(shifts)
-    ds = [dims] if isinstance(dims, int) else list(dims)
-    if not ds:
-        s = E.shape(x)
-        flat = _roll(E, E.reshape(x, (int(np.prod(s)),)), sh, [0])
-        return E.reshape(flat, s)
-    for k, d in zip(sh, ds, strict=True):
-        n = E.shape(x)[d]
-        k %= n
-        if k:
-            x = cat(E, [slice_rule(E, x, d, n - k, n), slice_rule(E, x, d, 0, n - k)], d)
-    return x
-
-
 STATS = "mean/rstd outputs (the table's norms return only y)"
 
 
@@ -669,6 +463,21 @@ def _sdpa(
     return E.node("scaled_dot_product_attention", q, k, v, **attrs)
 
 
+def _roll(E: Emitter, x: Any, shifts: Any, dims: Any = ()) -> Any:
+    sh = [shifts] if isinstance(shifts, int) else list(shifts)
+    ds = [dims] if isinstance(dims, int) else list(dims)
+    if not ds:
+        s = E.shape(x)
+        flat = _roll(E, E.reshape(x, (int(np.prod(s)),)), sh, [0])
+        return E.reshape(flat, s)
+    for k, d in zip(sh, ds, strict=True):
+        n = E.shape(x)[d]
+        k %= n
+        if k:
+            x = cat(E, [slice_rule(E, x, d, n - k, n), slice_rule(E, x, d, 0, n - k)], d)
+    return x
+
+
 def _getitem(E: Emitter, xs: Any, i: int) -> Any:
     return xs[i]
 
@@ -750,7 +559,6 @@ ATEN: dict[str, Rule] = {
     "aten.gather": _gather,
     "aten.index": index,
     "aten.roll": _roll,
-    "aten.constant_pad_nd": _pad,
     # linalg, reduce, softmax
     "aten.linear": _linear,
     "aten.matmul": _matmul,
@@ -765,14 +573,6 @@ ATEN: dict[str, Rule] = {
     "aten.log_softmax": _last_axis("log_softmax"),
     "aten._log_softmax": _last_axis("log_softmax"),
     # model-scale
-    "aten.conv2d": _conv2d,
-    "aten.conv_transpose2d": _conv_t2d,
-    "aten.convolution": _convolution,
-    "aten.max_pool2d": _max_pool2d,
-    "aten.max_pool2d_with_indices": _max_pool2d_idx,
-    "aten.avg_pool2d": _avg_pool2d,
-    "aten.adaptive_avg_pool2d": _adaptive_avg_pool2d,
-    "aten._adaptive_avg_pool2d": _adaptive_avg_pool2d,
     "aten.layer_norm": _layer_norm,
     "aten.native_layer_norm": _native_layer_norm,
     "aten.batch_norm": batch_norm,
@@ -785,5 +585,6 @@ ATEN: dict[str, Rule] = {
     "aten.mse_loss": _mse_loss,
     "aten.scaled_dot_product_attention": _sdpa,
     "getitem": _getitem,
+    **WINDOW_RULES,  # conv, pool and pad families (aten_windows)
 }
 """ATen op packet -> rule (see the module docstring); docs/INTEROP.md lists it."""

@@ -1,9 +1,10 @@
 """Guarded ATen rules: rules for table ops other helpers add to the op table, written
 against the table's names and attributes.
 
-Invariant: a guarded rule refuses with `Unsupported` ("needs the table op ...") while the
+Invariants: a guarded rule refuses with `Unsupported` ("needs the table op ...") while the
 op table lacks the op or one of its attributes (`has_attrs`), and emits the table op when
-it exists; nothing here imports torch.
+it exists; `Poison` marks a node that could not be mapped, or an output no table op gives (it
+is reported when used); nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -16,9 +17,17 @@ from spec.ops import OPS
 
 from .core import Emitter, Unsupported
 
-__all__ = ["elu", "has_attrs", "leaky_relu", "needs", "table_unary"]
+__all__ = ["Poison", "elu", "has_attrs", "leaky_relu", "needs", "table_unary"]
 
 Rule = Callable[..., Any]
+
+
+class Poison:
+    """The value of a node that could not be mapped (`name` None: already reported) or
+    of an output no table op gives (reported when something uses it)."""
+
+    def __init__(self, name: str | None = None, why: str = "") -> None:
+        self.name, self.why = name, why
 
 
 def has_attrs(op: str, *attrs: str) -> bool:

@@ -1,34 +1,19 @@
-"""ATen rules with no dependency on other rules: advanced indexing with static indices,
-and the exact averaging matrices of an adaptive pool.
+"""ATen rule with no dependency on other rules: advanced indexing with static indices.
 
 Invariant: indices are checked against the axis sizes (out of range refused, negative
-ones counted from the end, as torch does); the matrices hold exact rationals (1/window).
+ones counted from the end, as torch does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from .core import Emitter, Static, Unsupported
+from .core import Emitter, Unsupported
 
-__all__ = ["adaptive_matrix", "exact", "index"]
-
-
-def adaptive_matrix(n: int, out: int) -> Static:
-    """(out, n): row i averages input cells [floor(i n / out), ceil((i + 1) n / out))."""
-    m = np.zeros((out, n), dtype=object)
-    for i in range(out):
-        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
-        m[i, lo:hi] = Fraction(1, hi - lo)
-    return Static(m)
-
-
-def exact(m: Static) -> dict[str, Any]:
-    return {"shape": tuple(m.value.shape), "values": tuple(m.value.reshape(-1).tolist())}
+__all__ = ["index"]
 
 
 def index(E: Emitter, x: Any, indices: Sequence[Any]) -> Any:
