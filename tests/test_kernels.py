@@ -25,6 +25,7 @@ from runtime.engine.context import KernelContext
 from runtime.kernels import KERNELS, Kernel
 from spec.domains import BINARY32, FLOAT16, Domain, IEEEDomain
 from spec.errors import TorchLeanError
+from spec.ops import FAMILIES as SPEC_FAMILIES
 from spec.ops import OPS, families_holding, unbroadcast
 from spec.shape import Shape, size
 from spec.tensor import Tensor, fold_add
@@ -49,22 +50,10 @@ def test_kernel_table_covers_every_op() -> None:
             assert k.check is not None, f"{name}: spec has a precondition, the kernel no check"
 
 
-# The fixed op families (one module per family in every layer). Hard-coded here for now;
-# the spec's own `OpDef.family` is the eventual oracle.
+# The op families, from the spec op table (the single source of truth): `OpDef.family`.
 FAMILIES = {
-    "elementwise": "add sub neg mul scale div inv maximum minimum abs relu clamp sqrt detach const",
-    "transcendental": "exp log safe_log tanh sigmoid softplus gelu silu sin cos",
-    "reduce": "sum reduce_sum mean reduce_mean reduce_max",
-    "linalg": "matmul linear",
-    "shape": "reshape swap_adjacent transpose broadcast_to concat slice",
-    "index": "select index_select scatter_add gather",
-    "softmax": "softmax log_softmax",
-    "loss": "mse_loss cross_entropy",
-    "conv": "conv2d conv_transpose2d",
-    "pool": "avg_pool2d max_pool2d",
-    "norm": "layer_norm batch_norm",
-    "attention": "scaled_dot_product_attention multi_head_attention mask_neg_inf",
-    "embed": "embedding one_hot",
+    family: " ".join(name for name, op in OPS.items() if op.family == family)
+    for family in SPEC_FAMILIES
 }
 
 
@@ -268,6 +257,16 @@ test_sdpa = check_op(
 test_mha = check_op("multi_head_attention", [(2, 2)] * 7, heads=2)
 test_embedding = check_op("embedding", [(3, 2)], indices=(2, 0, 2), shape=(1, 3))
 test_one_hot = check_op("one_hot", [], indices=(1, 0), num_classes=2)
+
+
+# Ops without a hand-written line above are checked on the argument shapes and attributes
+# of their ordinary sample (the first of the op's samples record, spec.ops).
+for _name, _op in OPS.items():
+    if _name not in CHECKED and _op.samples:
+        _smp = _op.samples[0]
+        globals()[f"test_{_name}_from_samples"] = check_op(
+            _name, [shape for shape, _ in _smp.args], **dict(_smp.attrs)
+        )
 
 
 def test_every_op_has_a_differential_check() -> None:

@@ -347,8 +347,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "session_jvp_tangents_reversed",
         _TAPE,
-        "return ctx.arr(kern.jvp(ctx, saved, tangents, norm, env))",
-        "return ctx.arr(kern.jvp(ctx, saved, tangents[::-1], norm, env))",
+        "t = self.ctx.arr(k.jvp(self.ctx, node.saved, ts, node.attrs, node.env))",
+        "t = self.ctx.arr(k.jvp(self.ctx, node.saved, ts[::-1], node.attrs, node.env))",
         "the Session's forward mode hands a node its parents' tangents in reverse order",
         "forward-mode rule",
     ),
