@@ -98,10 +98,11 @@ def test_theorems_are_well_formed() -> None:
     # every theorem has a witness; the link theorem's scope is every op of the table
     assert all(t.witness is not None and t.witness.defect for t in ths)
     assert get(GRAPH_THEOREMS[0]).scope.ops == tuple(sorted(OPS))
-    # the four model-scale laws that enable the numeric fallback are labelled so
+    # the model-scale laws (the norm family and attention) that enable the numeric
+    # fallback are labelled so, and no other law is
     numeric = {t.name.split(".")[1] for t in ths if "numeric fallback" in t.evidence}
-    assert numeric == {"layer_norm", "batch_norm", "scaled_dot_product_attention",
-                       "multi_head_attention"}  # fmt: skip
+    assert numeric == {"layer_norm", "batch_norm", "instance_norm", "group_norm",
+                       "scaled_dot_product_attention", "multi_head_attention"}  # fmt: skip
     assert "bounded enumeration" in get("graph.backprop_correct").evidence
     assert "30 quick / 200 full" in get("float.ordered_bitwise").evidence_label()
 

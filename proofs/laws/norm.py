@@ -6,8 +6,8 @@ Invariants (those of `proofs.laws.core`):
   empty) and is imported only by `proofs.laws`.
 - Every definition here is independent of `spec`: NumPy object arrays and sympy, built
   from the shared helpers of `proofs.laws.core`.
-- Both use eps = 1/100000 and the biased variance; checked on free symbols and at fixed
-  rational points, with the numeric fallback allowed for every obligation.
+- All four use the biased variance and eps = 1/100000 (unless given); checked on free
+  symbols and at fixed rational points, with the numeric fallback allowed for every obligation.
 """
 
 from __future__ import annotations
