@@ -144,14 +144,14 @@ def _guarded() -> Iterator[None]:
         torch._C._pickle_load_obj = no_obj
         had = "pickle" in vars(_package)
         real_pickle = vars(_package).get("pickle")
-        _package.pickle = _NoPickle  # type: ignore[assignment]
+        setattr(_package, "pickle", _NoPickle)  # noqa: B010 (typed either way, torch or not)
         try:
             yield
         finally:
             torch.load = real_load
             torch._C._pickle_load_obj = real_obj
             if had:
-                _package.pickle = real_pickle  # type: ignore[assignment]
+                setattr(_package, "pickle", real_pickle)  # noqa: B010
             else:
                 del _package.pickle
 
