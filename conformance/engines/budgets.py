@@ -56,9 +56,17 @@ class Budget:
 
 # The op table does not say which elementwise ops round (maximum does not, add does), nor
 # that engines evaluate the primitive sigmoid as a composite: those stay keyed by name.
-_EXACT_OPS = ("neg", "relu", "abs", "clamp", "maximum", "minimum", "detach")
-_ROUNDED = ("add", "sub", "mul", "div", "sqrt", "scale", "inv")
+# sign, hardtanh, relu6 (clamps) and the variadic maximum_n / minimum_n select or negate an
+# input: exact. leaky_relu is one product (slope·x): rounded once.
+_EXACT_OPS = ("neg", "relu", "abs", "clamp", "maximum", "minimum", "detach", "sign")
+_EXACT_OPS += ("hardtanh", "relu6", "maximum_n", "minimum_n")
+_ROUNDED = ("add", "sub", "mul", "div", "sqrt", "scale", "inv", "leaky_relu")
 _COMPOSITE_PRIMITIVES = ("sigmoid",)
+# Elementwise composites of several roundings (x + 3, ·x, /6; 1 + |x|, /): the sum of their
+# parts' budgets, as a transcendental composite's.
+_COMPOSITE_ROUNDED = ("hardsigmoid", "hardswish", "softsign")
+# Variadic folds of additions (ONNX Sum, Mean): the recursive-summation bound of a sum.
+_FOLDS = ("add_n", "mean_n")
 _CHAIN_STAGES = {"multi_head_attention": 3}  # `_SUMS`-like stages in sequence (default 1)
 
 
@@ -66,8 +74,9 @@ def budget_class(op: str) -> str | None:
     """The budget class of `op`, derived from the op table where it has the information
     (family, kind, tags): "norm" (family norm), "chain" (attention family, reduction tag),
     "sums" (reduction or loss tag), "shape" (structural or index tag), "transcendental" /
-    "composite" (transcendental family: primitive / composite); "exact" and "rounded" by
-    name (above); None for an op without arguments or class (the default budget)."""
+    "composite" (transcendental family: primitive / composite); "exact", "rounded", the
+    rounded elementwise composites and the additive folds by name (above); None for an op
+    without arguments or class (the default budget)."""
     d = OPS.get(op)
     if d is None or d.arity == 0:
         return None
@@ -75,6 +84,10 @@ def budget_class(op: str) -> str | None:
         return "exact"
     if op in _ROUNDED:
         return "rounded"
+    if op in _COMPOSITE_ROUNDED:
+        return "composite"
+    if op in _FOLDS:
+        return "sums"
     if d.family == "norm":
         return "norm"
     if d.family == "attention" and "reduction" in d.tags:

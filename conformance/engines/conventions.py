@@ -632,14 +632,35 @@ NONFINITE: dict[str, str] = {
     "g/2 each, a NaN operand gives 0 to both sides (a NaN g then gives 0)",
     "reduce_max": "forward: NaN propagates (the fold of maximum); vjp/jvp: maximum's rule "
     "along the fold, so a NaN lane's elements get 0",
-    "max_pool2d": "forward: NaN propagates; vjp/jvp: each window's g to its first maximal "
-    "element by maximum's rule (a window holding NaN gives 0)",
     "safe_log": "vjp/jvp: through maximum(x, 2**-24): x NaN gives 0 for the cotangent; the "
     "tangent propagates",
     "softplus": "vjp: x NaN gives 0 (its body's maximum and abs give 0 at NaN); jvp "
     "propagates (exp(-abs(x)) = NaN times abs's zero tangent)",
     "mask_neg_inf": "forward: masked positions are -inf whatever x holds; vjp/jvp: 0 there",
     "detach": "vjp/jvp: 0 whatever x or g hold",
+    "sign": "vjp/jvp: 0 whatever x or g hold",
+    "leaky_relu": "vjp/jvp: g where x > 0, else slope*g (x NaN gives slope*g)",
+    "hardtanh": "vjp/jvp: clamp's rule, g where min_val < x < max_val, else 0 (x NaN gives 0; "
+    "g NaN outside gives 0)",
+    "relu6": "vjp/jvp: clamp's rule, g where 0 < x < 6, else 0 (x NaN gives 0; g NaN outside "
+    "gives 0)",
+    "hardsigmoid": "vjp/jvp: g/6 where -3 < x < 3, else 0 (g NaN outside gives 0); x NaN gives "
+    "0 for the cotangent; the tangent propagates",
+    "hardswish": "vjp: clamp's rule drops the x*clamp' term outside -3 < x < 3, so x +inf gives "
+    "g and -inf gives 0; the tangent is NaN there (inf times clamp's zero tangent); x NaN "
+    "propagates",
+    "maximum_n": "forward: NaN propagates (the left fold of maximum); vjp/jvp: maximum's rule "
+    "along the fold, so a NaN operand gives 0 to every argument (a NaN g then gives 0)",
+    "minimum_n": "forward: NaN propagates (the left fold of minimum); vjp/jvp: minimum's rule "
+    "along the fold, so a NaN operand gives 0 to every argument (a NaN g then gives 0)",
+    "std": "vjp/jvp: through sqrt's rule at the variance: a lane of zero variance gives 0 even "
+    "for g NaN; x NaN or ±inf gives the tangent 0 (sqrt's 0 at a NaN variance), the cotangent "
+    "NaN (var's rule)",
+    **dict.fromkeys(  # the max pools, fixed and adaptive, share PyTorch's CPU rule
+        [f"{p}max_pool{n}d" for p in ("", "adaptive_") for n in (1, 2, 3)],
+        "forward: NaN propagates (a window's first NaN wins); vjp/jvp: each window's g to its "
+        "first maximal element or first NaN (which gets g), the others 0 (a NaN g too)",
+    ),
 }
 """Per op, where its rules choose a value for a NaN/±inf (see the module docstring)."""
 
