@@ -22,13 +22,15 @@ from .base import Engine, EngineUnavailable, select_index
 try:
     import autograd
     import autograd.numpy as anp
-    import autograd.scipy.special as ag_special
     from autograd import make_vjp
 except ImportError:  # pragma: no cover - exercised where autograd is absent
     autograd = None
     anp = None
-    ag_special = None
     make_vjp = None
+try:  # autograd's scipy wrappers need scipy (erf, logsumexp): without it those ops are uncovered
+    import autograd.scipy.special as ag_special
+except ImportError:  # pragma: no cover - exercised where scipy is absent
+    ag_special = None
 
 __all__ = ["AutogradEngine"]
 
@@ -96,12 +98,13 @@ OPS: dict[str, Callable[..., Any]] = {
     "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / _c(xs[0], float(len(xs))),
     "var": lambda x, dim, correction=1: anp.var(x, axis=dim, ddof=correction),
     "std": lambda x, dim, correction=1: anp.std(x, axis=dim, ddof=correction),
-    "erf": lambda x: ag_special.erf(x),
     "log1p": lambda x: anp.log1p(x),
     "expm1": lambda x: anp.expm1(x),
     "elu": lambda x, alpha=1: anp.where(x > 0, x, _c(x, float(alpha)) * anp.expm1(x)),
-    "logsumexp": lambda x, dim: ag_special.logsumexp(x, axis=dim),
 }
+if ag_special is not None:
+    OPS["erf"] = lambda x: ag_special.erf(x)
+    OPS["logsumexp"] = lambda x, dim: ag_special.logsumexp(x, axis=dim)
 
 
 class AutogradEngine(Engine):
