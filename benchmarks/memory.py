@@ -1,10 +1,11 @@
 """Peak memory of the MLP step: the bytes the tape holds against the forward values that
 the backward needs.
 
-- *Tape bytes*: every array reachable from the tape's nodes: each node's value and whatever
-  its backward and forward-tangent closures keep (the kernels' `saved`, through tuples,
-  lists, dicts and nested closures). Arrays are counted once per underlying buffer (a view
-  or a broadcast counts as the buffer it looks into), because that is the memory held.
+- *Tape bytes*: every array reachable from the tape's nodes: each node's value, the
+  kernel's `saved` values and attributes it keeps, and whatever its own backward and
+  forward-tangent closures keep (through tuples, lists, dicts and nested closures). Arrays
+  are counted once per underlying buffer (a view or a broadcast counts as the buffer it
+  looks into), because that is the memory held.
 - *Needed*: the minimal set the reverse pass reads: the inputs of each linear (x and W; not
   b), of each relu (x) and of the loss (prediction and target), again once per buffer.
 
@@ -71,6 +72,6 @@ def tape_bytes(tape: Any) -> tuple[int, int]:
     """(bytes of distinct buffers reachable from the tape's nodes, number of arrays)."""
     roots: list[Any] = []
     for n in tape.nodes:
-        roots += [n.value, n.backward, n.jvp]
+        roots += [n.value, n.rule, n.jvp, n.saved, n.attrs]  # what the node keeps
     arrays = reachable_arrays(roots)
     return buffer_bytes(arrays), len(arrays)

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ from spec.validate import check_node
 from ..kernels import KERNELS, fold_fanin, kernel_for
 from .context import KernelContext, fp_enter, fp_exit, fp_quiet
 
-__all__ = ["ZERO_REST", "Backward", "Tape", "TapeNode", "apply_hook", "validated"]
+__all__ = ["ZERO_REST", "Backward", "Tape", "TapeNode", "apply_hook", "op_pairs", "validated"]
 
 ZERO_REST = -1
 """The id of a backward's last pair `(ZERO_REST, None)`: a zero for every earlier id the
@@ -155,67 +156,70 @@ def apply_hook(
 @dataclass(slots=True)
 class TapeNode:
     """One tape value. An op node made by `Tape.op` also keeps its normalised attributes,
-    the environment it ran with, its kernel and the kernel's saved values (`attrs`, `env`,
-    `kern`, `saved`): `Tape.replay` runs it again from them and `forward_tangents` runs its
-    `kern.jvp` (such a node's `jvp` is None); leaves and nodes made by `add_node` have
-    `attrs` None and carry their own `jvp`."""
+    the environment it ran with, its kernel, the kernel's saved values, which arguments
+    require grad and the kernel context (`attrs`, `env`, `kern`, `saved`, `needs`, `ctx`):
+    `Tape.replay` runs it again from them, the reverse passes run its `kern.vjp`
+    (`op_pairs`) and `forward_tangents` its `kern.jvp`; its `rule` and `jvp` are None.
+    Leaves and nodes made by `add_node` have `attrs` None and carry their own `rule` (the
+    backward) and `jvp`."""
 
     name: str
     value: Any
     requires_grad: bool
     parents: tuple[int, ...]
-    backward: Backward | None
+    rule: Backward | None
     jvp: Callable[[list[Any]], Any] | None = None
     attrs: dict[str, Any] | None = None
     env: Sequence[int] = ()
     kern: Any = None
     saved: Any = None
+    needs: tuple[bool, ...] = ()
+    ctx: Any = None
+
+    @property
+    def backward(self) -> Backward | None:
+        """The node's backward (cotangent -> `(id, grad)` pairs); None for a leaf or a
+        frozen node. `rule`, or for a `Tape.op` node that requires grad, `op_pairs` on it
+        (built on demand: recording an op allocates no closure)."""
+        if self.kern is None or not self.requires_grad:
+            return self.rule
+        return partial(op_pairs, self)
 
 
-def _op_backward(
-    ctx: KernelContext,
-    kern: Any,
-    saved: Any,
-    norm: dict[str, Any],
-    env: Sequence[int],
-    arg_ids: tuple[int, ...],
-    needs: tuple[bool, ...],
-) -> Backward:
-    """The backward of one differentiable `Tape.op` node (built only for nodes that
-    require grad, so a frozen node allocates no closure)."""
-    single = len(arg_ids) == 1
-    some = None if single or all(needs) else kern.vjp_some
-    vjp = kern.vjp
+def op_pairs(node: TapeNode, g: Any) -> list[tuple[int, Any]]:
+    """The backward of a differentiable `Tape.op` node: its kernel's cotangents for `g` as
+    `(id, grad)` pairs, one per distinct argument in increasing id order (repeated
+    arguments folded by `fold_fanin`)."""
+    ctx = node.ctx
+    kern = node.kern
+    arg_ids = node.parents
     arr = ctx.arr
-    atype = ctx.atype
-    distinct = single or len(set(arg_ids)) == len(arg_ids)
-
-    def backward(g: Any) -> list[tuple[int, Any]]:
-        if some is not None:
-            # Only the cotangents of arguments that require grad: the sweep drops the
-            # others unread, so skipping them changes no value.
-            per = some(ctx, saved, g, norm, env, needs)
-            folded = fold_fanin(
-                [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
-                [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
-            )
-            return [(j, arr(c)) for j, c in sorted(folded.items())]
-        per_arg = vjp(ctx, saved, g, norm, env)
-        if distinct and len(per_arg) == len(arg_ids):
-            # no fan-in: one cotangent per distinct id, emitted in increasing id order
-            if single:
-                c = per_arg[0]
-                return [(arg_ids[0], c if type(c) is atype else arr(c))]
-            pairs = [
-                (j, c if type(c) is atype else arr(c))
-                for j, c in zip(arg_ids, per_arg, strict=True)
-            ]
-            pairs.sort(key=_first)
-            return pairs
-        folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
+    single = len(arg_ids) == 1
+    needs = node.needs
+    if not single and kern.vjp_some is not None and not all(needs):
+        # Only the cotangents of arguments that require grad: the sweep drops the
+        # others unread, so skipping them changes no value.
+        per = kern.vjp_some(ctx, node.saved, g, node.attrs, node.env, needs)
+        folded = fold_fanin(
+            [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+            [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+        )
         return [(j, arr(c)) for j, c in sorted(folded.items())]
-
-    return backward
+    per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
+    distinct = single or len(set(arg_ids)) == len(arg_ids)
+    if distinct and len(per_arg) == len(arg_ids):
+        # no fan-in: one cotangent per distinct id, emitted in increasing id order
+        atype = ctx.atype
+        if single:
+            c = per_arg[0]
+            return [(arg_ids[0], c if type(c) is atype else arr(c))]
+        pairs = [
+            (j, c if type(c) is atype else arr(c)) for j, c in zip(arg_ids, per_arg, strict=True)
+        ]
+        pairs.sort(key=_first)
+        return pairs
+    folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
+    return [(j, arr(c)) for j, c in sorted(folded.items())]
 
 
 class Tape:
@@ -254,12 +258,19 @@ class Tape:
         """Append one op node: validate, compute, then append (nothing on failure)."""
         nodes = self.nodes
         n = len(nodes)
-        for k, a in enumerate(args):
+        for a in args:
             if type(a) is not int or not 0 <= a < n:
-                self._check_id(a, f"{name}: input {k}")
+                self._check_args(name, args)
         ctx = self.ctx
-        xs = [nodes[a].value for a in args]
-        norm, _ = validated(name, attrs, tuple([tuple(x.shape) for x in xs]))
+        if len(args) == 1:  # no comprehension (a function frame each in Python 3.11)
+            x = nodes[args[0]].value
+            xs = [x]
+            shapes: tuple[tuple[int, ...], ...] = (tuple(x.shape),)
+        else:
+            xs = [nodes[a].value for a in args]
+            shapes = tuple([tuple(x.shape) for x in xs])
+        hit = None if attrs else _VALIDATED.get((name, shapes))  # `validated`'s own memo
+        norm = dict(hit[0]) if hit is not None else validated(name, attrs, shapes)[0]
         kern = KERNELS.get(name) or kernel_for(name)
         tok = fp_enter()  # `with fp_quiet()`, without the manager object
         try:
@@ -277,9 +288,9 @@ class Tape:
         else:
             needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
             rg = any(needs)
-        backward = _op_backward(ctx, kern, saved, norm, env, arg_ids, needs) if rg else None
-        # no jvp closure: `forward_tangents` runs `kern.jvp` from the node's fields
-        nodes.append(TapeNode(name, y, rg, arg_ids, backward, None, norm, env, kern, saved))
+        # no closures: the reverse passes run `op_pairs` and `forward_tangents` runs
+        # `kern.jvp` from the node's fields
+        nodes.append(TapeNode(name, y, rg, arg_ids, None, None, norm, env, kern, saved, needs, ctx))
         return n
 
     def detach(self, a: int) -> int:
@@ -324,6 +335,10 @@ class Tape:
                 )
         return new
 
+    def _check_args(self, name: str, args: Sequence[int]) -> None:
+        for k, a in enumerate(args):
+            self._check_id(a, f"{name}: input {k}")
+
     # ------------------------------------------------------------------ reverse passes
     def _check_id(self, i: Any, what: str) -> int:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.nodes):
@@ -365,8 +380,11 @@ class Tape:
             node = nodes[i]
             if epoch and node.requires_grad:
                 flush(i)
-            if not node.requires_grad or node.backward is None:
+            if not node.requires_grad:
                 continue
+            rule = node.rule
+            if rule is None and node.kern is None:
+                continue  # a leaf (or an `add_node` node without a backward)
             g = grads[i]
             if g is None:
                 if not run_all:
@@ -374,10 +392,14 @@ class Tape:
                 g = self.ctx.zeros(tuple(node.value.shape))
             elif type(g) is not ndarray:
                 g = arr(g)
-            pairs = node.backward(g)
-            rest = bool(pairs) and pairs[-1][0] == ZERO_REST
-            if rest:
-                pairs = pairs[:-1]
+            if rule is None:
+                pairs = op_pairs(node, g)
+                rest = False  # only an `add_node` backward emits ZERO_REST
+            else:
+                pairs = rule(g)
+                rest = bool(pairs) and pairs[-1][0] == ZERO_REST
+                if rest:
+                    pairs = pairs[:-1]
             for pid, contrib in pairs:
                 if pid >= i or pid < 0:
                     raise GraphError(f"node {i} ({node.name}) emitted a gradient for id {pid}")

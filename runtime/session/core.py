@@ -227,9 +227,8 @@ class Session:
         for a in given:
             if type(a) is not TensorRef or a.owner != owner or a.generation != gen:
                 return None
-        rec = self._recording
-        i = rec.record(name, [a.id for a in given], {})
-        return tensor_ref(i, tuple(rec.tape.nodes[i].value.shape), owner, gen, self._self_ref)
+        i, shape = self._recording.record_plain(name, tuple([a.id for a in given]))
+        return tensor_ref(i, shape, owner, gen, self._self_ref)
 
     def _check(self, x: Any, what: str = "argument") -> int:
         return check_tensor_ref(x, self.owner, self.generation, what)
@@ -558,50 +557,74 @@ _set_dict = object.__setattr__
 
 
 def _op_method(name: str) -> Callable[..., TensorRef]:
+    """The Session method of op `name`. A call with exactly the op's arity of TensorRefs
+    of this session and generation and no attribute is `Session._plain` inlined (one call
+    layer less per op), specialised for one and two arguments (no loop, no comprehension:
+    Python 3.11 builds a frame per comprehension); any other call goes to `Session.op`,
+    which makes the same checks and raises their errors."""
     arity = PLAIN_ARITY.get(name)
 
-    def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
-        # `Session._plain` inlined (one call layer less per op), specialised for one and two
-        # arguments (no loop, no comprehension); anything else: `op`, with the same checks
-        if not attrs and len(args) == arity:
-            owner, gen = self.owner, self.generation
-            if arity == 1:
+    if arity == 1:
+
+        def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+            if not attrs and len(args) == 1:
                 a = args[0]
-                ok = type(a) is TensorRef and a.owner == owner and a.generation == gen
-                ids = [a.id] if ok else None
-            elif arity == 2:
+                owner, gen = self.owner, self.generation
+                if type(a) is TensorRef and a.owner == owner and a.generation == gen:
+                    i, shape = self._recording.record_plain(name, (a.id,))
+                    r = _new_ref(TensorRef)  # `tensor_ref(...)` inlined
+                    _set_dict(
+                        r,
+                        "__dict__",
+                        {
+                            "id": i,
+                            "shape": shape,
+                            "owner": owner,
+                            "generation": gen,
+                            "_session": self._self_ref,
+                        },
+                    )
+                    return r
+            return self.op(name, *args, **attrs)
+
+    elif arity == 2:
+
+        def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+            if not attrs and len(args) == 2:
                 a, b = args
-                ok = (
+                owner, gen = self.owner, self.generation
+                if (
                     type(a) is TensorRef
                     and type(b) is TensorRef
                     and a.owner == owner
                     and b.owner == owner
                     and a.generation == gen
                     and b.generation == gen
-                )
-                ids = [a.id, b.id] if ok else None
-            else:
-                ok = all(
-                    type(a) is TensorRef and a.owner == owner and a.generation == gen for a in args
-                )
-                ids = [a.id for a in args] if ok else None
-            if ids is not None:
-                i, shape = self._recording.record_plain(name, ids)
-                # `tensor_ref(i, shape, owner, gen, session)` inlined
-                r = _new_ref(TensorRef)
-                _set_dict(
-                    r,
-                    "__dict__",
-                    {
-                        "id": i,
-                        "shape": shape,
-                        "owner": owner,
-                        "generation": gen,
-                        "_session": self._self_ref,
-                    },
-                )
-                return r
-        return self.op(name, *args, **attrs)
+                ):
+                    i, shape = self._recording.record_plain(name, (a.id, b.id))
+                    r = _new_ref(TensorRef)
+                    _set_dict(
+                        r,
+                        "__dict__",
+                        {
+                            "id": i,
+                            "shape": shape,
+                            "owner": owner,
+                            "generation": gen,
+                            "_session": self._self_ref,
+                        },
+                    )
+                    return r
+            return self.op(name, *args, **attrs)
+
+    else:
+
+        def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+            if not attrs and len(args) == arity:
+                r = self._plain(name, args)
+                if r is not None:
+                    return r
+            return self.op(name, *args, **attrs)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"The `{name}` op of the table: {OPS[name].doc}"

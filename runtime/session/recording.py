@@ -176,17 +176,18 @@ class Recording:
             self._selected[op] = self._label
         return i
 
-    def record_plain(self, op: str, args: list[int]) -> tuple[int, tuple[int, ...]]:
+    def record_plain(self, op: str, args: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         """`record(op, args, {})` for an op without attributes: (the new node's tape id,
         its value's shape). Eager: straight to `Tape.op` (which validates before it
-        appends); typed graph: `record`."""
-        if self._builder is not None:
+        appends); typed graph and `detach` (a frozen node, not a kernel's): `record`."""
+        tape = self._tape
+        if self._builder is not None or op == "detach":
             i = self.record(op, args, {})
         else:
-            i = self._tape.op(op, args, self._env)
+            i = tape.op(op, args, self._env)
             if op not in self._selected:
                 self._selected[op] = self._label
-        return i, self._tape.nodes[i].value.shape
+        return i, tape.nodes[i].value.shape
 
     @property
     def selected_backends(self) -> tuple[str, ...]:
