@@ -284,7 +284,7 @@ class Tape:
         arg_ids = tuple(args)
         if len(arg_ids) == 1:
             rg = bool(nodes[arg_ids[0]].requires_grad)
-            needs: tuple[bool, ...] = (rg,)
+            needs: tuple[bool, ...] = (True,) if rg else (False,)  # constants: no tuple built
         else:
             needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
             rg = any(needs)
