@@ -26,10 +26,14 @@ Invariants:
   (tests/test_lower.py).
 
 Speed (the eager Session runs every op through `Tape.op`): the validation of an identical
-(op, input shapes, attributes) is memoised (`validated`), the forward runs under one
-`fp_quiet()` (the kernels do not set the floating-point state again), and the reverse sweep
-checks each contribution with a cheap shape/dtype test, falling back to the full check
-(and its error message) only when that test fails. None of this changes a value.
+(op, input shapes, attributes) is memoised (`validated`; `Tape.op` reads the memo inline for
+an op without attributes, and anything not found goes through `validated`), the forward
+runs under one `fp_quiet()` (the kernels do not set the floating-point state again), a
+`Tape.op` node keeps its kernel's fields instead of a backward closure (the sweep runs
+`op_pairs` on them, the reference being the kernel's full `vjp` folded per argument:
+tests/test_tape_fastpath.py), and the reverse sweep checks each contribution with a cheap
+shape/dtype test, falling back to the full check (and its error message) only when that
+test fails. None of this changes a value or skips a check.
 """
 
 from __future__ import annotations

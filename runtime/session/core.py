@@ -29,9 +29,11 @@ Invariants:
   orchestrates the parts in each public method (validate handles, then call the parts),
   and attaches one method per op of the table.
 - Per-op speed: a call with exactly the op's arity of TensorRefs of this session and
-  generation and no attribute takes a fast path (`PLAIN_ARITY`) that checks the handles in
-  one loop and records directly; every other call (and every failing check) goes through
-  `Session.op`'s full argument handling, so the errors are the same.
+  generation and no attribute takes a fast path (`PLAIN_ARITY`; the op methods have one
+  specialised for one and for two arguments) that checks every handle's exact type, owner
+  and generation and records through `Recording.record_plain`; every other call (and every
+  failing check) goes through `Session.op`'s full argument handling, so the errors are the
+  same.
 """
 
 from __future__ import annotations
