@@ -396,6 +396,7 @@ class Tape:
                 g = self.ctx.zeros(tuple(node.value.shape))
             elif type(g) is not ndarray:
                 g = arr(g)
+            pairs: Sequence[tuple[int, Any]]
             if rule is None:
                 pairs = op_pairs(node, g)
                 rest = False  # only an `add_node` backward emits ZERO_REST
