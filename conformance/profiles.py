@@ -3,15 +3,20 @@
 - `ci` (default): derandomised and bounded, so CI runs are reproducible and fast.
 - `dev`: random, moderate.
 - `thorough`: long campaigns (opt-in).
+
+`run_settings` is the one settings block of the suite's own Hypothesis runs (the suite's
+properties, the engines' judge, the Session state machine): no example database, no
+deadline, every health check off, derandomised unless a seed is given, shrinking optional.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
-__all__ = ["PROFILES", "load_profile"]
+__all__ = ["PROFILES", "load_profile", "run_settings"]
 
 _COMMON = {
     "deadline": None,
@@ -32,3 +37,20 @@ def load_profile(name: str | None = None) -> str:
         raise ValueError(f"unknown TORCHLEAN_PROFILE {name!r}; choose one of {sorted(PROFILES)}")
     settings.load_profile(name)
     return name
+
+
+def run_settings(
+    max_examples: int, seed: int | None, *, shrink: bool = True, **extra: Any
+) -> settings:
+    """The settings of one of the suite's runs: `max_examples` cases, derandomised when
+    `seed` is None (the caller applies an explicit seed), the shrink phase when `shrink`;
+    `extra` sets further fields (`print_blob`, `stateful_step_count`)."""
+    return settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        derandomize=seed is None,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, *([Phase.shrink] if shrink else [])),
+        **{"print_blob": False, **extra},
+    )

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
@@ -59,6 +59,7 @@ from .graphs.hard import (
 )
 from .link_property import check_dense_all_vs_from, check_link
 from .locate import describe, locate, owner_of_inlined
+from .profiles import run_settings
 from .reports import Row, coverage_table, write_reports
 from .reproducer import Reproducer, ReproducerError, check_backends, validate
 from .sparse_property import check_sparse
@@ -610,15 +611,7 @@ def _run_one(
 ) -> None:
     failing: list[_CaseFailure] = []
 
-    @settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        derandomize=seed is None,
-        print_blob=False,
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
-    )
+    @run_settings(max_examples, seed)
     @given(strategy)
     def test(case: Case) -> None:
         try:
@@ -635,12 +628,7 @@ def _run_one(
         if progress is not None:
             progress()
 
-    if seed is not None:
-        test = hyp_seed(seed ^ salt)(test)
-    elif function_digest is not None:
-        test = hyp_seed(_derandomised_seed(test) ^ salt)(test)
-    elif salt:
-        test = hyp_seed(salt)(test)
+    test = hyp_seed((DRAW_SEED if seed is None else seed) ^ salt)(test)
     if not _SHRINK[0]:
         test._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
             test._hypothesis_internal_use_settings,  # type: ignore[attr-defined]
@@ -663,26 +651,16 @@ def _run_one(
         }
 
 
-try:  # Hypothesis's digest of a test function (what `derandomize=True` seeds from)
-    from hypothesis.internal.reflection import function_digest
-except ImportError:  # pragma: no cover - another Hypothesis layout: plain derandomize
-    function_digest = None
-
-_DIGEST_SEEDS: dict[Any, int] = {}
-
-
-def _derandomised_seed(wrapped: Any) -> int:
-    """The seed `derandomize=True` gives a test: Hypothesis derives it from a digest of
-    the test function's source and signature (`Random(int_from_bytes(function_digest))`),
-    recomputed by tokenising the source on every run; every `_run_one` defines the same
-    function, so it is computed once per code object and passed as an explicit seed, which
-    Hypothesis turns into the same `Random` (performance only: the same cases are drawn)."""
-    inner = wrapped.hypothesis.inner_test
-    key = inner.__code__
-    hit = _DIGEST_SEEDS.get(key)
-    if hit is None:
-        hit = _DIGEST_SEEDS[key] = int.from_bytes(function_digest(inner), "big")
-    return hit
+DRAW_SEED = int(
+    "e46d85c7a661f96458852a37208f93cd7104a6b88634a87d938044acd7dbe368"
+    "88b41afe8b9b59e8af2429286ff15a9a",
+    16,
+)
+"""The seed of derandomised runs (no `--seed`), salted per focused run: the digest
+Hypothesis's `derandomize` took of `_run_one`'s test while its settings were written out in
+the decorator (`Random(int_from_bytes(function_digest))`), so the cases are those drawn
+before the settings moved to `profiles.run_settings`, and editing the test no longer
+changes them (nor is the source tokenised on every run)."""
 
 
 def replay(repro: dict[str, Any], backend: str = "numpy", against: str | None = None) -> Outcome:

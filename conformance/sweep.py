@@ -37,10 +37,18 @@ from .crmath_sweep import MAX_EXAMPLES, FnSummary, run_sweep, sweep_chunk
 from .distributed.flags import add_cluster_arguments, execute, uses_cluster
 from .distributed.sweep_shards import header, plan, run_planned
 
-__all__ = ["MAX_EXAMPLES", "FnSummary", "build_parser", "main", "run_sweep", "sweep_chunk"]
+__all__ = [
+    "MAX_EXAMPLES",
+    "FnSummary",
+    "build_parser",
+    "main",
+    "parse_int",
+    "run_sweep",
+    "sweep_chunk",
+]
 
 
-def _int(s: str) -> int:
+def parse_int(s: str) -> int:
     """An int in any base Python accepts (0x..., 0b...), or a power `B**E`."""
     if "**" in s:
         base, exp = s.split("**", 1)
@@ -59,11 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(FUNCTIONS),
         help="function to sweep (repeatable; default: all)",
     )
-    p.add_argument("--start", type=_int, default=0, help="first bit pattern (default 0)")
+    p.add_argument("--start", type=parse_int, default=0, help="first bit pattern (default 0)")
     p.add_argument(
-        "--stop", type=_int, default=2**32, help="one past the last bit pattern (default 2**32)"
+        "--stop",
+        type=parse_int,
+        default=2**32,
+        help="one past the last bit pattern (default 2**32)",
     )
-    p.add_argument("--chunk", type=_int, default=2**20, help="patterns per chunk (2**20)")
+    p.add_argument("--chunk", type=parse_int, default=2**20, help="patterns per chunk (2**20)")
     p.add_argument("--json", default="crmath-sweep.json", help="JSON summary path")
     p.add_argument(
         "--progress",
@@ -74,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--shard-size",
-        type=_int,
+        type=parse_int,
         default=2**24,
         help="bit patterns per shard with --workers/--scheduler/--progress (default 2**24)",
     )

@@ -1,12 +1,16 @@
 """Which pieces of each op of the table are missing in some layer (a half-added op).
 
 Invariants:
-- The pieces an op needs follow from its `OpDef` alone (its kind): every op needs samples
-  (an ordinary point first), a runtime kernel, a graph builder, a place in
-  `conformance.graphs.SAMPLING_ORDER` and a proof law; a primitive's kernel is hand-written
-  by its family module and a primitive also needs a fast-profile bound; a composite's
-  kernel is derived from its body (`runtime.kernels.table.add_composite_kernels`) and it has
-  no bound of its own. No list of op names is written here.
+- The pieces an op needs follow from its `OpDef` alone (its kind). A primitive needs
+  samples (an ordinary point first), a hand-written runtime kernel, a fast-profile bound, a
+  graph builder, a place in `conformance.graphs.SAMPLING_ORDER` and a proof law. A
+  composite needs only its table entry with samples: its kernel is derived from its body
+  (`runtime.kernels.table.add_composite_kernels`), its graph builder from its samples
+  (`conformance.graphs.core.derived_builder`, unless one is hand-written) and its law from
+  its inlined body at its exact samples (`proofs.laws.derived`, unless one is written); it
+  has no bound of its own. A derived piece is named missing only when the op has samples
+  (without them, the missing samples are the one line). No list of op names is written
+  here.
 - `missing_pieces` reads the layers' tables when it is called, after importing every layer,
   so it sees exactly what importing the packages registered; it reports, never raises.
 """
@@ -47,6 +51,10 @@ def _has_hand_kernel(op: OpDef) -> bool:
     return k is not None and k.family == op.family
 
 
+def _has_law(op: OpDef) -> bool:
+    return op.name in LAWS
+
+
 BOTH = ("primitive", "composite")
 
 PIECES = (
@@ -76,17 +84,30 @@ PIECES = (
     ),
     Piece(
         "graph builder",
-        BOTH,
+        ("primitive",),
         "register(name=..., build=...) in conformance/graphs/F.py",
         lambda op: op.name in BUILDERS,
     ),
     Piece(
         "SAMPLING_ORDER entry",
-        BOTH,
+        ("primitive",),
         "appended to SAMPLING_ORDER in conformance/graphs/core.py",
         lambda op: op.name in SAMPLING_ORDER,
     ),
-    Piece("proof law", BOTH, "law(op=..., ...) in proofs/laws/F.py", lambda op: op.name in LAWS),
+    Piece("proof law", ("primitive",), "law(op=..., ...) in proofs/laws/F.py", _has_law),
+    Piece(
+        "derived graph builder",
+        ("composite",),
+        "derived from its samples: give one whose arguments and result have at most "
+        "conformance.graphs.MAX_ELEMENTS elements",
+        lambda op: op.name in BUILDERS or not op.samples,
+    ),
+    Piece(
+        "derived proof law",
+        ("composite",),
+        "derived from its samples: give one whose values are all exact (Fractions)",
+        lambda op: _has_law(op) or not op.samples,
+    ),
 )
 """Every piece of every layer, by the op kinds that need it."""
 

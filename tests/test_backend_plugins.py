@@ -3,16 +3,21 @@ that raises or is wrong fails the suite; a namespace's own ordered fold is teste
 
 The namespaces below wrap NumPy (their arrays are NumPy arrays, the case that
 array-api-compat used to swap for its own NumPy wrapper); each differs from NumPy in one
-function only.
+function only. A run expected to fail is focused on the ops whose kernels call that
+function and does not shrink its failure (`suite.set_shrinking(False)`): the verdict is the
+same, without the shrink phase's cost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pytest
 
-from conformance.suite import coverage_table, default_properties, run_property
+from conformance.suite import coverage_table, default_properties, run_property, set_shrinking
 from runtime.backends import get_backend
 
 
@@ -40,10 +45,29 @@ LEFT_FOLD = NumpyWrap(
 NAME = __name__
 
 
-def _row(attr: str, kernels: str, prop: str, n: int = 15) -> Any:
+def _row(
+    attr: str, kernels: str, prop: str, n: int = 15, ops: tuple[str, ...] | None = None
+) -> Any:
+    """`prop` on namespace `attr`: n cases over every op then one per op, or, with `ops`,
+    n cases focused on each of `ops` in turn."""
     props = default_properties(["float32"], [kernels], f"{NAME}:{attr}")
     (p,) = [q for q in props if q.name == prop]
-    return run_property(p, n, per_op=1)
+    if ops is None:
+        return run_property(p, n, per_op=1)
+    return run_property(replace(p, ops=ops), 0, per_op=n)
+
+
+@pytest.fixture
+def no_shrinking() -> Iterator[None]:
+    set_shrinking(False)
+    try:
+        yield
+    finally:
+        set_shrinking(True)
+
+
+SUMMING = ("sum", "reduce_sum", "matmul", "linear")
+"""Ops whose kernels fold with the namespace's sum or the ordered fold."""
 
 
 def test_namespace_is_used_as_given() -> None:
@@ -60,20 +84,21 @@ def test_good_namespace_passes_and_reports_its_calls() -> None:
     assert "| `sum` |" in coverage_table([row])
 
 
-def test_a_raising_sum_fails_the_run() -> None:
-    row = _row("BAD_SUM", "fast", "node_bounds")
+def test_a_raising_sum_fails_the_run(no_shrinking: None) -> None:
+    row = _row("BAD_SUM", "fast", "node_bounds", 2, SUMMING)
     assert row.failed == 1 and "this namespace's sum is broken" in row.failure["message"]
 
 
-def test_an_inexact_exp_fails_the_run() -> None:
-    row = _row("OFF_EXP", "fast", "node_bounds")
+def test_an_inexact_exp_fails_the_run(no_shrinking: None) -> None:
     # The failing node is exp or an op whose kernel calls the namespace's exp.
     callers = ("exp", "sigmoid", "softplus", "silu", "softmax", "log_softmax", "cross_entropy")
+    row = _row("OFF_EXP", "fast", "node_bounds", 2, callers)
     assert row.failed == 1 and any(op in row.failure["message"] for op in callers), row.failure
 
 
-def test_a_namespace_ordered_fold_is_tested_bitwise() -> None:
+def test_a_namespace_ordered_fold_is_tested_bitwise(no_shrinking: None) -> None:
     assert get_backend(f"{NAME}:LEFT_FOLD").ordered_fold is LEFT_FOLD.torchlean_ordered_fold
-    assert _row("LEFT_FOLD", "ordered", "link_hard", 20).failed == 0
-    bad = _row("PAIRWISE_FOLD", "ordered", "link_hard", 20)
+    good = _row("LEFT_FOLD", "ordered", "link_hard", 3, SUMMING)
+    assert good.failed == 0 and good.cases == 3 * 2 * len(SUMMING)  # link_hard: 2 per focus
+    bad = _row("PAIRWISE_FOLD", "ordered", "link_hard", 3, SUMMING)
     assert bad.failed == 1, "a pairwise fold passed as the ordered left fold"

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.__main__ import main as conformance_main
-from conformance.suite import Case, differential_check
+from conformance.suite import Case, default_properties, differential_check, run_property
 from runtime.backends.base import NUMPY, Backend
 from runtime.backends.cuda import kernel_source, tf32_enabled
 from runtime.backends.registry import get_backend, namespace_backend
@@ -44,16 +44,24 @@ def test_namespace_backend_shape() -> None:
         STRICT.dtype("float16")
 
 
+HARD_PROPERTIES = ("link_hard", "sparse_backward")
+"""The hard-case properties: the same kernels as `link` on pooled values and sparse seeds."""
+
+
 def test_array_api_strict_runs_the_suite(tmp_path: Any) -> None:
     """The kernels use only the array-API standard: the whole IEEE suite (link, special
-    values, node bounds) and the differential property against NumPy pass on
-    array_api_strict, which rejects anything outside the standard."""
+    values, hard cases, node bounds) and the differential property against NumPy pass on
+    array_api_strict, which rejects anything outside the standard — in float32 through the
+    CLI (every property), in float64 every property but the hard-case ones (their kernels
+    and code paths are those float32 ran)."""
     rc = conformance_main(
         [
             "--backend",
             "array_api_strict",
             "--against",
             "numpy",
+            "--dtype",
+            "float32",
             "--max-examples",
             "6",
             "--per-op",
@@ -65,6 +73,17 @@ def test_array_api_strict_runs_the_suite(tmp_path: Any) -> None:
     assert rc == 0
     text = (tmp_path / "strict.md").read_text()
     assert '"backend": "array_api_strict"' in text and "differential_numpy" in text
+    assert all(name in text for name in HARD_PROPERTIES)
+    props = default_properties(["float64"], ["fast", "ordered"], "array_api_strict", "numpy")
+    rows = [run_property(p, 6, per_op=1) for p in props if p.name not in HARD_PROPERTIES]
+    assert {r.property for r in rows} == {
+        "differential_numpy",
+        "link",
+        "link_special_values",
+        "node_bounds",
+        "derivative_bounds",
+    }
+    assert all(r.failed == 0 and r.cases > 6 and r.backend == "array_api_strict" for r in rows)
 
 
 def test_conformance_cli_refuses_unknown_backend_and_dtype(capsys: Any) -> None:

@@ -286,4 +286,4 @@ def test_sweep_argument_checks() -> None:
         sweep.run_sweep(["exp"], 5, 4)
     with pytest.raises(ValueError, match="start <= stop"):
         sweep.run_sweep(["exp"], 0, 2**32 + 1)
-    assert sweep._int("2**32") == 2**32 and sweep._int("0x10") == 16
+    assert sweep.parse_int("2**32") == 2**32 and sweep.parse_int("0x10") == 16

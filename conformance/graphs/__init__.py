@@ -60,11 +60,12 @@ local module into its draws, so adding any module can change generated cases).
 
 Layout (one module per op family, the same names as `spec/ops/`): `core` holds the builder
 context (`Ctx`), the shape helpers, the normative `SAMPLING_ORDER`, the builder table
-(`BUILDERS`, filled by keyword `register(name=..., build=...)`) and `graphs()`; `values`
+(`BUILDERS`, filled by keyword `register(name=..., build=...)`, plus the builders derived
+for composites without one, `DERIVED_ORDER`) and `graphs()`; `values`
 holds the element, tensor and case strategies; each family module registers the graph
 builders of its ops. Importing this package imports the module of every family of the op
 table (`spec.ops.families_holding`) and checks that exactly the ops of `SAMPLING_ORDER`
-have a builder.
+(and of `DERIVED_ORDER`) have a builder.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from .core import (
     ALGEBRAIC_OPS,
     BUILDERS,
     DEFAULT_FLOAT_OPS,
+    DERIVED_ORDER,
     GRAPH_OPS,
     INPUT_SHAPES,
     MAX_ELEMENTS,
@@ -91,6 +93,7 @@ load_families(__name__, families_holding())
 __all__ = [
     "ALGEBRAIC_OPS",
     "DEFAULT_FLOAT_OPS",
+    "DERIVED_ORDER",
     "GRAPH_OPS",
     "INPUT_SHAPES",
     "MAX_ELEMENTS",
@@ -106,8 +109,10 @@ __all__ = [
     "tensors_for",
 ]
 
-if set(BUILDERS) != set(SAMPLING_ORDER):  # a family module forgot an op, or the order did
+# a family module forgot an op, or the order did (derived builders are DERIVED_ORDER's)
+if set(BUILDERS) != set(SAMPLING_ORDER) | set(DERIVED_ORDER):
     raise ImportError(
         "conformance.graphs: builders registered for "
-        f"{sorted(set(BUILDERS) ^ set(SAMPLING_ORDER))} do not match SAMPLING_ORDER"
+        f"{sorted(set(BUILDERS) ^ (set(SAMPLING_ORDER) | set(DERIVED_ORDER)))} do not match "
+        "SAMPLING_ORDER"
     )

@@ -13,6 +13,14 @@ Invariants (besides those of `conformance.graphs`, stated in its docstring):
 - A builder takes the graph under construction (`Ctx`), adds its op (and the helper nodes
   its arguments need) and returns True, or returns False (having added nothing it needs to
   undo: helper nodes stay, within the node budget) when nothing fits.
+- A composite of the table that has no hand-written builder gets one derived from its
+  table entry (`derived_builder`): its argument shapes and attributes are drawn from its
+  `samples=` record, its argument values from the existing value strategies (earlier values
+  of the graph, or `const`s of `RAT`). Those ops come after `SAMPLING_ORDER` in
+  `GRAPH_OPS` (`DERIVED_ORDER`, in table order), so the draws of every seed over the ops of
+  `SAMPLING_ORDER` are unchanged by them; while every composite has a hand-written builder
+  `DERIVED_ORDER` is empty. A hand-written builder wins over the derived one (it adds hard
+  cases); primitives always need a hand-written one.
 """
 
 from __future__ import annotations
@@ -25,13 +33,15 @@ from hypothesis import strategies as st
 
 from spec.domains import Domain, IEEEDomain
 from spec.graph import Graph, GraphBuilder
-from spec.ops import OPS
+from spec.inline import inline
+from spec.ops import OPS, OpDef
 from spec.shape import Shape, broadcast_shapes, size
 
 __all__ = [
     "ALGEBRAIC_OPS",
     "BUILDERS",
     "DEFAULT_FLOAT_OPS",
+    "DERIVED_ORDER",
     "GRAPH_OPS",
     "INPUT_SHAPES",
     "MAX_ELEMENTS",
@@ -44,6 +54,7 @@ __all__ = [
     "broadcast_partners",
     "broadcast_targets",
     "configured",
+    "derived_builder",
     "domain_kind_of",
     "factorizations",
     "graphs",
@@ -384,7 +395,8 @@ BUILDERS: dict[str, Builder] = {}
 
 
 def register(*, name: str, build: Builder) -> None:
-    """Register the graph builder of one op of `SAMPLING_ORDER` (once per op)."""
+    """Register the hand-written graph builder of one op of `SAMPLING_ORDER` (once per
+    op; a composite listed there gets no derived builder)."""
     if name not in SAMPLING_ORDER:
         raise ValueError(f"conformance.graphs: {name!r} is not in SAMPLING_ORDER")
     if name in BUILDERS:
@@ -392,8 +404,82 @@ def register(*, name: str, build: Builder) -> None:
     BUILDERS[name] = build
 
 
-GRAPH_OPS: tuple[str, ...] = tuple(op for op in SAMPLING_ORDER if op in OPS)
-"""Every op the generator can build, in sampling order (simplest first)."""
+_DIVIDING = frozenset({"div", "inv"})
+"""Primitives that may divide by a drawn value: a derived builder keeps them out of
+rational graphs (invariant 5 of `conformance.graphs`)."""
+
+
+def _derived_configs(op: OpDef) -> list[tuple[list[Shape], dict[str, Any], bool]]:
+    """(argument shapes, attributes, usable over rationals) of each distinct sample of a
+    composite, within `MAX_ELEMENTS`. Over rationals a configuration is usable when its
+    inlined body divides only by nonzero consts and no argument is empty (no 0/0)."""
+    out: list[tuple[list[Shape], dict[str, Any], bool]] = []
+    seen: list[tuple[list[Shape], dict[str, Any]]] = []
+    for smp in op.samples:
+        shapes = [tuple(shape) for shape, _ in smp.args]
+        attrs = dict(smp.attrs)
+        if (shapes, attrs) in seen or any(size(s) > MAX_ELEMENTS for s in shapes):
+            continue
+        assert op.body is not None
+        body, _ = inline(op.body(shapes, attrs))
+        if size(body.shapes[-1]) > MAX_ELEMENTS:
+            continue
+        seen.append((shapes, attrs))
+        exact = all(size(s) > 0 for s in shapes) and _divides_by_consts_only(body)
+        out.append((shapes, attrs, exact))
+    return out
+
+
+def _divides_by_consts_only(body: Graph) -> bool:
+    """Every division of `body` is by a `const` node without a zero (mean's 1/n)."""
+    n_in = len(body.inputs)
+    for node in body.nodes:
+        if node.op not in _DIVIDING:
+            continue
+        den = node.args[-1] - n_in
+        if den < 0 or body.nodes[den].op != "const":
+            return False
+        if any(v == 0 for v in dict(body.nodes[den].attrs)["values"]):
+            return False
+    return True
+
+
+def derived_builder(op: OpDef) -> Builder | None:
+    """The builder of a composite derived from its table entry: one of its samples'
+    (argument shapes, attributes) drawn, each argument materialised (`Ctx.materialize`:
+    an earlier value of that shape, a reshape of one, or a `const`). None when no sample
+    fits in `MAX_ELEMENTS` (the op then has no builder, which the completeness check names)."""
+    configs = _derived_configs(op)
+    if not configs:
+        return None
+    exact = [(s, a) for s, a, ok in configs if ok]
+    every = [(s, a) for s, a, _ in configs]
+    float_build, exact_build = configured(op.name, every), configured(op.name, exact)
+
+    def build(c: Ctx) -> bool:
+        if c.kind == "rational":
+            return bool(exact) and exact_build(c)
+        return float_build(c)
+
+    return build
+
+
+DERIVED_ORDER: tuple[str, ...] = tuple(
+    name
+    for name, d in OPS.items()
+    if d.kind == "composite" and name not in SAMPLING_ORDER and _derived_configs(d)
+)
+"""Composites without a hand-written builder (not in `SAMPLING_ORDER`) whose builder is
+derived from their samples, in table order; drawn after every op of `SAMPLING_ORDER`."""
+
+for _name in DERIVED_ORDER:
+    _derived = derived_builder(OPS[_name])
+    assert _derived is not None
+    BUILDERS[_name] = _derived
+
+GRAPH_OPS: tuple[str, ...] = tuple(op for op in SAMPLING_ORDER if op in OPS) + DERIVED_ORDER
+"""Every op the generator can build, in sampling order (simplest first), then the
+composites whose builder is derived (`DERIVED_ORDER`)."""
 
 DEFAULT_FLOAT_OPS: tuple[str, ...] = tuple(op for op in GRAPH_OPS if op != "log")
 """The default op list for domain_kind="float": every op but `log` (see invariant 6)."""

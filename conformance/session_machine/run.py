@@ -19,12 +19,13 @@ import time
 from typing import Any
 
 import hypothesis
-from hypothesis import HealthCheck, Phase, reproduce_failure, settings
+from hypothesis import reproduce_failure
 from hypothesis import seed as hyp_seed
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test
 
 from ..determinism import seed_only_draws
+from ..profiles import run_settings
 from ..suite import Row
 from .explain import explain
 from .machine import SessionMachine
@@ -75,15 +76,8 @@ def _machine_test(
                 stats["completed"] += 1
 
     Machine.__name__ = Machine.__qualname__ = "SessionMachine"
-    conf = settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        derandomize=seed is None,
-        stateful_step_count=step_count,
-        print_blob=True,
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate, *([Phase.shrink] if shrink else [])),
+    conf = run_settings(
+        max_examples, seed, shrink=shrink, stateful_step_count=step_count, print_blob=True
     )
     test = get_state_machine_test(Machine, settings=conf)
     if seed is not None:

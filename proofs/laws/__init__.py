@@ -11,7 +11,8 @@ read by `proofs.catalogue`).
 Invariants:
 - Importing `proofs.laws` imports every family module, so `LAWS` holds every written law
   (a missing family module raises `ImportError`); no family module imports another, and
-  `core` imports none.
+  `core` imports none. Then a composite without a written law gets the law derived from
+  its table entry (`proofs.laws.derived`; `DERIVED` names them).
 - Importing runs no check and registers no theorem; `checks.theorems` lists them in the op
   table's order.
 """
@@ -22,8 +23,13 @@ from spec.ops import families_holding, load_families
 
 from .checks import check_obligation
 from .core import LAWS, OBLIGATIONS, OpLaw
+from .derived import write_derived_laws
 
-__all__ = ["FAMILIES", "LAWS", "OBLIGATIONS", "OpLaw", "check_obligation"]
+__all__ = ["DERIVED", "FAMILIES", "LAWS", "OBLIGATIONS", "OpLaw", "check_obligation"]
 
 FAMILIES = load_families(__name__, families_holding())
 """The family modules by family name (each writes its ops' laws into `LAWS` on import)."""
+
+DERIVED = write_derived_laws()
+"""The composites whose law is derived from their table entry (`proofs.laws.derived`: no
+hand-written law), in table order."""

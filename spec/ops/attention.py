@@ -17,7 +17,7 @@ from ..domains import Domain
 from ..errors import DomainError, GraphError, op_error
 from ..shape import Shape, broadcasts_to, size
 from ..tensor import Tensor
-from .builders import composite, shape_error
+from .builders import composite, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, Env, arg, expand, register, sample
 
 __all__ = ["FAMILY", "default_attention_scale", "neg_inf"]
@@ -196,12 +196,11 @@ composite(
             attrs={"causal": 1},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
+            second_arg(),
             arg((2, 2), 1, 2, Fraction(1, 2), -1),
             attrs={"causal": 1},
-            note="a second generic point",
         ),
     ),
 )
@@ -279,7 +278,7 @@ composite(
             attrs={"heads": 2},
             note="generic point",
         ),
-        sample(
+        second_point(
             arg((2, 2), 1, 2, Fraction(1, 2), -1),
             arg((2, 2), 1, 2, Fraction(1, 2), -1),
             arg((2, 2), Fraction(1, 2), -1, 2, 0),
@@ -288,7 +287,6 @@ composite(
             arg((2, 2), 1, 2, Fraction(1, 2), -1),
             arg((2, 2), 1, 2, Fraction(1, 2), -1),
             attrs={"heads": 2},
-            note="a second generic point",
         ),
     ),
 )

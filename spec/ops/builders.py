@@ -11,6 +11,8 @@ Invariants:
 - A composite's semantics *is* its body graph (eval_graph / jvp_ctx / backprop_ctx); body
   graphs are cached per (shapes, attrs) and immutable.
 - Shape errors name the op, the input index and expected vs got (`shape_error`).
+- Most ops carry a "second generic point" sample built by `second_point`, usually with
+  `second_arg()` (the six values `SECOND_VALUES` in one shape, by default (2, 3)).
 """
 
 from __future__ import annotations
@@ -23,9 +25,24 @@ from ..domains import Domain
 from ..errors import GraphError, ShapeError, op_error
 from ..shape import Shape, broadcast_shapes, sliding_window_out_dim
 from ..tensor import Tensor
-from .table import Attrs, AttrSpec, Env, OpDef, Sample, ShapeFn, expand, register, unbroadcast
+from .table import (
+    Attrs,
+    AttrSpec,
+    Env,
+    OpDef,
+    Sample,
+    SampleArg,
+    ShapeFn,
+    arg,
+    expand,
+    register,
+    sample,
+    unbroadcast,
+)
 
 __all__ = [
+    "SECOND_NOTE",
+    "SECOND_VALUES",
     "broadcast_rule",
     "composite",
     "conv_out_dim",
@@ -39,10 +56,31 @@ __all__ = [
     "rank_at_least",
     "same_shape",
     "scalar_const",
+    "second_arg",
+    "second_point",
     "shape_error",
     "unary",
     "zeros_like",
 ]
+
+
+SECOND_VALUES = (1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2))
+"""The row-major values of the shared second generic point (six: shape (2, 3) or
+another shape of six elements)."""
+
+SECOND_NOTE = "a second generic point"
+
+
+def second_arg(shape: Shape = (2, 3)) -> SampleArg:
+    """A sample argument of `shape` (six elements) holding `SECOND_VALUES`."""
+    return arg(shape, *SECOND_VALUES)
+
+
+def second_point(*args: SampleArg, attrs: dict[str, Any] | None = None, note: str = "") -> Sample:
+    """An op's second ordinary sample: `args` (most often `second_arg()` first) and
+    `attrs`, noted `SECOND_NOTE` (followed by `note` in parentheses when given)."""
+    text = f"{SECOND_NOTE} ({note})" if note else SECOND_NOTE
+    return sample(*args, attrs=attrs, note=text)
 
 
 def zeros_like(domain: Domain, t: Tensor) -> Tensor:

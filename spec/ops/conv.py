@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
-from .builders import composite, shape_error
+from .builders import composite, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, arg, sample
 from .windows import (
     channel_dims,
@@ -172,12 +172,11 @@ composite(
             attrs={"padding": (1, 0), "stride": (1, 2)},
             note="generic point",
         ),
-        sample(
-            arg((1, 2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg((1, 2, 3)),
             arg((1, 1, 1, 2), 1, -1),
             arg((1,), Fraction(1, 2)),
             attrs={"padding": (1, 0)},
-            note="a second generic point",
         ),
     ),
 )
@@ -254,12 +253,11 @@ composite(
             attrs={"stride": (2, 1)},
             note="generic point",
         ),
-        sample(
-            arg((1, 2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg((1, 2, 3)),
             arg((1, 1, 1, 2), 1, -1),
             arg((1,), Fraction(1, 2)),
             attrs={"stride": (1, 2)},
-            note="a second generic point",
         ),
     ),
 )
@@ -354,11 +352,11 @@ composite(
             attrs={"stride": (2,), "padding": (1,), "output_padding": (1,), "groups": 2},
             note="generic point",
         ),
-        sample(
+        second_point(
             arg((1, 1, 3), 1, -2, Fraction(1, 2)),
             arg((1, 2, 2), 1, -1, 2, 3),
             attrs={"dilation": (2,)},
-            note="a second generic point (dilation)",
+            note="dilation",
         ),
     ),
 )
@@ -382,11 +380,11 @@ composite(
             attrs={"stride": (1, 2, 1)},
             note="generic point",
         ),
-        sample(
+        second_point(
             arg((2, 1, 1, 2), 1, -2, Fraction(1, 2), 3),
             arg((2, 1, 1, 1, 2), 1, -1, 2, Fraction(1, 2)),
             attrs={"groups": 2, "padding": (0, 0, 1), "output_padding": (0, 0, 1), "stride": (2,)},
-            note="a second generic point (groups, output padding)",
+            note="groups, output padding",
         ),
     ),
 )

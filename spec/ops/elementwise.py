@@ -41,6 +41,8 @@ from .builders import (
     max_tangent,
     same_shape,
     scalar_const,
+    second_arg,
+    second_point,
     shape_error,
     unary,
     zeros_like,
@@ -66,10 +68,9 @@ elementwise2(
             arg((3,), Fraction(1, 2), -1, 2),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((3,), Fraction(1, 2), -2, 2),
-            note="a second generic point",
         ),
         sample(
             arg((3,), 0, -0.0, -0.0),
@@ -89,10 +90,9 @@ elementwise2(
     doc="a - b (broadcasting); second cotangent is 0 - g",
     samples=(
         sample(arg((2, 1), 1, -2), arg((1, 3), Fraction(1, 2), -1, 3), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((3,), Fraction(1, 2), -2, 2),
-            note="a second generic point",
         ),
         sample(
             arg((3,), 0, -0.0, -0.0),
@@ -112,10 +112,9 @@ elementwise2(
     doc="a * b (broadcasting)",
     samples=(
         sample(arg((3,), 1, -2, Fraction(3, 4)), arg((), Fraction(-3, 2)), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((3,), Fraction(1, 2), -2, 2),
-            note="a second generic point",
         ),
         sample(
             arg((3,), 0, -0.0, 2),
@@ -139,10 +138,9 @@ elementwise2(
             arg((2,), 2, Fraction(-1, 2)),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((3,), Fraction(1, 2), -2, 2),
-            note="a second generic point",
         ),
         sample(
             arg((2,), 0, -0.0),
@@ -230,10 +228,7 @@ unary(
     doc="-x",
     samples=(
         sample(arg((3,), 1, -2, Fraction(1, 2)), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(arg((3,), 0, -0.0, 1), kind="signed_zero", note="neg(+0) = -0, neg(-0) = +0"),
     ),
 )
@@ -253,10 +248,9 @@ unary(
     doc="c * x, c an exact rational cast into the domain",
     samples=(
         sample(arg((3,), 1, -2, Fraction(1, 2)), attrs={"c": Fraction(1, 3)}, note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"c": Fraction(3, 2)},
-            note="a second generic point",
         ),
         sample(
             arg((3,), 0, -0.0, 1),
@@ -283,10 +277,7 @@ unary(
     doc="x if x > 0 else +0 (NaN propagates); relu'(0) = 0",
     samples=(
         sample(arg((4,), -1, 2, Fraction(-1, 2), 3), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0: relu'(0) = 0"),
         sample(arg((2,), -0.0, 1), kind="signed_zero", note="relu(-0) = +0"),
     ),
@@ -310,10 +301,7 @@ unary(
     doc="|x|; the derivative is sign(x) with 0 at x = 0",
     samples=(
         sample(arg((3,), -1, 2, Fraction(-1, 2)), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0: abs'(0) = 0"),
         sample(arg((2,), -0.0, 1), kind="signed_zero", note="abs(-0) = +0"),
     ),
@@ -397,9 +385,8 @@ unary(
     algebraic=False,
     samples=(
         sample(arg((3,), Fraction(1, 4), 4, 2), note="generic point"),
-        sample(
+        second_point(
             arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(3, 2)),
-            note="a second generic point",
         ),
         sample(
             arg((3,), 0, Fraction(1, 4), 4), kind="boundary", note="x = +0: sqrt' is taken as 0"
@@ -431,10 +418,7 @@ register(
     differentiable=False,
     samples=(
         sample(arg((2,), 1, -2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -466,9 +450,8 @@ register(
     differentiable=False,
     samples=(
         sample(attrs={"shape": (2,), "values": (Fraction(1, 3), -2)}, note="generic point"),
-        sample(
+        second_point(
             attrs={"shape": (2,), "values": (Fraction(1), Fraction(1, 2))},
-            note="a second generic point",
         ),
     ),
 )
@@ -483,10 +466,7 @@ composite(
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), 2, Fraction(-1, 2), 4), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -528,9 +508,9 @@ unary(
             attrs={"negative_slope": Fraction(1, 10)},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point (slope 1/100)",
+        second_point(
+            second_arg(),
+            note="slope 1/100",
         ),
         sample(arg((3,), 0, -1, 2), kind="kink", note="x = 0: the derivative is the slope"),
         sample(arg((2,), -0.0, 1), kind="signed_zero", note="leaky_relu(-0) = -0"),
@@ -562,10 +542,7 @@ register(
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(arg((3,), 0, -0.0, 1), kind="signed_zero", note="sign(±0) = +0"),
         sample(arg((2,), float("nan"), float("-inf")), kind="special", note="NaN and -inf"),
     ),
@@ -636,9 +613,8 @@ def _hardswish_body(b: Any, x: list[int], a: Attrs) -> int:
 
 _HARD_SAMPLES = (
     sample(arg((4,), -4, Fraction(-1, 2), 1, 4), note="generic point"),
-    sample(
+    second_point(
         arg((2, 3), 1, -2, Fraction(1, 2), 5, Fraction(1, 4), Fraction(-7, 2)),
-        note="a second generic point",
     ),
     sample(arg((3,), -3, 3, 0), kind="boundary", note="x = -3 and x = 3: clamp's bounds"),
     sample(arg((2,), -0.0, 1), kind="signed_zero", note="x = -0"),

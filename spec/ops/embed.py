@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..shape import size
-from .builders import composite, shape_error
+from .builders import composite, second_point, shape_error
 from .table import Attrs, AttrSpec, arg, sample
 
 __all__ = ["FAMILY"]
@@ -56,10 +56,9 @@ composite(
             attrs={"indices": (2, 0, 2)},
             note="generic point",
         ),
-        sample(
+        second_point(
             arg((3, 2), 1, 2, Fraction(1, 2), -1, 2, 0),
             attrs={"indices": (2, 0, 2)},
-            note="a second generic point",
         ),
     ),
 )
@@ -86,6 +85,6 @@ composite(
     differentiable=False,
     samples=(
         sample(attrs={"indices": (2, 0), "num_classes": 3}, note="generic point"),
-        sample(attrs={"indices": (1, 0), "num_classes": 3}, note="a second generic point"),
+        second_point(attrs={"indices": (1, 0), "num_classes": 3}),
     ),
 )

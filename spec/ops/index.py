@@ -18,7 +18,7 @@ from ..domains import Domain
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
 from ..tensor import Tensor, fold_add
-from .builders import shape_error
+from .builders import second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, Env, arg, register, sample
 
 __all__ = ["FAMILY"]
@@ -83,10 +83,9 @@ register(
         sample(
             arg((3, 2), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"index": 2}, note="generic point"
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"index": 1},
-            note="a second generic point",
         ),
     ),
 )
@@ -141,10 +140,9 @@ register(
             attrs={"indices": (2, 0, 2)},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"indices": (1, 0, 1)},
-            note="a second generic point",
         ),
     ),
 )
@@ -182,10 +180,9 @@ register(
             attrs={"indices": (1, 1, 0), "size": 3},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"indices": (2, 0), "size": 3},
-            note="a second generic point",
         ),
     ),
 )
@@ -257,10 +254,9 @@ register(
             attrs={"indices": (2, 0, 3, 2), "shape": (2, 2)},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"indices": (2, 3, 0), "shape": (3,)},
-            note="a second generic point",
         ),
     ),
 )

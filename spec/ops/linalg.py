@@ -17,7 +17,7 @@ from typing import Any
 from ..domains import Domain
 from ..shape import Shape, broadcast_shapes, ravel_index, size, unravel_index
 from ..tensor import Tensor, fold_add
-from .builders import rank_at_least, shape_error
+from .builders import rank_at_least, second_arg, second_point, shape_error
 from .table import Attrs, Env, arg, expand, register, sample, unbroadcast
 
 __all__ = ["FAMILY", "matmul_operands"]
@@ -118,10 +118,9 @@ register(
             arg((3, 2), 1, -1, 2, Fraction(1, 2), 0, 3),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((3, 2), 1, 2, Fraction(1, 2), -1, 2, 0),
-            note="a second generic point",
         ),
     ),
 )
@@ -205,8 +204,8 @@ register(
             arg((2,), Fraction(1, 4), -3),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg(
                 (4, 3),
                 1,
@@ -223,7 +222,6 @@ register(
                 1,
             ),
             arg((4,), Fraction(1, 2), -1, 0, 2),
-            note="a second generic point",
         ),
     ),
 )

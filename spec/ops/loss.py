@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..shape import size
-from .builders import composite, scalar_const, shape_error
+from .builders import composite, scalar_const, second_arg, second_point, shape_error
 from .table import Attrs, arg, sample
 
 __all__ = ["FAMILY"]
@@ -43,10 +43,9 @@ composite(
             arg((2, 3), 0, 1, 2, 0, 3, -2),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(3, 2)),
-            note="a second generic point",
         ),
     ),
 )
@@ -83,10 +82,9 @@ composite(
             arg((2, 3), 0, 0, 1, 1, 0, 0),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((2, 3), 0, 1, 0, 1, 0, 0),
-            note="a second generic point",
         ),
     ),
 )

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
-from .builders import composite, scalar_const, shape_error
+from .builders import composite, scalar_const, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, arg, sample
 
 __all__ = ["FAMILY", "LN_EPS"]
@@ -73,11 +73,10 @@ composite(
             arg((3,), 0, 1, 2),
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((3,), Fraction(1, 2), -2, 2),
             arg((3,), Fraction(1, 2), -1, 0),
-            note="a second generic point",
         ),
     ),
 )
@@ -127,7 +126,7 @@ composite(
             arg((2,), 0, 1),
             note="generic point",
         ),
-        sample(
+        second_point(
             arg(
                 (2, 2, 3),
                 1,
@@ -145,7 +144,6 @@ composite(
             ),
             arg((2,), 1, 2),
             arg((2,), 0, Fraction(1, 2)),
-            note="a second generic point",
         ),
     ),
 )

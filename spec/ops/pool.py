@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
-from .builders import composite, scalar_const, shape_error
+from .builders import composite, scalar_const, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, arg, sample
 from .windows import (
     adaptive_table,
@@ -184,10 +184,9 @@ composite(
             attrs={"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)},
             note="generic point",
         ),
-        sample(
-            arg((1, 2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg((1, 2, 3)),
             attrs={"kernel_size": (1, 2), "stride": (1, 1)},
-            note="a second generic point",
         ),
     ),
 )
@@ -208,10 +207,9 @@ composite(
             attrs={"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)},
             note="generic point",
         ),
-        sample(
-            arg((1, 2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg((1, 2, 3)),
             attrs={"kernel_size": (2, 2), "stride": (1, 1), "padding": (1, 1)},
-            note="a second generic point",
         ),
         sample(
             arg((1, 2, 2), 1, 2, 2, 1),

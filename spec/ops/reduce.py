@@ -25,7 +25,7 @@ from typing import Any
 from ..domains import Domain
 from ..shape import Shape, ravel_index, size, unravel_index
 from ..tensor import Tensor, fold_add
-from .builders import composite, scalar_const, shape_error
+from .builders import composite, scalar_const, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, Env, arg, register, sample
 
 __all__ = ["FAMILY"]
@@ -54,10 +54,7 @@ register(
     tags=frozenset({"reduction"}),
     samples=(
         sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -117,10 +114,9 @@ register(
         sample(
             arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 1}, note="generic point"
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"axis": 1},
-            note="a second generic point",
         ),
     ),
 )
@@ -142,10 +138,7 @@ composite(
     tags=frozenset({"reduction"}),
     samples=(
         sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -170,10 +163,9 @@ composite(
         sample(
             arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 0}, note="generic point"
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"axis": 0},
-            note="a second generic point",
         ),
     ),
 )
@@ -249,10 +241,9 @@ register(
         sample(
             arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 1}, note="generic point"
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"axis": 1},
-            note="a second generic point",
         ),
         sample(
             arg((2, 3), 1, 3, 3, -1, -1, 2),
@@ -316,10 +307,9 @@ composite(
         sample(
             arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"dim": 0},
-            note="a second generic point",
         ),
         sample(
             arg((2, 2), 1, 1, -2, 3),
@@ -331,10 +321,10 @@ composite(
 )
 _VAR_SAMPLES = (
     sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"),
-    sample(
-        arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+    second_point(
+        second_arg(),
         attrs={"dim": 0, "correction": 0},
-        note="a second generic point (population form)",
+        note="population form",
     ),
     sample(
         arg((2, 2), 2, 2, -1, 3),

@@ -20,7 +20,7 @@ from ..domains import Domain
 from ..errors import GraphError, op_error
 from ..shape import Shape, broadcasts_to, ravel_index, size, unravel_index
 from ..tensor import Tensor
-from .builders import composite, shape_error
+from .builders import composite, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, Env, arg, expand, register, sample, unbroadcast
 
 __all__ = ["FAMILY"]
@@ -61,10 +61,9 @@ register(
             attrs={"shape": (3, 2)},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"shape": (3, 2)},
-            note="a second generic point",
         ),
     ),
 )
@@ -103,10 +102,9 @@ register(
         sample(
             arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"axis": 0}, note="generic point"
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"axis": 0},
-            note="a second generic point",
         ),
     ),
 )
@@ -138,10 +136,9 @@ register(
     tags=frozenset({"structural"}),
     samples=(
         sample(arg((2, 1), 1, -2), attrs={"shape": (2, 2, 3)}, note="generic point"),
-        sample(
+        second_point(
             arg((1, 3), Fraction(1, 2), -2, 2),
             attrs={"shape": (2, 3)},
-            note="a second generic point",
         ),
     ),
 )
@@ -187,10 +184,9 @@ register(
     tags=frozenset({"structural"}),
     samples=(
         sample(arg((1, 2), 1, -2), arg((2, 2), 3, Fraction(1, 2), 4, -1), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             arg((1, 3), Fraction(1, 2), -2, 2),
-            note="a second generic point",
         ),
     ),
 )
@@ -242,10 +238,9 @@ register(
             attrs={"start": 1, "stop": 3},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+        second_point(
+            second_arg(),
             attrs={"start": 1, "stop": 2},
-            note="a second generic point",
         ),
     ),
 )
@@ -267,10 +262,7 @@ composite(
     tags=frozenset({"structural"}),
     samples=(
         sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 

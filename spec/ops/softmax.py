@@ -17,7 +17,7 @@ from typing import Any
 from ..domains import Domain
 from ..shape import Shape, size
 from ..tensor import Tensor, fold_add
-from .builders import max_pick, shape_error
+from .builders import max_pick, second_arg, second_point, shape_error
 from .table import Attrs, Env, ShapeFn, arg, register, sample
 
 __all__ = ["FAMILY"]
@@ -97,10 +97,7 @@ register(
     tags=frozenset({"reduction"}),
     samples=(
         sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(
             arg((2, 3), 1, 1, 1, 2, 2, -1),
             kind="tie",
@@ -153,10 +150,7 @@ register(
     tags=frozenset({"reduction"}),
     samples=(
         sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(
             arg((2, 3), 1, 1, 1, 2, 2, -1),
             kind="tie",

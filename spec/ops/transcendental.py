@@ -28,7 +28,7 @@ from typing import Any
 from ..domains import Domain
 from ..errors import DomainError, GraphError, op_error
 from ..tensor import Tensor
-from .builders import composite, same_shape, scalar_const, unary
+from .builders import composite, same_shape, scalar_const, second_arg, second_point, unary
 from .table import Attrs, AttrSpec, Env, Sample, arg, register, sample
 
 __all__ = [
@@ -55,10 +55,7 @@ unary(
     algebraic=False,
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -82,9 +79,8 @@ unary(
     precondition=_log_pre,
     samples=(
         sample(arg((3,), Fraction(1, 2), 2, 3), note="generic point"),
-        sample(
+        second_point(
             arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(3, 2)),
-            note="a second generic point",
         ),
     ),
 )
@@ -98,10 +94,7 @@ unary(
     algebraic=False,
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 unary(
@@ -114,10 +107,7 @@ unary(
     algebraic=False,
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 unary(
@@ -130,10 +120,7 @@ unary(
     algebraic=False,
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -155,10 +142,7 @@ unary(
     algebraic=False,
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -182,10 +166,7 @@ composite(
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -235,10 +216,7 @@ composite(
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
         sample(
             arg((3,), -1, Fraction(1, 2), 2),
             attrs={"approximate": "none"},
@@ -262,10 +240,7 @@ composite(
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point",
-        ),
+        second_point(second_arg()),
     ),
 )
 
@@ -282,9 +257,8 @@ composite(
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), Fraction(1, 2), 2, 3), note="generic point"),
-        sample(
+        second_point(
             arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(3, 2)),
-            note="a second generic point",
         ),
         sample(
             arg((3,), Fraction(1, 33554432), 0, 2),
@@ -299,10 +273,7 @@ composite(
 
 _GENERIC = (
     sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
-    sample(
-        arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-        note="a second generic point",
-    ),
+    second_point(second_arg()),
 )
 
 ERF_C = Fraction("1.128379167095512573896158903121545171688101258657997713688171443421285")
@@ -371,9 +342,8 @@ _pointwise(
     doc="log(1 + x), correctly rounded (NaN for x < -1, -inf at -1); derivative div(t, add(1, x))",
     samples=(
         sample(arg((3,), Fraction(-1, 2), Fraction(1, 2), 2), note="generic point"),
-        sample(
+        second_point(
             arg((2, 3), 1, 2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 4)),
-            note="a second generic point",
         ),
         sample(
             arg((3,), 0, -0.0, Fraction(1, 2**30)),
@@ -438,9 +408,9 @@ _pointwise(
             attrs={"alpha": Fraction(3, 2)},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point (alpha = 1)",
+        second_point(
+            second_arg(),
+            note="alpha = 1",
         ),
         *_KINK_SAMPLES,
     ),
@@ -480,9 +450,9 @@ _pointwise(
             attrs={"alpha": Fraction(3, 2)},
             note="generic point",
         ),
-        sample(
-            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
-            note="a second generic point (alpha = 1)",
+        second_point(
+            second_arg(),
+            note="alpha = 1",
         ),
         *_KINK_SAMPLES,
     ),
