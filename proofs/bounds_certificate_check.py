@@ -32,10 +32,12 @@ Invariants (what `check_certificate` establishes before it accepts):
 - alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
   (`alpha_witness`) the same way, except that each linear stage's interval is also
   intersected with the CROWN chain's validated one, and every backward pass uses the
-  per-row ReLU lower slopes it records (`alpha` of a stage entry for its intermediate
-  bounds, the level's `alpha` for the final lower/upper/margin rows). Each slope is checked
-  to give, with its neuron's validated intercept, a line below ReLU on the neuron's
-  interval (at the ends and at the kink); the optimiser that chose them is not re-run. The
+  per-row ReLU lower slopes and tanh / sigmoid relaxations it records (`alpha` of a stage
+  entry for its intermediate bounds, the level's `alpha` for the final lower/upper/margin
+  rows). Each slope is checked to give, with its neuron's validated intercept, a line below
+  ReLU on the neuron's interval (at the ends and at the kink); each tanh / sigmoid
+  relaxation as the witness's own are (this module's enclosure of min / max of
+  f(x) - a x, widened by the level-2 error); the optimiser that chose them is not re-run. The
   final enclosure is the intersection of both chains' (and their last intervals').
 - The interval arithmetic and JSON readers live in `proofs.bounds_certificate_ia`.
 - The constants the writer and this checker must agree on (FORMAT, PIECES, GELU_GRID,
@@ -281,8 +283,10 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
             for r, row in enumerate(lam):
                 for j, lv in enumerate(row):
                     aL, cL, aU, cU = ch.relax[s][j]
-                    if own is not None:
-                        aL = own[r][j]
+                    if own is not None and isinstance(own[r][j], list):
+                        aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
+                    elif own is not None:
+                        aL = own[r][j]  # ReLU: the row's lower slope
                     row[j], c[r] = (
                         (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
                     )
@@ -414,6 +418,8 @@ class _Chain:
         self.errs: dict[int, list[Fraction]] = {}
         self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
         self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
+        # tanh / sigmoid stages: per neuron (level-2 error, this checker's own interval)
+        self.act: dict[int, list[tuple[Fraction, tuple[Fraction, Fraction]]]] = {}
         self.cur: list[Any] = []
         self.empty = False
 
@@ -426,30 +432,43 @@ def _relu_lower_ok(a: Fraction, c: Fraction, lo: Fraction, hi: Fraction) -> bool
 
 
 def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: int,
-            where: str) -> dict[int, list[list[Fraction]]]:  # fmt: skip
-    """alpha-CROWN's per-row ReLU lower slopes for a backward pass from stage t, each
-    checked to give a valid lower line (with the stage's own intercept) on its neuron's
-    interval."""
+            where: str) -> dict[int, list[list[Any]]]:  # fmt: skip
+    """alpha-CROWN's per-row relaxations for a backward pass from stage t: for a ReLU stage
+    a lower slope per neuron, checked to give a valid lower line (with the stage's own
+    intercept) on its neuron's interval; for a tanh / sigmoid stage a relaxation [aL, cL,
+    aU, cU] per neuron, checked like the witness's own relaxations."""
     if not isinstance(obj, dict):
         raise CertificateError(f"{where}: expected an object (stage -> rows of slopes)")
-    out: dict[int, list[list[Fraction]]] = {}
+    out: dict[int, list[list[Any]]] = {}
     for key, val in obj.items():
         s = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 6 else 0
-        if not (1 <= s < t and stages[s - 1]["op"] == "relu" and s in ch.relax):
-            raise CertificateError(f"{where}: {key!r} is not a ReLU stage below stage {t}")
-        n = len(ch.relax[s])
-        got = [[rat(v, f"{where}[{key}]") for v in jlist(r, n, f"{where}[{key}][{i}]")]
-               for i, r in enumerate(jlist(val, rows, f"{where}[{key}]"))]  # fmt: skip
-        for i, row in enumerate(got):
-            for j, a in enumerate(row):
-                lo, hi = ch.ins[s][j]
-                if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
-                    raise CertificateError(
-                        f"{where}[{key}][{i}][{j}]: slope {a} gives no lower line of ReLU on "
-                        f"[{lo}, {hi}] (not valid)"
-                    )
+        op = stages[s - 1]["op"] if 1 <= s < t else None
+        if op not in ("relu", "tanh", "sigmoid") or s not in ch.relax:
+            raise CertificateError(
+                f"{where}: {key!r} is not a ReLU, tanh or sigmoid stage below stage {t}"
+            )
+        n, w = len(ch.relax[s]), f"{where}[{key}]"
+        got = [[_entry(op, v, ch, s, j, f"{w}[{i}][{j}]")
+                for j, v in enumerate(jlist(r, n, f"{w}[{i}]"))]
+               for i, r in enumerate(jlist(val, rows, w))]  # fmt: skip
         out[s] = got
     return out
+
+
+def _entry(op: str, v: Any, ch: _Chain, s: int, j: int, where: str) -> Any:
+    """One neuron's per-row entry, validated on the neuron's interval."""
+    lo, hi = ch.ins[s][j]
+    if op != "relu":
+        rq = [rat(x, where) for x in jlist(v, 4, where)]
+        err, const = ch.act[s][j]
+        _check_relax(op, rq, lo, hi, err, const, where)
+        return rq
+    a = rat(v, where)
+    if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
+        raise CertificateError(
+            f"{where}: slope {a} gives no lower line of ReLU on [{lo}, {hi}] (not valid)"
+        )
+    return a
 
 
 def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
@@ -573,14 +592,15 @@ def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str
     rl = w.get("relax")
     if not isinstance(rl, list) or len(rl) != len(cur):
         raise CertificateError(f"{where}: expected one relaxation per neuron")
-    ch.relax[t], ch.ins[t] = [], []
+    ch.relax[t], ch.ins[t], ch.act[t] = [], [], []
     for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
         rq = [rat(v, f"{where}.relax[{j}]") for v in jlist(r, 4, f"{where}.relax[{j}]")]
         xl, xh = exact(x[0]), exact(x[1])
         const = act(ia, st["op"], st, j, x)
         pw = lambda a, st=st, j=j, xl=xl, xh=xh: piecewise(ia, st, j, xl, xh, a)  # noqa: E731
-        _check_relax(st["op"], rq, xl, xh, act_err(fmt, st["op"], xl, xh),
-                     (exact(const[0]), exact(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
+        err, ce = act_err(fmt, st["op"], xl, xh), (exact(const[0]), exact(const[1]))
+        _check_relax(st["op"], rq, xl, xh, err, ce, f"{where}.relax[{j}]", pw)
+        ch.act[t].append((err, ce))
         ch.relax[t].append(rq)
         ch.ins[t].append((xl, xh))
 

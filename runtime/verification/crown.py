@@ -34,7 +34,7 @@ from .arithmetic import Arith
 from .core import Iv, frac_str, q
 from .intervals import elem, layer, window_err
 from .network import AFFINE, Stage
-from .relaxations import RELAXATIONS, relax
+from .relaxations import RELAXATIONS, SMOOTH, relax, smooth_line
 
 __all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
 
@@ -112,7 +112,8 @@ def _fwd_opaque(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
 
 def _fwd_relaxed(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     H, A, f = cr.H, cr.A, cr.f
-    cr.relax[t] = [relax(H, A, st, j, x, _act_err(H, f, st.op, x)) for j, x in enumerate(prev)]
+    cr.act[t] = [_act_err(H, f, st.op, x) for x in prev]
+    cr.relax[t] = [relax(H, A, st, j, x, cr.act[t][j]) for j, x in enumerate(prev)]
     return layer(A, st, prev)
 
 
@@ -128,7 +129,8 @@ FORWARD: dict[str, ForwardStep] = {
 
 # A backward step maps (crown, s, stage, rows, constants, slopes) to the new rows, or to
 # None when the pass stops at stage s (and concretises over its output interval). `slopes`
-# (alpha-CROWN) maps a stage to per-row lower-line slopes replacing the relaxations' aL.
+# (alpha-CROWN) maps a stage to per row, per neuron: a ReLU lower-line slope replacing the
+# relaxation's aL, or for tanh / sigmoid a whole relaxation (aL, cL, aU, cU) replacing it.
 Slopes = dict[int, list[list[Any]]]
 BackwardStep = Callable[
     ["Crown", int, Stage, list[list[Any]], list[Any], "Slopes | None"], "list[list[Any]] | None"
@@ -166,9 +168,14 @@ def _back_relaxed(
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
             aL, cL, aU, cU = rl[j]
+            if own is not None:
+                e = own[r][j]
+                if isinstance(e, tuple):  # tanh / sigmoid: the row's own relaxation
+                    aL, cL, aU, cU = e
+                else:  # ReLU: the row's own lower slope
+                    aL = e
             if lv >= 0:
-                a = aL if own is None else own[r][j]
-                row[j], c[r] = lv * a, c[r] + lv * cL
+                row[j], c[r] = lv * aL, c[r] + lv * cL
             else:
                 row[j], c[r] = lv * aU, c[r] + lv * cU
     return lam
@@ -208,6 +215,8 @@ class Crown:
         self.ivs: list[list[Iv]] = [box]
         self.relax: dict[int, list[Any]] = {}
         self.err: dict[int, list[Any]] = {}
+        self.act: dict[int, list[Any]] = {}  # level-2 error bound per tanh/sigmoid neuron
+        self.lines: dict[tuple[int, int, str, float], Any] = {}  # smooth_lines, memoised
         self.alpha: dict[int, dict[str, Slopes]] = {}
         self.chain = Chain(self)
         self.W = {
@@ -237,7 +246,29 @@ class Crown:
     def slopes(self, C: list[list[Any]], t: int) -> Slopes | None:
         """alpha-CROWN's per-row ReLU slopes for the objectives C @ z_t (None for CROWN, or
         when no ReLU neuron below t is unstable)."""
-        return optimise(self, C, t) if self.optimise else None
+        sl = optimise(self, C, t) if self.optimise else None
+        if sl is None:
+            return None
+        for s, rows in sl.items():
+            if self.stages[s - 1].op in SMOOTH:
+                sl[s] = [[self._line(s, j, e) for j, e in enumerate(row)] for row in rows]
+        return sl
+
+    def _line(self, s: int, j: int, e: tuple[str, float] | None) -> Any:
+        """Neuron j of tanh / sigmoid stage s with the optimiser's new lower ("L") or upper
+        ("U") slope, its intercept enclosed rigorously; the other line is CROWN's."""
+        base = tuple(self.relax[s][j])
+        if e is None:
+            return base
+        side, a = e
+        if a == float(base[0 if side == "L" else 2]):
+            return base
+        key = (s, j, side, a)
+        if key not in self.lines:
+            x, err = self.ivs[s - 1][j], self.act[s][j]
+            new = smooth_line(self.H, self.stages[s - 1].op, x, err, a, side == "L")
+            self.lines[key] = (*new, *base[2:]) if side == "L" else (*base[:2], *new)
+        return self.lines[key]
 
     def backward(self, C: list[list[Any]], t: int, sl: Slopes | None = None) -> list[Any]:
         """Exact lower bounds of C @ z_t over the box (rows of C are objectives), with the
@@ -276,6 +307,12 @@ class Crown:
         return out
 
 
-def slopes_json(sl: Slopes) -> dict[str, list[list[str]]]:
-    """Per-row slopes as certificate JSON: stage number (1-based, a string) -> rows of p/q."""
-    return {str(s): [[frac_str(v) for v in row] for row in rows] for s, rows in sl.items()}
+def slopes_json(sl: Slopes) -> dict[str, list[list[Any]]]:
+    """Per-row slopes as certificate JSON: stage number (1-based, a string) -> rows of p/q
+    (ReLU: one slope per neuron; tanh / sigmoid: the relaxation [aL, cL, aU, cU] of each
+    neuron as four p/q)."""
+    return {
+        str(s): [[[frac_str(x) for x in v] if isinstance(v, tuple) else frac_str(v) for v in row]
+                 for row in rows]
+        for s, rows in sl.items()
+    }  # fmt: skip

@@ -34,7 +34,9 @@ from .core import PIECES, SLACK, Iv, Relax, q
 from .intervals import elem
 from .network import Stage
 
-__all__ = ["RELAXATIONS", "phi_range", "relax"]
+__all__ = ["RELAXATIONS", "SMOOTH", "phi_range", "relax", "smooth_line", "smooth_lines"]
+
+SMOOTH = ("tanh", "sigmoid")  # s-shaped: any slopes, intercepts from phi_range
 
 RelaxRule = Callable[[Arith, Arith, Stage, int, Iv, Any], Relax]
 
@@ -136,6 +138,22 @@ def _relu(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
     return (mpq(1) if qh >= -ql else mpq(0)), mpq(0), a, cu
 
 
+def smooth_line(H: Arith, kind: str, x: Iv, err: Any, a: float, lower: bool) -> tuple[Any, Any]:
+    """tanh / sigmoid on x = [lo, hi], any slope a (binary64): the lower (or upper) line
+    (a, c) with c enclosing min (max) of f(x) - a x (`phi_range`), widened by the level-2
+    rounding error `err` and loosened by SLACK * (1 + |c|) so that an independent checker's
+    own enclosure still confirms it. Every slope gives a sound line."""
+    m, M = phi_range(H, kind, a, x[0], x[1])
+    c = q(m if lower else M)
+    slack = SLACK * (1 + abs(c))
+    return mpq(a), (c - err - slack if lower else c + err + slack)
+
+
+def smooth_lines(H: Arith, kind: str, x: Iv, err: Any, aL: float, aU: float) -> Relax:
+    """Both lines of `smooth_line`: a sound relaxation for every pair of slopes."""
+    return (*smooth_line(H, kind, x, err, aL, True), *smooth_line(H, kind, x, err, aU, False))
+
+
 def _smooth(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
     """tanh / sigmoid: chord and tangent slopes, enclosed intercepts."""
     lo, hi = x
@@ -150,12 +168,7 @@ def _smooth(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
             aL, aU = mid, chord
         else:
             aL = aU = chord
-        m = phi_range(H, k, aL, lo, hi)[0]
-        M = phi_range(H, k, aU, lo, hi)[1]
-        m, M = q(m), q(M)
-        # a little slack so an independent checker's own enclosure still confirms them
-        slack_m, slack_M = SLACK * (1 + abs(m)), SLACK * (1 + abs(M))
-        return mpq(aL), m - err - slack_m, mpq(aU), M + err + slack_M
+        return smooth_lines(H, k, x, err, aL, aU)
     return _constant(A, st, j, x)
 
 
