@@ -291,11 +291,16 @@ def phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fracti
 def piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
                a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
     """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
-    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
+    on PIECES equal pieces, each widened outward to the arithmetic's numbers. BatchNorm at
+    the real level (`ia.fmt` None) is affine in x, so is f(x) - a x: its extremes are at
+    the ends, and the two one-point pieces [lo, lo], [hi, hi] suffice."""
     cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
+    pieces = list(itertools.pairwise(cuts))
+    if st["op"] == "bn" and ia.fmt is None:
+        pieces = [(lo, lo), (hi, hi)]
     mn: Fraction | None = None
     mx: Fraction | None = None
-    for p, q in itertools.pairwise(cuts):
+    for p, q in pieces:
         P, Q = ia.box(p)[0], ia.box(q)[1]
         f = act(ia, st["op"], st, j, (P, Q))
         ap, aq = a * exact(P), a * exact(Q)

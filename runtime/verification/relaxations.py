@@ -15,8 +15,9 @@ intercepts must be rigorous, and they are exact rationals):
   intervals get constant bounds.
 - GELU and BatchNorm1d: two parallel lines with the chord slope a, whose intercepts come
   from the level's own interval evaluation of f on PIECES sub-intervals (f(x) - a x >=
-  lo(f([P, Q])) - max(a P, a Q) on each), or constant bounds (slope 0, the IBP interval at
-  that level) when those are tighter. At level 2 that evaluation encloses the runtime's own
+  lo(f([P, Q])) - max(a P, a Q) on each; for BatchNorm at the real level, where f is
+  affine, at the two ends only), or constant bounds (slope 0, the IBP interval at that
+  level) when those are tighter. At level 2 that evaluation encloses the runtime's own
   values, so no error term is needed.
 """
 
@@ -172,9 +173,13 @@ def _smooth(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
     return _constant(A, st, j, x)
 
 
-def _pieces(A: Arith, x: Iv) -> list[tuple[Any, Any]]:
+def _pieces(A: Arith, st: Stage, x: Iv) -> list[tuple[Any, Any]]:
     """[lo, hi] cut into PIECES equal parts (exact), each widened outward to A's numbers;
-    the pieces cover [lo, hi]. Returns (P, Q) pairs of mpfr."""
+    the pieces cover [lo, hi]. Returns (P, Q) pairs of mpfr. BatchNorm at the real level
+    is affine in x, so is f(x) - a x, whose extremes are then at the ends: the two
+    one-point pieces [lo, lo] and [hi, hi] suffice."""
+    if st.op == "batch_norm" and A.domain is None:
+        return [(x[0], x[0]), (x[1], x[1])]
     lo, hi = q(x[0]), q(x[1])
     cuts = [lo + (hi - lo) * mpq(i, PIECES) for i in range(PIECES + 1)]
     return [(A.cv(A.dn, a), A.cv(A.up, b)) for a, b in itertools.pairwise(cuts)]
@@ -195,7 +200,7 @@ def _piecewise_line(A: Arith, st: Stage, j: int, x: Iv) -> Relax | None:
         return None
     cl: Any = None
     cu: Any = None
-    for P, Q in _pieces(A, x):
+    for P, Q in _pieces(A, st, x):
         f = elem(A, st, j, (P, Q))
         ap, aq = a * q(P), a * q(Q)
         lo_i, hi_i = q(f[0]) - max(ap, aq), q(f[1]) - min(ap, aq)
