@@ -69,12 +69,13 @@ def tight_line(
     """min (lower) or max of f(x) - a x over [lo, hi] and the point x* where it is reached
     (float64; the candidates are the ends and the point of the convex / concave side where
     f' = a, clipped into the interval)."""
-    cands = np.stack([np.broadcast_to(lo, a.shape), np.broadcast_to(hi, a.shape),
-                      np.clip(_crit(kind, a, lower), lo, hi)])  # fmt: skip
-    phi = _fv(kind, cands) - a * cands
-    k = np.argmin(phi, axis=0) if lower else np.argmax(phi, axis=0)
-    pick = np.take_along_axis(phi, k[None], 0)[0], np.take_along_axis(cands, k[None], 0)[0]
-    return pick
+    c0, c1 = np.broadcast_to(lo, a.shape), np.broadcast_to(hi, a.shape)
+    c2 = np.clip(_crit(kind, a, lower), lo, hi)
+    p0, p1, p2 = (_fv(kind, c) - a * c for c in (c0, c1, c2))
+    take1 = p1 < p0 if lower else p1 > p0
+    v, x = np.where(take1, p1, p0), np.where(take1, c1, c0)
+    take2 = p2 < v if lower else p2 > v
+    return np.where(take2, p2, v), np.where(take2, c2, x)
 
 
 class Chain:
@@ -90,6 +91,7 @@ class Chain:
         self.kind: dict[int, str] = {}  # stage -> "relu" | "tanh" | "sigmoid" (free stages)
         self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
         self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
+        self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
 
     def sync(self, t: int) -> None:
         """Float copies of the stages below t (relaxations appear as the forward pass runs)."""
@@ -124,6 +126,7 @@ class Chain:
         lam, c = C, np.zeros(C.shape[0])
         seen: list[tuple[int, np.ndarray]] = []
         box, at_input = cr.ivs[0], True
+        self._lines_used = {}
         for s in range(t, 0, -1):
             op = cr.stages[s - 1].op
             if op == "layer_norm":
@@ -134,7 +137,8 @@ class Chain:
                 c = c + lam @ self.b[s] - np.abs(lam) @ self.e[s]
                 lam = lam @ self.W[s]
             else:
-                aL, cL, aU, cU, _ = self._lines(s, alpha)
+                self._lines_used[s] = self._lines(s, alpha)
+                aL, cL, aU, cU, _ = self._lines_used[s]
                 pos = lam >= 0
                 c = c + np.where(pos, lam * cL, lam * cU).sum(axis=1)
                 lam = np.where(pos, lam * aL, lam * aU)
@@ -156,7 +160,7 @@ class Chain:
             if self.cr.stages[s - 1].op in AFFINE:
                 G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
             else:
-                aL, cL, aU, cU, xs = self._lines(s, alpha)
+                aL, cL, aU, cU, xs = self._lines_used[s]
                 pos = lam_s >= 0
                 if s in alpha and xs is None:  # ReLU: lower slopes
                     grads[s] = np.where(pos & self.free[s], lam_s * G, 0.0)
@@ -238,25 +242,28 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
         return None
     Cf = np.array([[float(v) for v in r] for r in C], dtype=np.float64)
     alpha = {s: a.copy() for s, a in starts.items()}
-    best_b, _ = ch.run(Cf, t, alpha)
+    best_b = np.full(k, -np.inf)
     best = {s: a.copy() for s, a in alpha.items()}
     m1 = {s: np.zeros_like(a) for s, a in alpha.items()}
     m2 = {s: np.zeros_like(a) for s, a in alpha.items()}
     top = {s: SMOOTH_MAX.get(ch.kind[s], 1.0) for s in alpha}
     lr = LR
-    for it in range(1, ITERS + 1):
-        _, g = ch.run(Cf, t, alpha)
-        for s in alpha:
-            m1[s] = 0.9 * m1[s] + 0.1 * g[s]
-            m2[s] = 0.999 * m2[s] + 0.001 * g[s] * g[s]
-            step = (m1[s] / (1 - 0.9**it)) / (np.sqrt(m2[s] / (1 - 0.999**it)) + 1e-12)
-            upd = np.clip(alpha[s] + lr * top[s] * step, 0.0, top[s])
-            alpha[s] = np.where(_mask(ch, s), upd, starts[s])
-        lr *= DECAY
-        b, _ = ch.run(Cf, t, alpha)
+    for it in range(ITERS + 1):  # the bound of the slopes of step it, then step it + 1
+        b, g = ch.run(Cf, t, alpha)
         better = np.isfinite(b) & (b > best_b)
         if better.any():
             best_b = np.where(better, b, best_b)
             for s in alpha:
                 best[s][better] = alpha[s][better]
+        if it == ITERS:
+            break
+        for s in alpha:
+            m1[s] = 0.9 * m1[s] + 0.1 * g[s]
+            m2[s] = 0.999 * m2[s] + 0.001 * g[s] * g[s]
+            step = (m1[s] / (1 - 0.9 ** (it + 1))) / (
+                np.sqrt(m2[s] / (1 - 0.999 ** (it + 1))) + 1e-12
+            )
+            upd = np.clip(alpha[s] + lr * top[s] * step, 0.0, top[s])
+            alpha[s] = np.where(_mask(ch, s), upd, starts[s])
+        lr *= DECAY
     return _result(ch, best, Cf, t)
