@@ -271,6 +271,9 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
         if st["op"] == "ln":
             box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
+        if st["op"] == "max_pool2d":
+            lam = _back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+            continue
         if st["op"] in AFFINE:
             W, b, e = st["weight"], st["bias"], ch.errs[s]
             for r, row in enumerate(lam):
@@ -295,6 +298,43 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
                    Fraction(0))
         for r, row in enumerate(lam)
     ]  # fmt: skip
+
+
+def _back_pool(pool: list[tuple[int, bool, Fraction]], lam: list[list[Fraction]],
+               c: list[Fraction], n: int) -> list[list[Fraction]]:  # fmt: skip
+    """Rows through a max pooling: max >= x_k under a coefficient >= 0 (or when x_k
+    dominates: max = x_k), max <= u under a negative one."""
+    out = []
+    for r, row in enumerate(lam):
+        new = [Fraction(0)] * n
+        for (k, dom, u), lv in zip(pool, row, strict=True):
+            if lv >= 0 or dom:
+                new[k] += lv
+            else:
+                c[r] += lv * u
+        out.append(new)
+    return out
+
+
+def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
+                cur: list[Any]) -> None:  # fmt: skip
+    """Validate a max pooling's witness: per output [k, dominates, u] with k in the window,
+    u >= every upper end of the window, and (if it dominates) x_k's lower end >= every
+    other input's upper end."""
+    wins = st["windows"]
+    pl = jlist(w.get("pool"), len(wins), f"{where}.pool")
+    ch.pool[t], ch.ins[t] = [], [(exact(x[0]), exact(x[1])) for x in cur]
+    ins = ch.ins[t]
+    for o, (e, win) in enumerate(zip(pl, wins, strict=True)):
+        k, dom, u = jlist(e, 3, f"{where}.pool[{o}]")
+        u = rat(u, f"{where}.pool[{o}]")
+        if type(k) is not int or k not in win or dom not in (0, 1) or type(dom) is not int:
+            raise CertificateError(f"{where}.pool[{o}]: expected [input of the window, 0 or 1, u]")
+        if u < max(ins[i][1] for i in win) or (
+            dom and any(ins[k][0] < ins[i][1] for i in win if i != k)
+        ):
+            raise CertificateError(f"{where}.pool[{o}]: relaxation {e} is not valid")
+        ch.pool[t].append((k, bool(dom), u))
 
 
 def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
@@ -344,6 +384,10 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         elif op in ("conv2d", "avg_pool2d"):
             out.append(_windowed(st, dt, n, w))
             n = len(out[-1]["bias"])
+        elif op == "max_pool2d":  # the windows of the same-shaped average pooling
+            avg = _windowed({**st, "op": "avg_pool2d"}, dt, n, w)["weight"]
+            out.append({"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]})
+            n = len(avg)
         else:
             raise CertificateError(f"{w}: unknown op {op!r}")
     return dt, out, n
@@ -420,6 +464,7 @@ class _Chain:
         self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
         # tanh / sigmoid stages: per neuron (level-2 error, this checker's own interval)
         self.act: dict[int, list[tuple[Fraction, tuple[Fraction, Fraction]]]] = {}
+        self.pool: dict[int, list[tuple[int, bool, Fraction]]] = {}  # max_pool2d: k, dom, u
         self.cur: list[Any] = []
         self.empty = False
 
@@ -502,6 +547,8 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
                 if prior is not None:
                     nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))
                            for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
+        elif st["op"] == "max_pool2d":
+            _pool_stage(ch, st, w, where, t, cur)
         elif st["op"] != "ln":
             _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
         sp, z = (splits or {}).get(t + 1, {}), ia.box(Fraction(0))[0]

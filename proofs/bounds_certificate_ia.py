@@ -194,6 +194,8 @@ def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
 def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
     if st["op"] == "ln":
         return _layernorm(ia, st, xs)
+    if st["op"] == "max_pool2d":  # exact in every format: one of the window's inputs
+        return [(max(xs[i][0] for i in w), max(xs[i][1] for i in w)) for w in st["windows"]]
     if st["op"] in ("conv2d", "avg_pool2d"):  # summation order not modelled: any order
         out = []
         for row, b, e in zip(st["weight"], st["bias"], lin_err(ia.fmt, st, xs), strict=True):

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import statistics
 import sys
@@ -161,10 +162,11 @@ def lirpa_widths(model: Any, dt: Any, center: np.ndarray, radius: float) -> dict
     bm.set_bound_opts({"optimize_bound_args": {"iteration": 100, "early_stop_patience": 20}})
     out = {}
     for name, method in (("crown", "CROWN"), ("alpha-crown", "alpha-CROWN")):
-        bt = BoundedTensor(x, PerturbationLpNorm(norm=float("inf"), eps=radius))
-        lo = bm.compute_bounds(x=(bt,), method=method, bound_upper=False)[0]
-        bt = BoundedTensor(x, PerturbationLpNorm(norm=float("inf"), eps=radius))
-        hi = bm.compute_bounds(x=(bt,), method=method, bound_lower=False)[1]
+        with contextlib.redirect_stdout(io.StringIO()):  # its progress lines
+            bt = BoundedTensor(x, PerturbationLpNorm(norm=float("inf"), eps=radius))
+            lo = bm.compute_bounds(x=(bt,), method=method, bound_upper=False)[0]
+            bt = BoundedTensor(x, PerturbationLpNorm(norm=float("inf"), eps=radius))
+            hi = bm.compute_bounds(x=(bt,), method=method, bound_lower=False)[1]
         out[name] = float((hi - lo).sum())
     return out
 

@@ -92,6 +92,7 @@ class Chain:
         self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
         self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
+        self.pool: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # P, dom, u
 
     def sync(self, t: int) -> None:
         """Float copies of the stages below t (relaxations appear as the forward pass runs)."""
@@ -102,6 +103,12 @@ class Chain:
                 self.W[s] = np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64)
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
+            elif s in cr.pool and s not in self.pool:  # max_pool2d: one-hot P, dom, u
+                P = np.zeros((len(cr.pool[s]), len(cr.ivs[s - 1])))
+                for o, (k, _, _) in enumerate(cr.pool[s]):
+                    P[o, k] = 1.0
+                dom = np.array([d for _, d, _ in cr.pool[s]])
+                self.pool[s] = (P, dom, np.array([float(u) for _, _, u in cr.pool[s]]))
             elif s in cr.relax and s not in self.rl:
                 self.rl[s] = np.array([[float(v) for v in r] for r in cr.relax[s]])
                 lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
@@ -136,6 +143,11 @@ class Chain:
             if op in AFFINE:
                 c = c + lam @ self.b[s] - np.abs(lam) @ self.e[s]
                 lam = lam @ self.W[s]
+            elif op == "max_pool2d":
+                P, dom, u = self.pool[s]
+                take = (lam >= 0) | dom
+                c = c + np.where(take, 0.0, lam * u).sum(axis=1)
+                lam = np.where(take, lam, 0.0) @ P
             else:
                 self._lines_used[s] = self._lines(s, alpha)
                 aL, cL, aU, cU, _ = self._lines_used[s]
@@ -157,8 +169,12 @@ class Chain:
         G = np.where(lam >= 0, lo, hi)
         grads: dict[int, np.ndarray] = {}
         for s, lam_s in reversed(seen):
-            if self.cr.stages[s - 1].op in AFFINE:
+            op = self.cr.stages[s - 1].op
+            if op in AFFINE:
                 G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
+            elif op == "max_pool2d":
+                P, dom, u = self.pool[s]
+                G = np.where((lam_s >= 0) | dom, G @ P.T, u)
             else:
                 aL, cL, aU, cU, xs = self._lines_used[s]
                 pos = lam_s >= 0

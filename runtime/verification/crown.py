@@ -6,7 +6,10 @@ Invariants:
   crossed is dispatched by op name: `FORWARD` builds the stage's data on the way forward
   (error bounds of a linear stage, relaxations of an elementwise one), `BACKWARD` pushes
   the rows back through it; layer_norm is opaque (the pass stops there and concretises
-  over LayerNorm's output interval, so CROWN gains nothing across it).
+  over LayerNorm's output interval, so CROWN gains nothing across it). max_pool2d is
+  crossed with max >= x_k (k: the window's input with the largest lower end) and
+  max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
+  (its lower end >= every other input's upper end); max is exact in every format.
 - Every pre-activation interval is the intersection of its IBP and CROWN bounds (rounded
   outward to A's numbers), so CROWN is never wider than IBP.
 - At level 2 the runtime is the real network plus bounded per-neuron errors, extra bounded
@@ -106,6 +109,19 @@ def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     return out
 
 
+def _fwd_max_pool(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
+    """Per output: the window's input k with the largest lower end (max >= x_k: the lower
+    line), whether it dominates (its lower end >= every other upper end: max = x_k), and
+    the window's largest upper end (max <= u: the upper line)."""
+    pool = []
+    for w in st.windows:
+        k = max(w, key=lambda i: prev[i][0])
+        dom = all(prev[k][0] >= prev[i][1] for i in w if i != k)
+        pool.append((k, dom, q(max(prev[i][1] for i in w))))
+    cr.pool[t] = pool
+    return layer(cr.A, st, prev)
+
+
 def _fwd_opaque(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     return layer(cr.A, st, prev)  # opaque: the backward pass stops here
 
@@ -121,6 +137,7 @@ ForwardStep = Callable[["Crown", int, Stage, list[Iv]], list[Iv]]
 FORWARD: dict[str, ForwardStep] = {
     **{op: _fwd_linear for op in AFFINE},
     "layer_norm": _fwd_opaque,
+    "max_pool2d": _fwd_max_pool,
     **{op: _fwd_relaxed for op in RELAXATIONS},
 }
 
@@ -181,9 +198,26 @@ def _back_relaxed(
     return lam
 
 
+def _back_max_pool(
+    cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
+) -> Any:
+    n = len(cr.ivs[s - 1])
+    out = []
+    for r, row in enumerate(lam):
+        new = [mpq(0)] * n
+        for (k, dom, u), lv in zip(cr.pool[s], row, strict=True):
+            if lv >= 0 or dom:
+                new[k] += lv
+            else:
+                c[r] += lv * u
+        out.append(new)
+    return out
+
+
 BACKWARD: dict[str, BackwardStep] = {
     **{op: _back_linear for op in AFFINE},
     "layer_norm": _back_opaque,
+    "max_pool2d": _back_max_pool,
     **{op: _back_relaxed for op in RELAXATIONS},
 }
 
@@ -216,6 +250,7 @@ class Crown:
         self.relax: dict[int, list[Any]] = {}
         self.err: dict[int, list[Any]] = {}
         self.act: dict[int, list[Any]] = {}  # level-2 error bound per tanh/sigmoid neuron
+        self.pool: dict[int, list[tuple[int, bool, Any]]] = {}  # max_pool2d: (k, dom, u)
         self.lines: dict[tuple[int, int, str, float], Any] = {}  # smooth_lines, memoised
         self.alpha: dict[int, dict[str, Slopes]] = {}
         self.chain = Chain(self)
@@ -301,6 +336,8 @@ class Crown:
             }
             if t in self.relax:
                 e["relax"] = [[frac_str(v) for v in r] for r in self.relax[t]]
+            if t in self.pool:
+                e["pool"] = [[k, int(d), frac_str(u)] for k, d, u in self.pool[t]]
             if t in self.alpha:
                 e["alpha"] = {k: slopes_json(v) for k, v in self.alpha[t].items()}
             out.append(e)
