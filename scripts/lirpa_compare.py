@@ -8,7 +8,8 @@ Without auto_LiRPA (or torch) it prints a line naming the missing package and ex
 Invariants:
 - Networks: the README's Iris model (`runtime.examples.mlp --kernels ordered`, 4-8-3 ReLU,
   float32), two more Iris MLPs trained the same way (4-16-16-3 ReLU and tanh), and small
-  seeded conv nets (Conv2d / BatchNorm2d / AvgPool2d / ReLU / Flatten / Linear). The torch
+  seeded conv nets (Conv2d / BatchNorm2d / AvgPool2d / MaxPool2d / ReLU / Flatten /
+  Linear). The torch
   copy for auto_LiRPA is built from the result's stored state (same values, exactly), in
   float64 for piecewise-linear nets and float32 for tanh ones (auto_LiRPA's tanh relaxation
   uses float32 lookup tables); the box is center +- radius in that dtype.
@@ -37,6 +38,7 @@ from runtime.nn import (
     Conv2d,
     Flatten,
     Linear,
+    MaxPool2d,
     ReLU,
     Sequential,
     Sigmoid,
@@ -87,25 +89,30 @@ def _conv_result(model: Sequential, seed: int, dtype: str = "float32") -> Result
                   [np.asarray(a, dtype=np_dt) for a in state])  # fmt: skip
 
 
-def networks(quick: bool) -> list[tuple[str, Result, list[np.ndarray], float]]:
-    """(name, result, centers, radius) per network."""
+def networks(quick: bool) -> list[tuple[str, Any, list[np.ndarray], float]]:
+    """(name, a function building the result, centers, radius) per network."""
     iris = [np.asarray(x) for x, _ in mlp.load_iris()]
     pick = iris[:: 25 if quick else 10]
-    readme = mlp.main(["--kernels", "ordered"], out=io.StringIO())
-    out = [("iris 4-8-3 relu (README)", readme, pick, 0.25)]
-    out.append(("iris 4-16-16-3 relu", _train_iris(Sequential(
+    out: list[tuple[str, Any, list[np.ndarray], float]] = [
+        ("iris 4-8-3 relu (README)",
+         lambda: mlp.main(["--kernels", "ordered"], out=io.StringIO()), pick, 0.25)]  # fmt: skip
+    out.append(("iris 4-16-16-3 relu", lambda: _train_iris(Sequential(
         Linear(4, 16), ReLU(), Linear(16, 16), ReLU(), Linear(16, 3))), pick, 0.25))  # fmt: skip
-    out.append(("iris 4-16-16-3 tanh", _train_iris(Sequential(
+    out.append(("iris 4-16-16-3 tanh", lambda: _train_iris(Sequential(
         Linear(4, 16), Tanh(), Linear(16, 16), Tanh(), Linear(16, 3))), pick, 0.25))  # fmt: skip
     rng = np.random.default_rng(7)
     n = 3 if quick else 8
     cnn1 = Sequential(Conv2d(1, 3, 3, padding=1), BatchNorm2d(3), ReLU(), AvgPool2d(2),
                       Conv2d(3, 4, 2), ReLU(), Flatten(), Linear(4, 3))  # fmt: skip
-    out.append(("conv 1x4x4 (bn, avgpool)", _conv_result(cnn1, 0),
+    out.append(("conv 1x4x4 (bn, avgpool)", lambda: _conv_result(cnn1, 0),
                  [rng.uniform(0, 1, (1, 4, 4)) for _ in range(n)], 0.05))  # fmt: skip
     cnn2 = Sequential(Conv2d(1, 4, 3, stride=2, padding=1), ReLU(), Conv2d(4, 4, 3, padding=1),
                       ReLU(), Flatten(), Linear(36, 10), ReLU(), Linear(10, 3))  # fmt: skip
-    out.append(("conv 1x6x6 (2 convs)", _conv_result(cnn2, 1),
+    out.append(("conv 1x6x6 (2 convs)", lambda: _conv_result(cnn2, 1),
+                 [rng.uniform(0, 1, (1, 6, 6)) for _ in range(n)], 0.03))  # fmt: skip
+    cnn3 = Sequential(Conv2d(1, 3, 3, padding=1), ReLU(), MaxPool2d(2), Conv2d(3, 4, 2),
+                      ReLU(), Flatten(), Linear(16, 3))  # fmt: skip
+    out.append(("conv 1x6x6 (maxpool)", lambda: _conv_result(cnn3, 2),
                  [rng.uniform(0, 1, (1, 6, 6)) for _ in range(n)], 0.03))  # fmt: skip
     return out
 
@@ -148,6 +155,9 @@ def _torch_layer(layer: Any, st: list[Any], nn: Any) -> Any:
     if isinstance(layer, AvgPool2d):
         a = layer.attrs
         return nn.AvgPool2d(a["kernel_size"], a["stride"], a["padding"], count_include_pad=True)
+    if isinstance(layer, MaxPool2d):
+        a = layer.attrs
+        return nn.MaxPool2d(a["kernel_size"], a["stride"], a["padding"])
     simple = {ReLU: nn.ReLU, Tanh: nn.Tanh, Sigmoid: nn.Sigmoid, Flatten: nn.Flatten}
     return simple[type(layer)]()
 
@@ -200,14 +210,17 @@ def report(rows: list[dict[str, Any]], out: Any = sys.stdout) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="fewer boxes")
+    ap.add_argument("--only", default="", help="networks whose name contains this text")
     args = ap.parse_args(argv)
     miss = _missing()
     if miss is not None:
         print(f"skipped: {miss} is not installed (auto_LiRPA side by side is opt-in)")
         return 0
     rows = []
-    for name, res, centers, radius in networks(args.quick):
-        rows.append(compare(name, res, centers, radius))
+    for name, build, centers, radius in networks(args.quick):
+        if args.only not in name:
+            continue
+        rows.append(compare(name, build(), centers, radius))
         print(f"done: {name}", file=sys.stderr)
     report(rows)
     return 0
