@@ -69,7 +69,6 @@ box and the previous layers declare, and any other error while parsing is report
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from fractions import Fraction
 from typing import Any
@@ -85,6 +84,7 @@ from .bounds_certificate_ia import (
     CertificateError,
     act,
     act_err,
+    back_pool,
     exact,
     ibp_stage,
     jlist,
@@ -93,6 +93,7 @@ from .bounds_certificate_ia import (
     piecewise,
     rat,
     short,
+    windowed,
 )
 
 __all__ = [
@@ -272,7 +273,7 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
             box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
         if st["op"] == "max_pool2d":
-            lam = _back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+            lam = back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
             continue
         if st["op"] in AFFINE:
             W, b, e = st["weight"], st["bias"], ch.errs[s]
@@ -298,22 +299,6 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
                    Fraction(0))
         for r, row in enumerate(lam)
     ]  # fmt: skip
-
-
-def _back_pool(pool: list[tuple[int, bool, Fraction]], lam: list[list[Fraction]],
-               c: list[Fraction], n: int) -> list[list[Fraction]]:  # fmt: skip
-    """Rows through a max pooling: max >= x_k under a coefficient >= 0 (or when x_k
-    dominates: max = x_k), max <= u under a negative one."""
-    out = []
-    for r, row in enumerate(lam):
-        new = [Fraction(0)] * n
-        for (k, dom, u), lv in zip(pool, row, strict=True):
-            if lv >= 0 or dom:
-                new[k] += lv
-            else:
-                c[r] += lv * u
-        out.append(new)
-    return out
 
 
 def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
@@ -382,67 +367,15 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
         elif op in ("conv2d", "avg_pool2d"):
-            out.append(_windowed(st, dt, n, w))
+            out.append(windowed(st, dt, n, w, _decode))
             n = len(out[-1]["bias"])
         elif op == "max_pool2d":  # the windows of the same-shaped average pooling
-            avg = _windowed({**st, "op": "avg_pool2d"}, dt, n, w)["weight"]
+            avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
             out.append({"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]})
             n = len(avg)
         else:
             raise CertificateError(f"{w}: unknown op {op!r}")
     return dt, out, n
-
-
-def _ints(v: Any, k: int, what: str, least: int = 0) -> list[int]:
-    if not (isinstance(v, list) and len(v) == k and all(type(x) is int and x >= least
-                                                          for x in v)):  # fmt: skip
-        raise CertificateError(f"{what}: expected {k} integers >= {least}, got {short(v)}")
-    return v
-
-
-def _windowed(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
-    """A conv2d / avg_pool2d stage as a dense matrix over the row-major (C, H, W) input,
-    built here from its window parameters (output (o, i, j) sums w[o, c, p, r] *
-    x[g * C/groups + c, i*s0 - p0 + p*d0, j*s1 - p1 + r*d1] over taps inside the input)."""
-    C, H, W = _ints(st.get("in_shape"), 3, f"{w}.in_shape", 1)
-    if C * H * W != n:
-        raise CertificateError(f"{w}.in_shape: {[C, H, W]} does not hold {n} inputs")
-    s0, s1 = _ints(st.get("stride"), 2, f"{w}.stride", 1)
-    p0, p1 = _ints(st.get("padding"), 2, f"{w}.padding")
-    if st["op"] == "conv2d":
-        d0, d1 = _ints(st.get("dilation"), 2, f"{w}.dilation", 1)
-        groups = _ints([st.get("groups")], 1, f"{w}.groups", 1)[0]
-        wt = jlist(st.get("weight"), None, f"{w}.weight")
-        O, cg = len(wt), len(jlist(wt[0], None, f"{w}.weight[0]"))
-        kh = len(jlist(wt[0][0], None, f"{w}.weight[0][0]"))
-        kw = len(jlist(wt[0][0][0], None, f"{w}.weight[0][0][0]"))
-        if cg * groups != C or O % groups:
-            raise CertificateError(f"{w}: channels and groups do not fit")
-        k4 = [[[[_decode(v, dt, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
-                for r in jlist(c, kh, f"{w}.weight")] for c in jlist(o, cg, f"{w}.weight")]
-              for o in wt]  # fmt: skip
-        bias = [_decode(v, dt, f"{w}.bias") for v in jlist(st.get("bias"), O, f"{w}.bias")]
-    else:
-        kh, kw = _ints(st.get("kernel_size"), 2, f"{w}.kernel_size", 1)
-        d0 = d1 = groups = 1
-        O, cg = C, 1
-        k4 = [[[[Fraction(1, kh * kw)] * kw] * kh] for _ in range(C)]
-        bias = [Fraction(0)] * C
-    Ho, Wo = (H + 2 * p0 - d0 * (kh - 1) - 1) // s0 + 1, (W + 2 * p1 - d1 * (kw - 1) - 1) // s1 + 1
-    if Ho < 1 or Wo < 1:
-        raise CertificateError(f"{w}: empty output")
-    rows, bs = [], []
-    for o in range(O):
-        first = (o // (O // groups)) * cg if st["op"] == "conv2d" else o
-        for i, j in itertools.product(range(Ho), range(Wo)):
-            row = [Fraction(0)] * n
-            for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
-                y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
-                if 0 <= y < H and 0 <= x < W:
-                    row[((first + c) * H + y) * W + x] += k4[o][c][p][r]
-            rows.append(row)
-            bs.append(bias[o])
-    return {"op": st["op"], "weight": rows, "bias": bs}
 
 
 def mpfr_format(dt: str) -> tuple[int, int, int]:
