@@ -11,8 +11,9 @@ Invariants:
   seeded conv nets (Conv2d / BatchNorm2d / AvgPool2d / MaxPool2d / ReLU / Flatten /
   Linear). The torch
   copy for auto_LiRPA is built from the result's stored state (same values, exactly), in
-  float64 for piecewise-linear nets and float32 for tanh ones (auto_LiRPA's tanh relaxation
-  uses float32 lookup tables); the box is center +- radius in that dtype.
+  float64, except float32 for nets with tanh / sigmoid / MaxPool2d (auto_LiRPA's tanh
+  relaxation uses float32 lookup tables and its max pooling fails in float64); the box is
+  center +- radius in that dtype.
 - Our numbers are the real level (exact real network, outward rounding); a box's width is
   the sum over outputs of upper - lower. The reported ratio is ours / auto_LiRPA's - 1 per
   box (negative: ours narrower); median and worst (largest) over the boxes.
@@ -122,8 +123,8 @@ def torch_model(res: Result) -> tuple[Any, Any]:
     import torch
     from torch import nn
 
-    s_shaped = any(isinstance(la, (Tanh, Sigmoid)) for la in res.model.layers)
-    dt = torch.float32 if s_shaped else torch.float64
+    f32 = any(isinstance(la, (Tanh, Sigmoid, MaxPool2d)) for la in res.model.layers)
+    dt = torch.float32 if f32 else torch.float64
     state = res.state()
     mods: list[Any] = []
     for layer, occ in zip(res.model.layers, res.model.occurrences(), strict=True):

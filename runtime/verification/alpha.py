@@ -22,9 +22,11 @@ Invariants:
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
   pass stops). Its gradient is written out by hand (reverse mode over the recorded rows).
-- Optimisation: Adam (LR, ITERS, step decay DECAY) from CROWN's own slopes, keeping per row
-  the best slopes seen (by the float bound), so the result is never worse than CROWN's
-  start in the float objective; the exact recomputation decides what is certified.
+- Optimisation: Adam (LR, ITERS steps — SMOOTH_ITERS when tanh / sigmoid lines are
+  optimised, with the decay spread over them —, step decay DECAY) from CROWN's own slopes,
+  keeping per row the best slopes seen (by the float bound), so the result is never worse
+  than CROWN's start in the float objective; the exact recomputation decides what is
+  certified.
 """
 
 from __future__ import annotations
@@ -36,11 +38,21 @@ from gmpy2 import mpq
 
 from .network import AFFINE
 
-__all__ = ["DECAY", "ITERS", "LR", "SMOOTH_MAX", "Chain", "float_slopes", "optimise"]
+__all__ = [
+    "DECAY",
+    "ITERS",
+    "LR",
+    "SMOOTH_ITERS",
+    "SMOOTH_MAX",
+    "Chain",
+    "float_slopes",
+    "optimise",
+]
 
 ITERS = 50
 LR = 0.3
 DECAY = 0.93
+SMOOTH_ITERS = 100  # steps when tanh / sigmoid lines are optimised (decay DECAY ** (ITERS / it))
 SMOOTH_MAX = {"tanh": 1.0, "sigmoid": 0.25}  # f'(0): tanh / sigmoid slopes lie in [0, this]
 
 
@@ -264,14 +276,16 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     m2 = {s: np.zeros_like(a) for s, a in alpha.items()}
     top = {s: SMOOTH_MAX.get(ch.kind[s], 1.0) for s in alpha}
     lr = LR
-    for it in range(ITERS + 1):  # the bound of the slopes of step it, then step it + 1
+    iters = SMOOTH_ITERS if any(ch.kind[s] != "relu" for s in alpha) else ITERS
+    decay = DECAY ** (ITERS / iters)
+    for it in range(iters + 1):  # the bound of the slopes of step it, then step it + 1
         b, g = ch.run(Cf, t, alpha)
         better = np.isfinite(b) & (b > best_b)
         if better.any():
             best_b = np.where(better, b, best_b)
             for s in alpha:
                 best[s][better] = alpha[s][better]
-        if it == ITERS:
+        if it == iters:
             break
         for s in alpha:
             m1[s] = 0.9 * m1[s] + 0.1 * g[s]
@@ -281,5 +295,5 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
             )
             upd = np.clip(alpha[s] + lr * top[s] * step, 0.0, top[s])
             alpha[s] = np.where(_mask(ch, s), upd, starts[s])
-        lr *= DECAY
+        lr *= decay
     return _result(ch, best, Cf, t)
