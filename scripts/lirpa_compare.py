@@ -169,7 +169,9 @@ def lirpa_widths(model: Any, dt: Any, center: np.ndarray, radius: float) -> dict
     from auto_LiRPA import BoundedModule, BoundedTensor, PerturbationLpNorm
 
     x = torch.tensor(center[None], dtype=dt)
-    bm = BoundedModule(model, torch.zeros_like(x), device="cpu", verbose=0)
+    pool = any(isinstance(m, torch.nn.MaxPool2d) for m in model.modules())
+    opts = {"conv_mode": "matrix"} if pool else {}  # its max pooling needs the matrix mode
+    bm = BoundedModule(model, torch.zeros_like(x), bound_opts=opts, device="cpu", verbose=0)
     bm.set_bound_opts({"optimize_bound_args": {"iteration": 100, "early_stop_patience": 20}})
     out = {}
     for name, method in (("crown", "CROWN"), ("alpha-crown", "alpha-CROWN")):
