@@ -32,10 +32,12 @@ Invariants (what `check_certificate` establishes before it accepts):
 - alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
   (`alpha_witness`) the same way, except that each linear stage's interval is also
   intersected with the CROWN chain's validated one, and every backward pass uses the
-  per-row ReLU lower slopes it records (`alpha` of a stage entry for its intermediate
-  bounds, the level's `alpha` for the final lower/upper/margin rows). Each slope is checked
-  to give, with its neuron's validated intercept, a line below ReLU on the neuron's
-  interval (at the ends and at the kink); the optimiser that chose them is not re-run. The
+  per-row ReLU lower slopes and tanh / sigmoid relaxations it records (`alpha` of a stage
+  entry for its intermediate bounds, the level's `alpha` for the final lower/upper/margin
+  rows). Each slope is checked to give, with its neuron's validated intercept, a line below
+  ReLU on the neuron's interval (at the ends and at the kink); each tanh / sigmoid
+  relaxation as the witness's own are (this module's enclosure of min / max of
+  f(x) - a x, widened by the level-2 error); the optimiser that chose them is not re-run. The
   final enclosure is the intersection of both chains' (and their last intervals').
 - The interval arithmetic and JSON readers live in `proofs.bounds_certificate_ia`.
 - The constants the writer and this checker must agree on (FORMAT, PIECES, GELU_GRID,
@@ -67,7 +69,6 @@ box and the previous layers declare, and any other error while parsing is report
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from fractions import Fraction
 from typing import Any
@@ -83,6 +84,7 @@ from .bounds_certificate_ia import (
     CertificateError,
     act,
     act_err,
+    back_pool,
     exact,
     ibp_stage,
     jlist,
@@ -91,6 +93,7 @@ from .bounds_certificate_ia import (
     piecewise,
     rat,
     short,
+    windowed,
 )
 
 __all__ = [
@@ -269,6 +272,9 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
         if st["op"] == "ln":
             box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
+        if st["op"] == "max_pool2d":
+            lam = back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+            continue
         if st["op"] in AFFINE:
             W, b, e = st["weight"], st["bias"], ch.errs[s]
             for r, row in enumerate(lam):
@@ -281,8 +287,10 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
             for r, row in enumerate(lam):
                 for j, lv in enumerate(row):
                     aL, cL, aU, cU = ch.relax[s][j]
-                    if own is not None:
-                        aL = own[r][j]
+                    if own is not None and isinstance(own[r][j], list):
+                        aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
+                    elif own is not None:
+                        aL = own[r][j]  # ReLU: the row's lower slope
                     row[j], c[r] = (
                         (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
                     )
@@ -291,6 +299,27 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
                    Fraction(0))
         for r, row in enumerate(lam)
     ]  # fmt: skip
+
+
+def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
+                cur: list[Any]) -> None:  # fmt: skip
+    """Validate a max pooling's witness: per output [k, dominates, u] with k in the window,
+    u >= every upper end of the window, and (if it dominates) x_k's lower end >= every
+    other input's upper end."""
+    wins = st["windows"]
+    pl = jlist(w.get("pool"), len(wins), f"{where}.pool")
+    ch.pool[t], ch.ins[t] = [], [(exact(x[0]), exact(x[1])) for x in cur]
+    ins = ch.ins[t]
+    for o, (e, win) in enumerate(zip(pl, wins, strict=True)):
+        k, dom, u = jlist(e, 3, f"{where}.pool[{o}]")
+        u = rat(u, f"{where}.pool[{o}]")
+        if type(k) is not int or k not in win or dom not in (0, 1) or type(dom) is not int:
+            raise CertificateError(f"{where}.pool[{o}]: expected [input of the window, 0 or 1, u]")
+        if u < max(ins[i][1] for i in win) or (
+            dom and any(ins[k][0] < ins[i][1] for i in win if i != k)
+        ):
+            raise CertificateError(f"{where}.pool[{o}]: relaxation {e} is not valid")
+        ch.pool[t].append((k, bool(dom), u))
 
 
 def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
@@ -338,63 +367,15 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         elif op in ("relu", "tanh", "sigmoid", "gelu"):
             out.append({"op": op})
         elif op in ("conv2d", "avg_pool2d"):
-            out.append(_windowed(st, dt, n, w))
+            out.append(windowed(st, dt, n, w, _decode))
             n = len(out[-1]["bias"])
+        elif op == "max_pool2d":  # the windows of the same-shaped average pooling
+            avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
+            out.append({"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]})
+            n = len(avg)
         else:
             raise CertificateError(f"{w}: unknown op {op!r}")
     return dt, out, n
-
-
-def _ints(v: Any, k: int, what: str, least: int = 0) -> list[int]:
-    if not (isinstance(v, list) and len(v) == k and all(type(x) is int and x >= least
-                                                          for x in v)):  # fmt: skip
-        raise CertificateError(f"{what}: expected {k} integers >= {least}, got {short(v)}")
-    return v
-
-
-def _windowed(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
-    """A conv2d / avg_pool2d stage as a dense matrix over the row-major (C, H, W) input,
-    built here from its window parameters (output (o, i, j) sums w[o, c, p, r] *
-    x[g * C/groups + c, i*s0 - p0 + p*d0, j*s1 - p1 + r*d1] over taps inside the input)."""
-    C, H, W = _ints(st.get("in_shape"), 3, f"{w}.in_shape", 1)
-    if C * H * W != n:
-        raise CertificateError(f"{w}.in_shape: {[C, H, W]} does not hold {n} inputs")
-    s0, s1 = _ints(st.get("stride"), 2, f"{w}.stride", 1)
-    p0, p1 = _ints(st.get("padding"), 2, f"{w}.padding")
-    if st["op"] == "conv2d":
-        d0, d1 = _ints(st.get("dilation"), 2, f"{w}.dilation", 1)
-        groups = _ints([st.get("groups")], 1, f"{w}.groups", 1)[0]
-        wt = jlist(st.get("weight"), None, f"{w}.weight")
-        O, cg = len(wt), len(jlist(wt[0], None, f"{w}.weight[0]"))
-        kh = len(jlist(wt[0][0], None, f"{w}.weight[0][0]"))
-        kw = len(jlist(wt[0][0][0], None, f"{w}.weight[0][0][0]"))
-        if cg * groups != C or O % groups:
-            raise CertificateError(f"{w}: channels and groups do not fit")
-        k4 = [[[[_decode(v, dt, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
-                for r in jlist(c, kh, f"{w}.weight")] for c in jlist(o, cg, f"{w}.weight")]
-              for o in wt]  # fmt: skip
-        bias = [_decode(v, dt, f"{w}.bias") for v in jlist(st.get("bias"), O, f"{w}.bias")]
-    else:
-        kh, kw = _ints(st.get("kernel_size"), 2, f"{w}.kernel_size", 1)
-        d0 = d1 = groups = 1
-        O, cg = C, 1
-        k4 = [[[[Fraction(1, kh * kw)] * kw] * kh] for _ in range(C)]
-        bias = [Fraction(0)] * C
-    Ho, Wo = (H + 2 * p0 - d0 * (kh - 1) - 1) // s0 + 1, (W + 2 * p1 - d1 * (kw - 1) - 1) // s1 + 1
-    if Ho < 1 or Wo < 1:
-        raise CertificateError(f"{w}: empty output")
-    rows, bs = [], []
-    for o in range(O):
-        first = (o // (O // groups)) * cg if st["op"] == "conv2d" else o
-        for i, j in itertools.product(range(Ho), range(Wo)):
-            row = [Fraction(0)] * n
-            for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
-                y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
-                if 0 <= y < H and 0 <= x < W:
-                    row[((first + c) * H + y) * W + x] += k4[o][c][p][r]
-            rows.append(row)
-            bs.append(bias[o])
-    return {"op": st["op"], "weight": rows, "bias": bs}
 
 
 def mpfr_format(dt: str) -> tuple[int, int, int]:
@@ -414,6 +395,9 @@ class _Chain:
         self.errs: dict[int, list[Fraction]] = {}
         self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
         self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
+        # tanh / sigmoid stages: per neuron (level-2 error, this checker's own interval)
+        self.act: dict[int, list[tuple[Fraction, tuple[Fraction, Fraction]]]] = {}
+        self.pool: dict[int, list[tuple[int, bool, Fraction]]] = {}  # max_pool2d: k, dom, u
         self.cur: list[Any] = []
         self.empty = False
 
@@ -426,30 +410,43 @@ def _relu_lower_ok(a: Fraction, c: Fraction, lo: Fraction, hi: Fraction) -> bool
 
 
 def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: int,
-            where: str) -> dict[int, list[list[Fraction]]]:  # fmt: skip
-    """alpha-CROWN's per-row ReLU lower slopes for a backward pass from stage t, each
-    checked to give a valid lower line (with the stage's own intercept) on its neuron's
-    interval."""
+            where: str) -> dict[int, list[list[Any]]]:  # fmt: skip
+    """alpha-CROWN's per-row relaxations for a backward pass from stage t: for a ReLU stage
+    a lower slope per neuron, checked to give a valid lower line (with the stage's own
+    intercept) on its neuron's interval; for a tanh / sigmoid stage a relaxation [aL, cL,
+    aU, cU] per neuron, checked like the witness's own relaxations."""
     if not isinstance(obj, dict):
         raise CertificateError(f"{where}: expected an object (stage -> rows of slopes)")
-    out: dict[int, list[list[Fraction]]] = {}
+    out: dict[int, list[list[Any]]] = {}
     for key, val in obj.items():
         s = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 6 else 0
-        if not (1 <= s < t and stages[s - 1]["op"] == "relu" and s in ch.relax):
-            raise CertificateError(f"{where}: {key!r} is not a ReLU stage below stage {t}")
-        n = len(ch.relax[s])
-        got = [[rat(v, f"{where}[{key}]") for v in jlist(r, n, f"{where}[{key}][{i}]")]
-               for i, r in enumerate(jlist(val, rows, f"{where}[{key}]"))]  # fmt: skip
-        for i, row in enumerate(got):
-            for j, a in enumerate(row):
-                lo, hi = ch.ins[s][j]
-                if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
-                    raise CertificateError(
-                        f"{where}[{key}][{i}][{j}]: slope {a} gives no lower line of ReLU on "
-                        f"[{lo}, {hi}] (not valid)"
-                    )
+        op = stages[s - 1]["op"] if 1 <= s < t else None
+        if op not in ("relu", "tanh", "sigmoid") or s not in ch.relax:
+            raise CertificateError(
+                f"{where}: {key!r} is not a ReLU, tanh or sigmoid stage below stage {t}"
+            )
+        n, w = len(ch.relax[s]), f"{where}[{key}]"
+        got = [[_entry(op, v, ch, s, j, f"{w}[{i}][{j}]")
+                for j, v in enumerate(jlist(r, n, f"{w}[{i}]"))]
+               for i, r in enumerate(jlist(val, rows, w))]  # fmt: skip
         out[s] = got
     return out
+
+
+def _entry(op: str, v: Any, ch: _Chain, s: int, j: int, where: str) -> Any:
+    """One neuron's per-row entry, validated on the neuron's interval."""
+    lo, hi = ch.ins[s][j]
+    if op != "relu":
+        rq = [rat(x, where) for x in jlist(v, 4, where)]
+        err, const = ch.act[s][j]
+        _check_relax(op, rq, lo, hi, err, const, where)
+        return rq
+    a = rat(v, where)
+    if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
+        raise CertificateError(
+            f"{where}: slope {a} gives no lower line of ReLU on [{lo}, {hi}] (not valid)"
+        )
+    return a
 
 
 def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
@@ -483,6 +480,8 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
                 if prior is not None:
                     nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))
                            for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
+        elif st["op"] == "max_pool2d":
+            _pool_stage(ch, st, w, where, t, cur)
         elif st["op"] != "ln":
             _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
         sp, z = (splits or {}).get(t + 1, {}), ia.box(Fraction(0))[0]
@@ -573,14 +572,15 @@ def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str
     rl = w.get("relax")
     if not isinstance(rl, list) or len(rl) != len(cur):
         raise CertificateError(f"{where}: expected one relaxation per neuron")
-    ch.relax[t], ch.ins[t] = [], []
+    ch.relax[t], ch.ins[t], ch.act[t] = [], [], []
     for j, (r, x) in enumerate(zip(rl, cur, strict=True)):
         rq = [rat(v, f"{where}.relax[{j}]") for v in jlist(r, 4, f"{where}.relax[{j}]")]
         xl, xh = exact(x[0]), exact(x[1])
         const = act(ia, st["op"], st, j, x)
         pw = lambda a, st=st, j=j, xl=xl, xh=xh: piecewise(ia, st, j, xl, xh, a)  # noqa: E731
-        _check_relax(st["op"], rq, xl, xh, act_err(fmt, st["op"], xl, xh),
-                     (exact(const[0]), exact(const[1])), f"{where}.relax[{j}]", pw)  # fmt: skip
+        err, ce = act_err(fmt, st["op"], xl, xh), (exact(const[0]), exact(const[1]))
+        _check_relax(st["op"], rq, xl, xh, err, ce, f"{where}.relax[{j}]", pw)
+        ch.act[t].append((err, ce))
         ch.relax[t].append(rq)
         ch.ins[t].append((xl, xh))
 

@@ -16,7 +16,12 @@ Invariants:
   pieces; `lin_err` and `act_err` are the level-2 rounding-error bounds of a linear layer
   (gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1})) and of tanh/sigmoid.
 - `rat` reads a 'p/q' string (at most MAX_RATIONAL_CHARS), `jlist` a non-empty JSON list of
-  a given length; both raise `CertificateError` naming the field.
+  a given length, `ints` a list of k integers; all raise `CertificateError` naming the
+  field. `windowed` builds a conv2d / avg_pool2d stage's dense matrix from its window
+  parameters (max_pool2d's windows are the nonzero entries of the same-shaped average
+  pooling's rows); `back_pool` pushes rows back through a max pooling's validated lines
+  (max >= x_k, max <= u, or max = x_k when x_k dominates its window). `ibp_stage` takes
+  [max of the lower ends, max of the upper ends] per max pooling window (max is exact).
 """
 
 from __future__ import annotations
@@ -42,14 +47,17 @@ __all__ = [
     "CertificateError",
     "act",
     "act_err",
+    "back_pool",
     "exact",
     "ibp_stage",
+    "ints",
     "jlist",
     "lin_err",
     "phi_bounds",
     "piecewise",
     "rat",
     "short",
+    "windowed",
 ]
 
 PRECISION = 200
@@ -194,6 +202,8 @@ def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
 def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
     if st["op"] == "ln":
         return _layernorm(ia, st, xs)
+    if st["op"] == "max_pool2d":  # exact in every format: one of the window's inputs
+        return [(max(xs[i][0] for i in w), max(xs[i][1] for i in w)) for w in st["windows"]]
     if st["op"] in ("conv2d", "avg_pool2d"):  # summation order not modelled: any order
         out = []
         for row, b, e in zip(st["weight"], st["bias"], lin_err(ia.fmt, st, xs), strict=True):
@@ -291,11 +301,16 @@ def phi_bounds(op: str, a: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fracti
 def piecewise(ia: IA, st: dict[str, Any], j: int, lo: Fraction, hi: Fraction,
                a: Fraction) -> tuple[Fraction, Fraction]:  # fmt: skip
     """Enclosure of min and max of f(x) - a x on [lo, hi] from the interval evaluation of f
-    on PIECES equal pieces, each widened outward to the arithmetic's numbers."""
+    on PIECES equal pieces, each widened outward to the arithmetic's numbers. BatchNorm at
+    the real level (`ia.fmt` None) is affine in x, so is f(x) - a x: its extremes are at
+    the ends, and the two one-point pieces [lo, lo], [hi, hi] suffice."""
     cuts = [lo + (hi - lo) * Fraction(i, PIECES) for i in range(PIECES + 1)]
+    pieces = list(itertools.pairwise(cuts))
+    if st["op"] == "bn" and ia.fmt is None:
+        pieces = [(lo, lo), (hi, hi)]
     mn: Fraction | None = None
     mx: Fraction | None = None
-    for p, q in itertools.pairwise(cuts):
+    for p, q in pieces:
         P, Q = ia.box(p)[0], ia.box(q)[1]
         f = act(ia, st["op"], st, j, (P, Q))
         ap, aq = a * exact(P), a * exact(Q)
@@ -333,3 +348,71 @@ def act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fractio
     if op == "tanh":
         return u * M + eta
     return M * ((1 + u) / ((1 - u) * (1 - u - eta)) - 1) + eta + Fraction(1, 2 ** (fmt[2] - 1))
+
+
+def ints(v: Any, k: int, what: str, least: int = 0) -> list[int]:
+    if not (isinstance(v, list) and len(v) == k and all(type(x) is int and x >= least
+                                                          for x in v)):  # fmt: skip
+        raise CertificateError(f"{what}: expected {k} integers >= {least}, got {short(v)}")
+    return v
+
+
+def windowed(st: dict[str, Any], dt: str, n: int, w: str, decode: Any) -> dict[str, Any]:
+    """A conv2d / avg_pool2d stage as a dense matrix over the row-major (C, H, W) input,
+    built here from its window parameters (output (o, i, j) sums w[o, c, p, r] *
+    x[g * C/groups + c, i*s0 - p0 + p*d0, j*s1 - p1 + r*d1] over taps inside the input)."""
+    C, H, W = ints(st.get("in_shape"), 3, f"{w}.in_shape", 1)
+    if C * H * W != n:
+        raise CertificateError(f"{w}.in_shape: {[C, H, W]} does not hold {n} inputs")
+    s0, s1 = ints(st.get("stride"), 2, f"{w}.stride", 1)
+    p0, p1 = ints(st.get("padding"), 2, f"{w}.padding")
+    if st["op"] == "conv2d":
+        d0, d1 = ints(st.get("dilation"), 2, f"{w}.dilation", 1)
+        groups = ints([st.get("groups")], 1, f"{w}.groups", 1)[0]
+        wt = jlist(st.get("weight"), None, f"{w}.weight")
+        O, cg = len(wt), len(jlist(wt[0], None, f"{w}.weight[0]"))
+        kh = len(jlist(wt[0][0], None, f"{w}.weight[0][0]"))
+        kw = len(jlist(wt[0][0][0], None, f"{w}.weight[0][0][0]"))
+        if cg * groups != C or O % groups:
+            raise CertificateError(f"{w}: channels and groups do not fit")
+        k4 = [[[[decode(v, dt, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
+                for r in jlist(c, kh, f"{w}.weight")] for c in jlist(o, cg, f"{w}.weight")]
+              for o in wt]  # fmt: skip
+        bias = [decode(v, dt, f"{w}.bias") for v in jlist(st.get("bias"), O, f"{w}.bias")]
+    else:
+        kh, kw = ints(st.get("kernel_size"), 2, f"{w}.kernel_size", 1)
+        d0 = d1 = groups = 1
+        O, cg = C, 1
+        k4 = [[[[Fraction(1, kh * kw)] * kw] * kh] for _ in range(C)]
+        bias = [Fraction(0)] * C
+    Ho, Wo = (H + 2 * p0 - d0 * (kh - 1) - 1) // s0 + 1, (W + 2 * p1 - d1 * (kw - 1) - 1) // s1 + 1
+    if Ho < 1 or Wo < 1:
+        raise CertificateError(f"{w}: empty output")
+    rows, bs = [], []
+    for o in range(O):
+        first = (o // (O // groups)) * cg if st["op"] == "conv2d" else o
+        for i, j in itertools.product(range(Ho), range(Wo)):
+            row = [Fraction(0)] * n
+            for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
+                y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
+                if 0 <= y < H and 0 <= x < W:
+                    row[((first + c) * H + y) * W + x] += k4[o][c][p][r]
+            rows.append(row)
+            bs.append(bias[o])
+    return {"op": st["op"], "weight": rows, "bias": bs}
+
+
+def back_pool(pool: list[tuple[int, bool, Fraction]], lam: list[list[Fraction]],
+               c: list[Fraction], n: int) -> list[list[Fraction]]:  # fmt: skip
+    """Rows through a max pooling: max >= x_k under a coefficient >= 0 (or when x_k
+    dominates: max = x_k), max <= u under a negative one."""
+    out = []
+    for r, row in enumerate(lam):
+        new = [Fraction(0)] * n
+        for (k, dom, u), lv in zip(pool, row, strict=True):
+            if lv >= 0 or dom:
+                new[k] += lv
+            else:
+                c[r] += lv * u
+        out.append(new)
+    return out

@@ -139,14 +139,15 @@ def test_tighter_than_crown_on_a_deeper_network() -> None:
     _assert_sound(res, alpha, _points(c, 0.3, 30, 1))
 
 
-def test_no_relu_means_crown_bounds() -> None:
+def test_tanh_only_network_never_wider() -> None:
+    # no ReLU: only tanh lines are optimised (tests/test_verify_smooth.py); never wider
     model = Sequential(Linear(2, 3), Tanh(), Linear(3, 2))
     res = _result(model, [[[0.5, -1.0], [1.0, 1.0], [-0.25, 2.0]], [0.0, 0.5, -0.5],
                           [[1.0, -1.0, 0.5], [0.5, 0.5, 0.5]], [0.0, 0.25]])  # fmt: skip
     a = res.verify([0.1, 0.2], 0.25, algorithm="alpha-crown", property=("top_label", 1))
     c = res.verify([0.1, 0.2], 0.25, algorithm="crown", property=("top_label", 1))
-    assert (a.real, a.runtime) == (c.real, c.runtime)
-    assert a.certificate()["levels"]["real"]["alpha"] == {}
+    _within(a, c)
+    assert set(a.certificate()["levels"]["real"]["alpha"]) <= {"lower", "upper", "margins"}
     assert "holds" in check_certificate(a.certificate())
 
 
@@ -299,7 +300,7 @@ def test_misplaced_or_malformed_slopes_are_refused(deep: dict[str, Any]) -> None
     def key(c: dict[str, Any]) -> None:
         c["levels"]["real"]["alpha"]["lower"]["1"] = c["levels"]["real"]["alpha"]["lower"]["4"]
 
-    _refused(deep, key, "not a ReLU stage")
+    _refused(deep, key, "not a ReLU, tanh or sigmoid stage")
     _refused(deep, lambda c: _final(c).pop(), "expected 2 entries")
     _refused(deep, lambda c: _final(c)[0].pop(), "expected 6 entries")
     _refused(deep, lambda c: c["levels"]["real"]["alpha"].update(beta={}), "unexpected keys")

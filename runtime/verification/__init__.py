@@ -69,8 +69,10 @@ Soundness argument (the invariants every function below keeps):
   covers exp overflowing, where the runtime returns 0); ReLU is exact. These are extra
   bounded inputs of the backward pass; the input box is the format-rounded box.
 - alpha-CROWN (`algorithm="alpha-crown"`) runs a second CROWN chain whose backward passes
-  use per-row ReLU lower slopes chosen by `alpha.optimise` (projected gradient in binary64,
-  untrusted: any slope in [0, 1] is valid); the bounds are recomputed exactly with them,
+  use per-row ReLU lower slopes and tanh / sigmoid lines chosen by `alpha.optimise`
+  (projected gradient in binary64, untrusted: any ReLU slope in [0, 1] is valid, and any
+  tanh / sigmoid slope with the rigorously enclosed intercept min / max of f(x) - a x,
+  `relaxations.smooth_line`); the bounds are recomputed exactly with them,
   the chain's intermediate intervals are intersected with CROWN's, and the final bounds
   with CROWN's and IBP's, so it is never wider than either.
 - Branch and bound (`algorithm="bab"`, top_label only; `bab.search`) splits ReLU inputs
@@ -84,7 +86,9 @@ Soundness argument (the invariants every function below keeps):
   exact rationals and, for CROWN, every relaxation and pre-activation interval used, so
   `python -m proofs check-cert FILE` can re-validate it without this package.
 
-Supported layers: Linear, ReLU, Tanh, Sigmoid, GELU, BatchNorm1d (evaluation mode), Dropout
+Supported layers: Linear, ReLU, Tanh, Sigmoid, GELU, BatchNorm1d (evaluation mode), Dropout,
+for (C, H, W) inputs Conv2d, AvgPool2d, MaxPool2d (max >= x_k, max <= u; exact in every
+format), BatchNorm2d and Flatten
 (the identity in evaluation mode), LayerNorm (interval arithmetic in its op order, with
 d*d enclosed as a square; CROWN treats it as opaque: the backward pass concretises over
 LayerNorm's output interval, so CROWN gains nothing across it). Anything else, results of

@@ -1,5 +1,6 @@
 """alpha-CROWN's slope optimiser: per objective row, the lower-line slopes of unstable ReLU
-neurons, chosen by projected gradient ascent on CROWN's own lower bound (in binary64).
+neurons and both line slopes of tanh / sigmoid neurons, chosen by projected gradient ascent
+on CROWN's own lower bound (in binary64).
 
 Invariants:
 - Nothing here is trusted. A ReLU neuron whose interval [lo, hi] straddles 0 (lo < 0 < hi)
@@ -8,13 +9,24 @@ Invariants:
   are binary64 values clipped to [0, 1] (so exact dyadic rationals in [0, 1]); the caller
   recomputes the bound with them in exact arithmetic (`crown.Crown.backward`), and the
   certificate checker validates each slope as a relaxation on its neuron's interval.
+- tanh / sigmoid neurons with a finite, non-degenerate interval are free too: for any
+  slope a, the line a x + min(f(x) - a x) lies below f on the interval and a x + max(...)
+  above it (the tangent lines of alpha-CROWN's tangent points are among them). Slopes are
+  kept in [0, f'(0)] (1 for tanh, 1/4 for sigmoid); the float objective uses the tight
+  intercepts (the minimum over the ends and the point of the convex side where f' = a,
+  the maximum likewise on the concave side) minus / plus the level-2 error, and their
+  derivative -x* (envelope theorem). Only the line a row actually uses (its coefficient's
+  sign in the final float pass) is returned with the new slope; the caller encloses its
+  intercept rigorously (`relaxations.smooth_lines`), the other line stays CROWN's.
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
   pass stops). Its gradient is written out by hand (reverse mode over the recorded rows).
-- Optimisation: Adam (LR, ITERS, step decay DECAY) from CROWN's own slopes, keeping per row
-  the best slopes seen (by the float bound), so the result is never worse than CROWN's
-  start in the float objective; the exact recomputation decides what is certified.
+- Optimisation: Adam (LR, ITERS steps — SMOOTH_ITERS when tanh / sigmoid lines are
+  optimised, with the decay spread over them —, step decay DECAY) from CROWN's own slopes,
+  keeping per row the best slopes seen (by the float bound), so the result is never worse
+  than CROWN's start in the float objective; the exact recomputation decides what is
+  certified.
 """
 
 from __future__ import annotations
@@ -26,11 +38,56 @@ from gmpy2 import mpq
 
 from .network import AFFINE
 
-__all__ = ["DECAY", "ITERS", "LR", "Chain", "optimise"]
+__all__ = [
+    "DECAY",
+    "ITERS",
+    "LR",
+    "SMOOTH_ITERS",
+    "SMOOTH_MAX",
+    "Chain",
+    "float_slopes",
+    "optimise",
+]
 
 ITERS = 50
 LR = 0.3
 DECAY = 0.93
+SMOOTH_ITERS = 100  # steps when tanh / sigmoid lines are optimised (decay DECAY ** (ITERS / it))
+SMOOTH_MAX = {"tanh": 1.0, "sigmoid": 0.25}  # f'(0): tanh / sigmoid slopes lie in [0, this]
+
+
+def _fv(kind: str, x: np.ndarray) -> np.ndarray:
+    if kind == "tanh":
+        return np.tanh(x)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _crit(kind: str, a: np.ndarray, convex: bool) -> np.ndarray:
+    """The point where f' = a on f's convex side (x <= 0) or concave side (x >= 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if kind == "tanh":
+            x = np.arctanh(np.sqrt(np.clip(1.0 - a, 0.0, 1.0)))
+        else:
+            r = np.sqrt(np.clip(1.0 - 4.0 * a, 0.0, 1.0))
+            x = np.log1p(r) - np.log1p(-r)  # logit((1 + r) / 2)
+    x = np.where(np.isnan(x), np.inf, x)
+    return -x if convex else x
+
+
+def tight_line(
+    kind: str, a: np.ndarray, lo: np.ndarray, hi: np.ndarray, lower: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """min (lower) or max of f(x) - a x over [lo, hi] and the point x* where it is reached
+    (float64; the candidates are the ends and the point of the convex / concave side where
+    f' = a, clipped into the interval)."""
+    c0, c1 = np.broadcast_to(lo, a.shape), np.broadcast_to(hi, a.shape)
+    c2 = np.clip(_crit(kind, a, lower), lo, hi)
+    p0, p1, p2 = (_fv(kind, c) - a * c for c in (c0, c1, c2))
+    take1 = p1 < p0 if lower else p1 > p0
+    v, x = np.where(take1, p1, p0), np.where(take1, c1, c0)
+    take2 = p2 < v if lower else p2 > v
+    return np.where(take2, p2, v), np.where(take2, c2, x)
 
 
 class Chain:
@@ -43,7 +100,11 @@ class Chain:
         self.e: dict[int, np.ndarray] = {}
         self.rl: dict[int, np.ndarray] = {}
         self.free: dict[int, np.ndarray] = {}
+        self.kind: dict[int, str] = {}  # stage -> "relu" | "tanh" | "sigmoid" (free stages)
+        self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
         self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
+        self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
+        self.pool: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # P, dom, u
 
     def sync(self, t: int) -> None:
         """Float copies of the stages below t (relaxations appear as the forward pass runs)."""
@@ -54,12 +115,25 @@ class Chain:
                 self.W[s] = np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64)
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
+            elif s in cr.pool and s not in self.pool:  # max_pool2d: one-hot P, dom, u
+                P = np.zeros((len(cr.pool[s]), len(cr.ivs[s - 1])))
+                for o, (k, _, _) in enumerate(cr.pool[s]):
+                    P[o, k] = 1.0
+                dom = np.array([d for _, d, _ in cr.pool[s]])
+                self.pool[s] = (P, dom, np.array([float(u) for _, _, u in cr.pool[s]]))
             elif s in cr.relax and s not in self.rl:
                 self.rl[s] = np.array([[float(v) for v in r] for r in cr.relax[s]])
+                lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
+                hi = np.array([float(x[1]) for x in cr.ivs[s - 1]])
                 if st.op == "relu":
-                    lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
-                    hi = np.array([float(x[1]) for x in cr.ivs[s - 1]])
-                    self.free[s] = (lo < 0) & (hi > 0)
+                    self.free[s], self.kind[s] = (lo < 0) & (hi > 0), "relu"
+                elif st.op in SMOOTH_MAX:
+                    r = self.rl[s]
+                    ok = np.isfinite(lo) & np.isfinite(hi) & (hi - lo > 1e-9)
+                    self.free[s] = ok & ((r[:, 0] != 0) | (r[:, 2] != 0))
+                    self.kind[s] = st.op
+                    err = np.array([float(v) for v in cr.act[s]])
+                    self.ends[s] = (np.where(ok, lo, 0.0), np.where(ok, hi, 0.0), err)
 
     def trace(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
@@ -71,6 +145,7 @@ class Chain:
         lam, c = C, np.zeros(C.shape[0])
         seen: list[tuple[int, np.ndarray]] = []
         box, at_input = cr.ivs[0], True
+        self._lines_used = {}
         for s in range(t, 0, -1):
             op = cr.stages[s - 1].op
             if op == "layer_norm":
@@ -80,8 +155,14 @@ class Chain:
             if op in AFFINE:
                 c = c + lam @ self.b[s] - np.abs(lam) @ self.e[s]
                 lam = lam @ self.W[s]
+            elif op == "max_pool2d":
+                P, dom, u = self.pool[s]
+                take = (lam >= 0) | dom
+                c = c + np.where(take, 0.0, lam * u).sum(axis=1)
+                lam = np.where(take, lam, 0.0) @ P
             else:
-                aL, cL, aU, cU = self._lines(s, alpha)
+                self._lines_used[s] = self._lines(s, alpha)
+                aL, cL, aU, cU, _ = self._lines_used[s]
                 pos = lam >= 0
                 c = c + np.where(pos, lam * cL, lam * cU).sum(axis=1)
                 lam = np.where(pos, lam * aL, lam * aU)
@@ -100,53 +181,119 @@ class Chain:
         G = np.where(lam >= 0, lo, hi)
         grads: dict[int, np.ndarray] = {}
         for s, lam_s in reversed(seen):
-            if self.cr.stages[s - 1].op in AFFINE:
+            op = self.cr.stages[s - 1].op
+            if op in AFFINE:
                 G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
+            elif op == "max_pool2d":
+                P, dom, u = self.pool[s]
+                G = np.where((lam_s >= 0) | dom, G @ P.T, u)
             else:
-                aL, cL, aU, cU = self._lines(s, alpha)
+                aL, cL, aU, cU, xs = self._lines_used[s]
                 pos = lam_s >= 0
-                if s in alpha:
+                if s in alpha and xs is None:  # ReLU: lower slopes
                     grads[s] = np.where(pos & self.free[s], lam_s * G, 0.0)
+                elif s in alpha:  # tanh / sigmoid: d intercept / d slope = -x*
+                    gl = np.where(pos & self.free[s], lam_s * (G - xs[0]), 0.0)
+                    gu = np.where(~pos & self.free[s], lam_s * (G - xs[1]), 0.0)
+                    grads[s] = np.stack([gl, gu], axis=-1)
                 G = np.where(pos, aL * G + cL, aU * G + cU)
         return bound, grads
 
-    def _lines(self, s: int, alpha: dict[int, np.ndarray]) -> tuple[Any, Any, Any, Any]:
+    def _lines(self, s: int, alpha: dict[int, np.ndarray]) -> tuple[Any, ...]:
+        """Stage s's float lines (aL, cL, aU, cU) under alpha, and for optimised tanh /
+        sigmoid stages the points x* of the lower and upper intercepts (else None)."""
         r = self.rl[s]
-        aL = alpha[s] if s in alpha else r[:, 0]
-        return aL, r[:, 1], r[:, 2], r[:, 3]
+        if s not in alpha:
+            return r[:, 0], r[:, 1], r[:, 2], r[:, 3], None
+        if self.kind[s] == "relu":
+            return alpha[s], r[:, 1], r[:, 2], r[:, 3], None
+        lo, hi, err = self.ends[s]
+        aL, aU = alpha[s][..., 0], alpha[s][..., 1]
+        mL, xL = tight_line(self.kind[s], aL, lo, hi, True)
+        mU, xU = tight_line(self.kind[s], aU, lo, hi, False)
+        free = self.free[s]
+        lines = (aL, mL - err, aU, mU + err)
+        return (*(np.where(free, v, r[:, i]) for i, v in enumerate(lines)), (xL, xU))
 
 
-def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, list[list[Any]]] | None:
-    """Per row of C: slopes (exact, in [0, 1]) for every ReLU stage below t with a free
-    neuron, chosen to raise the row's lower bound of C @ z_t; None when no neuron is free."""
+def _mask(ch: Chain, s: int) -> np.ndarray:
+    f = ch.free[s][None, :]
+    return f if ch.kind[s] == "relu" else f[..., None]
+
+
+def float_slopes(ch: Chain, sl: Any) -> dict[int, np.ndarray]:
+    """`Slopes` (as `optimise` returns them, after the caller's conversion of tanh / sigmoid
+    entries to relaxations (aL, cL, aU, cU)) as the float arrays `trace` takes."""
+    if sl is None:
+        return {}
+    out = {}
+    for s, rows in sl.items():
+        if ch.kind.get(s, "relu") == "relu":
+            out[s] = np.array([[float(v) for v in r] for r in rows])
+        else:
+            out[s] = np.array([[[float(e[0]), float(e[2])] for e in r] for r in rows])
+    return out
+
+
+def _result(ch: Chain, best: dict[int, np.ndarray], Cf: np.ndarray, t: int) -> dict[int, Any]:
+    """ReLU stages: rows of exact slopes; tanh / sigmoid stages: rows of (side, slope) per
+    neuron, side "L" or "U" by the row's coefficient sign in the final float pass (None
+    where the neuron is not free or the coefficient is 0: CROWN's relaxation stands)."""
+    _, seen, _, _ = ch.trace(Cf, t, best)
+    lams = dict(seen)
+    out: dict[int, Any] = {}
+    for s, a in best.items():
+        if ch.kind[s] == "relu":
+            out[s] = [[mpq(float(v)) for v in row] for row in a]
+            continue
+        free, lam = ch.free[s], lams[s]
+        out[s] = [[None if not free[j] or lam[r, j] == 0 else
+                   (("L", float(a[r, j, 0])) if lam[r, j] > 0 else ("U", float(a[r, j, 1])))
+                   for j in range(a.shape[1])] for r in range(a.shape[0])]  # fmt: skip
+    return out
+
+
+def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
+    """Per row of C: slopes for every ReLU / tanh / sigmoid stage below t with a free
+    neuron, chosen to raise the row's lower bound of C @ z_t (see `_result` for the form);
+    None when no neuron is free."""
     ch: Chain = cr.chain
     ch.sync(t)
     k = len(C)
-    starts = {
-        s: np.repeat(ch.rl[s][None, :, 0], k, axis=0) for s in ch.free if s < t and ch.free[s].any()
-    }
+    starts = {}
+    for s in ch.free:
+        if s < t and ch.free[s].any():
+            r = ch.rl[s]
+            one = r[:, 0] if ch.kind[s] == "relu" else np.stack([r[:, 0], r[:, 2]], axis=-1)
+            starts[s] = np.repeat(one[None], k, axis=0)
     if not starts:
         return None
     Cf = np.array([[float(v) for v in r] for r in C], dtype=np.float64)
     alpha = {s: a.copy() for s, a in starts.items()}
-    best_b, _ = ch.run(Cf, t, alpha)
+    best_b = np.full(k, -np.inf)
     best = {s: a.copy() for s, a in alpha.items()}
     m1 = {s: np.zeros_like(a) for s, a in alpha.items()}
     m2 = {s: np.zeros_like(a) for s, a in alpha.items()}
+    top = {s: SMOOTH_MAX.get(ch.kind[s], 1.0) for s in alpha}
     lr = LR
-    for it in range(1, ITERS + 1):
-        _, g = ch.run(Cf, t, alpha)
-        for s in alpha:
-            m1[s] = 0.9 * m1[s] + 0.1 * g[s]
-            m2[s] = 0.999 * m2[s] + 0.001 * g[s] * g[s]
-            step = (m1[s] / (1 - 0.9**it)) / (np.sqrt(m2[s] / (1 - 0.999**it)) + 1e-12)
-            upd = np.clip(alpha[s] + lr * step, 0.0, 1.0)
-            alpha[s] = np.where(ch.free[s][None, :], upd, starts[s])
-        lr *= DECAY
-        b, _ = ch.run(Cf, t, alpha)
+    iters = SMOOTH_ITERS if any(ch.kind[s] != "relu" for s in alpha) else ITERS
+    decay = DECAY ** (ITERS / iters)
+    for it in range(iters + 1):  # the bound of the slopes of step it, then step it + 1
+        b, g = ch.run(Cf, t, alpha)
         better = np.isfinite(b) & (b > best_b)
         if better.any():
             best_b = np.where(better, b, best_b)
             for s in alpha:
                 best[s][better] = alpha[s][better]
-    return {s: [[mpq(float(v)) for v in row] for row in a] for s, a in best.items()}
+        if it == iters:
+            break
+        for s in alpha:
+            m1[s] = 0.9 * m1[s] + 0.1 * g[s]
+            m2[s] = 0.999 * m2[s] + 0.001 * g[s] * g[s]
+            step = (m1[s] / (1 - 0.9 ** (it + 1))) / (
+                np.sqrt(m2[s] / (1 - 0.999 ** (it + 1))) + 1e-12
+            )
+            upd = np.clip(alpha[s] + lr * top[s] * step, 0.0, top[s])
+            alpha[s] = np.where(_mask(ch, s), upd, starts[s])
+        lr *= decay
+    return _result(ch, best, Cf, t)

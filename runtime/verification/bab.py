@@ -34,6 +34,7 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpq
 
+from .alpha import float_slopes
 from .arithmetic import Arith
 from .core import VerificationError, frac, q
 from .crown import Crown, Fmt, slopes_json
@@ -108,23 +109,17 @@ def _leaf(
     return entry, margins, cr, sl
 
 
-def _float_slopes(sl: Any) -> dict[int, np.ndarray]:
-    if sl is None:
-        return {}
-    return {s: np.array([[float(v) for v in r] for r in rows]) for s, rows in sl.items()}
-
-
 def _pick(cr: Crown, rows: np.ndarray, sl: Any) -> tuple[int, int] | None:
     """The unstable ReLU neuron whose relaxation costs the unproved rows most (BaBSR-style:
     the upper line's intercept where a row's coefficient is negative, the lower line's gap
     at the lower end where it is positive)."""
     ch = cr.chain
     ch.sync(len(cr.stages))
-    alpha = _float_slopes(sl)
+    alpha = float_slopes(cr.chain, sl)
     _, seen, _, _ = ch.trace(rows, len(cr.stages), alpha)
     best: tuple[float, int, int] | None = None
     for s, lam in seen:
-        if s not in ch.free or not ch.free[s].any():
+        if s not in ch.free or ch.kind[s] != "relu" or not ch.free[s].any():
             continue
         lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
         aL = alpha[s] if s in alpha else ch.rl[s][None, :, 0]
@@ -149,7 +144,7 @@ def _inside(lo: Fraction, hi: Fraction, x: float) -> float:
 
 def _vertices(cr: Crown, rows: np.ndarray, sl: Any, box: tuple[list[Any], list[Any]]) -> Any:
     """Per row, the box vertex minimising the row's linear lower bound (binary64, inside)."""
-    _, _, lam, at_input = cr.chain.trace(rows, len(cr.stages), _float_slopes(sl))
+    _, _, lam, at_input = cr.chain.trace(rows, len(cr.stages), float_slopes(cr.chain, sl))
     if not at_input:
         return []
     lo, hi = box

@@ -6,7 +6,10 @@ Invariants:
   crossed is dispatched by op name: `FORWARD` builds the stage's data on the way forward
   (error bounds of a linear stage, relaxations of an elementwise one), `BACKWARD` pushes
   the rows back through it; layer_norm is opaque (the pass stops there and concretises
-  over LayerNorm's output interval, so CROWN gains nothing across it).
+  over LayerNorm's output interval, so CROWN gains nothing across it). max_pool2d is
+  crossed with max >= x_k (k: the window's input with the largest lower end) and
+  max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
+  (its lower end >= every other input's upper end); max is exact in every format.
 - Every pre-activation interval is the intersection of its IBP and CROWN bounds (rounded
   outward to A's numbers), so CROWN is never wider than IBP.
 - At level 2 the runtime is the real network plus bounded per-neuron errors, extra bounded
@@ -34,7 +37,7 @@ from .arithmetic import Arith
 from .core import Iv, frac_str, q
 from .intervals import elem, layer, window_err
 from .network import AFFINE, Stage
-from .relaxations import RELAXATIONS, relax
+from .relaxations import RELAXATIONS, SMOOTH, relax, smooth_line
 
 __all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
 
@@ -106,13 +109,27 @@ def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     return out
 
 
+def _fwd_max_pool(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
+    """Per output: the window's input k with the largest lower end (max >= x_k: the lower
+    line), whether it dominates (its lower end >= every other upper end: max = x_k), and
+    the window's largest upper end (max <= u: the upper line)."""
+    pool = []
+    for w in st.windows:
+        k = max(w, key=lambda i: prev[i][0])
+        dom = all(prev[k][0] >= prev[i][1] for i in w if i != k)
+        pool.append((k, dom, q(max(prev[i][1] for i in w))))
+    cr.pool[t] = pool
+    return layer(cr.A, st, prev)
+
+
 def _fwd_opaque(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     return layer(cr.A, st, prev)  # opaque: the backward pass stops here
 
 
 def _fwd_relaxed(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     H, A, f = cr.H, cr.A, cr.f
-    cr.relax[t] = [relax(H, A, st, j, x, _act_err(H, f, st.op, x)) for j, x in enumerate(prev)]
+    cr.act[t] = [_act_err(H, f, st.op, x) for x in prev]
+    cr.relax[t] = [relax(H, A, st, j, x, cr.act[t][j]) for j, x in enumerate(prev)]
     return layer(A, st, prev)
 
 
@@ -120,6 +137,7 @@ ForwardStep = Callable[["Crown", int, Stage, list[Iv]], list[Iv]]
 FORWARD: dict[str, ForwardStep] = {
     **{op: _fwd_linear for op in AFFINE},
     "layer_norm": _fwd_opaque,
+    "max_pool2d": _fwd_max_pool,
     **{op: _fwd_relaxed for op in RELAXATIONS},
 }
 
@@ -128,7 +146,8 @@ FORWARD: dict[str, ForwardStep] = {
 
 # A backward step maps (crown, s, stage, rows, constants, slopes) to the new rows, or to
 # None when the pass stops at stage s (and concretises over its output interval). `slopes`
-# (alpha-CROWN) maps a stage to per-row lower-line slopes replacing the relaxations' aL.
+# (alpha-CROWN) maps a stage to per row, per neuron: a ReLU lower-line slope replacing the
+# relaxation's aL, or for tanh / sigmoid a whole relaxation (aL, cL, aU, cU) replacing it.
 Slopes = dict[int, list[list[Any]]]
 BackwardStep = Callable[
     ["Crown", int, Stage, list[list[Any]], list[Any], "Slopes | None"], "list[list[Any]] | None"
@@ -166,17 +185,39 @@ def _back_relaxed(
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
             aL, cL, aU, cU = rl[j]
+            if own is not None:
+                e = own[r][j]
+                if isinstance(e, tuple):  # tanh / sigmoid: the row's own relaxation
+                    aL, cL, aU, cU = e
+                else:  # ReLU: the row's own lower slope
+                    aL = e
             if lv >= 0:
-                a = aL if own is None else own[r][j]
-                row[j], c[r] = lv * a, c[r] + lv * cL
+                row[j], c[r] = lv * aL, c[r] + lv * cL
             else:
                 row[j], c[r] = lv * aU, c[r] + lv * cU
     return lam
 
 
+def _back_max_pool(
+    cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
+) -> Any:
+    n = len(cr.ivs[s - 1])
+    out = []
+    for r, row in enumerate(lam):
+        new = [mpq(0)] * n
+        for (k, dom, u), lv in zip(cr.pool[s], row, strict=True):
+            if lv >= 0 or dom:
+                new[k] += lv
+            else:
+                c[r] += lv * u
+        out.append(new)
+    return out
+
+
 BACKWARD: dict[str, BackwardStep] = {
     **{op: _back_linear for op in AFFINE},
     "layer_norm": _back_opaque,
+    "max_pool2d": _back_max_pool,
     **{op: _back_relaxed for op in RELAXATIONS},
 }
 
@@ -208,6 +249,9 @@ class Crown:
         self.ivs: list[list[Iv]] = [box]
         self.relax: dict[int, list[Any]] = {}
         self.err: dict[int, list[Any]] = {}
+        self.act: dict[int, list[Any]] = {}  # level-2 error bound per tanh/sigmoid neuron
+        self.pool: dict[int, list[tuple[int, bool, Any]]] = {}  # max_pool2d: (k, dom, u)
+        self.lines: dict[tuple[int, int, str, float], Any] = {}  # smooth_lines, memoised
         self.alpha: dict[int, dict[str, Slopes]] = {}
         self.chain = Chain(self)
         self.W = {
@@ -237,7 +281,29 @@ class Crown:
     def slopes(self, C: list[list[Any]], t: int) -> Slopes | None:
         """alpha-CROWN's per-row ReLU slopes for the objectives C @ z_t (None for CROWN, or
         when no ReLU neuron below t is unstable)."""
-        return optimise(self, C, t) if self.optimise else None
+        sl = optimise(self, C, t) if self.optimise else None
+        if sl is None:
+            return None
+        for s, rows in sl.items():
+            if self.stages[s - 1].op in SMOOTH:
+                sl[s] = [[self._line(s, j, e) for j, e in enumerate(row)] for row in rows]
+        return sl
+
+    def _line(self, s: int, j: int, e: tuple[str, float] | None) -> Any:
+        """Neuron j of tanh / sigmoid stage s with the optimiser's new lower ("L") or upper
+        ("U") slope, its intercept enclosed rigorously; the other line is CROWN's."""
+        base = tuple(self.relax[s][j])
+        if e is None:
+            return base
+        side, a = e
+        if a == float(base[0 if side == "L" else 2]):
+            return base
+        key = (s, j, side, a)
+        if key not in self.lines:
+            x, err = self.ivs[s - 1][j], self.act[s][j]
+            new = smooth_line(self.H, self.stages[s - 1].op, x, err, a, side == "L")
+            self.lines[key] = (*new, *base[2:]) if side == "L" else (*base[:2], *new)
+        return self.lines[key]
 
     def backward(self, C: list[list[Any]], t: int, sl: Slopes | None = None) -> list[Any]:
         """Exact lower bounds of C @ z_t over the box (rows of C are objectives), with the
@@ -270,12 +336,20 @@ class Crown:
             }
             if t in self.relax:
                 e["relax"] = [[frac_str(v) for v in r] for r in self.relax[t]]
+            if t in self.pool:
+                e["pool"] = [[k, int(d), frac_str(u)] for k, d, u in self.pool[t]]
             if t in self.alpha:
                 e["alpha"] = {k: slopes_json(v) for k, v in self.alpha[t].items()}
             out.append(e)
         return out
 
 
-def slopes_json(sl: Slopes) -> dict[str, list[list[str]]]:
-    """Per-row slopes as certificate JSON: stage number (1-based, a string) -> rows of p/q."""
-    return {str(s): [[frac_str(v) for v in row] for row in rows] for s, rows in sl.items()}
+def slopes_json(sl: Slopes) -> dict[str, list[list[Any]]]:
+    """Per-row slopes as certificate JSON: stage number (1-based, a string) -> rows of p/q
+    (ReLU: one slope per neuron; tanh / sigmoid: the relaxation [aL, cL, aU, cU] of each
+    neuron as four p/q)."""
+    return {
+        str(s): [[[frac_str(x) for x in v] if isinstance(v, tuple) else frac_str(v) for v in row]
+                 for row in rows]
+        for s, rows in sl.items()
+    }  # fmt: skip

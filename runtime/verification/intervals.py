@@ -150,6 +150,12 @@ def _layer_norm(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     ]
 
 
+def _max_pool(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    """max over each window: exact in every format (the runtime returns one of its inputs),
+    so [max of the lower ends, max of the upper ends] at both levels."""
+    return [(max(xs[i][0] for i in w), max(xs[i][1] for i in w)) for w in st.windows]
+
+
 def _elementwise_layer(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     return [elem(A, st, j, x) for j, x in enumerate(xs)]
 
@@ -159,6 +165,7 @@ LAYERS: dict[str, LayerRule] = {
     "conv2d": _windowed,
     "avg_pool2d": _windowed,
     "layer_norm": _layer_norm,
+    "max_pool2d": _max_pool,
     **{op: _elementwise_layer for op in ELEMENTWISE},
 }
 

@@ -12,7 +12,9 @@ Invariants:
   matrix over the row-major flattened input (Conv2d with any stride, padding, dilation
   and groups; AvgPool2d, zero padding counted in the divisor), built for the verified
   input shape; BatchNorm2d is "batch_norm" with each channel's values repeated over its
-  H*W positions ("spatial" in the JSON); Flatten and Dropout are the identity here.
+  H*W positions ("spatial" in the JSON); MaxPool2d is "max_pool2d" with each output's
+  window of input indices (`windows`; padded taps are left out: they never win a max);
+  Flatten and Dropout are the identity here.
   Parameters are exact (Fractions of the stored values), and `bits` holds the stored
   values as bit patterns in the dtype (p/q for "exact").
 - The certificate format (torchlean_output_bounds_v1) names BatchNorm1d "bn" and LayerNorm
@@ -40,6 +42,7 @@ from runtime.nn import (
     Flatten,
     LayerNorm,
     Linear,
+    MaxPool2d,
     ReLU,
     Sigmoid,
     Tanh,
@@ -76,6 +79,7 @@ class Stage:
     var: tuple[Fraction, ...] = ()
     eps: Fraction = Fraction(0)
     bits: dict[str, Any] = field(default_factory=dict, compare=False)
+    windows: tuple[tuple[int, ...], ...] = ()  # max_pool2d: each output's input indices
 
     @property
     def label(self) -> str:
@@ -218,6 +222,13 @@ def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> S
     return Stage("avg_pool2d", weight=rows, bias=bs, bits=bits)
 
 
+def _max_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
+    """Each output's window: the input indices inside the input (padding never wins)."""
+    avg = _avg_pool2d(layer, st, dtype, shape)
+    wins = tuple(tuple(i for i, w in enumerate(r) if w) for r in avg.weight)
+    return Stage("max_pool2d", bits=avg.bits, windows=wins)
+
+
 def _layer_norm(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     w, b = st
     return Stage(
@@ -247,6 +258,7 @@ LAYER_STAGES: dict[type, StageBuilder] = {
     Flatten: _skip,  # row-major: the flat vectors verification works on are unchanged
     Conv2d: _conv2d,
     AvgPool2d: _avg_pool2d,
+    MaxPool2d: _max_pool2d,
 }
 
 

@@ -15,8 +15,9 @@ intercepts must be rigorous, and they are exact rationals):
   intervals get constant bounds.
 - GELU and BatchNorm1d: two parallel lines with the chord slope a, whose intercepts come
   from the level's own interval evaluation of f on PIECES sub-intervals (f(x) - a x >=
-  lo(f([P, Q])) - max(a P, a Q) on each), or constant bounds (slope 0, the IBP interval at
-  that level) when those are tighter. At level 2 that evaluation encloses the runtime's own
+  lo(f([P, Q])) - max(a P, a Q) on each; for BatchNorm at the real level, where f is
+  affine, at the two ends only), or constant bounds (slope 0, the IBP interval at that
+  level) when those are tighter. At level 2 that evaluation encloses the runtime's own
   values, so no error term is needed.
 """
 
@@ -34,7 +35,9 @@ from .core import PIECES, SLACK, Iv, Relax, q
 from .intervals import elem
 from .network import Stage
 
-__all__ = ["RELAXATIONS", "phi_range", "relax"]
+__all__ = ["RELAXATIONS", "SMOOTH", "phi_range", "relax", "smooth_line", "smooth_lines"]
+
+SMOOTH = ("tanh", "sigmoid")  # s-shaped: any slopes, intercepts from phi_range
 
 RelaxRule = Callable[[Arith, Arith, Stage, int, Iv, Any], Relax]
 
@@ -136,6 +139,22 @@ def _relu(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
     return (mpq(1) if qh >= -ql else mpq(0)), mpq(0), a, cu
 
 
+def smooth_line(H: Arith, kind: str, x: Iv, err: Any, a: float, lower: bool) -> tuple[Any, Any]:
+    """tanh / sigmoid on x = [lo, hi], any slope a (binary64): the lower (or upper) line
+    (a, c) with c enclosing min (max) of f(x) - a x (`phi_range`), widened by the level-2
+    rounding error `err` and loosened by SLACK * (1 + |c|) so that an independent checker's
+    own enclosure still confirms it. Every slope gives a sound line."""
+    m, M = phi_range(H, kind, a, x[0], x[1])
+    c = q(m if lower else M)
+    slack = SLACK * (1 + abs(c))
+    return mpq(a), (c - err - slack if lower else c + err + slack)
+
+
+def smooth_lines(H: Arith, kind: str, x: Iv, err: Any, aL: float, aU: float) -> Relax:
+    """Both lines of `smooth_line`: a sound relaxation for every pair of slopes."""
+    return (*smooth_line(H, kind, x, err, aL, True), *smooth_line(H, kind, x, err, aU, False))
+
+
 def _smooth(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
     """tanh / sigmoid: chord and tangent slopes, enclosed intercepts."""
     lo, hi = x
@@ -150,18 +169,17 @@ def _smooth(H: Arith, A: Arith, st: Stage, j: int, x: Iv, err: Any) -> Relax:
             aL, aU = mid, chord
         else:
             aL = aU = chord
-        m = phi_range(H, k, aL, lo, hi)[0]
-        M = phi_range(H, k, aU, lo, hi)[1]
-        m, M = q(m), q(M)
-        # a little slack so an independent checker's own enclosure still confirms them
-        slack_m, slack_M = SLACK * (1 + abs(m)), SLACK * (1 + abs(M))
-        return mpq(aL), m - err - slack_m, mpq(aU), M + err + slack_M
+        return smooth_lines(H, k, x, err, aL, aU)
     return _constant(A, st, j, x)
 
 
-def _pieces(A: Arith, x: Iv) -> list[tuple[Any, Any]]:
+def _pieces(A: Arith, st: Stage, x: Iv) -> list[tuple[Any, Any]]:
     """[lo, hi] cut into PIECES equal parts (exact), each widened outward to A's numbers;
-    the pieces cover [lo, hi]. Returns (P, Q) pairs of mpfr."""
+    the pieces cover [lo, hi]. Returns (P, Q) pairs of mpfr. BatchNorm at the real level
+    is affine in x, so is f(x) - a x, whose extremes are then at the ends: the two
+    one-point pieces [lo, lo] and [hi, hi] suffice."""
+    if st.op == "batch_norm" and A.domain is None:
+        return [(x[0], x[0]), (x[1], x[1])]
     lo, hi = q(x[0]), q(x[1])
     cuts = [lo + (hi - lo) * mpq(i, PIECES) for i in range(PIECES + 1)]
     return [(A.cv(A.dn, a), A.cv(A.up, b)) for a, b in itertools.pairwise(cuts)]
@@ -182,7 +200,7 @@ def _piecewise_line(A: Arith, st: Stage, j: int, x: Iv) -> Relax | None:
         return None
     cl: Any = None
     cu: Any = None
-    for P, Q in _pieces(A, x):
+    for P, Q in _pieces(A, st, x):
         f = elem(A, st, j, (P, Q))
         ap, aq = a * q(P), a * q(Q)
         lo_i, hi_i = q(f[0]) - max(ap, aq), q(f[1]) - min(ap, aq)
