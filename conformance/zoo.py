@@ -91,6 +91,7 @@ def _efficientnet_tiny(M: Any) -> Any:
 
 ZOO: dict[str, Entry] = {
     "alexnet": _tv("alexnet", 64),
+    "alexnet_224": _tv("alexnet", 224),
     "resnet18": _tv("resnet18"),
     "resnet50": _tv("resnet50"),
     "mobilenet_v2": _tv("mobilenet_v2"),
@@ -248,12 +249,19 @@ def _onnx(model: Any, x: Any) -> Any:
     return onnx.load_from_string(buf.getvalue())
 
 
+class ExportFailed(TorchLeanError):
+    """torch's ONNX exporter failed on the model (PyTorch's limitation, not the importer's)."""
+
+
 def _import(route: str, m: Any, x: Any) -> Any:
     if route == "torch":
         return from_torch(m, (x,))
     from runtime.interop import from_onnx
 
-    proto = _onnx(m, x)
+    try:
+        proto = _onnx(m, x)
+    except Exception as e:  # torch's exporter refuses the model: a row, not a crash
+        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {_first_lines(e)}") from e
     t0 = time.perf_counter()
     imp = from_onnx(proto, inputs={proto.graph.input[0].name: x.numpy()})
     return imp, time.perf_counter() - t0
@@ -283,6 +291,9 @@ def check_model(
     t0 = time.perf_counter()
     try:
         imp = _import(route, m, x)
+    except ExportFailed as e:
+        row["note"] = "not exported: " + str(e)[:300]
+        return row
     except TorchLeanError as e:
         row["note"] = "refused: " + _first_lines(e)
         return row
