@@ -138,7 +138,7 @@ def gradient_step(
             )
         local[name] = E.node("reshape", v, shape=tuple(E.shape(v)))
     local.update(zip(zs, vals[len(xs) :], strict=True))
-    scope = ChainMap(local, env)
+    scope = ChainMap(local, dict(env))
     for sub in _cut(y, set(xs + zs), producers, free, env):
         scope.update(zip(sub.output, walk(sub, scope), strict=False))
     yv = scope.get(y)
