@@ -121,6 +121,30 @@ CASES = [
         ),
     ),
     (
+        "maxpool ceil 2d",
+        lambda: model(
+            "MaxPool", [1, 2, 8, 8], 12, kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1
+        ),
+    ),
+    (
+        "maxpool ceil last window in padding",
+        lambda: model(
+            "MaxPool",
+            [1, 1, 5, 5],
+            12,
+            kernel_shape=[2, 2],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+            ceil_mode=1,
+        ),
+    ),
+    (
+        "maxpool ceil 1d dilated",
+        lambda: model(
+            "MaxPool", [1, 2, 10], 12, kernel_shape=[3], strides=[3], dilations=[2], ceil_mode=1
+        ),
+    ),
+    (
         "resize v13 align_corners ceil",
         lambda: model(
             "Resize",
@@ -161,6 +185,14 @@ def test_hand_worked_values():
 
 
 REFUSED = [
+    (
+        "averagepool ceil",
+        lambda: model(
+            "AveragePool", [1, 1, 5, 5], 12, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1
+        ),
+        UnsupportedOpsError,
+        "only for max pools",
+    ),
     (
         "resize linear",
         lambda: model(
