@@ -34,6 +34,7 @@ from runtime.interop import from_torch
 from spec.errors import TorchLeanError
 
 __all__ = [
+    "HEADER",
     "INEXACT_KERNELS",
     "LINK_ZOO",
     "ZOO",
@@ -41,6 +42,7 @@ __all__ = [
     "check_model",
     "exact_reference",
     "main",
+    "perturb",
     "vision_models",
 ]
 
@@ -89,6 +91,7 @@ def _efficientnet_tiny(M: Any) -> Any:
 
 ZOO: dict[str, Entry] = {
     "alexnet": _tv("alexnet", 64),
+    "alexnet_224": _tv("alexnet", 224),
     "resnet18": _tv("resnet18"),
     "resnet50": _tv("resnet50"),
     "mobilenet_v2": _tv("mobilenet_v2"),
@@ -184,56 +187,127 @@ def exact_reference(model: Any) -> tuple[Any, list[str]]:
     return ref, swapped
 
 
-def _rel(got: Any, want: Any) -> float:
+def _diff(got: Any, want: Any) -> tuple[float, float]:
+    """(max |got - want|, that / max |want|) of one array."""
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
-    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-300)
-    return float(np.max(np.abs(got - want))) / scale if want.size else 0.0
+    if not want.size:
+        return 0.0, 0.0
+    if got.shape != want.shape:
+        return float("inf"), float("inf")
+    err = float(np.max(np.abs(got - want)))
+    return err, err / max(float(np.max(np.abs(want))), 1e-300)
 
 
-def _max_err(model: Any, x: Any, out: Any, grads: Any) -> float:
-    """Max per-array relative error of (out, grads) against `model`'s float64 autograd."""
+def _max2(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    return max((a for a, _ in pairs), default=0.0), max((r for _, r in pairs), default=0.0)
+
+
+def _errors(model: Any, x: Any, out: Any, grads: dict[str, Any]) -> dict[str, Any]:
+    """Max abs / rel differences of the output and of every parameter gradient found in
+    `grads` (by name) against `model`'s float64 autograd (loss = sum of the output)."""
     model.zero_grad(set_to_none=True)
     want = model(x)
     want.sum().backward()
-    err = _rel(out[0], want.detach().numpy())
-    for n, p in model.named_parameters():
-        err = max(err, _rel(grads[n], p.grad.numpy()))
-    return err
+    params = dict(model.named_parameters())
+    found = [n for n in params if n in grads]
+    v = _diff(out[0], want.detach().numpy())
+    g = _max2([_diff(grads[n], params[n].grad.numpy()) for n in found])
+    return {"val": v, "grad": g, "grads_compared": (len(found), len(params))}
+
+
+def perturb(model: Any, seed: int) -> Any:
+    """Every parameter and batch-norm statistic moved by a seeded random amount, so no two
+    are equal (the ONNX exporter merges equal initializers, e.g. batch norm's default
+    weights of ones, which would sum their gradients) and the statistics are not 0 / 1."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+        for n, b in model.named_buffers():
+            if n.endswith("running_mean"):
+                b.add_(0.1 * torch.randn(b.shape, generator=gen, dtype=b.dtype))
+            elif n.endswith("running_var"):
+                b.mul_(1 + 0.2 * torch.rand(b.shape, generator=gen, dtype=b.dtype))
+    return model
+
+
+def _onnx(model: Any, x: Any) -> Any:
+    """`model` exported by torch's TorchScript-based ONNX exporter (float64, parameters
+    as initializers named by their PyTorch names, no constant folding)."""
+    import io
+    import warnings
+
+    import onnx
+    import torch
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), buf, dynamo=False, do_constant_folding=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
+class ExportFailed(TorchLeanError):
+    """torch's ONNX exporter failed on the model (PyTorch's limitation, not the importer's)."""
+
+
+def _import(route: str, m: Any, x: Any) -> Any:
+    if route == "torch":
+        return from_torch(m, (x,))
+    from runtime.interop import from_onnx
+
+    try:
+        proto = _onnx(m, x)
+    except Exception as e:  # torch's exporter refuses the model: a row, not a crash
+        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {_first_lines(e)}") from e
+    t0 = time.perf_counter()
+    imp = from_onnx(proto, inputs={proto.graph.input[0].name: x.numpy()})
+    return imp, time.perf_counter() - t0
 
 
 def _first_lines(e: BaseException) -> str:
     return "; ".join(str(e).splitlines()[:4]) or type(e).__name__
 
 
-def check_model(name: str, seed: int = 0) -> dict[str, Any]:
-    """One row: import, compare with PyTorch (float64), link check (float32) if marked."""
+def check_model(
+    name: str, seed: int = 0, route: str = "torch", link: bool | None = None
+) -> dict[str, Any]:
+    """One row: import by `route` ("torch": torch.export; "onnx": torch's ONNX exporter
+    then `from_onnx`), compare with PyTorch (float64), link check (float32) when `link`
+    (default: the entry's mark). Parameters are perturbed (`perturb`) on both routes."""
     import torch
 
     entry = {**ZOO, **LINK_ZOO}[name]
     torch.manual_seed(seed)
-    row: dict[str, Any] = {"model": name, "input": f"1x3x{entry.side}x{entry.side}"}
+    row: dict[str, Any] = {"model": name, "route": route, "input": f"{entry.side}x{entry.side}"}
     try:
-        m = entry.build(vision_models()).double().eval()
+        m = perturb(entry.build(vision_models()).double().eval(), seed)
     except Exception as e:  # torchvision refuses this configuration
         row["note"] = f"not built: {type(e).__name__}: {_first_lines(e)}"
         return row
     x = torch.randn(1, 3, entry.side, entry.side, dtype=torch.float64)
     t0 = time.perf_counter()
     try:
-        imp = from_torch(m, (x,))
+        imp = _import(route, m, x)
+    except ExportFailed as e:
+        row["note"] = "not exported: " + str(e)[:300]
+        return row
     except TorchLeanError as e:
         row["note"] = "refused: " + _first_lines(e)
         return row
     row["import_s"] = time.perf_counter() - t0
+    if isinstance(imp, tuple):  # the ONNX route: export time apart
+        imp, row["import_s"] = imp
     row["nodes"] = len(imp.graph.nodes)
     row["ops"] = len({n.op for n in imp.graph.nodes})
-    row["values"] = sum(int(np.prod(v.shape)) for v in imp.values.values())
     out, grads = imp.run()
-    row["max_rel_err"] = _max_err(m, x, out, grads)
+    row.update(_errors(m, x, out, grads))
     ref, swapped = exact_reference(m)
     if swapped:
-        row["max_rel_err_exact"] = _max_err(ref, x, out, grads)
-    if entry.link:
+        row["exact"] = _errors(ref, x, out, grads)["grad"]
+    if entry.link if link is None else link:
         t0 = time.perf_counter()
         row["link_f32"] = "holds" if imp.check_link("float32").ok else "FAILS"
         row["link_s"] = time.perf_counter() - t0
@@ -244,32 +318,52 @@ def _cells(r: dict[str, Any]) -> str:
     def f(k: str, fmt: str) -> str:
         return format(r[k], fmt) if k in r else "—"
 
+    def ar(k: str) -> str:
+        return f"{r[k][0]:.1e} / {r[k][1]:.1e}" if k in r else "—"
+
     link = f"{r['link_f32']} ({r['link_s']:.0f} s)" if "link_f32" in r else "not run"
+    found = "{}/{}".format(*r["grads_compared"]) if "grads_compared" in r else "—"
     return (
-        f"| {r['model']} | {r['input']} | {f('import_s', '.1f')} | {f('nodes', ',')} "
-        f"| {f('ops', 'd')} | {f('values', ',')} | {f('max_rel_err', '.1e')} "
-        f"| {f('max_rel_err_exact', '.1e')} | {link} | {r.get('note', '')} |"
+        f"| {r['model']} | {r['route']} | {r['input']} | {f('import_s', '.1f')} "
+        f"| {f('nodes', ',')} | {f('ops', 'd')} | {ar('val')} | {ar('grad')} | {found} "
+        f"| {ar('exact')} | {link} | {r.get('note', '')} |"
     )
 
 
+HEADER = (
+    "| model | route | input | import s | nodes | ops | values max abs / rel "
+    "| grads max abs / rel | grads compared | grads vs exact ref | link f32 | note |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """`[--route torch|onnx|both] [--link] NAME ...` (default: every ZOO model, torch)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    routes, link = ["torch"], None
+    if "--link" in args:
+        args.remove("--link")
+        link = True
+    if "--route" in args:
+        k = args.index("--route")
+        want = args[k + 1] if k + 1 < len(args) else ""
+        routes = {"torch": ["torch"], "onnx": ["onnx"], "both": ["torch", "onnx"]}.get(want, [])
+        del args[k : k + 2]
     known = {**ZOO, **LINK_ZOO}
-    names = list(sys.argv[1:] if argv is None else argv) or list(ZOO)
-    bad = [n for n in names if n not in known]
-    if bad:
-        print(f"python -m conformance.zoo: unknown model(s) {bad}; known: {list(known)}",
-              file=sys.stderr)  # fmt: skip
+    bad = [n for n in args if n not in known]
+    if bad or not routes:
+        print(f"python -m conformance.zoo: unknown model(s) {bad} or route; models: "
+              f"{list(known)}; --route torch|onnx|both", file=sys.stderr)  # fmt: skip
         return 2
     try:
         vision_models()
     except ImportError as e:
         print(f"python -m conformance.zoo: needs torchvision ({e})", file=sys.stderr)
         return 2
-    print("| model | input | import s | nodes | ops | input values | max rel err "
-          "| vs exact ref | link f32 | note |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for n in names:
-        print(_cells(check_model(n)), flush=True)
+    print(HEADER)
+    for n in args or list(ZOO):
+        for route in routes:
+            print(_cells(check_model(n, route=route, link=link)), flush=True)
     return 0
 
 

@@ -35,8 +35,6 @@ REFUSED = {
     **{f"test_MaxPool3d{s}": "max_pool3d" for s in ("", "_stride", "_stride_padding")},
     "test_operator_pow": "table op 'pow'",
     "test_sign_model": "table op 'sign'",
-    "test_gradient_of_add": "symbolic VJP graph",
-    "test_gradient_of_add_and_mul": "symbolic VJP graph",
     **{
         f"test_strnorm_model_{s}": "element type STRING"
         for s in (

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .aten_guard import Poison, elu, has_attrs, leaky_relu, table_unary
-from .aten_index import index
+from .aten_index import copy, index, select_scatter, slice_scatter
 from .aten_windows import WINDOW_RULES
 from .core import Dyn, Emitter, Static, Unsupported, is_float
 
@@ -558,6 +558,9 @@ ATEN: dict[str, Rule] = {
     "aten.embedding": embedding,
     "aten.gather": _gather,
     "aten.index": index,
+    "aten.slice_scatter": slice_scatter,
+    "aten.select_scatter": select_scatter,
+    "aten.copy": copy,
     "aten.roll": _roll,
     # linalg, reduce, softmax
     "aten.linear": _linear,

@@ -11,6 +11,11 @@ Invariants:
 - `run` lowers the graph with the runtime (`runtime.engine.lower`) and returns the
   outputs and, per name, the gradient of the sum of all outputs (seed 1 at every output
   value, 0 elsewhere, `backward_dense_from`). Nothing is cached between runs.
+- An ONNX `Gradient` output is not a graph value: `gradients` holds (position among the
+  model's outputs, id of y, id of x), and `run` / `spec_run` compute it by a reverse sweep
+  of the same graph seeded with 1 at y (the cotangent of x). `outputs` are the ids of
+  the other outputs; the gradients `run` returns are those of the sum of these only (a
+  Gradient output's own derivative would be second order).
 - `check_link` is `runtime.session.link.link_check` on this graph: runtime
   `backward_dense_from(lower(g))` with the `ordered` kernels against spec
   `backprop_all_ctx(g)`, bit for bit (exact equality for "exact").
@@ -66,6 +71,7 @@ class Imported:
     int_inputs: dict[str, np.ndarray] = field(default_factory=dict)
     source: str = ""
     rebuild: Rebuild | None = field(default=None, repr=False)
+    gradients: tuple[tuple[int, int, int], ...] = ()
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -115,6 +121,7 @@ class Imported:
             out.int_inputs,
             out.source,
             out.rebuild,
+            out.gradients,
         )
 
     def arrays(self, dtype: str) -> list[Any]:
@@ -149,7 +156,27 @@ class Imported:
         tape = lower(self.graph, self.arrays(dtype), (), dtype=dtype, kernels=kernels)
         grads = tape.backward_dense_from(self.output_seed(dtype))
         outs = [tape.nodes[o].value for o in self.outputs]
+        sweeps = {y: tape.backward_dense_from(self._y_seed(y, dtype)) for y in self._ys()}
+        outs = self._merge(outs, [sweeps[y][x] for _, y, x in self.gradients])
         return outs, {self.names[i]: grads[i] for i in range(self.graph.num_inputs)}
+
+    def _ys(self) -> list[int]:
+        return sorted({y for _, y, _ in self.gradients})
+
+    def _y_seed(self, y: int, dtype: str) -> list[Any]:
+        """The seed of a Gradient output's sweep: 1 at the value y (one element), 0 elsewhere."""
+        ctx = KernelContext(dtype, "ordered")
+        seeds = [ctx.zeros(s) for s in self.graph.shapes]
+        seeds[y] = seeds[y] + as_dtype(np.ones(self.graph.shapes[y]), dtype)
+        return seeds
+
+    def _merge(self, values: list[Any], grads: list[Any]) -> list[Any]:
+        """The model's outputs in its order: `values` (of `outputs`) with the Gradient
+        outputs' `grads` at their positions."""
+        out: list[Any] = list(values)
+        for (pos, _, _), g in zip(self.gradients, grads, strict=True):
+            out.insert(pos, g)
+        return out
 
     def spec_run(self, dtype: str = "float32") -> tuple[list[Tensor], dict[str, Tensor]]:
         """The same as `run`, computed by the spec (`eval_graph`, `backprop_all_ctx`) in the
@@ -163,9 +190,19 @@ class Imported:
         vals = eval_graph(D, self.graph, xs).tensors
         seed = TensorPack.of([to_spec(s, dtype) for s in self.output_seed(dtype)])
         cts = backprop_all_ctx(D, self.graph, xs, seed).tensors
-        return [vals[o] for o in self.outputs], {
-            self.names[i]: cts[i] for i in range(self.graph.num_inputs)
+        sweeps = {
+            y: backprop_all_ctx(
+                D,
+                self.graph,
+                xs,
+                TensorPack.of([to_spec(s, dtype) for s in self._y_seed(y, dtype)]),
+            ).tensors
+            for y in self._ys()
         }
+        outs = self._merge(
+            [vals[o] for o in self.outputs], [sweeps[y][x] for _, y, x in self.gradients]
+        )
+        return outs, {self.names[i]: cts[i] for i in range(self.graph.num_inputs)}
 
     # ------------------------------------------------------------------ checking
     def seed_pack(self, dtype: str, seed: int = 0) -> TensorPack:
@@ -183,6 +220,11 @@ class Imported:
         as ONNX inputs (integer ids are baked in, as in the graph)."""
         from .onnx_export import to_onnx
 
+        if self.gradients:
+            raise ModelImportError(
+                "to_onnx: this model has Gradient outputs, which are not graph values "
+                "(computed by a reverse sweep at run time); export is refused"
+            )
         params = {n: self.values[n] for n in self.parameter_names}
         return to_onnx(
             self.graph, names=self.names, outputs=self.outputs, values=params, dtype=dtype

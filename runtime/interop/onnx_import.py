@@ -52,6 +52,7 @@ from .core import (
 )
 from .imported import Imported
 from .limits import LimitError
+from .onnx_grad import GRADIENT, GradValue, gradient_step
 from .onnx_load import load_onnx, validate
 from .onnx_nn import NN_OPS, opt, static, table_op
 from .onnx_seq import SEQ_OPS, Seq
@@ -523,6 +524,13 @@ def _fail(E: Emitter, node: Any, why: str, shapes: Mapping[str, tuple[int, ...]]
 def _step(
     E: Emitter, node: Any, xs: list[Any], opset: int, shapes: Mapping[str, tuple[int, ...]]
 ) -> tuple[Any, ...]:
+    if any(isinstance(x, GradValue) for x in xs):
+        E.fail(
+            GRADIENT,
+            f"an output read by {node.op_type} (gradients are model outputs only: using one "
+            "in the graph, higher order included, needs a symbolic VJP graph)",
+        )
+        return _stand_ins(E, node, shapes)
     poisons = [x for x in xs if isinstance(x, Poison)]
     if poisons:
         for p in poisons:
@@ -561,13 +569,41 @@ def _stand_ins(E: Emitter, node: Any, shapes: Mapping[str, tuple[int, ...]]) -> 
     return tuple(E.stand_in(shapes[o]) if o in shapes else Poison() for o in node.output)
 
 
-def _domain_step(E: Emitter, node: Any) -> tuple[Any, ...]:
-    if node.domain == "ai.onnx.preview.training" and node.op_type == "Gradient":
-        why = "gradients as graph values need a symbolic VJP graph, which the table lacks"
-    else:
-        why = "custom domain"
-    E.fail(f"{node.domain}.{node.op_type}", why)
-    return tuple(Poison() for _ in node.output)
+def _walker(
+    E: Emitter, m: Any, opset: int, shapes: Mapping[str, tuple[int, ...]], folded: set[str]
+) -> Callable[[Any, Mapping[str, Any]], tuple[Any, ...]]:
+    """Emits one node of `m` (any domain), its inputs read from the given mapping; a node
+    whose outputs were all computed at import time (`folded`) returns those values."""
+    versions = {o.domain: o.version for o in m.opset_import}
+    inits = {t.name for t in m.graph.initializer}
+    free = {vi.name for vi in m.graph.input if vi.name not in inits}
+    producers: dict[str, tuple[int, Any]] = {}
+
+    def walk(node: Any, env: Mapping[str, Any]) -> tuple[Any, ...]:
+        if node.output and all(o in folded for o in node.output if o):
+            return tuple(env[o] if o else None for o in node.output)
+        if node.domain in ("", "ai.onnx"):
+            return _step(E, node, [env[i] for i in node.input], opset, shapes)
+        if node.domain != "ai.onnx.preview.training" or node.op_type != "Gradient":
+            E.fail(f"{node.domain}.{node.op_type}", "custom domain")
+            return tuple(Poison() for _ in node.output)
+        if not producers:
+            producers.update((o, (k, n)) for k, n in enumerate(m.graph.node) for o in n.output)
+        for p in (env[i] for i in node.input):
+            if isinstance(p, Poison):  # an unmapped value upstream: already reported
+                if p.name is not None:
+                    E.fail(p.name, p.why)
+                return tuple(Poison() for _ in node.output)
+        ver = versions.get(node.domain, 0)
+        try:
+            return gradient_step(E, node, _attrs(node, 0), env, producers, free, ver, walk)
+        except InvalidModelError as e:
+            raise InvalidModelError(f"ONNX node {GRADIENT} {node.name!r}: {e}") from e
+        except Unsupported as e:
+            E.fail(GRADIENT, str(e))
+            return tuple(Poison() for _ in node.output)
+
+    return walk
 
 
 LARGE_CONST = 64
@@ -621,16 +657,16 @@ def _build(m: Any, runtime: dict[str, np.ndarray], shapes: dict[str, tuple[int, 
         names[d.id], values[name] = name, arr
     env.update({k: Static(v) for k, v in folded.items()})
     env.update({names[i]: Dyn(i) for i in names if names[i] in big})
+    walk = _walker(E, m, opset, shapes, set(folded))
     for node in m.graph.node:
         if node.output and all(o in folded for o in node.output if o):
             continue
-        if node.domain not in ("", "ai.onnx"):
-            outs = _domain_step(E, node)
-        else:
-            outs = _step(E, node, [env[i] for i in node.input], opset, shapes)
-        env.update(zip(node.output, outs, strict=False))
+        outs = walk(node, env)
+        env.update((o, v) for o, v in zip(node.output, outs, strict=False) if o)
     E.raise_if_unsupported("ONNX model")
-    outs = E.output_ids([env[o.name] for o in m.graph.output])
+    final = [env[o.name] for o in m.graph.output]
+    grads = tuple((k, v.y, v.x) for k, v in enumerate(final) if isinstance(v, GradValue))
+    outs = E.output_ids([v for v in final if not isinstance(v, GradValue)])
     graph = E.build()
     limits.check_total(sum(int(np.prod(s)) for s in graph.shapes), "the graph's values")
     ints = {k: v for k, v in runtime.items() if not is_float(v)}
@@ -639,7 +675,7 @@ def _build(m: Any, runtime: dict[str, np.ndarray], shapes: dict[str, tuple[int, 
         fresh = {k: np.asarray(new.get(k, v)).astype(v.dtype) for k, v in runtime.items()}
         return _build(m, fresh, shapes)
 
-    return Imported(graph, names, values, outs, tuple(runtime), ints, "onnx", rebuild)
+    return Imported(graph, names, values, outs, tuple(runtime), ints, "onnx", rebuild, grads)
 
 
 def from_onnx(

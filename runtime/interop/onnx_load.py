@@ -20,6 +20,10 @@ Invariants:
   or a cycle); a non-UTF-8 string attribute; a NaN or infinite float attribute; whatever
   the onnx checker (with full shape inference) rejects; and any value whose inferred
   static size exceeds the caps (`limits`).
+- Shape inference runs on `_shape_view(m)`: the model with each float initializer of more
+  than `SHAPE_VIEW_MIN` elements moved to a typed graph input (its data dropped), so a
+  model of large weights is not serialized and parsed back whole (shape inference reads
+  a tensor's values only for shape arguments: integer or tiny). The checker sees `m`.
 """
 
 from __future__ import annotations
@@ -205,7 +209,7 @@ def _output_shapes_filled(m: Any) -> Any:
         return m
     onnx = _onnx()
     try:
-        inferred = onnx.shape_inference.infer_shapes(m)
+        inferred = onnx.shape_inference.infer_shapes(_shape_view(m))
     except Exception:  # the checker and strict inference report the model's error
         return m
     known = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]}
@@ -304,10 +308,41 @@ def _node_attrs(n: Any) -> None:
             raise ModelImportError(f"{where} is {floats} (NaN or infinite refused)")
 
 
+SHAPE_VIEW_MIN = 64
+"""Float initializers with more elements than this are typed inputs in `_shape_view`."""
+
+
+def _shape_view(m: Any) -> Any:
+    """`m`, or a copy whose large float initializers are graph inputs of the same type
+    and shape without data (see the module docstring); `m` is never mutated."""
+    onnx = _onnx()
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16}
+    floats.add(onnx.TensorProto.BFLOAT16)
+
+    def big(t: Any) -> bool:
+        return t.data_type in floats and math.prod(t.dims) > SHAPE_VIEW_MIN
+
+    if not any(big(t) for t in m.graph.initializer):
+        return m
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    keep = [t for t in c.graph.initializer if not big(t)]
+    moved = [(t.name, t.data_type, list(t.dims)) for t in c.graph.initializer if big(t)]
+    del c.graph.initializer[:]
+    c.graph.initializer.extend(keep)
+    listed = {vi.name for vi in c.graph.input}
+    for name, dt, dims in moved:
+        if name not in listed:
+            c.graph.input.append(onnx.helper.make_tensor_value_info(name, dt, dims))
+    return c
+
+
 def _inferred(m: Any) -> dict[str, tuple[int, ...]]:
     onnx = _onnx()
     try:
-        inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(
+            _shape_view(m), strict_mode=True, data_prop=True
+        )
     except Exception as e:  # InferenceError: the model's types or shapes are inconsistent
         raise ModelImportError(f"ONNX shape inference: {_first_line(e)}") from e
     out: dict[str, tuple[int, ...]] = {}

@@ -481,8 +481,9 @@ def _pool(kind: str) -> Any:
         kernel = [int(t) for t in a["kernel_shape"]]
         stride, pads0, dil = _geometry(E, x0, kernel, a, f"{kind}Pool")
         k = len(kernel)
-        if a.get("ceil_mode", 0):
-            raise Unsupported("ceil_mode=1 (floor window counts only)")
+        ceil = bool(a.get("ceil_mode", 0))
+        if ceil and (kind == "Avg" or pads0[:k] != pads0[k:]):
+            raise Unsupported("ceil_mode=1 (only for max pools with symmetric pads)")
         if kind == "Avg" and any(d != 1 for d in dil):
             raise Unsupported("dilated average pooling")
         x, pads = _pool_input(E, x0, kind, kernel, pads0, dil)
@@ -492,13 +493,15 @@ def _pool(kind: str) -> Any:
             attrs["dilation"] = tuple(dil)
         op = "max_pool" if kind == "Max" else "avg_pool"
         if k == 1:
-            one = {key: (1 if key == "kernel_size" else 0 if key == "padding" else 1, t[0])
-                   for key, t in attrs.items()}  # fmt: skip
+            unit = {"kernel_size": 1, "padding": 0}
+            one: dict[str, Any] = {key: (unit.get(key, 1), t[0]) for key, t in attrs.items()}
+            if ceil:  # the last window may not start in the right padding (ONNX, torch)
+                one["ceil_mode"] = True
             y = _as_1d(E, x, lambda t: E.node(f"{op}2d", t, **one))
         elif k == 2:
-            y = E.node(f"{op}2d", x, **attrs)
+            y = E.node(f"{op}2d", x, **attrs, **({"ceil_mode": True} if ceil else {}))
         else:
-            y = table_op(E, f"{op}{k}d", x, **attrs)
+            y = table_op(E, f"{op}{k}d", x, **attrs, **({"ceil_mode": True} if ceil else {}))
         if kind == "Max":
             return y, ar.Poison("MaxPool (indices output)", "integer indices are not a table value")
         if any(pads0) and not a.get("count_include_pad", 0):
