@@ -341,6 +341,21 @@ def _lse_inf_lane(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> 
     return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
 
 
+def _prelu_pass(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """prelu's tangent at x == 0 under where(x >= 0, ...): dx (t holds dx, then dw)."""
+    assert t is not None
+    x = xs[0]
+    return [
+        Tensor(
+            x.shape,
+            tuple(
+                t.data[i] if not gmpy2.is_nan(v) and v == 0 else None
+                for i, v in enumerate(x.data)
+            ),
+        )
+    ]
+
+
 CONVENTIONS: tuple[Convention, ...] = (
     Convention(
         "sqrt_grad_at_zero",
@@ -570,6 +585,16 @@ CONVENTIONS: tuple[Convention, ...] = (
         _lse_inf_lane,
         (((float("inf"), 1.0),), {"dim": 0}),
     ),
+    Convention(
+        "prelu_jvp_at_zero_pass",
+        "prelu",
+        ("jvp",),
+        "prelu's tangent at x == 0: the spec (PyTorch's backward) takes the weight branch, "
+        "w*dx + dw*x; PyTorch's forward mode (where(x >= 0, dx, ...)) passes dx.",
+        _prelu_pass,
+        (((0.0, -1.0, 1.0), (0.25,)), {}),
+        ((3,), (1,)),
+    ),
 )
 
 
@@ -656,6 +681,14 @@ NONFINITE: dict[str, str] = {
     "std": "vjp/jvp: through sqrt's rule at the variance: a lane of zero variance gives 0 even "
     "for g NaN; x NaN or ±inf gives the tangent 0 (sqrt's 0 at a NaN variance), the cotangent "
     "NaN (var's rule)",
+    "prelu": "vjp/jvp: g where x > 0, else w*g (x NaN gives w*g); the weight's cotangent "
+    "sums x*g where x <= 0 or NaN, +0 where x > 0",
+    "where": "forward: picks a or b by the mask, the other side's NaN/±inf never reaches the "
+    "result; vjp/jvp: g to the picked side, +0 to the other (a NaN g too)",
+    "pow": "forward: C99 pow: x**0 = 1 even for x NaN; vjp/jvp: exponent 0 gives 0 whatever "
+    "x or g hold",
+    "pow_tensor": "forward: C99 pow: a**0 = 1 for a NaN, 1**b = 1 for b NaN; vjp/jvp: 0 to a "
+    "where b = 0 and to b where a = ±0 and b >= 0, whatever g holds",
     **dict.fromkeys(  # the max pools, fixed and adaptive, share PyTorch's CPU rule
         [f"{p}max_pool{n}d" for p in ("", "adaptive_") for n in (1, 2, 3)],
         "forward: NaN propagates (a window's first NaN wins); vjp/jvp: each window's g to its "

@@ -34,6 +34,7 @@ from .base import (
     keep_mask,
     mha_body,
     pair,
+    prelu_shape,
     select_index,
 )
 
@@ -447,6 +448,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "selu": lambda x: jax.nn.selu(x),
     "mish": lambda x: jax.nn.mish(x),
     "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
+    "prelu": lambda x, w: jnp.where(x > 0, x, jnp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
+    "where": lambda a, b, mask, mask_shape: jnp.where(
+        np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
+    ),
+    "pow": lambda x, exponent: jnp.power(x, float(exponent)),
+    "pow_tensor": lambda a, b: jnp.power(a, b),
 }
 
 

@@ -136,7 +136,12 @@ def cr_pow(a: Any, b: Any, dtype: str) -> Any:
             if dtype == "float64"
             else round_f64(y, dtype)
         )
-    bad = unsafe_mask(y, c, D)
+    # Zeros, infinities and NaNs (operands or results) go to MPFR: the signs of zeros and
+    # C99's special cases are not the wide evaluation's to decide (NumPy's scalar path,
+    # for one, takes sqrt for y = 0.5 and returns pow(-0, 0.5) = -0).
+    with np.errstate(invalid="ignore"):
+        special = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(c)) | (a == 0) | (c == 0)
+    bad = unsafe_mask(y, c, D) | special
     if bad.any():
         c = np.array(c, copy=True)
         c[bad] = _mpfr_pow(a[bad], b[bad], dtype, D)
