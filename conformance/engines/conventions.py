@@ -349,11 +349,28 @@ def _prelu_pass(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> li
         Tensor(
             x.shape,
             tuple(
-                t.data[i] if not gmpy2.is_nan(v) and v == 0 else None
-                for i, v in enumerate(x.data)
+                t.data[i] if not gmpy2.is_nan(v) and v == 0 else None for i, v in enumerate(x.data)
             ),
         )
     ]
+
+
+def _pow_zero_nan(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """NaN where a == 0 and b == 0 (a's cotangent, predicted where a and b share a shape;
+    the tangent wherever the broadcast pair is (0, 0))."""
+    a, b = xs
+    shape = broadcast_shapes(a.shape, b.shape)
+    ea, eb = expand(a, shape), expand(b, shape)
+    hit = tuple(
+        gmpy2.nan() if p == 0 and q == 0 and not gmpy2.is_nan(q) else None
+        for p, q in zip(ea.data, eb.data, strict=True)
+    )
+    if a.shape == shape and b.shape == shape:  # a's cotangent and the tangent alike
+        return [Tensor(shape, hit)]
+    n = len(g.data) if g is not None else -1
+    if n == len(a.data) + len(b.data) and n != len(hit):  # a JVP: the tangents of a and b
+        return [Tensor(shape, hit)]
+    return [Tensor(a.shape, (None,) * len(a.data))]
 
 
 CONVENTIONS: tuple[Convention, ...] = (
@@ -594,6 +611,24 @@ CONVENTIONS: tuple[Convention, ...] = (
         _prelu_pass,
         (((0.0, -1.0, 1.0), (0.25,)), {}),
         ((3,), (1,)),
+    ),
+    Convention(
+        "pow_grad_exponent_zero_nan",
+        "pow",
+        ("vjp", "jvp"),
+        "pow(x, 0)'s derivative at x == 0: the spec (as PyTorch) gives 0; an engine "
+        "differentiating e*x**(e - 1) gives 0*inf = NaN (JAX).",
+        _unary(lambda x, g, a: gmpy2.nan() if Fraction(a["exponent"]) == 0 and x == 0 else None),
+        (((0.0, 2.0),), {"exponent": Fraction(0)}),
+    ),
+    Convention(
+        "pow_tensor_grad_a_at_zero_exponent_nan",
+        "pow_tensor",
+        ("vjp", "jvp"),
+        "pow_tensor's derivative to a at a == 0, b == 0: the spec (as PyTorch) gives 0; an "
+        "engine differentiating b*a**(b - 1) gives 0*inf = NaN (JAX).",
+        _pow_zero_nan,
+        (((0.0, 2.0), (0.0, 1.0)), {}),
     ),
 )
 
