@@ -5,8 +5,7 @@ Invariants:
 - add, sub, mul, div, sqrt, clamp, const: u·|y| + η/2 (correctly rounded).
 - scale: 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first); leaky_relu the same
   (slope·x for x <= 0; exact for x > 0, covered by the same bound).
-- sign: 0 (±1, +0 or NaN); where: 0 (it picks an element of a or b).
-- prelu: u·|y| + η/2 (x, or one correctly rounded product w·x of two dtype values).
+- sign: 0 (±1, +0 or NaN).
 - inv, hardtanh, relu6, hardsigmoid, hardswish, softsign, add_n, maximum_n, minimum_n and
   mean_n are composites: no bound of their own; their primitives are checked after
   inlining.
@@ -38,5 +37,3 @@ for _name in ("add", "sub", "mul", "div", "sqrt", "clamp", "const"):
     register(name=_name, bound=_CORRECTLY_ROUNDED)
 register(name="scale", bound=_scale)
 register(name="leaky_relu", bound=_scale)
-register(name="where", bound=EXACT)
-register(name="prelu", bound=_CORRECTLY_ROUNDED)

@@ -646,7 +646,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "prelu_grad_at_zero",
-        _EW,
+        "runtime/kernels/piecewise.py",
         "    pos = c.const(0) < x\n    gx = c.arr(c.xp.where(pos, g, wb * g))",
         "    pos = c.const(0) <= x\n    gx = c.arr(c.xp.where(pos, g, wb * g))",
         "prelu's cotangents at x = 0 taken from the right (g to x, 0 to the weight) instead "
@@ -655,7 +655,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "where_cotangent_to_both",
-        _EW,
+        "runtime/kernels/piecewise.py",
         "c.unbroadcast(c.arr(c.xp.where(m, z, g)), sb)",
         "c.unbroadcast(c.arr(c.xp.where(m, g, g)), sb)",
         "where sends the cotangent to the unpicked side too",
