@@ -46,6 +46,14 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
     return anp.reshape(xp[..., np.array(list(indices), dtype=np.intp)], (*lead, *shape))
 
 
+def _where(a: Any, b: Any, mask: Any, mask_shape: Any) -> Any:
+    """anp.where on operands broadcast first (autograd's where does not unbroadcast its
+    cotangents; broadcast_to does)."""
+    m = np.array(list(mask), dtype=bool).reshape(tuple(mask_shape))
+    out = np.broadcast_shapes(m.shape, np.shape(a), np.shape(b))
+    return anp.where(m, anp.broadcast_to(a, out), anp.broadcast_to(b, out))
+
+
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # PyTorch's selu constants
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -111,9 +119,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "selu": lambda x: _c(x, _SELU_SCALE) * anp.where(x > 0, x, _c(x, _SELU_ALPHA) * anp.expm1(x)),
     "mish": lambda x: x * anp.tanh(anp.logaddexp(x, _c(x, 0.0))),
     "prelu": lambda x, w: anp.where(x > 0, x, anp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
-    "where": lambda a, b, mask, mask_shape: anp.where(
-        np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
-    ),
+    "where": _where,
     "pow": lambda x, exponent: anp.power(x, _c(x, float(exponent))),
     "pow_tensor": lambda a, b: anp.power(a, b),
 }
