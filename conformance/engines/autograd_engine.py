@@ -47,11 +47,12 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
 
 
 def _where(a: Any, b: Any, mask: Any, mask_shape: Any) -> Any:
-    """anp.where on operands broadcast first (autograd's where does not unbroadcast its
-    cotangents; broadcast_to does)."""
+    """anp.where on operands broadcast first, as products with ones (exact; autograd's where
+    does not unbroadcast its cotangents, a product does)."""
     m = np.array(list(mask), dtype=bool).reshape(tuple(mask_shape))
     out = np.broadcast_shapes(m.shape, np.shape(a), np.shape(b))
-    return anp.where(m, anp.broadcast_to(a, out), anp.broadcast_to(b, out))
+    one = np.ones(out, dtype=np.result_type(a))
+    return anp.where(m, a * one, b * one)
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # PyTorch's selu constants
