@@ -356,3 +356,37 @@ def test_onnx_export_runs_in_onnxruntime_and_imports_back() -> None:
     back = from_onnx(model, inputs={"x": xv, "w": wv, "e": ev})
     # initializers import as parameters: the exponent is a graph value there (pow_tensor)
     assert {"prelu", "pow_tensor", "where"} <= {n.op for n in back.graph.nodes}
+
+
+# --------------------------------------------------------------------------- engines
+
+_AUTOGRAD_NEW = ("hardsigmoid", "hardswish", "celu", "selu", "mish")
+
+
+@pytest.mark.parametrize("engine", ["torch", "autograd"])
+def test_engine_adapters_agree_with_the_spec_on_the_samples(engine: str) -> None:
+    """The adapters of the new ops (and autograd's new activations) judged on every finite
+    sample of the ops in float32: covered, not refused, nothing wrong (conventions such as
+    PyTorch's forward-mode prelu tie are named, not failures)."""
+    pytest.importorskip(engine, reason=f"pip install {engine}")
+    from conformance.engines import load_engine
+    from conformance.engines.local import check_node
+
+    eng = load_engine(engine)
+    D = DTYPE_DOMAIN["float32"]
+    ops = NEW + (_AUTOGRAD_NEW if engine == "autograd" else ())
+    checked = 0
+    for op in ops:
+        for smp in OPS[op].samples:
+            if not all(isinstance(v, Fraction) for _, vals in smp.args for v in vals):
+                continue
+            xs = [_arg(D, s, v) for s, v in smp.args]
+            y = OPS[op].forward(D, xs, dict(smp.attrs), ())
+            g = Tensor(
+                y.shape, tuple(D.from_rational(Fraction(j + 1, 4)) for j in range(len(y.data)))
+            )
+            res = check_node(eng, "float32", op, dict(smp.attrs), xs, g, xs)
+            assert res.covered and res.refused is None, (engine, op, res.refused)
+            assert res.wrong is None, (engine, op, smp.note, res.wrong)
+            checked += 1
+    assert checked >= len(ops)
