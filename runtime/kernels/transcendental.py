@@ -168,13 +168,13 @@ unary(
 
 
 def _pow_da(c: KernelContext, a: Any, b: Any, t: Any) -> Any:
-    v = t * (b * c.pow(a, b - c.const(1)))
+    v = c.arr(t * (b * c.pow(a, b - c.const(1))))
     return c.xp.where(b == c.const(0), c.zeros(tuple(v.shape)), v)
 
 
 def _pow_db(c: KernelContext, a: Any, b: Any, t: Any) -> Any:
     zero = c.const(0)
-    v = t * (c.pow(a, b) * c.unary("log", a))
+    v = c.arr(t * (c.pow(a, b) * c.unary("log", a)))
     return c.xp.where((a == zero) & (b >= zero), c.zeros(tuple(v.shape)), v)
 
 
