@@ -373,6 +373,43 @@ def _pow_zero_nan(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> 
     return [Tensor(a.shape, (None,) * len(a.data))]
 
 
+def _window_tie_mean(op: str) -> Alt:
+    """An adaptive max pool with tied maxima in a window, forward mode: the mean of the
+    tangents of the window's distinct tied taps (a reduce-max JVP, JAX's), where the spec
+    takes the first maximal tap's; windows read off the spec body's gather, as above."""
+
+    def alt(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+        assert t is not None
+        (x,) = xs
+        body = get_op(op).body
+        assert body is not None
+        gather = next(n for n in body([x.shape], attrs).nodes if n.op == "gather")
+        n_win, k = gather.attrs["shape"]
+        idx = gather.attrs["indices"]
+        out_shape = get_op(op).shape([x.shape], attrs)
+        n_out = 1
+        for d in out_shape:
+            n_out *= d
+        rows = n_out // max(n_win, 1) if n_win else 0
+        m = len(x.data) // max(rows, 1) if rows else 0
+        out: list[Any] = []
+        for row in range(rows):
+            for w in range(n_win):
+                taps = list(dict.fromkeys(row * m + j for j in idx[w * k : (w + 1) * k]))
+                vals = [x.data[j] for j in taps]
+                if any(gmpy2.is_nan(v) for v in vals):
+                    out.append(None)
+                    continue
+                top = max(vals)
+                ties = [j for j in taps if x.data[j] == top]
+                out.append(
+                    sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None
+                )
+        return [Tensor(out_shape, tuple(out))]
+
+    return alt
+
+
 CONVENTIONS: tuple[Convention, ...] = (
     Convention(
         "sqrt_grad_at_zero",
@@ -611,6 +648,24 @@ CONVENTIONS: tuple[Convention, ...] = (
         _prelu_pass,
         (((0.0, -1.0, 1.0), (0.25,)), {}),
         ((3,), (1,)),
+    ),
+    *(
+        Convention(
+            f"adaptive_max_pool{n}d_tie_split_jvp",
+            f"adaptive_max_pool{n}d",
+            ("jvp",),
+            f"adaptive_max_pool{n}d with tied maxima in a window, forward mode: the spec's "
+            "tangent is the first maximal tap's; engines whose max is a reduce over the "
+            "window (JAX's jnp.max) return the mean of the tied taps' tangents.",
+            _window_tie_mean(f"adaptive_max_pool{n}d"),
+            ((pt,), {"output_size": (1,) * n}),
+            (shape,),
+        )
+        for n, pt, shape in (
+            (1, (1.0, 1.0, 0.0, 1.0), (1, 4)),
+            (2, (1.0, 1.0, 0.0, 1.0), (1, 2, 2)),
+            (3, (1.0, 1.0, 0.0, 1.0), (1, 1, 2, 2)),
+        )
     ),
     Convention(
         "pow_grad_exponent_zero_nan",
