@@ -44,6 +44,7 @@ from fractions import Fraction
 from typing import Any
 
 import gmpy2
+import numpy as np
 
 from spec.ops import conv_out_dim, expand, get_op, unbroadcast
 from spec.shape import broadcast_shapes
@@ -343,68 +344,43 @@ def _lse_inf_lane(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> 
 
 def _prelu_pass(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
     """prelu's tangent at x == 0 under where(x >= 0, ...): dx (t holds dx, then dw)."""
-    assert t is not None
-    x = xs[0]
-    return [
-        Tensor(
-            x.shape,
-            tuple(
-                t.data[i] if not gmpy2.is_nan(v) and v == 0 else None for i, v in enumerate(x.data)
-            ),
-        )
-    ]
+    x, td = xs[0], t.data if t is not None else ()
+    return [Tensor(x.shape, tuple(td[i] if v == 0 else None for i, v in enumerate(x.data)))]
 
 
 def _pow_zero_nan(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    """NaN where a == 0 and b == 0 (a's cotangent, predicted where a and b share a shape;
-    the tangent wherever the broadcast pair is (0, 0))."""
+    """NaN where a == 0 and b == 0: a's cotangent (where a and b have the result's shape)
+    and the tangent (t holds da, then db; wherever the broadcast pair is (0, 0))."""
     a, b = xs
     shape = broadcast_shapes(a.shape, b.shape)
-    ea, eb = expand(a, shape), expand(b, shape)
-    hit = tuple(
-        gmpy2.nan() if p == 0 and q == 0 and not gmpy2.is_nan(q) else None
-        for p, q in zip(ea.data, eb.data, strict=True)
-    )
-    if a.shape == shape and b.shape == shape:  # a's cotangent and the tangent alike
-        return [Tensor(shape, hit)]
+    pairs = zip(expand(a, shape).data, expand(b, shape).data, strict=True)
+    hit = tuple(gmpy2.nan() if p == 0 and q == 0 else None for p, q in pairs)
     n = len(g.data) if g is not None else -1
-    if n == len(a.data) + len(b.data) and n != len(hit):  # a JVP: the tangents of a and b
+    if a.shape == b.shape == shape or (n == len(a.data) + len(b.data) and n != len(hit)):
         return [Tensor(shape, hit)]
     return [Tensor(a.shape, (None,) * len(a.data))]
 
 
 def _window_tie_mean(op: str) -> Alt:
     """An adaptive max pool with tied maxima in a window, forward mode: the mean of the
-    tangents of the window's distinct tied taps (a reduce-max JVP, JAX's), where the spec
-    takes the first maximal tap's; windows read off the spec body's gather, as above."""
+    tangents of the window's distinct tied taps (JAX's reduce-max JVP), where the spec takes
+    the first maximal tap's; windows read off the spec body's gather, as above."""
 
     def alt(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-        assert t is not None
+        assert t is not None and get_op(op).body is not None
         (x,) = xs
-        body = get_op(op).body
-        assert body is not None
-        gather = next(n for n in body([x.shape], attrs).nodes if n.op == "gather")
-        n_win, k = gather.attrs["shape"]
-        idx = gather.attrs["indices"]
+        gather = next(n for n in get_op(op).body([x.shape], attrs).nodes if n.op == "gather")
+        (n_win, k), idx = gather.attrs["shape"], gather.attrs["indices"]
         out_shape = get_op(op).shape([x.shape], attrs)
-        n_out = 1
-        for d in out_shape:
-            n_out *= d
-        rows = n_out // max(n_win, 1) if n_win else 0
-        m = len(x.data) // max(rows, 1) if rows else 0
+        rows = int(np.prod(out_shape)) // n_win if n_win else 0
         out: list[Any] = []
-        for row in range(rows):
-            for w in range(n_win):
-                taps = list(dict.fromkeys(row * m + j for j in idx[w * k : (w + 1) * k]))
-                vals = [x.data[j] for j in taps]
-                if any(gmpy2.is_nan(v) for v in vals):
-                    out.append(None)
-                    continue
-                top = max(vals)
-                ties = [j for j in taps if x.data[j] == top]
-                out.append(
-                    sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None
-                )
+        for row, w in ((r, w) for r in range(rows) for w in range(n_win)):
+            m = len(x.data) // rows
+            taps = list(dict.fromkeys(row * m + j for j in idx[w * k : (w + 1) * k]))
+            vals = [x.data[j] for j in taps]
+            top = None if any(gmpy2.is_nan(v) for v in vals) else max(vals)
+            ties = [j for j in taps if x.data[j] == top]
+            out.append(sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None)
         return [Tensor(out_shape, tuple(out))]
 
     return alt
