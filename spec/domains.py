@@ -1,11 +1,15 @@
 """Scalar domains: exact rationals, bit-exact IEEE emulations (MPFR via gmpy2), symbolic.
 
 Invariants:
-- Every IEEE primitive (+ - * / sqrt exp log tanh sin cos erf log1p expm1 and every
+- Every IEEE primitive (+ - * / sqrt exp log tanh sin cos erf log1p expm1 pow and every
   conversion) is computed exactly by MPFR and rounded **once** to nearest-even in the
   target format, with gradual underflow (subnormals), overflow to +-inf, and IEEE signed
-  zeros. Transcendentals are therefore correctly rounded. erf, log1p and expm1 are not
+  zeros. Transcendentals are therefore correctly rounded. erf, log1p, expm1 and pow are not
   abstract: a domain that lacks them raises `DomainError` naming the function.
+- pow(a, b) follows C99 Annex F / IEEE 754 pow (MPFR's mpfr_pow): pow(x, ±0) = 1 and
+  pow(1, y) = 1 even for NaN, a finite negative base to a finite non-integer is NaN,
+  pow(±0, y < 0) is ±inf (the sign kept for odd integers). `RATIONAL` is exact for integer
+  exponents (0**0 = 1; 0 to a negative power raises) and for exact roots.
 - NaN policy: NaN is one class. Any operation with a NaN operand, and every invalid
   operation (0/0, inf-inf, 0*inf, sqrt(x<0), log(x<0)), yields NaN; its bit pattern is the
   canonical quiet NaN of the format (sign 0, top mantissa bit set). `same(a, b)` treats all
@@ -124,6 +128,9 @@ class Domain(ABC):
     def expm1(self, a: Any) -> Any:
         raise DomainError(f"{self.name}: expm1 is not defined in this domain")
 
+    def pow(self, a: Any, b: Any) -> Any:
+        raise DomainError(f"{self.name}: pow is not defined in this domain")
+
     def gt(self, a: Any, b: Any) -> bool:
         return self.lt(b, a)
 
@@ -225,6 +232,22 @@ class RationalDomain(Domain):
         if a == 0:
             return Fraction(0)
         return self._transcendental("expm1", a)
+
+    def pow(self, a: Fraction, b: Fraction) -> Fraction:
+        """a**b exactly: integer b (0**0 = 1), or an exact root of a >= 0."""
+        if b.denominator == 1:
+            if a == 0 and b < 0:
+                raise DomainError(f"rational: pow({a}, {b}) divides by zero")
+            return a ** int(b)
+        if a == 0 and b > 0:
+            return Fraction(0)
+        if a > 0:
+            d = b.denominator
+            n, ok_n = gmpy2.iroot(gmpy2.mpz(a.numerator), d)
+            m, ok_m = gmpy2.iroot(gmpy2.mpz(a.denominator), d)
+            if ok_n and ok_m:
+                return Fraction(int(n), int(m)) ** b.numerator
+        raise DomainError(f"rational: pow({a}, {b}) is not exact; use an IEEE or symbolic domain")
 
     def lt(self, a: Fraction, b: Fraction) -> bool:
         return a < b
@@ -377,6 +400,9 @@ class IEEEDomain(Domain):
     def expm1(self, a: Any) -> Any:
         return self.ctx.expm1(a)
 
+    def pow(self, a: Any, b: Any) -> Any:
+        return self.ctx.pow(a, b)
+
     def lt(self, a: Any, b: Any) -> bool:
         return bool(a < b)
 
@@ -519,6 +545,9 @@ class SymbolicDomain(Domain):
 
     def expm1(self, a: Any) -> Any:
         return sympy.exp(a) - 1
+
+    def pow(self, a: Any, b: Any) -> Any:
+        return sympy.Pow(a, b)
 
     def _decide(self, rel: Any, text: str) -> bool:
         if rel is sympy.true or rel is True:

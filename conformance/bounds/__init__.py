@@ -10,10 +10,12 @@ absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subn
 | op | bound |
 |---|---|
 | structural ops, neg, abs, relu, maximum, minimum, detach, select, gather ... | 0 (exact) |
-| reduce_max, mask_neg_inf (a selected input element or −∞) | 0 (exact) |
-| add, sub, mul, div, sqrt, clamp, const | u·|y| + η/2 (correctly rounded) |
+| reduce_max, mask_neg_inf, where (a selected input element or −∞) | 0 (exact) |
+| add, sub, mul, div, sqrt, clamp, const, prelu | u·|y| + η/2 (correctly rounded) |
 | scale | 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first) |
 | exp, log, tanh, sin, cos, erf, log1p, expm1 | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
+| pow_tensor | K·ulp(y), K the budget of pow |
+| pow(x, p), p̂ = p rounded | 4K·ulp(y) + 2|δ|·|y| + K·η, |δ| <= |p − p̂|·(|e| + 2)·ln 2 |
 | leaky_relu | 2.01·u·|y| + (|x| + 1)·η (as scale); sign: 0 |
 | elu = α̂·expm1(x) for x <= 0 | (2K + 2.01)·u·|y| + (K·|α| + 1)·η; 0 for x > 0 |
 | celu = α̂·expm1(x/α̂) for x <= 0 | (2K + 4.01)·u·|y| + (K·|α| + 3)·η; 0 for x > 0 |

@@ -27,6 +27,11 @@ result on the runtime's operands):
   operand, K the dtype's budget (`core.ULP_BUDGET`, the forward bounds' data); the
   operand's radius propagates through the derivative's bound on the ball: exp(c + r),
   1/(c − r) for log (c > r), 1 for tanh, sin and cos.
+- `pow` (vendor pow, budget K of "pow"): within K ulp of the exact pow of its operands;
+  radii propagate through the extremes of pow over the operands' box, taken at its
+  corners (monotone in each operand where the base's ball excludes 0 and is positive, or
+  the exponent is a certain integer); otherwise the value is wild. Certain operands give
+  C99's special values exactly.
 - Comparisons, `abs`, `neg`, and picks (relu, maximum, reduce_max, clamp) are exact; a
   comparison (or NaN test) the radii cannot decide raises `Undecided` instead of guessing.
   `all_branches` runs a rule once per path through such questions, answering each both
@@ -381,6 +386,37 @@ class BallDomain(Domain):
 
     def cos(self, a: Value) -> Ball:
         return self._libm("cos", a)
+
+    def pow(self, a: Value, b: Value) -> Ball:
+        """The vendor pow, within K ulp of the exact pow of its (ball) operands."""
+        a, b = self.settle(a), self.settle(b)
+        if a.wild or b.wild:
+            return WILD
+        c = _C.pow(a.c, b.c)
+        if a.r == 0 and b.r == 0:
+            if not (gmpy2.is_finite(a.c) and gmpy2.is_finite(b.c) and gmpy2.is_finite(c)):
+                return Ball(c)  # C99 special values (and overflow of certain operands)
+            lo = hi = c
+        else:
+            if not (gmpy2.is_finite(a.c) and gmpy2.is_finite(b.c) and gmpy2.is_finite(c)):
+                return WILD
+            a_lo, a_hi = _C.sub(a.c, a.r), _C.add(a.c, a.r)
+            whole = b.r == 0 and gmpy2.is_integer(b.c)
+            if not (a_lo > 0 or (whole and a_hi < 0)):
+                return WILD
+            ends = [
+                _C.pow(p, q) for p in (a_lo, a_hi) for q in (_C.sub(b.c, b.r), _C.add(b.c, b.r))
+            ]
+            lo, hi = min(ends), max(ends)
+        K = self.budget.get("pow", _ZERO)
+        ein = max(_C.sub(hi, c), _C.sub(c, lo))
+        M = max(abs(lo), abs(hi))
+        if (
+            not gmpy2.is_finite(M)
+            or _C.mul(M, _C.add(_ONE, _C.mul(self.u, 2 * K))) >= self.threshold
+        ):
+            return WILD
+        return Ball(c, _C.add(ein, _C.mul(K, _C.add(_C.mul(_C.mul(self.u, 2), M), self.eta))))
 
     # ------------------------------------------------------------------ decisions
     def fork(self, script: Sequence[bool]) -> BallDomain:

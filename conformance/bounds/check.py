@@ -96,6 +96,7 @@ def check_bounds(
         # the libm function behind an op (log_softmax also calls log: same budget per dtype)
         fn = "exp" if node.op in ("sigmoid", "softmax", "log_softmax") else node.op
         fn = "expm1" if node.op in ("elu", "celu") else fn
+        fn = "pow" if node.op == "pow_tensor" else fn
         budget = K if kernels == "ordered" else ULP_BUDGET[dtype].get(fn, 0.0)
         bounds = node_bound(node.op)(f, args, want, dict(node.attrs), budget)
         rep.nodes += 1

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, select_index
+from .base import Engine, EngineUnavailable, prelu_shape, select_index
 
 try:
     import autograd
@@ -45,6 +45,17 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
     xp = anp.concatenate([x, np.zeros((*lead, 1), dtype=x.dtype)], axis=-1)  # pad: +0
     return anp.reshape(xp[..., np.array(list(indices), dtype=np.intp)], (*lead, *shape))
 
+
+def _where(a: Any, b: Any, mask: Any, mask_shape: Any) -> Any:
+    """anp.where on operands broadcast first, as products with ones (exact; autograd's where
+    does not unbroadcast its cotangents, a product does)."""
+    m = np.array(list(mask), dtype=bool).reshape(tuple(mask_shape))
+    out = np.broadcast_shapes(m.shape, np.shape(a), np.shape(b))
+    one = np.ones(out, dtype=np.result_type(a))
+    return anp.where(m, a * one, b * one)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # PyTorch's selu constants
 
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
@@ -101,6 +112,17 @@ OPS: dict[str, Callable[..., Any]] = {
     "log1p": lambda x: anp.log1p(x),
     "expm1": lambda x: anp.expm1(x),
     "elu": lambda x, alpha=1: anp.where(x > 0, x, _c(x, float(alpha)) * anp.expm1(x)),
+    "hardsigmoid": lambda x: anp.clip(x + _c(x, 3.0), _c(x, 0.0), _c(x, 6.0)) / _c(x, 6.0),
+    "hardswish": lambda x: x * anp.clip(x + _c(x, 3.0), _c(x, 0.0), _c(x, 6.0)) / _c(x, 6.0),
+    "celu": lambda x, alpha=1: anp.where(
+        x > 0, x, _c(x, float(alpha)) * anp.expm1(x / _c(x, float(alpha)))
+    ),
+    "selu": lambda x: _c(x, _SELU_SCALE) * anp.where(x > 0, x, _c(x, _SELU_ALPHA) * anp.expm1(x)),
+    "mish": lambda x: x * anp.tanh(anp.logaddexp(x, _c(x, 0.0))),
+    "prelu": lambda x, w: anp.where(x > 0, x, anp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
+    "where": _where,
+    "pow": lambda x, exponent: anp.power(x, _c(x, float(exponent))),
+    "pow_tensor": lambda a, b: anp.power(a, b),
 }
 if ag_special is not None:
     OPS["erf"] = lambda x: ag_special.erf(x)

@@ -63,6 +63,7 @@ __all__ = [
     "keep_mask",
     "mha_body",
     "pair",
+    "prelu_shape",
     "select_index",
     "to_numpy",
     "uses_env",
@@ -124,6 +125,12 @@ def freeze(v: Any) -> Any:
 def uses_env(attrs: Mapping[str, Any]) -> bool:
     """Whether the op reads the integer environment (`select` with `env_slot`)."""
     return attrs.get("env_slot") is not None
+
+
+def prelu_shape(ndim: int, n: int) -> tuple[int, ...]:
+    """prelu's weight (n elements) reshaped against an input of rank `ndim`: () for one
+    shared element, else (n, 1, ..., 1) along axis 1 (PyTorch's channel axis)."""
+    return () if n == 1 else (n, *([1] * (ndim - 2)))
 
 
 def select_index(index: int | None, env_slot: int | None, env: Sequence[int]) -> int:

@@ -61,6 +61,8 @@ class Budget:
 _EXACT_OPS = ("neg", "relu", "abs", "clamp", "maximum", "minimum", "detach", "sign")
 _EXACT_OPS += ("hardtanh", "relu6", "maximum_n", "minimum_n")
 _ROUNDED = ("add", "sub", "mul", "div", "sqrt", "scale", "inv", "leaky_relu")
+_EXACT_OPS += ("where",)  # picks an element of a or b
+_ROUNDED += ("prelu",)  # x, or one product w·x
 _COMPOSITE_PRIMITIVES = ("sigmoid",)
 # Elementwise composites of several roundings (x + 3, ·x, /6; 1 + |x|, /): the sum of their
 # parts' budgets, as a transcendental composite's.
@@ -150,3 +152,11 @@ def budget_for(engine: str, dtype: str, op: str, direction: str) -> Budget:
     if o is not None:
         return o
     return BUDGETS[dtype].get((op, d), Budget(8.0, 2.0, "abs"))
+
+
+# pow_tensor's derivatives add two transcendental terms (b·a**(b − 1)·da + a**b·log(a)·db)
+# that may cancel, at any sign of log a: the `ball` scale of the spec's sequence (with the
+# transcendental budget twice, for pow and log), as attention's conditioning-dependent error.
+for _dt, _t in BUDGETS.items():
+    _tr = 1.0 if _dt in _LOW else 4.0
+    _t["pow_tensor", "backward"] = Budget(2 * _tr + 2.0, 0.0, "ball")

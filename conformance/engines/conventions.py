@@ -44,6 +44,7 @@ from fractions import Fraction
 from typing import Any
 
 import gmpy2
+import numpy as np
 
 from spec.ops import conv_out_dim, expand, get_op, unbroadcast
 from spec.shape import broadcast_shapes
@@ -341,6 +342,50 @@ def _lse_inf_lane(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> 
     return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
 
 
+def _prelu_pass(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """prelu's tangent at x == 0 under where(x >= 0, ...): dx (t holds dx, then dw)."""
+    x, td = xs[0], t.data if t is not None else ()
+    return [Tensor(x.shape, tuple(td[i] if v == 0 else None for i, v in enumerate(x.data)))]
+
+
+def _pow_zero_nan(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """NaN where a == 0 and b == 0: a's cotangent (where a and b have the result's shape)
+    and the tangent (t holds da, then db; wherever the broadcast pair is (0, 0))."""
+    a, b = xs
+    shape = broadcast_shapes(a.shape, b.shape)
+    pairs = zip(expand(a, shape).data, expand(b, shape).data, strict=True)
+    hit = tuple(gmpy2.nan() if p == 0 and q == 0 else None for p, q in pairs)
+    n = len(g.data) if g is not None else -1
+    if a.shape == b.shape == shape or (n == len(a.data) + len(b.data) and n != len(hit)):
+        return [Tensor(shape, hit)]
+    return [Tensor(a.shape, (None,) * len(a.data))]
+
+
+def _window_tie_mean(op: str) -> Alt:
+    """An adaptive max pool with tied maxima in a window, forward mode: the mean of the
+    tangents of the window's distinct tied taps (JAX's reduce-max JVP), where the spec takes
+    the first maximal tap's; windows read off the spec body's gather, as above."""
+
+    def alt(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+        assert t is not None and get_op(op).body is not None
+        (x,) = xs
+        gather = next(n for n in get_op(op).body([x.shape], attrs).nodes if n.op == "gather")
+        (n_win, k), idx = gather.attrs["shape"], gather.attrs["indices"]
+        out_shape = get_op(op).shape([x.shape], attrs)
+        rows = int(np.prod(out_shape)) // n_win if n_win else 0
+        out: list[Any] = []
+        for row, w in ((r, w) for r in range(rows) for w in range(n_win)):
+            m = len(x.data) // rows
+            taps = list(dict.fromkeys(row * m + j for j in idx[w * k : (w + 1) * k]))
+            vals = [x.data[j] for j in taps]
+            top = None if any(gmpy2.is_nan(v) for v in vals) else max(vals)
+            ties = [j for j in taps if x.data[j] == top]
+            out.append(sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None)
+        return [Tensor(out_shape, tuple(out))]
+
+    return alt
+
+
 CONVENTIONS: tuple[Convention, ...] = (
     Convention(
         "sqrt_grad_at_zero",
@@ -570,6 +615,52 @@ CONVENTIONS: tuple[Convention, ...] = (
         _lse_inf_lane,
         (((float("inf"), 1.0),), {"dim": 0}),
     ),
+    Convention(
+        "prelu_jvp_at_zero_pass",
+        "prelu",
+        ("jvp",),
+        "prelu's tangent at x == 0: the spec (PyTorch's backward) takes the weight branch, "
+        "w*dx + dw*x; PyTorch's forward mode (where(x >= 0, dx, ...)) passes dx.",
+        _prelu_pass,
+        (((0.0, -1.0, 1.0), (0.25,)), {}),
+        ((3,), (1,)),
+    ),
+    *(
+        Convention(
+            f"adaptive_max_pool{n}d_tie_split_jvp",
+            f"adaptive_max_pool{n}d",
+            ("jvp",),
+            f"adaptive_max_pool{n}d with tied maxima in a window, forward mode: the spec's "
+            "tangent is the first maximal tap's; engines whose max is a reduce over the "
+            "window (JAX's jnp.max) return the mean of the tied taps' tangents.",
+            _window_tie_mean(f"adaptive_max_pool{n}d"),
+            ((pt,), {"output_size": (1,) * n}),
+            (shape,),
+        )
+        for n, pt, shape in (
+            (1, (1.0, 1.0, 0.0, 1.0), (1, 4)),
+            (2, (1.0, 1.0, 0.0, 1.0), (1, 2, 2)),
+            (3, (1.0, 1.0, 0.0, 1.0), (1, 1, 2, 2)),
+        )
+    ),
+    Convention(
+        "pow_grad_exponent_zero_nan",
+        "pow",
+        ("vjp", "jvp"),
+        "pow(x, 0)'s derivative at x == 0: the spec (as PyTorch) gives 0; an engine "
+        "differentiating e*x**(e - 1) gives 0*inf = NaN (JAX).",
+        _unary(lambda x, g, a: gmpy2.nan() if Fraction(a["exponent"]) == 0 and x == 0 else None),
+        (((0.0, 2.0),), {"exponent": Fraction(0)}),
+    ),
+    Convention(
+        "pow_tensor_grad_a_at_zero_exponent_nan",
+        "pow_tensor",
+        ("vjp", "jvp"),
+        "pow_tensor's derivative to a at a == 0, b == 0: the spec (as PyTorch) gives 0; an "
+        "engine differentiating b*a**(b - 1) gives 0*inf = NaN (JAX).",
+        _pow_zero_nan,
+        (((0.0, 2.0), (0.0, 1.0)), {}),
+    ),
 )
 
 
@@ -656,6 +747,14 @@ NONFINITE: dict[str, str] = {
     "std": "vjp/jvp: through sqrt's rule at the variance: a lane of zero variance gives 0 even "
     "for g NaN; x NaN or ±inf gives the tangent 0 (sqrt's 0 at a NaN variance), the cotangent "
     "NaN (var's rule)",
+    "prelu": "vjp/jvp: g where x > 0, else w*g (x NaN gives w*g); the weight's cotangent "
+    "sums x*g where x <= 0 or NaN, +0 where x > 0",
+    "where": "forward: picks a or b by the mask, the other side's NaN/±inf never reaches the "
+    "result; vjp/jvp: g to the picked side, +0 to the other (a NaN g too)",
+    "pow": "forward: C99 pow: x**0 = 1 even for x NaN; vjp/jvp: exponent 0 gives 0 whatever "
+    "x or g hold",
+    "pow_tensor": "forward: C99 pow: a**0 = 1 for a NaN, 1**b = 1 for b NaN; vjp/jvp: 0 to a "
+    "where b = 0 and to b where a = ±0 and b >= 0, whatever g holds",
     **dict.fromkeys(  # the max pools, fixed and adaptive, share PyTorch's CPU rule
         [f"{p}max_pool{n}d" for p in ("", "adaptive_") for n in (1, 2, 3)],
         "forward: NaN propagates (a window's first NaN wins); vjp/jvp: each window's g to its "

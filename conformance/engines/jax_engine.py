@@ -6,7 +6,8 @@ conv2d and conv_transpose2d are `lax.conv_general_dilated`, the latter with lhs 
 the kernel flipped and regrouped; scaled_dot_product_attention and multi_head_attention are
 the spec's bodies written with `jnp.matmul`, `jnp.where` (-inf) and `jax.nn.softmax`,
 because `jax.nn.dot_product_attention` computes its softmax in float32 whatever the input
-dtype; the pools are `lax.reduce_window` as in flax, layer_norm and batch_norm
+dtype; the pools are `lax.reduce_window` as in flax, the adaptive pools reduce each of
+PyTorch's windows at once (`jnp.mean`, `jnp.max`), layer_norm and batch_norm
 `jax.nn.standardize` with the two-pass variance, then the affine map, and cross_entropy
 optax's -sum(t * log_softmax(x)), averaged over a batch); VJPs come from `jax.vjp`, JVPs
 from `jax.jvp` (JAX's forward mode). `JaxJitEngine` compiles, per call, one program for the
@@ -19,6 +20,7 @@ Ops without an entry are not covered.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from functools import partial, reduce
@@ -34,6 +36,7 @@ from .base import (
     keep_mask,
     mha_body,
     pair,
+    prelu_shape,
     select_index,
 )
 
@@ -206,6 +209,29 @@ def _max_pool_nd(
 ) -> Any:
     w, _ = _pool_window(nd, x, kernel_size, stride, padding, dilation, ceil_mode)
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, **w)
+
+
+def _adaptive_pool(kind: str, nd: int) -> Callable[..., Any]:
+    """PyTorch's adaptive pools from jnp ops: output o of an axis of length n pools the
+    window [floor(o*n/out), ceil((o+1)*n/out)); each box is reduced at once (jnp.mean, or
+    jnp.max, whose gradient splits a tie evenly over the box's tied elements)."""
+
+    def run(x: Any, output_size: Any) -> Any:
+        outs = tuple(int(m) for m in output_size)
+        ins = x.shape[-nd:]
+        wins = [
+            [((o * n) // m, -(-((o + 1) * n) // m)) for o in range(m)]
+            for n, m in zip(ins, outs, strict=True)
+        ]
+        red = tuple(range(x.ndim - nd, x.ndim))
+        f = jnp.mean if kind == "avg" else jnp.max
+        vals = [
+            f(x[(..., *[slice(a, b) for a, b in box])], axis=red)
+            for box in itertools.product(*wins)
+        ]
+        return jnp.stack(vals, axis=-1).reshape(*x.shape[:-nd], *outs)
+
+    return run
 
 
 def _avg_pool_nd(
@@ -447,6 +473,13 @@ OPS: dict[str, Callable[..., Any]] = {
     "selu": lambda x: jax.nn.selu(x),
     "mish": lambda x: jax.nn.mish(x),
     "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
+    "prelu": lambda x, w: jnp.where(x > 0, x, jnp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
+    "where": lambda a, b, mask, mask_shape: jnp.where(
+        np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
+    ),
+    "pow": lambda x, exponent: jnp.power(x, float(exponent)),
+    "pow_tensor": lambda a, b: jnp.power(a, b),
+    **{f"adaptive_{k}_pool{n}d": _adaptive_pool(k, n) for k in ("avg", "max") for n in (1, 2, 3)},
 }
 
 

@@ -25,7 +25,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, batched, keep_mask, mha_body, pair, select_index
+from .base import (
+    Engine,
+    EngineUnavailable,
+    batched,
+    keep_mask,
+    mha_body,
+    pair,
+    prelu_shape,
+    select_index,
+)
 
 try:
     import tinygrad
@@ -347,6 +356,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "selu": lambda x: x.selu(),
     "mish": lambda x: x.mish(),
     "logsumexp": lambda x, dim: x.logsumexp(dim),
+    "prelu": lambda x, w: (x > 0).where(x, w.reshape(prelu_shape(x.ndim, w.numel())) * x),
+    "where": lambda a, b, mask, mask_shape: TT(
+        np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=a.device
+    ).where(a, b),
+    "pow": lambda x, exponent: x.pow(float(exponent)),
+    "pow_tensor": lambda a, b: a.pow(b),
 }
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

@@ -312,6 +312,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "group_norm": lambda x, g, b, num_groups, eps=None: F.group_norm(
         x, int(num_groups), g, b, eps=1e-5 if eps is None else float(eps)
     ),
+    "prelu": lambda x, w: F.prelu(x, w),
+    "where": lambda a, b, mask, mask_shape: torch.where(
+        torch.tensor(list(mask), dtype=torch.bool, device=a.device).reshape(mask_shape), a, b
+    ),
+    "pow": lambda x, exponent: torch.pow(x, _f(exponent)),
+    "pow_tensor": lambda a, b: torch.pow(a, b),
 }
 
 

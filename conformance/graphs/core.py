@@ -385,6 +385,10 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "std",
     "instance_norm",
     "group_norm",
+    "prelu",
+    "where",
+    "pow",
+    "pow_tensor",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale

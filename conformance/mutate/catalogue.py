@@ -644,6 +644,39 @@ CATALOGUE: tuple[Mutant, ...] = (
         "celu multiplies by a rounded 1/alpha instead of dividing by alpha",
         "operation order in a forward",
     ),
+    Mutant(
+        "prelu_grad_at_zero",
+        "runtime/kernels/piecewise.py",
+        "    pos = c.const(0) < x\n    gx = c.arr(c.xp.where(pos, g, wb * g))",
+        "    pos = c.const(0) <= x\n    gx = c.arr(c.xp.where(pos, g, wb * g))",
+        "prelu's cotangents at x = 0 taken from the right (g to x, 0 to the weight) instead "
+        "of the weight branch (PyTorch's)",
+        "kink at a boundary",
+    ),
+    Mutant(
+        "where_cotangent_to_both",
+        "runtime/kernels/piecewise.py",
+        "c.unbroadcast(c.arr(c.xp.where(m, z, g)), sb)",
+        "c.unbroadcast(c.arr(c.xp.where(m, g, g)), sb)",
+        "where sends the cotangent to the unpicked side too",
+        "mask ignored in a derivative",
+    ),
+    Mutant(
+        "pow_grad_divides",
+        _TR,
+        "return t * (c.const(e) * c.pow(x, c.const(e - 1)))",
+        "return t * (c.const(e) * c.div(c.pow(x, c.const(e)), x))",
+        "pow's derivative as e·x**e/x (one more rounding; NaN at x = 0) instead of e·x**(e-1)",
+        "operation order in a derivative",
+    ),
+    Mutant(
+        "pow_tensor_db_at_zero_base",
+        _TR,
+        "return c.xp.where((a == zero) & (b >= zero), c.zeros(tuple(v.shape)), v)",
+        "return c.xp.where((a == zero) & (b > zero), c.zeros(tuple(v.shape)), v)",
+        "pow_tensor's derivative to b at 0**0 is g·(1·log 0) = -inf·g instead of 0 (PyTorch's)",
+        "kink at a boundary",
+    ),
 )
 
 

@@ -1,5 +1,5 @@
 """Per-op laws of the transcendental family: exp, log, safe_log, tanh, sigmoid, softplus,
-gelu, silu, sin, cos, erf, log1p, expm1, elu, celu, selu, mish.
+gelu, silu, sin, cos, erf, log1p, expm1, elu, celu, selu, mish, pow, pow_tensor.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -15,6 +15,10 @@ Invariants (those of `proofs.laws.core`):
   format of up to 200 bits is that of 2/√π), so erf and gelu's erf form state their JVP as a
   convention: c·exp(−x²) with that c (recomputed here with mpmath), not sympy's exact
   derivative. elu, celu and selu at 0 take the x <= 0 branch (α, 1 and scale·α).
+- pow(x, p) is sympy's x**p: fractional p on x > 0, integer p on every x (negative p on
+  x != 0); exponent 0 gives 1 with derivative 0 (PyTorch's, also at x = 0). pow_tensor is
+  a**b on a > 0 (b of either sign); at a = 0 with b >= 0 the derivative to b is 0 by
+  convention (PyTorch's), to a b·0**(b − 1).
 """
 
 from __future__ import annotations
@@ -23,16 +27,20 @@ from fractions import Fraction
 from typing import Any
 
 import mpmath
+import numpy as np
 import sympy
 
 from spec.tensor import Tensor
 
 from ..decide import lt
 from .core import (
+    BINARY_SHAPES,
     SMALL_SHAPES,
     UNARY_SHAPES,
     Arr,
     Case,
+    arr,
+    fixed,
     free,
     kinked_unary,
     law,
@@ -347,4 +355,69 @@ law(
         v[0]
     ),
     conv_jvp="definition",
+)
+
+
+# --------------------------------------------------------------------------- pow
+
+
+def _pow_conv(v: list[Arr], d: list[Arr], a: Any, e: Any) -> Arr:
+    p = rat(a["exponent"])
+    return ufunc(lambda x, dx: sympy.Integer(0) if p == 0 else p * x ** (p - 1) * dx, 2)(v[0], d[0])
+
+
+def _pow_cases() -> list[Case]:
+    cases = [
+        Case((s,), pattern("pos"), {"exponent": q})
+        for q in (Fraction(3, 2), Fraction(-1, 2), Fraction(1, 3))
+        for s in SMALL_SHAPES
+    ]
+    cases += [Case((s,), free(), {"exponent": q}) for q in (2, 3, 0) for s in SMALL_SHAPES]
+    cases += [
+        Case((s,), pattern("pos", "neg"), {"exponent": q}) for q in (-1, -2) for s in SMALL_SHAPES
+    ]
+    cases += [Case(((),), pattern(("at", 0)), {"exponent": q}) for q in (0, 2, 3)]
+    return cases
+
+
+law(
+    op="pow",
+    cases=_pow_cases(),
+    definition_text="x**p (sympy): x > 0 for fractional p, every x for integer p >= 0, x != 0 "
+    "for negative p",
+    derivative_text="jvp = p·x**(p − 1)·dx; exponent 0: 0 (also at x = 0, PyTorch's)",
+    definition=lambda v, a, e: ufunc(lambda x: x ** rat(a["exponent"]), 1)(v[0]),
+    conv_jvp=_pow_conv,
+)
+
+
+def _pow_tensor_conv(v: list[Arr], d: list[Arr], a: Any, e: Any) -> Arr:
+    def f(x: Any, y: Any, dx: Any, dy: Any) -> Any:
+        da = sympy.Integer(0) if y == 0 else y * x ** (y - 1) * dx
+        db = sympy.Integer(0) if (x == 0 and not lt(y, 0)) else x**y * sympy.log(x) * dy
+        return da + db
+
+    A, B = np.broadcast_arrays(v[0], v[1])
+    dA, dB = np.broadcast_arrays(d[0], d[1])
+    return ufunc(f, 4)(A, B, dA, dB)
+
+
+_POS, _NEG = {"positive": True}, {"negative": True}
+
+law(
+    op="pow_tensor",
+    cases=[Case(s, free(_POS, _POS)) for s in BINARY_SHAPES]
+    + [Case(s, free(_POS, _NEG)) for s in BINARY_SHAPES[:4]]
+    + [
+        Case(((2,), (2,)), fixed({0: (0, 0), 1: (2, 0)})),
+        Case(((), ()), fixed({0: (0,), 1: (3,)})),
+    ],
+    definition_text="a**b (sympy, NumPy broadcasting) for a > 0; at a = 0 with b >= 0: 0**b",
+    derivative_text=(
+        "jvp = b·a**(b − 1)·da + a**b·log(a)·db for a > 0; at a = 0 and b >= 0 the "
+        "b-derivative is 0 by convention (PyTorch's), the a-derivative b·0**(b − 1) "
+        "(0 for b = 0)"
+    ),
+    definition=lambda v, a, e: arr(np.broadcast_arrays(v[0], v[1])[0] ** v[1]),
+    conv_jvp=_pow_tensor_conv,
 )

@@ -3,7 +3,7 @@
 Invariants:
 - Kernels are written once against this context; only the methods below differ between
   the `fast` and `ordered` profiles: the reductions (`fold0`, `sum_axis`, `sum_all`,
-  `unbroadcast`), `matmul` and the transcendental functions (`unary`).
+  `unbroadcast`), `matmul` and the transcendental functions (`unary`, `pow`).
 - `ordered`: every reduction is a left fold in index order with one rounding per step;
   matmul is the k-loop C = C + A[..., :, p] * B[..., p, :] (no FMA); transcendentals are
   correctly rounded (`runtime.engine.crmath`). This profile is bit-identical to `spec`.
@@ -53,7 +53,7 @@ from ..backends.base import (
     round_f64,
 )
 from . import compiled as _compiled_mod
-from .crmath import cr_apply, erf64
+from .crmath import cr_apply, cr_pow, erf64
 
 __all__ = ["PROFILES", "KernelContext", "fp_enter", "fp_exit", "fp_quiet"]
 
@@ -370,6 +370,28 @@ class KernelContext:
             return self.arr(y) if self.backend.is_numpy else self.backend.from_host(y)
         y = getattr(np if self.numpy_fast else self.xp, fn)(x)
         return y if type(y) is self.atype else self.arr(y)
+
+    def pow(self, a: Any, b: Any) -> Any:
+        """a**b elementwise (broadcast; C99 pow's special values): correctly rounded
+        (ordered, `crmath.cr_pow`) or the vendor's pow (fast: NumPy's power, which for
+        bfloat16/float16 computes in float32 and rounds once)."""
+        if self.exact:
+            a, b = np.broadcast_arrays(self.arr(a), self.arr(b))
+            out = np.empty(a.shape, dtype=object)
+            for idx, v in np.ndenumerate(a):
+                out[idx] = self.domain.pow(v, b[idx])
+            return out
+        if self.ordered:
+            if not self.backend.is_numpy:
+                to_host = self.backend.to_host
+                h = cr_pow(to_host(a), to_host(b), self.dtype)
+                return self.backend.from_host(np.asarray(h))
+            return self.arr(cr_pow(a, b, self.dtype))
+        if self.numpy_fast:
+            y = np.power(a, b)
+            return y if type(y) is np.ndarray else self.arr(y)
+        xp = self.xp
+        return self.arr(xp.pow(a, b) if hasattr(xp, "pow") else xp.power(a, b))
 
     def sqrt(self, x: Any) -> Any:
         if self.exact:

@@ -17,6 +17,8 @@ units in the last place of their own format. glibc documents <= 4 ulp for these 
 erf has no NumPy ufunc: its wide evaluation is the C library's binary64 erf (`math.erf`,
 one call per element, <= 2 ulp documented by glibc), so erf in binary64 (no wider erf is
 available) is MPFR for every element.
+`cr_pow` is the same method for the binary pow (C99 pow, NumPy's `power`: glibc's pow and
+powl are documented within 1 ulp), on broadcast operands.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from spec.domains import Domain, IEEEDomain
 
 from ..backends.base import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
 
-__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "erf64", "unsafe_mask", "wide"]
+__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "cr_pow", "erf64", "unsafe_mask", "wide"]
 
 ERR_ULPS = 16
 FUNCTIONS = ("exp", "log", "tanh", "sin", "cos", "erf", "log1p", "expm1")
@@ -116,3 +118,37 @@ def _mpfr_all(fn: str, x: Any, dtype: str, D: Domain) -> Any:
     t = to_spec(np.asarray(x), dtype)
     f = getattr(D, fn)
     return from_spec(t.map(f), dtype)
+
+
+def cr_pow(a: Any, b: Any, dtype: str) -> Any:
+    """pow(a, b) (C99 special values) correctly rounded in `dtype` (float64/float32/bfloat16/
+    float16), a and b broadcast against each other."""
+    D = DTYPE_DOMAIN[dtype]
+    assert isinstance(D, IEEEDomain)
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    if dtype == "float64" and not _LONG_OK:
+        return _mpfr_pow(a, b, dtype, D)
+    W = np.longdouble if dtype == "float64" else np.float64
+    with np.errstate(all="ignore"):
+        y = np.asarray(np.power(a.astype(W), b.astype(W)))
+        c = (
+            y.astype(np.float64).astype(np_dtype(dtype))
+            if dtype == "float64"
+            else round_f64(y, dtype)
+        )
+    # Zeros, infinities and NaNs (operands or results) go to MPFR: the signs of zeros and
+    # C99's special cases are not the wide evaluation's to decide (NumPy's scalar path,
+    # for one, takes sqrt for y = 0.5 and returns pow(-0, 0.5) = -0).
+    with np.errstate(invalid="ignore"):
+        special = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(c)) | (a == 0) | (c == 0)
+    bad = unsafe_mask(y, c, D) | special
+    if bad.any():
+        c = np.array(c, copy=True)
+        c[bad] = _mpfr_pow(a[bad], b[bad], dtype, D)
+    return c
+
+
+def _mpfr_pow(a: Any, b: Any, dtype: str, D: Domain) -> Any:
+    ta, tb = to_spec(np.ascontiguousarray(a), dtype), to_spec(np.ascontiguousarray(b), dtype)
+    t = type(ta)(ta.shape, tuple(D.pow(p, q) for p, q in zip(ta.data, tb.data, strict=True)))
+    return from_spec(t, dtype)

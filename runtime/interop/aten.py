@@ -38,11 +38,13 @@ __all__ = [
     "index_select",
     "native_batch_norm",
     "pow_rule",
+    "prelu_rule",
     "scalar_mul",
     "select",
     "slice_rule",
     "squeeze",
     "view",
+    "where_rule",
 ]
 
 Rule = Callable[..., Any]
@@ -138,16 +140,51 @@ def _hardtanh(E: Emitter, x: Any, min_val: Any = -1.0, max_val: Any = 1.0) -> An
 
 
 def pow_rule(E: Emitter, x: Any, e: Any) -> Any:
-    rules = {
-        1: lambda: x,
-        2: lambda: E.node("mul", x, x),
-        3: lambda: E.node("mul", E.node("mul", x, x), x),
-        0.5: lambda: E.node("sqrt", x),
-        -1: lambda: E.node("inv", x),
-    }
-    if isinstance(e, Dyn | Static) or e not in rules:
-        raise Unsupported(f"exponent {e!r} (2, 3, 0.5, -1 and 1 are mapped)")
-    return rules[e]()
+    """aten.pow (Tensor_Scalar, Tensor_Tensor, Scalar) and ONNX Pow: a number exponent is
+    the table's pow (exponent exact: the binary64 value given); a tensor exponent, or a
+    number base, pow_tensor (broadcasting)."""
+    if not isinstance(e, Dyn | Static) and isinstance(x, Dyn | Static):
+        f = float(e)
+        if not np.isfinite(f):
+            raise Unsupported(f"exponent {f} (the table's pow takes a finite exponent)")
+        return E.node("pow", x, exponent=Fraction(f))
+    return E.node("pow_tensor", x, e)
+
+
+def prelu_rule(E: Emitter, x: Any, w: Any) -> Any:
+    """aten.prelu / aten._prelu_kernel (and ONNX PRelu): the table's prelu when the weight
+    holds one element or one per channel laid out along axis 1 ((C,), or (C, 1, ..., 1) /
+    (1, C, 1, ...) broadcast against x); any other layout is refused."""
+    s, ws = E.shape(x), E.shape(w)
+    n = int(np.prod(ws)) if ws else 1
+    pad = (1,) * (len(s) - len(ws)) + tuple(ws)
+    per_channel = (
+        len(ws) <= len(s)
+        and len(s) >= 2
+        and pad[1] == s[1] == n
+        and all(d == 1 for i, d in enumerate(pad) if i != 1)
+    )
+    if len(ws) == 1 and len(s) >= 2 and ws[0] == s[1]:
+        per_channel = True  # torch's (C,) weight
+    if n != 1 and not per_channel:
+        raise Unsupported(
+            f"a prelu weight of shape {ws} against an input {s} (one per channel "
+            "along axis 1, or one shared, are mapped)"
+        )
+    return E.node("prelu", x, E.reshape(w, (n,)))
+
+
+def where_rule(E: Emitter, cond: Any, a: Any, b: Any) -> Any:
+    """aten.where.self and ONNX Where: the table's where, whose mask is constant data (a
+    condition computed from graph values is refused)."""
+    if not isinstance(cond, Static):
+        raise Unsupported(
+            "a condition computed from graph values (the table's where takes a constant mask)"
+        )
+    m = np.asarray(cond.value).astype(bool)
+    return E.node(
+        "where", a, b, mask=tuple(int(v) for v in m.reshape(-1)), mask_shape=tuple(m.shape)
+    )
 
 
 def _dropout(E: Emitter, x: Any, p: Any = 0.5, train: Any = False) -> Any:
@@ -520,6 +557,9 @@ ATEN: dict[str, Rule] = {
     "aten.leaky_relu": leaky_relu,
     "aten.elu": elu,
     "aten.pow": pow_rule,
+    "aten.prelu": prelu_rule,
+    "aten._prelu_kernel": prelu_rule,
+    "aten.where": where_rule,
     "aten.square": lambda E, x: E.node("mul", x, x),
     "aten.detach": _unary("detach"),
     "aten.dropout": _dropout,

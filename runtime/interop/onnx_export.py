@@ -156,6 +156,24 @@ def _mask(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> N
     w.emit("Where", [w.const(keep, np.bool_), ins[0], w.const(-np.inf)], out)
 
 
+def _prelu(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
+    sx, sw = shapes
+    c = 1
+    for d in sw:
+        c *= d
+    target = [c, *([1] * (len(sx) - 2))] if c != 1 else [1]
+    w.emit("PRelu", [ins[0], w.emit("Reshape", [ins[1], w.ints(target)])], out)
+
+
+def _pow(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
+    w.emit("Pow", [ins[0], w.const(float(n.attrs["exponent"]))], out)
+
+
+def _where(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
+    keep = np.asarray(n.attrs["mask"], dtype=bool).reshape(n.attrs["mask_shape"])
+    w.emit("Where", [w.const(keep, np.bool_), ins[0], ins[1]], out)
+
+
 EXPORT: dict[str, ExportRule] = {
     "add": _same("Add"),
     "sub": _same("Sub"),
@@ -194,6 +212,11 @@ EXPORT: dict[str, ExportRule] = {
     "softmax": _softmax("Softmax"),
     "log_softmax": _softmax("LogSoftmax"),
     "mask_neg_inf": _mask,
+    # issue 28 (appended)
+    "prelu": _prelu,
+    "pow": _pow,
+    "pow_tensor": _same("Pow"),
+    "where": _where,
 }
 """Primitive op of the table -> the ONNX nodes that compute it."""
 

@@ -80,7 +80,12 @@ def _prelu(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     if v < 7 and len(ss) == 1 and len(s) > 2 and ss[0] == s[1]:
         slope = E.reshape(slope, (ss[0], *([1] * (len(s) - 2))))  # per channel (opset < 7)
     if "prelu" in OPS:
-        return table_op(E, "prelu", x, slope)
+        try:
+            return ar.prelu_rule(E, x, slope)
+        except Unsupported:
+            pass  # another slope layout: the composition below
+    # relu(x) - slope * relu(-x): x above 0, round(slope * x) below (the sign of a zero
+    # and the derivative at 0 aside), for any slope broadcasting to x
     neg = E.node("relu", E.node("neg", x))
     return E.node("sub", E.node("relu", x), E.node("mul", slope, neg))
 
@@ -134,15 +139,15 @@ def _mish(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 
 
 def _pow(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    if isinstance(xs[1], Static):
-        e = np.asarray(xs[1].value, dtype=np.float64).reshape(-1)
-        if e.size == 1:
-            f = _finite(e[0], "Pow exponent")
-            try:
-                return ar.pow_rule(E, xs[0], int(f) if f == int(f) else f)
-            except Unsupported:
-                pass
-    return table_op(E, "pow", xs[0], xs[1])
+    x, e = xs
+    if (
+        isinstance(e, Static)
+        and np.asarray(e.value).size == 1
+        and len(E.shape(e)) <= len(E.shape(x))
+    ):
+        f = _finite(np.asarray(e.value, dtype=np.float64).reshape(-1)[0], "Pow exponent")
+        return ar.pow_rule(E, x, f)  # the table's pow, exponent an attribute
+    return ar.pow_rule(E, x, e)  # pow_tensor: a tensor exponent, broadcasting
 
 
 def _variadic(op: str, mean: bool = False) -> Any:
@@ -568,10 +573,9 @@ def _instance_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 
 
 def _where(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    cond = xs[0]
-    if isinstance(cond, Dyn):
+    if isinstance(xs[0], Dyn):
         raise Unsupported("a condition computed from graph values")
-    return table_op(E, "where", *xs)
+    return ar.where_rule(E, *xs)
 
 
 NN_OPS = {

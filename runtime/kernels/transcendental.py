@@ -1,5 +1,5 @@
 """Kernels of the transcendental family: exp log safe_log tanh sigmoid softplus gelu silu sin
-cos erf log1p expm1 elu celu selu mish.
+cos erf log1p expm1 elu celu selu mish pow pow_tensor.
 
 Invariants:
 - Every kernel is an elementwise unary (`builders.unary`): the transcendental itself is
@@ -11,10 +11,14 @@ Invariants:
 - erf, log1p, expm1, elu and celu save x only (their derivatives read x, as the spec's);
   elu/celu pick per element with `where`, so both branches are computed and the unused
   one (possibly inf or NaN) is discarded.
+- pow and pow_tensor take the power from `ctx.pow` (correctly rounded in `ordered`); their
+  derivatives are the spec's sequences, the zero cases (exponent 0; a = ±0 with b >= 0)
+  picked per element with `where` (+0), the other branch computed and discarded.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -23,7 +27,7 @@ from spec.errors import DomainError
 from spec.ops.transcendental import ERF_C
 
 from ..engine.context import KernelContext
-from .builders import unary
+from .builders import binary, unary
 from .table import Attrs
 
 __all__: list[str] = []
@@ -141,3 +145,44 @@ def _celu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
 
 unary(family=__name__, name="elu", f=_elu, push=_elu_push, saves="x", keep="x")
 unary(family=__name__, name="celu", f=_celu, push=_celu_push, saves="x", keep="x")
+
+
+# --------------------------------------------------------------------------- pow
+
+
+def _pow_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
+    e = Fraction(a["exponent"])
+    if e == 0:
+        return c.zeros(tuple(t.shape))
+    return t * (c.const(e) * c.pow(x, c.const(e - 1)))
+
+
+unary(
+    family=__name__,
+    name="pow",
+    f=lambda c, x, a: c.pow(x, c.const(a["exponent"])),
+    push=_pow_push,
+    saves="x",
+    keep="x",
+)
+
+
+def _pow_da(c: KernelContext, a: Any, b: Any, t: Any) -> Any:
+    v = c.arr(t * (b * c.pow(a, b - c.const(1))))
+    return c.xp.where(b == c.const(0), c.zeros(tuple(v.shape)), v)
+
+
+def _pow_db(c: KernelContext, a: Any, b: Any, t: Any) -> Any:
+    zero = c.const(0)
+    v = c.arr(t * (c.pow(a, b) * c.unary("log", a)))
+    return c.xp.where((a == zero) & (b >= zero), c.zeros(tuple(v.shape)), v)
+
+
+binary(
+    family=__name__,
+    name="pow_tensor",
+    f=lambda c, a, b: c.pow(a, b),
+    vjp_s=lambda c, a, b, g: (_pow_da(c, a, b, g), _pow_db(c, a, b, g)),
+    jvp_s=lambda c, a, b, da, db: _pow_da(c, a, b, da) + _pow_db(c, a, b, db),
+    saves="a, b",
+)

@@ -462,7 +462,7 @@ composite(
     family=FAMILY,
     arity=1,
     body=lambda b, x, a: b.node("div", scalar_const(b, 1), x[0]),
-    doc="1 / x, as div(const 1, x)",
+    doc="1 / x, as div(const 1, x): torch.reciprocal, ONNX Reciprocal",
     tags=frozenset({"elementwise"}),
     samples=(
         sample(arg((3,), 2, Fraction(-1, 2), 4), note="generic point"),

@@ -86,6 +86,7 @@ FAMILIES = (
     "norm",
     "attention",
     "embed",
+    "piecewise",
 )
 """The op families, in registration order; each is the module `spec.ops.<family>`."""
 

@@ -1,5 +1,5 @@
 """The transcendental family: exp log safe_log tanh sigmoid softplus gelu silu sin cos erf
-log1p expm1 elu celu selu mish.
+log1p expm1 elu celu selu mish pow pow_tensor.
 
 Invariants:
 - exp, log, tanh, sin, cos, erf, log1p and expm1 are primitives rounded once per element
@@ -16,6 +16,15 @@ Invariants:
   PyTorch's and ONNX's default, which callers name explicitly).
 - log refuses inputs <= 0 or NaN on graph nodes (a precondition); safe_log is total:
   log(maximum(x, SAFE_LOG_EPS)).
+- pow(x, exponent) (torch.pow with a number, aten pow.Tensor_Scalar) and pow_tensor(a, b)
+  (torch.pow of two tensors, ONNX Pow, broadcasting) are primitives: one correctly
+  rounded MPFR pow per element (C99 special values: x**0 = 1 even for NaN or 0, 1**y = 1,
+  a negative base to a non-integer is NaN, ±0 to a negative power ±inf). pow's exponent is
+  an exact rational rounded once into the domain (as `scale`'s c); its derivative is
+  t·(e·x**e1) with e1 = exponent − 1 (exact, then rounded once), and 0 for exponent 0
+  (PyTorch's: no 0·inf at x = 0). pow_tensor's derivatives (PyTorch's rule): to a,
+  g·(b·a**(b − 1)) with b − 1 rounded, 0 where b = 0; to b, g·(a**b·log a), 0 where a = ±0
+  and b >= 0 (a < 0 gives NaN through log; a = ±0 with b < 0 gives ±inf·(−inf)).
 - GELU_C and GELU_K are exact rationals cast once; the verifier and the certificate checker
   share them from here.
 """
@@ -28,7 +37,15 @@ from typing import Any
 from ..domains import Domain
 from ..errors import DomainError, GraphError, op_error
 from ..tensor import Tensor
-from .builders import composite, same_shape, scalar_const, second_arg, second_point, unary
+from .builders import (
+    composite,
+    elementwise2,
+    same_shape,
+    scalar_const,
+    second_arg,
+    second_point,
+    unary,
+)
 from .table import Attrs, AttrSpec, Env, Sample, arg, register, sample
 
 __all__ = [
@@ -483,5 +500,130 @@ composite(
     samples=(
         *_GENERIC,
         sample(arg((2,), 0, -0.0), kind="signed_zero", note="mish(0): softplus's tie at 0"),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- pow
+
+
+def _pow_e(D: Domain, a: Attrs, shift: int = 0) -> Any:
+    return D.from_rational(Fraction(a["exponent"]) - shift)
+
+
+def _pow_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
+    if Fraction(a["exponent"]) == 0:
+        return D.zero()
+    return D.mul(t, D.mul(_pow_e(D, a), D.pow(x, _pow_e(D, a, 1))))
+
+
+_NAN, _INF = float("nan"), float("inf")
+
+_pointwise(
+    name="pow",
+    f=lambda D, x, a: D.pow(x, _pow_e(D, a)),
+    push=_pow_push,
+    attrs=(AttrSpec("exponent", "rational"),),
+    doc="pow(x, e), e = exponent rounded once, correctly rounded (C99 special values); "
+    "derivative mul(t, mul(e, pow(x, e1))) with e1 = exponent - 1 rounded once; 0 for "
+    "exponent 0",
+    samples=(
+        sample(
+            arg((3,), Fraction(1, 2), 2, 3),
+            attrs={"exponent": Fraction(3, 2)},
+            note="generic point",
+        ),
+        sample(
+            arg((2, 3), 1, -2, Fraction(1, 2), 3, Fraction(1, 4), Fraction(-3, 2)),
+            attrs={"exponent": 3},
+            note="an integer exponent: negative bases keep their sign",
+        ),
+        sample(
+            arg((3,), -2, Fraction(1, 2), 3),
+            attrs={"exponent": -2},
+            note="a negative integer exponent",
+        ),
+        sample(
+            arg((3,), 0, -0.0, 2),
+            attrs={"exponent": 0},
+            kind="boundary",
+            note="x**0 = 1, 0**0 = 1; the derivative is 0 (PyTorch's)",
+        ),
+        sample(
+            arg((3,), 0, -0.0, 1),
+            attrs={"exponent": -1},
+            kind="signed_zero",
+            note="(+0)**-1 = inf, (-0)**-1 = -inf",
+        ),
+        sample(
+            arg((3,), 0, -1, 4),
+            attrs={"exponent": Fraction(1, 2)},
+            kind="boundary",
+            note="a fractional exponent: NaN below 0, an infinite derivative at 0",
+        ),
+        sample(
+            arg((3,), _NAN, _INF, -_INF),
+            attrs={"exponent": 3},
+            kind="special",
+            note="NaN propagates; (±inf)**3 = ±inf",
+        ),
+        sample(
+            arg((2,), _NAN, _INF),
+            attrs={"exponent": 0},
+            kind="special",
+            note="NaN**0 = inf**0 = 1",
+        ),
+    ),
+)
+
+
+def _pow_da(D: Domain, a: Any, b: Any, t: Any) -> Any:
+    if D.eq(b, D.zero()):
+        return D.zero()
+    return D.mul(t, D.mul(b, D.pow(a, D.sub(b, D.one()))))
+
+
+def _pow_db(D: Domain, a: Any, b: Any, t: Any) -> Any:
+    if D.eq(a, D.zero()) and D.ge(b, D.zero()):
+        return D.zero()
+    return D.mul(t, D.mul(D.pow(a, b), D.log(a)))
+
+
+elementwise2(
+    name="pow_tensor",
+    family=FAMILY,
+    f=lambda D, a, b: D.pow(a, b),
+    jvp_s=lambda D, a, b, da, db: D.add(_pow_da(D, a, b, da), _pow_db(D, a, b, db)),
+    vjp_s=lambda D, a, b, g: (_pow_da(D, a, b, g), _pow_db(D, a, b, g)),
+    saves="a, b",
+    doc="pow(a, b) (broadcasting), correctly rounded (C99 special values); cotangents "
+    "mul(g, mul(b, pow(a, sub(b, 1)))) (0 where b = 0) and mul(g, mul(pow(a, b), log(a))) "
+    "(0 where a = ±0 and b >= 0; NaN for a < 0)",
+    algebraic=False,
+    samples=(
+        sample(
+            arg((2, 3), Fraction(1, 2), 2, 3, Fraction(3, 2), Fraction(1, 4), 5),
+            arg((3,), Fraction(3, 2), -1, Fraction(1, 2)),
+            note="generic point (positive bases, broadcast exponent)",
+        ),
+        sample(
+            arg((3,), -2, Fraction(-1, 2), 3),
+            arg((3,), 3, -2, 2),
+            kind="boundary",
+            note="negative bases to integer exponents: the domain's edge in b (a**b is NaN "
+            "for b off the integers), so the derivative to b is NaN",
+        ),
+        sample(
+            arg((4,), 0, 0, -0.0, 2),
+            arg((4,), 0, 2, -1, 0),
+            kind="boundary",
+            note="0**0 = 1, 0**2 = 0 (derivative to b 0), (-0)**-1 = -inf, 2**0 = 1 (to a 0)",
+        ),
+        sample(
+            arg((3,), -8, 1, -1),
+            arg((3,), Fraction(1, 3), _NAN, _INF),
+            kind="special",
+            note="(-8)**(1/3) = NaN, 1**NaN = 1, (-1)**inf = 1",
+        ),
     ),
 )
