@@ -374,6 +374,14 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "std",
     "instance_norm",
     "group_norm",
+    "narrow",
+    "flip",
+    "roll",
+    "tile",
+    "repeat_interleave",
+    "cumsum",
+    "batch_norm_eval",
+    "local_response_norm",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale

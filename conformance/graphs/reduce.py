@@ -83,3 +83,18 @@ def _var(op: str) -> Builder:
 register(name="logsumexp", build=_logsumexp)
 register(name="var", build=_var("var"))
 register(name="std", build=_var("std"))
+
+
+def _cumsum(c: Ctx) -> bool:
+    x = c.pick(lambda s: len(s) >= 1)
+    if x is None or not c.room(1):
+        return False
+    attrs = {"dim": c.draw(st.integers(0, len(c.shapes[x]) - 1))}
+    for flag in ("exclusive", "reverse"):
+        if c.draw(st.booleans()):
+            attrs[flag] = True
+    c.add("cumsum", x, **attrs)
+    return True
+
+
+register(name="cumsum", build=_cumsum)
