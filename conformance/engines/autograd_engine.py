@@ -46,6 +46,33 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
     return anp.reshape(xp[..., np.array(list(indices), dtype=np.intp)], (*lead, *shape))
 
 
+def _ag_flip(x: Any, dims: Any) -> Any:
+    return x[tuple(slice(None, None, -1) if a in dims else slice(None) for a in range(x.ndim))]
+
+
+def _ag_narrow(x: Any, dim: int, start: int, length: int) -> Any:
+    return x[
+        tuple(slice(start, start + length) if a == dim else slice(None) for a in range(x.ndim))
+    ]
+
+
+def _ag_cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
+    """anp.cumsum with reverse as flip-cumsum-flip and exclusive as the shifted sums."""
+    y = anp.cumsum(_ag_flip(x, (dim,)) if reverse else x, axis=dim)
+    n = x.shape[dim]
+    if exclusive and n:
+        head = np.zeros((*x.shape[:dim], 1, *x.shape[dim + 1 :]), dtype=x.dtype)
+        y = anp.concatenate([head, _ag_narrow(y, dim, 0, n - 1)], axis=dim)
+    return _ag_flip(y, (dim,)) if reverse else y
+
+
+def _ag_bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
+    shape = (x.shape[1], *([1] * (x.ndim - 2)))
+    e = _c(x, 1e-5 if eps is None else float(eps))
+    den = anp.sqrt(anp.reshape(v, shape) + e)
+    return (x - anp.reshape(m, shape)) / den * anp.reshape(g, shape) + anp.reshape(b, shape)
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -101,6 +128,18 @@ OPS: dict[str, Callable[..., Any]] = {
     "log1p": lambda x: anp.log1p(x),
     "expm1": lambda x: anp.expm1(x),
     "elu": lambda x, alpha=1: anp.where(x > 0, x, _c(x, float(alpha)) * anp.expm1(x)),
+    # this round's movement, cumsum and norm ops (appended; no LRN in NumPy)
+    "narrow": _ag_narrow,
+    "flip": _ag_flip,
+    "roll": lambda x, shifts, dims=None: (
+        anp.roll(x, tuple(shifts), tuple(dims)) if dims else anp.roll(x, int(shifts[0]))
+    ),
+    "tile": lambda x, dims: anp.tile(x, tuple(dims)),
+    "repeat_interleave": lambda x, repeats, dim=None: anp.repeat(
+        x, int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats), axis=dim
+    ),
+    "cumsum": _ag_cumsum,
+    "batch_norm_eval": _ag_bn_eval,
 }
 if ag_special is not None:
     OPS["erf"] = lambda x: ag_special.erf(x)

@@ -202,6 +202,25 @@ _mha = partial(
 )
 
 
+def _cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
+    """torch.cumsum, with ONNX CumSum's reverse (flip, cumsum, flip) and exclusive (the
+    sums shifted one place along dim, a +0 first) written as a user would."""
+    y = torch.cumsum(torch.flip(x, (dim,)) if reverse else x, dim)
+    if exclusive and x.shape[dim]:
+        head = torch.zeros_like(y.narrow(dim, 0, 1))
+        y = torch.cat([head, y.narrow(dim, 0, x.shape[dim] - 1)], dim)
+    return torch.flip(y, (dim,)) if reverse else y
+
+
+def _eps(eps: Any) -> float:
+    return 1e-5 if eps is None else float(eps)
+
+
+def _lrn(x: Any, size: int, alpha: Any = None, beta: Any = None, k: Any = None) -> Any:
+    a, b, kk = (1e-4 if alpha is None else alpha), (0.75 if beta is None else beta), k
+    return F.local_response_norm(x, int(size), float(a), float(b), 1.0 if kk is None else float(kk))
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -312,6 +331,21 @@ OPS: dict[str, Callable[..., Any]] = {
     "group_norm": lambda x, g, b, num_groups, eps=None: F.group_norm(
         x, int(num_groups), g, b, eps=1e-5 if eps is None else float(eps)
     ),
+    # this round's movement, cumsum and norm ops (appended)
+    "narrow": lambda x, dim, start, length: torch.narrow(x, dim, start, length),
+    "flip": lambda x, dims: torch.flip(x, tuple(dims)),
+    "roll": lambda x, shifts, dims=None: (
+        torch.roll(x, tuple(shifts), tuple(dims)) if dims else torch.roll(x, int(shifts[0]))
+    ),
+    "tile": lambda x, dims: torch.tile(x, tuple(dims)),
+    "repeat_interleave": lambda x, repeats, dim=None: torch.repeat_interleave(
+        x, int(repeats[0]) if len(repeats) == 1 else _idx(x, repeats), dim
+    ),
+    "cumsum": _cumsum,
+    "batch_norm_eval": lambda x, m, v, g, b, eps=None: F.batch_norm(
+        x, m, v, g, b, training=False, eps=_eps(eps)
+    ),
+    "local_response_norm": _lrn,
 }
 
 

@@ -165,8 +165,13 @@ def _repeat_interleave(c: Ctx) -> bool:
     s = c.shapes[x]
     d = c.draw(st.integers(0, len(s) - 1))
     per = c.draw(st.booleans()) and s[d] >= 1
-    reps = tuple(c.draw(st.lists(st.integers(0, 2), min_size=1, max_size=1) if not per else
-                        st.lists(st.integers(0, 2), min_size=s[d], max_size=s[d])))
+    reps = tuple(
+        c.draw(
+            st.lists(st.integers(0, 2), min_size=1, max_size=1)
+            if not per
+            else st.lists(st.integers(0, 2), min_size=s[d], max_size=s[d])
+        )
+    )
     if size(s) * max(reps) > MAX_ELEMENTS:
         reps = (1,)
     c.add("repeat_interleave", x, repeats=reps, dim=d)

@@ -149,8 +149,9 @@ def _bn_eval_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
     eps = _EPS if a.get("eps") is None else sympy.Rational(a["eps"])
     shape = (x.shape[1], *([1] * (x.ndim - 2)))
     den = arr(np.vectorize(lambda t: sympy.sqrt(t + eps), otypes=[object])(var))
-    return arr((x - mean.reshape(shape)) / den.reshape(shape) * gamma.reshape(shape)
-               + beta.reshape(shape))
+    return arr(
+        (x - mean.reshape(shape)) / den.reshape(shape) * gamma.reshape(shape) + beta.reshape(shape)
+    )
 
 
 law(

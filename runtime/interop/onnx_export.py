@@ -156,6 +156,13 @@ def _mask(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> N
     w.emit("Where", [w.const(keep, np.bool_), ins[0], w.const(-np.inf)], out)
 
 
+def _cumsum(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
+    a = n.attrs
+    axis = w.const(np.asarray(a["dim"], dtype=np.int64), np.int64)
+    flags = {k: int(bool(a.get(k))) for k in ("exclusive", "reverse")}
+    w.emit("CumSum", [ins[0], axis], out, **flags)
+
+
 EXPORT: dict[str, ExportRule] = {
     "add": _same("Add"),
     "sub": _same("Sub"),
@@ -194,6 +201,7 @@ EXPORT: dict[str, ExportRule] = {
     "softmax": _softmax("Softmax"),
     "log_softmax": _softmax("LogSoftmax"),
     "mask_neg_inf": _mask,
+    "cumsum": _cumsum,
 }
 """Primitive op of the table -> the ONNX nodes that compute it."""
 

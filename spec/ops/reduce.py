@@ -436,7 +436,9 @@ register(
     "exclusive",
     tags=frozenset({"reduction"}),
     samples=(
-        sample(arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"),
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
+        ),
         sample(
             arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
             attrs={"dim": 0, "exclusive": True, "reverse": True},
