@@ -56,6 +56,31 @@ def _ag_narrow(x: Any, dim: int, start: int, length: int) -> Any:
     ]
 
 
+def _ag_roll(x: Any, shifts: Any, dims: Any = None) -> Any:
+    """One anp.roll per (shift, dim) pair (autograd's roll VJP negates a scalar shift)."""
+    if not dims:
+        return anp.reshape(anp.roll(anp.reshape(x, (-1,)), int(shifts[0])), x.shape)
+    for k, d in zip(shifts, dims, strict=True):
+        x = anp.roll(x, int(k), int(d))
+    return x
+
+
+def _ag_tile(x: Any, dims: Any) -> Any:
+    """np.tile written as concatenated copies per axis (autograd's tile VJP divides by the
+    repeat count, so a 0 repeat is the empty slice instead)."""
+    reps = (1,) * (x.ndim - len(dims)) + tuple(int(k) for k in dims)
+    x = anp.reshape(x, (1,) * (len(reps) - x.ndim) + tuple(x.shape))
+    for a, k in enumerate(reps):
+        x = _ag_narrow(x, a, 0, 0) if k == 0 else anp.concatenate([x] * k, axis=a)
+    return x
+
+
+def _ag_repeat_interleave(x: Any, repeats: Any, dim: Any = None) -> Any:
+    if len(repeats) != 1:
+        raise NotImplementedError("autograd's repeat VJP takes one int repeat")
+    return anp.repeat(x, int(repeats[0]), axis=dim)
+
+
 def _ag_cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
     """anp.cumsum with reverse as flip-cumsum-flip and exclusive as the shifted sums."""
     y = anp.cumsum(_ag_flip(x, (dim,)) if reverse else x, axis=dim)
@@ -131,13 +156,9 @@ OPS: dict[str, Callable[..., Any]] = {
     # this round's movement, cumsum and norm ops (appended; no LRN in NumPy)
     "narrow": _ag_narrow,
     "flip": _ag_flip,
-    "roll": lambda x, shifts, dims=None: (
-        anp.roll(x, tuple(shifts), tuple(dims)) if dims else anp.roll(x, int(shifts[0]))
-    ),
-    "tile": lambda x, dims: anp.tile(x, tuple(dims)),
-    "repeat_interleave": lambda x, repeats, dim=None: anp.repeat(
-        x, int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats), axis=dim
-    ),
+    "roll": _ag_roll,
+    "tile": _ag_tile,
+    "repeat_interleave": _ag_repeat_interleave,
     "cumsum": _ag_cumsum,
     "batch_norm_eval": _ag_bn_eval,
 }

@@ -216,6 +216,15 @@ def _eps(eps: Any) -> float:
     return 1e-5 if eps is None else float(eps)
 
 
+def _bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
+    """Evaluation-mode batch norm written out ((x - mean) / sqrt(var + eps) * w + b, the
+    statistics viewed as (C, 1, ...)): F.batch_norm refuses gradients with respect to the
+    running statistics, which the spec's op has."""
+    shape = (x.shape[1], *([1] * (x.dim() - 2)))
+    den = torch.sqrt(v.reshape(shape) + _eps(eps))
+    return (x - m.reshape(shape)) / den * g.reshape(shape) + b.reshape(shape)
+
+
 def _lrn(x: Any, size: int, alpha: Any = None, beta: Any = None, k: Any = None) -> Any:
     a, b, kk = (1e-4 if alpha is None else alpha), (0.75 if beta is None else beta), k
     return F.local_response_norm(x, int(size), float(a), float(b), 1.0 if kk is None else float(kk))
@@ -342,9 +351,7 @@ OPS: dict[str, Callable[..., Any]] = {
         x, int(repeats[0]) if len(repeats) == 1 else _idx(x, repeats), dim
     ),
     "cumsum": _cumsum,
-    "batch_norm_eval": lambda x, m, v, g, b, eps=None: F.batch_norm(
-        x, m, v, g, b, training=False, eps=_eps(eps)
-    ),
+    "batch_norm_eval": _bn_eval,
     "local_response_norm": _lrn,
 }
 

@@ -100,7 +100,7 @@ def _linear(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) ->
 
 
 def _reshape(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
-    w.emit("Reshape", [ins[0], w.ints(n.attrs["shape"])], out)
+    w.emit("Reshape", [ins[0], w.ints(n.attrs["shape"])], out, allowzero=1)  # 0 is a size
 
 
 def _swap(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
