@@ -217,7 +217,7 @@ def _onnx_lrn(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) 
 
 
 def test_onnx_split_tile_cumsum_lrn_batchnorm_against_onnxruntime() -> None:
-    onnx = pytest.importorskip("onnx", reason="needs the onnx package")
+    pytest.importorskip("onnx", reason="needs the onnx package")
     ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
 

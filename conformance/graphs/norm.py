@@ -4,7 +4,10 @@ Invariant: `layer_norm` normalises a non-empty last axis, `batch_norm` a non-emp
 rank >= 2 over axis 1; weight and bias have the feature shape. `instance_norm` takes a
 value (N, C, spatial...) of rank >= 3 with no zero dim; `group_norm` a value of rank >= 2
 with no zero dim and a num_groups dividing C (1, C and the others drawn); eps is drawn
-from the default and a few rationals.
+from the default and a few rationals. `batch_norm_eval` takes a value of rank >= 2 with
+C >= 1 (empty batches included) and a positive running variance (a fresh positive const);
+`local_response_norm` is drawn from configured cases (odd and even sizes, windows wider than
+the channel axis, non-default alpha, beta and k).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Invariants: `mean` and `reduce_mean` divide by a size >= 1 (they only take value
 that are non-empty), so they never divide by zero; `reduce_max` reduces a non-empty axis;
 `sum` and `reduce_sum` accept empty values. `logsumexp` reduces a non-empty dim; `var` and
 `std` a dim of length n with n - correction >= 1 (correction 0 or 1), so their division is
-by a positive count.
+by a positive count. `cumsum` scans any axis (empty ones included) with exclusive and
+reverse drawn.
 """
 
 from __future__ import annotations

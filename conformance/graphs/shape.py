@@ -3,7 +3,10 @@
 Invariants: reshape targets are factorizations of the value's size (simplest first);
 `broadcast_to` targets shapes the value broadcasts to; `concat` joins values of one trailing
 shape (repeats allowed) within `MAX_ELEMENTS`; `slice` bounds satisfy 0 <= start <= stop <= n;
-`swap_adjacent` and `transpose` take values of rank >= 2.
+`swap_adjacent` and `transpose` take values of rank >= 2. `narrow`, `flip`, `roll`, `tile`
+and `repeat_interleave` take any value (empty and size-1 axes included; roll's shifts are
+signed and may exceed the axis; tile may add leading axes or repeat 0 times) and keep their
+output within `MAX_ELEMENTS`.
 """
 
 from __future__ import annotations
