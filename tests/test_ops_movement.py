@@ -305,3 +305,30 @@ def test_torch_export_maps_onto_the_new_ops() -> None:
     np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-12, atol=1e-12)
     # LRN is a Python function in torch (no aten op): torch.export decomposes it into pow,
     # avg_pool3d and div, so the aten importer never sees local_response_norm
+
+
+# --------------------------------------------------------------------------- laws across ops
+
+
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3), st.data())
+def test_laws_across_ops_in_the_ordered_kernels(s, data) -> None:
+    """flip∘flip = id, roll by k then -k = id, tile = concat of copies, and an inclusive
+    cumsum's last element is reduce_sum's fold bit for bit (both left folds in order)."""
+    c = KernelContext("float32", "ordered")
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    x = (rng.standard_normal(s) * 10.0 ** rng.integers(-6, 6, s)).astype(np.float32)
+    d = data.draw(st.integers(0, len(s) - 1))
+
+    def run(op: str, v: np.ndarray, **a) -> np.ndarray:
+        k = KERNELS[op]
+        return np.asarray(k.forward(c, [v], a, ())[0])
+
+    assert run("flip", run("flip", x, dims=(d,)), dims=(d,)).tobytes() == x.tobytes()
+    k = data.draw(st.integers(-5, 5))
+    back = run("roll", run("roll", x, shifts=(k,), dims=(d,)), shifts=(-k,), dims=(d,))
+    assert back.tobytes() == x.tobytes()
+    reps = [1] * len(s)
+    reps[d] = 3
+    assert run("tile", x, dims=tuple(reps)).tobytes() == np.concatenate([x] * 3, d).tobytes()
+    last = np.take(run("cumsum", x, dim=d), [s[d] - 1], axis=d).squeeze(d)
+    assert last.tobytes() == run("reduce_sum", x, axis=d).tobytes()
