@@ -371,6 +371,14 @@ def batch_norm(
         raise Unsupported("training-mode batch norm (export the model in eval mode)")
     if mean is None or var is None:
         raise Unsupported("batch norm without running statistics")
+    return bn_eval(E, x, w, b, mean, var, eps)
+
+
+def bn_eval(E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, eps: float) -> Any:
+    """Evaluation-mode batch norm: the table's `batch_norm_eval` (any rank >= 2) when weight
+    and bias are given and eps > 0, else the emitter's inline form (same operations)."""
+    if w is not None and b is not None and eps > 0 and len(E.shape(x)) >= 2:
+        return E.node("batch_norm_eval", x, mean, var, w, b, eps=Fraction(float(eps)))
     return E.batch_norm_eval(x, w, b, mean, var, eps)
 
 
@@ -378,7 +386,7 @@ def _bn_no_training(
     E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, momentum: Any, eps: float
 ) -> tuple[Any, ...]:
     p = Poison("aten._native_batch_norm_legit_no_training (statistics outputs)", STATS)
-    return E.batch_norm_eval(x, w, b, mean, var, eps), p, p
+    return bn_eval(E, x, w, b, mean, var, eps), p, p
 
 
 def native_batch_norm(
