@@ -7,8 +7,10 @@ Invariants (those of `proofs.laws.core`):
   empty) and is imported only by `proofs.laws`.
 - Every definition here is independent of `spec`: NumPy object arrays and sympy, built
   from the shared helpers of `proofs.laws.core`.
-- All four use the biased variance and eps = 1/100000 (unless given); checked on free
-  symbols and at fixed rational points, with the numeric fallback allowed for every obligation.
+- The four statistics norms use the biased variance and eps = 1/100000 (unless given);
+  batch_norm_eval takes given running statistics; local_response_norm is PyTorch's channel
+  window. All are checked on free symbols and at fixed rational points, with the numeric
+  fallback allowed for every obligation.
 """
 
 from __future__ import annotations
