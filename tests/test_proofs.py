@@ -102,6 +102,7 @@ def test_theorems_are_well_formed() -> None:
     # fallback are labelled so, and no other law is
     numeric = {t.name.split(".")[1] for t in ths if "numeric fallback" in t.evidence}
     assert numeric == {"layer_norm", "batch_norm", "instance_norm", "group_norm",
+                       "batch_norm_eval", "local_response_norm",
                        "scaled_dot_product_attention", "multi_head_attention"}  # fmt: skip
     assert "bounded enumeration" in get("graph.backprop_correct").evidence
     assert "30 quick / 200 full" in get("float.ordered_bitwise").evidence_label()

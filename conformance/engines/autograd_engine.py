@@ -57,6 +57,59 @@ def _where(a: Any, b: Any, mask: Any, mask_shape: Any) -> Any:
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805  # PyTorch's selu constants
 
+
+def _ag_flip(x: Any, dims: Any) -> Any:
+    return x[tuple(slice(None, None, -1) if a in dims else slice(None) for a in range(x.ndim))]
+
+
+def _ag_narrow(x: Any, dim: int, start: int, length: int) -> Any:
+    return x[
+        tuple(slice(start, start + length) if a == dim else slice(None) for a in range(x.ndim))
+    ]
+
+
+def _ag_roll(x: Any, shifts: Any, dims: Any = None) -> Any:
+    """One anp.roll per (shift, dim) pair (autograd's roll VJP negates a scalar shift)."""
+    if not dims:
+        return anp.reshape(anp.roll(anp.reshape(x, (-1,)), int(shifts[0])), x.shape)
+    for k, d in zip(shifts, dims, strict=True):
+        x = anp.roll(x, int(k), int(d))
+    return x
+
+
+def _ag_tile(x: Any, dims: Any) -> Any:
+    """np.tile written as concatenated copies per axis (autograd's tile VJP divides by the
+    repeat count, so a 0 repeat is the empty slice instead)."""
+    reps = (1,) * (x.ndim - len(dims)) + tuple(int(k) for k in dims)
+    x = anp.reshape(x, (1,) * (len(reps) - x.ndim) + tuple(x.shape))
+    for a, k in enumerate(reps):
+        x = _ag_narrow(x, a, 0, 0) if k == 0 else anp.concatenate([x] * k, axis=a)
+    return x
+
+
+def _ag_repeat_interleave(x: Any, repeats: Any, dim: Any = None) -> Any:
+    if len(repeats) != 1:
+        raise NotImplementedError("autograd's repeat VJP takes one int repeat")
+    return anp.repeat(x, int(repeats[0]), axis=dim)
+
+
+def _ag_cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
+    """anp.cumsum with reverse as flip-cumsum-flip and exclusive as the shifted sums."""
+    y = anp.cumsum(_ag_flip(x, (dim,)) if reverse else x, axis=dim)
+    n = x.shape[dim]
+    if exclusive and n:
+        head = np.zeros((*x.shape[:dim], 1, *x.shape[dim + 1 :]), dtype=x.dtype)
+        y = anp.concatenate([head, _ag_narrow(y, dim, 0, n - 1)], axis=dim)
+    return _ag_flip(y, (dim,)) if reverse else y
+
+
+def _ag_bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
+    shape = (x.shape[1], *([1] * (x.ndim - 2)))
+    e = _c(x, 1e-5 if eps is None else float(eps))
+    den = anp.sqrt(anp.reshape(v, shape) + e)
+    return (x - anp.reshape(m, shape)) / den * anp.reshape(g, shape) + anp.reshape(b, shape)
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -123,6 +176,14 @@ OPS: dict[str, Callable[..., Any]] = {
     "where": _where,
     "pow": lambda x, exponent: anp.power(x, _c(x, float(exponent))),
     "pow_tensor": lambda a, b: anp.power(a, b),
+    # this round's movement, cumsum and norm ops (appended; no LRN in NumPy)
+    "narrow": _ag_narrow,
+    "flip": _ag_flip,
+    "roll": _ag_roll,
+    "tile": _ag_tile,
+    "repeat_interleave": _ag_repeat_interleave,
+    "cumsum": _ag_cumsum,
+    "batch_norm_eval": _ag_bn_eval,
 }
 if ag_special is not None:
     OPS["erf"] = lambda x: ag_special.erf(x)

@@ -760,6 +760,8 @@ NONFINITE: dict[str, str] = {
         "forward: NaN propagates (a window's first NaN wins); vjp/jvp: each window's g to its "
         "first maximal element or first NaN (which gets g), the others 0 (a NaN g too)",
     ),
+    "batch_norm_eval": "vjp/jvp: through sqrt's rule at running_var + eps: where that is <= 0 "
+    "or NaN, the derivative through the denominator is 0 (the forward is NaN there)",
 }
 """Per op, where its rules choose a value for a NaN/±inf (see the module docstring)."""
 

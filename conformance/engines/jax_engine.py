@@ -382,6 +382,28 @@ _mha = partial(
 )  # the spec's body from jnp ops (`base.mha_body` around `_sdpa`)
 
 
+def _jcumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
+    """jnp.cumsum with reverse as flip-cumsum-flip and exclusive as the shifted sums."""
+    y = jnp.cumsum(jnp.flip(x, dim) if reverse else x, axis=dim)
+    if exclusive and x.shape[dim]:
+        y = jnp.concatenate(
+            [
+                jnp.zeros_like(jax.lax.slice_in_dim(y, 0, 1, axis=dim)),
+                jax.lax.slice_in_dim(y, 0, x.shape[dim] - 1, axis=dim),
+            ],
+            axis=dim,
+        )
+    return jnp.flip(y, dim) if reverse else y
+
+
+def _jbn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
+    """flax's BatchNorm in evaluation mode: (x - mean) * rsqrt(var + eps) * scale + bias."""
+    shape = (x.shape[1], *([1] * (x.ndim - 2)))
+    e = 1e-5 if eps is None else float(eps)
+    inv = jax.lax.rsqrt(v.reshape(shape) + jnp.asarray(e, x.dtype))
+    return (x - m.reshape(shape)) * inv * g.reshape(shape) + b.reshape(shape)
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -480,6 +502,25 @@ OPS: dict[str, Callable[..., Any]] = {
     "pow": lambda x, exponent: jnp.power(x, float(exponent)),
     "pow_tensor": lambda a, b: jnp.power(a, b),
     **{f"adaptive_{k}_pool{n}d": _adaptive_pool(k, n) for k in ("avg", "max") for n in (1, 2, 3)},
+    # this round's movement, cumsum and norm ops (appended; JAX has no LRN)
+    "narrow": lambda x, dim, start, length: jax.lax.slice_in_dim(
+        x, start, start + length, axis=dim
+    ),
+    "flip": lambda x, dims: jnp.flip(x, tuple(dims)) if dims else x,
+    "roll": lambda x, shifts, dims=None: (
+        jnp.roll(x, tuple(shifts), tuple(dims)) if dims else jnp.roll(x, int(shifts[0]))
+    ),
+    "tile": lambda x, dims: jnp.tile(x, tuple(dims)),
+    "repeat_interleave": lambda x, repeats, dim=None: jnp.repeat(
+        x,
+        int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats),
+        axis=dim,
+        total_repeat_length=(x.size if dim is None else x.shape[dim]) * int(repeats[0])
+        if len(repeats) == 1
+        else int(sum(repeats)),
+    ),
+    "cumsum": _jcumsum,
+    "batch_norm_eval": _jbn_eval,
 }
 
 

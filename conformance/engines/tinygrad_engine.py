@@ -264,6 +264,32 @@ _mha = partial(
 )
 
 
+def _tg_cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
+    """Tensor.cumsum with reverse as flip-cumsum-flip and exclusive as the shifted sums
+    (`pad` adds the leading +0, `shrink` drops the last sum)."""
+    y = (x.flip(dim) if reverse else x).cumsum(dim)
+    n = x.shape[dim]
+    if exclusive and n:
+        pads = [(0, 0)] * x.ndim
+        pads[dim] = (1, 0)
+        keep = [None] * x.ndim
+        keep[dim] = (0, n)
+        y = y.pad(tuple(pads)).shrink(tuple(keep))
+    return y.flip(dim) if reverse else y
+
+
+def _tg_repeat_interleave(x: Any, repeats: Any, dim: Any = None) -> Any:
+    if len(repeats) != 1:
+        raise NotImplementedError("tinygrad's repeat_interleave takes one int repeat")
+    return x.repeat_interleave(int(repeats[0]), dim)
+
+
+def _tg_bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
+    """tinygrad's BatchNorm in evaluation mode: batchnorm(weight, bias, mean,
+    (var + eps).rsqrt())."""
+    return x.batchnorm(g, b, m, (v + (1e-5 if eps is None else float(eps))).rsqrt())
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -362,6 +388,20 @@ OPS: dict[str, Callable[..., Any]] = {
     ).where(a, b),
     "pow": lambda x, exponent: x.pow(float(exponent)),
     "pow_tensor": lambda a, b: a.pow(b),
+    # this round's movement, cumsum and norm ops (appended; tinygrad has no LRN)
+    "narrow": lambda x, dim, start, length: x.shrink(
+        tuple((start, start + length) if a == dim else None for a in range(x.ndim))
+    ),
+    "flip": lambda x, dims: x.flip(tuple(dims)) if dims else x,
+    "roll": lambda x, shifts, dims=None: (
+        x.roll(tuple(shifts), tuple(dims))
+        if dims
+        else x.flatten().roll(int(shifts[0]), 0).reshape(x.shape)
+    ),
+    "tile": lambda x, dims: x.repeat(tuple((1,) * (x.ndim - len(dims)) + tuple(dims))),
+    "repeat_interleave": _tg_repeat_interleave,
+    "cumsum": _tg_cumsum,
+    "batch_norm_eval": _tg_bn_eval,
 }
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

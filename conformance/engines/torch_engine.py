@@ -202,6 +202,34 @@ _mha = partial(
 )
 
 
+def _cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> Any:
+    """torch.cumsum, with ONNX CumSum's reverse (flip, cumsum, flip) and exclusive (the
+    sums shifted one place along dim, a +0 first) written as a user would."""
+    y = torch.cumsum(torch.flip(x, (dim,)) if reverse else x, dim)
+    if exclusive and x.shape[dim]:
+        head = torch.zeros_like(y.narrow(dim, 0, 1))
+        y = torch.cat([head, y.narrow(dim, 0, x.shape[dim] - 1)], dim)
+    return torch.flip(y, (dim,)) if reverse else y
+
+
+def _eps(eps: Any) -> float:
+    return 1e-5 if eps is None else float(eps)
+
+
+def _bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
+    """Evaluation-mode batch norm written out ((x - mean) / sqrt(var + eps) * w + b, the
+    statistics viewed as (C, 1, ...)): F.batch_norm refuses gradients with respect to the
+    running statistics, which the spec's op has."""
+    shape = (x.shape[1], *([1] * (x.dim() - 2)))
+    den = torch.sqrt(v.reshape(shape) + _eps(eps))
+    return (x - m.reshape(shape)) / den * g.reshape(shape) + b.reshape(shape)
+
+
+def _lrn(x: Any, size: int, alpha: Any = None, beta: Any = None, k: Any = None) -> Any:
+    a, b, kk = (1e-4 if alpha is None else alpha), (0.75 if beta is None else beta), k
+    return F.local_response_norm(x, int(size), float(a), float(b), 1.0 if kk is None else float(kk))
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -318,6 +346,19 @@ OPS: dict[str, Callable[..., Any]] = {
     ),
     "pow": lambda x, exponent: torch.pow(x, _f(exponent)),
     "pow_tensor": lambda a, b: torch.pow(a, b),
+    # this round's movement, cumsum and norm ops (appended)
+    "narrow": lambda x, dim, start, length: torch.narrow(x, dim, start, length),
+    "flip": lambda x, dims: torch.flip(x, tuple(dims)),
+    "roll": lambda x, shifts, dims=None: (
+        torch.roll(x, tuple(shifts), tuple(dims)) if dims else torch.roll(x, int(shifts[0]))
+    ),
+    "tile": lambda x, dims: torch.tile(x, tuple(dims)),
+    "repeat_interleave": lambda x, repeats, dim=None: torch.repeat_interleave(
+        x, int(repeats[0]) if len(repeats) == 1 else _idx(x, repeats), dim
+    ),
+    "cumsum": _cumsum,
+    "batch_norm_eval": _bn_eval,
+    "local_response_norm": _lrn,
 }
 
 

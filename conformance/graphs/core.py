@@ -389,6 +389,14 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "where",
     "pow",
     "pow_tensor",
+    "narrow",
+    "flip",
+    "roll",
+    "tile",
+    "repeat_interleave",
+    "cumsum",
+    "batch_norm_eval",
+    "local_response_norm",
 )
 """Every op the generator can build, in sampling order: simplest first (elementwise, then
 structural, reductions, linear algebra, guarded and transcendental ops, then the model-scale

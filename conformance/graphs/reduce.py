@@ -4,7 +4,8 @@ Invariants: `mean` and `reduce_mean` divide by a size >= 1 (they only take value
 that are non-empty), so they never divide by zero; `reduce_max` reduces a non-empty axis;
 `sum` and `reduce_sum` accept empty values. `logsumexp` reduces a non-empty dim; `var` and
 `std` a dim of length n with n - correction >= 1 (correction 0 or 1), so their division is
-by a positive count.
+by a positive count. `cumsum` scans any axis (empty ones included) with exclusive and
+reverse drawn.
 """
 
 from __future__ import annotations
@@ -83,3 +84,18 @@ def _var(op: str) -> Builder:
 register(name="logsumexp", build=_logsumexp)
 register(name="var", build=_var("var"))
 register(name="std", build=_var("std"))
+
+
+def _cumsum(c: Ctx) -> bool:
+    x = c.pick(lambda s: len(s) >= 1)
+    if x is None or not c.room(1):
+        return False
+    attrs = {"dim": c.draw(st.integers(0, len(c.shapes[x]) - 1))}
+    for flag in ("exclusive", "reverse"):
+        if c.draw(st.booleans()):
+            attrs[flag] = True
+    c.add("cumsum", x, **attrs)
+    return True
+
+
+register(name="cumsum", build=_cumsum)

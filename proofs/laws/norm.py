@@ -1,4 +1,5 @@
-"""Per-op laws of the norm family: layer_norm, batch_norm, instance_norm, group_norm.
+"""Per-op laws of the norm family: layer_norm, batch_norm, instance_norm, group_norm,
+batch_norm_eval, local_response_norm.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -6,8 +7,10 @@ Invariants (those of `proofs.laws.core`):
   empty) and is imported only by `proofs.laws`.
 - Every definition here is independent of `spec`: NumPy object arrays and sympy, built
   from the shared helpers of `proofs.laws.core`.
-- All four use the biased variance and eps = 1/100000 (unless given); checked on free
-  symbols and at fixed rational points, with the numeric fallback allowed for every obligation.
+- The four statistics norms use the biased variance and eps = 1/100000 (unless given);
+  batch_norm_eval takes given running statistics; local_response_norm is PyTorch's channel
+  window. All are checked on free symbols and at fixed rational points, with the numeric
+  fallback allowed for every obligation.
 """
 
 from __future__ import annotations
@@ -138,6 +141,69 @@ law(
     ),
     derivative_text="jvp = the derivative of that expression (smooth: var + eps > 0)",
     definition=_gn_def,
+    conv_jvp="definition",
+    numeric=ALL_OBLIGATIONS,
+)
+
+
+def _bn_eval_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    x, mean, var, gamma, beta = v
+    eps = _EPS if a.get("eps") is None else sympy.Rational(a["eps"])
+    shape = (x.shape[1], *([1] * (x.ndim - 2)))
+    den = arr(np.vectorize(lambda t: sympy.sqrt(t + eps), otypes=[object])(var))
+    return arr(
+        (x - mean.reshape(shape)) / den.reshape(shape) * gamma.reshape(shape) + beta.reshape(shape)
+    )
+
+
+law(
+    op="batch_norm_eval",
+    cases=[
+        Case(((2, 1), (1,), (1,), (1,), (1,)), free({}, {}, {"positive": True})),
+        Case(
+            ((1, 2, 1, 1, 2), (2,), (2,), (2,), (2,)),
+            fixed({2: (Fraction(1, 2), 3)}),
+            {"eps": Fraction(1, 10)},
+        ),
+    ],
+    definition_text="per channel c: (x - mean_c)/sqrt(var_c + eps)·γ_c + β_c with the given "
+    "running statistics (any rank >= 2; eps = 1/100000 unless given)",
+    derivative_text="jvp = the derivative of that expression (smooth: var + eps > 0)",
+    definition=_bn_eval_def,
+    conv_jvp="definition",
+    numeric=ALL_OBLIGATIONS,
+)
+
+
+def _lrn_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    """PyTorch's window: channels c - size//2 .. c + (size-1)//2 within 0..C-1."""
+    x = v[0]
+    n, c = int(a["size"]), x.shape[1]
+    alpha, beta = sympy.Rational(a.get("alpha", Fraction(1, 10000))), sympy.Rational(a["beta"])
+    k = sympy.Rational(a.get("k", 1))
+    out = np.empty(x.shape, dtype=object)
+    for ch in range(c):
+        lo, hi = max(ch - n // 2, 0), min(ch + (n - 1) // 2, c - 1)
+        sq = sum((x[:, j] ** 2 for j in range(lo, hi + 1)), np.zeros_like(x[:, ch]))
+        base = arr(k + alpha * sq / n)
+        out[:, ch] = x[:, ch] / np.vectorize(lambda t: t**beta, otypes=[object])(base)
+    return arr(out)
+
+
+law(
+    op="local_response_norm",
+    cases=[
+        Case(((1, 2, 1),), free(), {"size": 3, "alpha": 1, "beta": Fraction(3, 4), "k": 2}),
+        Case(
+            ((1, 3, 1),),
+            fixed({0: (1, -2, Fraction(1, 2))}),
+            {"size": 2, "alpha": Fraction(1, 2), "beta": 1, "k": 1},
+        ),
+    ],
+    definition_text="x_c / (k + alpha/size·Σ x_j²)^beta over channels j from c - size//2 to "
+    "c + (size-1)//2 within the channel axis (PyTorch's window)",
+    derivative_text="jvp = the derivative of that expression (smooth: the base is >= k > 0)",
+    definition=_lrn_def,
     conv_jvp="definition",
     numeric=ALL_OBLIGATIONS,
 )

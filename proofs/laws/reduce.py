@@ -1,5 +1,5 @@
 """Per-op laws of the reduce family: sum, reduce_sum, mean, reduce_mean, reduce_max,
-logsumexp, var, std.
+logsumexp, var, std, cumsum (linear, free symbols: np.cumsum).
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -187,4 +187,33 @@ law(
     ),
     definition=_lse_def,
     conv_jvp="definition",
+)
+
+
+def _cumsum_def(v: list[Arr], a: Mapping[str, Any], e: Any) -> Arr:
+    """np.cumsum along dim of x (reversed first and after when reverse); exclusive shifts
+    the sums by one, 0 first."""
+    d = a["dim"]
+    x = np.flip(v[0], d) if a.get("reverse") else v[0]
+    y = np.cumsum(x, axis=d) if x.shape[d] else x
+    if a.get("exclusive") and x.shape[d]:
+        head = np.zeros_like(np.take(y, [0], axis=d))
+        head[...] = sympy.Integer(0)
+        y = np.concatenate([head, np.take(y, range(x.shape[d] - 1), axis=d)], axis=d)
+    return arr(np.flip(y, d) if a.get("reverse") else y)
+
+
+law(
+    op="cumsum",
+    cases=[
+        Case(((2, 3),), free(), {"dim": 1}),
+        Case(((3, 2),), free(), {"dim": 0, "exclusive": True}),
+        Case(((2, 3),), free(), {"dim": 1, "reverse": True}),
+        Case(((2, 3),), free(), {"dim": 1, "exclusive": True, "reverse": True}),
+        Case(((1, 0),), free(), {"dim": 1}),
+    ],
+    definition_text="np.cumsum along dim (reverse: of the reversed lane, reversed back; "
+    "exclusive: shifted by one with 0 first); inclusive, the last element is the lane's sum",
+    derivative_text="jvp = cumsum(dx) (linear); the VJP is the reverse cumulative sum",
+    definition=_cumsum_def,
 )

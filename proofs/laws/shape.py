@@ -1,5 +1,5 @@
 """Per-op laws of the shape family: reshape, swap_adjacent, transpose, broadcast_to, concat,
-slice, pad.
+slice, pad, narrow, flip, roll, tile, repeat_interleave.
 
 Invariants (those of `proofs.laws.core`):
 - This module holds exactly the laws of its family's ops, each written once with
@@ -133,4 +133,93 @@ law(
     "(replicate), wrap (circular); pairs from the last axis backwards",
     derivative_text="jvp = pad(dx) with value 0 (affine in x: the fill does not move)",
     definition=_pad_def,
+)
+
+
+# narrow, flip, roll, tile, repeat_interleave: linear moves, each against NumPy's operation
+# of the same meaning (slicing, np.flip, np.roll, np.tile, np.repeat).
+
+
+def _narrow_def(v: list[Any], a: Mapping[str, Any], e: Any) -> Any:
+    cut = [slice(None)] * v[0].ndim
+    cut[a["dim"]] = slice(a["start"], a["start"] + a["length"])
+    return arr(v[0][tuple(cut)])
+
+
+law(
+    op="narrow",
+    cases=[
+        Case(((2, 3),), free(), {"dim": 1, "start": 1, "length": 2}),
+        Case(((3, 2),), free(), {"dim": 0, "start": 0, "length": 1}),
+        Case(((2, 2),), free(), {"dim": 1, "start": 2, "length": 0}),
+    ],
+    definition_text="x[..., start:start+length, ...] on axis dim",
+    derivative_text="jvp = narrow(dx) (linear)",
+    definition=_narrow_def,
+)
+
+law(
+    op="flip",
+    cases=[
+        Case(((2, 3),), free(), {"dims": (1,)}),
+        Case(((2, 1, 3),), free(), {"dims": (2, 0, 1)}),
+        Case(((3,),), free(), {"dims": ()}),
+    ],
+    definition_text="np.flip(x, dims)",
+    derivative_text="jvp = flip(dx) (linear)",
+    definition=lambda v, a, e: arr(np.flip(v[0], tuple(a["dims"])) if a["dims"] else v[0]),
+)
+
+
+def _roll_def(v: list[Any], a: Mapping[str, Any], e: Any) -> Any:
+    dims = a.get("dims")
+    if not dims:
+        return arr(np.roll(v[0], a["shifts"][0]))
+    return arr(np.roll(v[0], tuple(a["shifts"]), tuple(dims)))
+
+
+law(
+    op="roll",
+    cases=[
+        Case(((2, 3),), free(), {"shifts": (1,), "dims": (1,)}),
+        Case(((2, 3),), free(), {"shifts": (-4, 3), "dims": (1, 0)}),
+        Case(((2, 3),), free(), {"shifts": (2, -1), "dims": (1, 1)}),
+        Case(((2, 2),), free(), {"shifts": (-3,)}),
+    ],
+    definition_text="np.roll(x, shifts, dims) (without dims: over the flattened x)",
+    derivative_text="jvp = roll(dx) (linear)",
+    definition=_roll_def,
+)
+
+law(
+    op="tile",
+    cases=[
+        Case(((2, 2),), free(), {"dims": (2, 1)}),
+        Case(((3,),), free(), {"dims": (2, 1, 2)}),
+        Case(((2, 3),), free(), {"dims": (2,)}),
+        Case(((2,),), free(), {"dims": (0,)}),
+    ],
+    definition_text="np.tile(x, dims) (the shorter of shape and dims prefixed with 1s)",
+    derivative_text="jvp = tile(dx) (linear; the VJP sums the copies)",
+    definition=lambda v, a, e: arr(np.tile(v[0], tuple(a["dims"]))),
+)
+
+
+def _ri_def(v: list[Any], a: Mapping[str, Any], e: Any) -> Any:
+    reps = a["repeats"] if len(a["repeats"]) > 1 else a["repeats"][0]
+    if a.get("dim") is None:
+        return arr(np.repeat(v[0].reshape(-1), reps))
+    return arr(np.repeat(v[0], reps, axis=a["dim"]))
+
+
+law(
+    op="repeat_interleave",
+    cases=[
+        Case(((2, 3),), free(), {"repeats": (2,), "dim": 0}),
+        Case(((2, 3),), free(), {"repeats": (0, 2, 1), "dim": 1}),
+        Case(((2, 2),), free(), {"repeats": (3,)}),
+    ],
+    definition_text="np.repeat(x, repeats, axis=dim) (without dim: of the flattened x)",
+    derivative_text="jvp = repeat_interleave(dx) (linear; the VJP sums the copies)",
+    definition=_ri_def,
 )

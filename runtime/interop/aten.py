@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from spec.ops.shape import split_ranges
+
 from .aten_guard import Poison, elu, has_attrs, leaky_relu, table_unary
 from .aten_index import copy, index, select_scatter, slice_scatter
 from .aten_windows import WINDOW_RULES
-from .core import Dyn, Emitter, Static, Unsupported, is_float
+from .core import Dyn, Emitter, Static, Unsupported, axes_of, axis_of, is_float
 
 __all__ = [
     "ATEN",
@@ -280,18 +282,19 @@ def _stack(E: Emitter, xs: Sequence[Any], dim: int = 0) -> Any:
 
 
 def _split_sizes(E: Emitter, x: Any, sizes: Sequence[int], dim: int = 0) -> tuple[Any, ...]:
-    out, start = [], 0
-    for k in sizes:
-        out.append(slice_rule(E, x, dim, start, start + k))
-        start += k
-    return tuple(out)
+    """torch.split with sizes: one table `narrow` per piece (`spec.ops.shape.split_ranges`)."""
+    s = E.shape(x)
+    d = axis_of(dim, len(s), "split dim")
+    pieces = split_ranges("aten.split", s[d], [int(k) for k in sizes])
+    return tuple(E.node("narrow", x, dim=d, start=st, length=k) for st, k in pieces)
 
 
 def _split(E: Emitter, x: Any, size: Any, dim: int = 0) -> tuple[Any, ...]:
     if not isinstance(size, int):
         return _split_sizes(E, x, size, dim)
-    n = E.shape(x)[dim % len(E.shape(x))]
-    return _split_sizes(E, x, [min(size, n - s) for s in range(0, n, size)], dim)
+    s = E.shape(x)
+    d = axis_of(dim, len(s), "split dim")
+    return _split_sizes(E, x, [k for _, k in split_ranges("aten.split", s[d], size)], d)
 
 
 def _chunk(E: Emitter, x: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
@@ -405,6 +408,14 @@ def batch_norm(
         raise Unsupported("training-mode batch norm (export the model in eval mode)")
     if mean is None or var is None:
         raise Unsupported("batch norm without running statistics")
+    return bn_eval(E, x, w, b, mean, var, eps)
+
+
+def bn_eval(E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, eps: float) -> Any:
+    """Evaluation-mode batch norm: the table's `batch_norm_eval` (any rank >= 2) when weight
+    and bias are given and eps > 0, else the emitter's inline form (same operations)."""
+    if w is not None and b is not None and eps > 0 and len(E.shape(x)) >= 2:
+        return E.node("batch_norm_eval", x, mean, var, w, b, eps=Fraction(float(eps)))
     return E.batch_norm_eval(x, w, b, mean, var, eps)
 
 
@@ -412,7 +423,7 @@ def _bn_no_training(
     E: Emitter, x: Any, w: Any, b: Any, mean: Any, var: Any, momentum: Any, eps: float
 ) -> tuple[Any, ...]:
     p = Poison("aten._native_batch_norm_legit_no_training (statistics outputs)", STATS)
-    return E.batch_norm_eval(x, w, b, mean, var, eps), p, p
+    return bn_eval(E, x, w, b, mean, var, eps), p, p
 
 
 def native_batch_norm(
@@ -501,18 +512,47 @@ def _sdpa(
 
 
 def _roll(E: Emitter, x: Any, shifts: Any, dims: Any = ()) -> Any:
+    """torch.roll as the table's `roll` (without dims: over the flattened tensor)."""
     sh = [shifts] if isinstance(shifts, int) else list(shifts)
     ds = [dims] if isinstance(dims, int) else list(dims)
+    n = len(E.shape(x))
     if not ds:
-        s = E.shape(x)
-        flat = _roll(E, E.reshape(x, (int(np.prod(s)),)), sh, [0])
-        return E.reshape(flat, s)
-    for k, d in zip(sh, ds, strict=True):
-        n = E.shape(x)[d]
-        k %= n
-        if k:
-            x = cat(E, [slice_rule(E, x, d, n - k, n), slice_rule(E, x, d, 0, n - k)], d)
-    return x
+        return E.node("roll", x, shifts=tuple(int(k) for k in sh))
+    return E.node(
+        "roll",
+        x,
+        shifts=tuple(int(k) for k in sh),
+        dims=tuple(axis_of(d, n, "roll dim") for d in ds),
+    )
+
+
+def _flip(E: Emitter, x: Any, dims: Any) -> Any:
+    n = len(E.shape(x))
+    return E.node("flip", x, dims=tuple(axes_of(list(dims), n, "flip dims")))
+
+
+def _repeat(E: Emitter, x: Any, repeats: Any) -> Any:
+    """Tensor.repeat(*sizes) (len(sizes) >= rank) as the table's `tile`."""
+    reps = [int(r) for r in repeats]
+    if len(reps) < len(E.shape(x)):
+        raise Unsupported(f"repeat with {len(reps)} sizes for rank {len(E.shape(x))}")
+    return E.node("tile", x, dims=tuple(reps))
+
+
+def _repeat_interleave(
+    E: Emitter, x: Any, repeats: Any, dim: Any = None, output_size: Any = None
+) -> Any:
+    reps = [repeats] if isinstance(repeats, int) else E.static_ints(repeats, "repeats").tolist()
+    attrs: dict[str, Any] = {"repeats": tuple(int(r) for r in reps)}
+    if dim is not None:
+        attrs["dim"] = axis_of(dim, len(E.shape(x)), "repeat_interleave dim")
+    return E.node("repeat_interleave", x, **attrs)
+
+
+def _cumsum(E: Emitter, x: Any, dim: int, dtype: Any = None) -> Any:
+    if dtype is not None:
+        raise Unsupported("cumsum with a dtype cast")
+    return E.node("cumsum", x, dim=axis_of(dim, len(E.shape(x)), "cumsum dim"))
 
 
 def _getitem(E: Emitter, xs: Any, i: int) -> Any:
@@ -602,6 +642,10 @@ ATEN: dict[str, Rule] = {
     "aten.select_scatter": select_scatter,
     "aten.copy": copy,
     "aten.roll": _roll,
+    "aten.flip": _flip,
+    "aten.repeat": _repeat,
+    "aten.repeat_interleave": _repeat_interleave,
+    "aten.cumsum": _cumsum,
     # linalg, reduce, softmax
     "aten.linear": _linear,
     "aten.matmul": _matmul,

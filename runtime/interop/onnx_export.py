@@ -100,7 +100,7 @@ def _linear(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) ->
 
 
 def _reshape(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
-    w.emit("Reshape", [ins[0], w.ints(n.attrs["shape"])], out)
+    w.emit("Reshape", [ins[0], w.ints(n.attrs["shape"])], out, allowzero=1)  # 0 is a size
 
 
 def _swap(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
@@ -174,6 +174,13 @@ def _where(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> 
     w.emit("Where", [w.const(keep, np.bool_), ins[0], ins[1]], out)
 
 
+def _cumsum(w: _Writer, n: Node, ins: list[str], shapes: list[Any], out: str) -> None:
+    a = n.attrs
+    axis = w.const(np.asarray(a["dim"], dtype=np.int64), np.int64)
+    flags = {k: int(bool(a.get(k))) for k in ("exclusive", "reverse")}
+    w.emit("CumSum", [ins[0], axis], out, **flags)
+
+
 EXPORT: dict[str, ExportRule] = {
     "add": _same("Add"),
     "sub": _same("Sub"),
@@ -217,6 +224,7 @@ EXPORT: dict[str, ExportRule] = {
     "pow": _pow,
     "pow_tensor": _same("Pow"),
     "where": _where,
+    "cumsum": _cumsum,
 }
 """Primitive op of the table -> the ONNX nodes that compute it."""
 

@@ -264,7 +264,10 @@ def _batch_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
         raise Unsupported("spatial=0 (per-activation statistics)")
     x, w, b, mean, var = xs[:5]
     eps = a.get("epsilon", 1e-5)
-    y = E.batch_norm_eval(x, w, b, mean, var, eps)
+    if eps > 0 and len(E.shape(x)) >= 2:  # any rank: (N, C), (N, C, L), ..., (N, C, D, H, W)
+        y = E.node("batch_norm_eval", x, mean, var, w, b, eps=Fraction(float(eps)))
+    else:
+        y = E.batch_norm_eval(x, w, b, mean, var, eps)
     extra = a["_outputs"] - 1
     return (y, *[ar.Poison("BatchNormalization (statistics outputs)")] * extra)
 

@@ -240,23 +240,19 @@ def _pad(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 
 
 def _tile(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
+    """Tile as the table's `tile` (repeats of 0 give an empty axis)."""
     x = xs[0]
     s = E.shape(x)
     reps = [int(r) for r in static(xs[1], "repeats").reshape(-1)]
     if len(reps) != len(s) or min(reps, default=1) < 0:
         raise InvalidModelError(f"Tile repeats {reps} for rank {len(s)}")
     limits.check_elements([d * r for d, r in zip(s, reps, strict=True)], "Tile output")
-    for ax, r in enumerate(reps):
-        if r != 1:
-            if r == 0:
-                raise Unsupported("a Tile repeat of 0 (an empty tensor)")
-            idx = tuple(list(range(s[ax])) * r)
-            x = E.on_axis(x, ax, 0, lambda t, idx=idx: E.node("index_select", t, indices=idx))
-    return x
+    return E.node("tile", x, dims=tuple(reps))
 
 
 def _split(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    """Split per opset: `split` attribute (< 13), input (13+), `num_outputs` (18+)."""
+    """Split per opset: `split` attribute (< 13), input (13+), `num_outputs` (18+); one
+    table `narrow` per output (graph nodes have one output)."""
     x = xs[0]
     s = E.shape(x)
     ax = axis_of(a.get("axis", 0), len(s), "Split axis")
@@ -269,13 +265,23 @@ def _split(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
         k = int(a.get("num_outputs", k))
         step = -(-s[ax] // k)
         sizes = [min(step, s[ax] - i * step) for i in range(k)]
-    if len(sizes) != a["_outputs"] or sum(sizes) != s[ax] or min(sizes) < 1:
+    if len(sizes) != a["_outputs"] or sum(sizes) != s[ax] or min(sizes) < 0:
         raise InvalidModelError(f"Split sizes {sizes} of an axis of length {s[ax]}")
-    out, start = [], 0
-    for d in sizes:
-        out.append(ar.slice_rule(E, x, ax, start, start + d, 1))
-        start += d
-    return tuple(out)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+    return tuple(
+        E.node("narrow", x, dim=ax, start=st, length=d) for st, d in zip(starts, sizes, strict=True)
+    )
+
+
+def _cumsum(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
+    """CumSum (11+): the table's `cumsum` with its exclusive and reverse attributes."""
+    x = xs[0]
+    axis = static(xs[1], "CumSum axis").reshape(-1)
+    if axis.size != 1:
+        raise InvalidModelError(f"CumSum axis {axis.tolist()} (one axis)")
+    d = axis_of(int(axis[0]), len(E.shape(x)), "CumSum axis")
+    flags = {k: True for k in ("exclusive", "reverse") if int(a.get(k, 0))}
+    return E.node("cumsum", x, dim=d, **flags)
 
 
 def _nearest_index(n: int, m: int, scale: float, a: dict[str, Any]) -> list[int]:
@@ -521,7 +527,9 @@ def _pool(kind: str) -> Any:
 def _lrn(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     """LRN: x / (bias + alpha/size * sum of squares over a channel window)^beta, as
     x * exp(-beta * log(bias + alpha * avg_pool(x^2))) with the channel window an average
-    pool over (C, H*W) (ONNX's window: floor((size-1)/2) before, ceil after)."""
+    pool over (C, H*W) (ONNX's window: floor((size-1)/2) before, ceil after). Odd sizes are
+    the table's `local_response_norm` (PyTorch's window size//2 before, the same there);
+    even sizes keep this composition, whose window PyTorch's op does not have."""
     x = xs[0]
     s = E.shape(x)
     size = int(a["size"])
@@ -530,9 +538,16 @@ def _lrn(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     bias = _finite(a.get("bias", 1.0), "LRN bias")
     if size < 1 or len(s) < 3 or bias <= 0:
         raise Unsupported(f"LRN size {size}, bias {bias} on rank {len(s)}")
-    if "local_response_norm" in OPS:
-        return table_op(E, "local_response_norm", x, size, alpha=Fraction(alpha),
-                        beta=Fraction(beta), k=Fraction(bias))  # fmt: skip
+    if size % 2:  # the table op's window is PyTorch's: ONNX's for odd sizes only
+        return table_op(
+            E,
+            "local_response_norm",
+            x,
+            size=size,
+            alpha=Fraction(alpha),
+            beta=Fraction(beta),
+            k=Fraction(bias),
+        )
     hw = int(np.prod(s[2:]))
     sq = E.reshape(E.node("mul", x, x), (s[0], 1, s[1], hw))
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
@@ -608,5 +623,6 @@ NN_OPS = {
     "GlobalMaxPool": _global_pool("Max"),
     "InstanceNormalization": _instance_norm,
     "LRN": _lrn,
+    "CumSum": _cumsum,
 }
 """The rules of this module (merged into `onnx_import.ONNX_OPS`)."""

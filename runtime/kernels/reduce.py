@@ -1,4 +1,5 @@
-"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std.
+"""Kernels of the reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std
+cumsum.
 
 Invariants:
 - sum and reduce_sum are the context's folds (`ctx.sum_all`, `ctx.sum_axis`: left folds in
@@ -13,6 +14,8 @@ Invariants:
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from ..engine.context import KernelContext
 from .table import Attrs, Env, register
@@ -90,4 +93,49 @@ register(
     vjp=_rmax_vjp,
     jvp=_rmax_jvp,
     saves="input shape, arg-max positions",
+)
+
+
+def _cumsum(ctx: KernelContext, x: Any, dim: int, exclusive: bool, reverse: bool) -> Any:
+    """spec's cumsum: per lane of `dim` the left fold y_k = y_{k-1} + x_k, first term as is.
+    `ordered` on a non-NumPy backend runs the fold one step per lane position (vectorised
+    over the lanes); NumPy's add.accumulate is that same sequential fold by definition, and
+    `fast` elsewhere uses the backend's cumsum (any association, within the bound)."""
+    xp = ctx.xp
+    if reverse:
+        x = xp.flip(x, axis=dim)
+    n = x.shape[dim]
+    if n == 0:
+        y = x
+    elif ctx.backend.is_numpy:
+        y = np.add.accumulate(x, axis=dim, dtype=x.dtype)
+    elif not ctx.ordered:
+        y = xp.cumsum(x, axis=dim, dtype=ctx.dt)
+    else:
+        lanes = xp.moveaxis(x, dim, 0)
+        acc = lanes[0, ...]
+        steps = [acc]
+        for k in range(1, n):
+            acc = acc + lanes[k, ...]
+            steps.append(acc)
+        y = xp.moveaxis(xp.stack(steps, axis=0), 0, dim)
+    if exclusive and n:
+        head = ctx.zeros((*x.shape[:dim], 1, *x.shape[dim + 1 :]))
+        y = xp.concat([head, xp.take(y, xp.arange(n - 1), axis=dim)], axis=dim)
+    if reverse:
+        y = xp.flip(y, axis=dim)
+    return ctx.arr(y)
+
+
+def _cs(a: Attrs, flip: bool = False) -> tuple[int, bool, bool]:
+    return a["dim"], bool(a.get("exclusive")), bool(a.get("reverse")) != flip
+
+
+register(
+    family=__name__,
+    name="cumsum",
+    forward=lambda c, xs, a, e: (_cumsum(c, xs[0], *_cs(a)), None),
+    vjp=lambda c, s, g, a, e: [_cumsum(c, g, *_cs(a, flip=True))],
+    jvp=lambda c, s, dxs, a, e: _cumsum(c, dxs[0], *_cs(a)),
+    saves="nothing",
 )

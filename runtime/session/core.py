@@ -49,6 +49,7 @@ import numpy as np
 
 from spec.errors import GraphError, ShapeError, TorchLeanError
 from spec.ops import OPS
+from spec.ops.shape import chunk_ranges, split_ranges
 from spec.probe import check_float_environment
 
 from ..backends.base import DTYPES, NUMPY, OBJECT_DTYPES
@@ -260,6 +261,29 @@ class Session:
         if not self.backend.is_numpy:
             return self.backend.to_host(v)
         return np.array(v, copy=True)
+
+    def split(
+        self, x: TensorRef, split_size_or_sections: int | Sequence[int], dim: int = 0
+    ) -> tuple[TensorRef, ...]:
+        """torch.split: one `narrow` node per piece (graph nodes have one output); an int is
+        every piece's size but the last's, a list each piece's size (summing to the axis)."""
+        d = self._split_dim("split", x, dim)
+        pieces = split_ranges("split", x.shape[d], split_size_or_sections)
+        return tuple(self.op("narrow", x, dim=d, start=s, length=n) for s, n in pieces)
+
+    def chunk(self, x: TensorRef, chunks: int, dim: int = 0) -> tuple[TensorRef, ...]:
+        """torch.chunk: pieces of ceil(n / chunks) (the last smaller, maybe fewer pieces),
+        one `narrow` node each."""
+        d = self._split_dim("chunk", x, dim)
+        pieces = chunk_ranges("chunk", x.shape[d], chunks)
+        return tuple(self.op("narrow", x, dim=d, start=s, length=n) for s, n in pieces)
+
+    def _split_dim(self, op: str, x: TensorRef, dim: int) -> int:
+        self._check(x, op)
+        r = len(x.shape)
+        if not -r <= dim < r:
+            raise ShapeError(f"{op}: dim out of range (expected {-r} <= dim < {r}, got {dim})")
+        return dim % r
 
     if TYPE_CHECKING:  # the op methods are attached below, one per op of the table
 

@@ -1,10 +1,14 @@
-"""The norm family: layer_norm batch_norm instance_norm group_norm (composites).
+"""The norm family: layer_norm batch_norm instance_norm group_norm batch_norm_eval
+local_response_norm (composites).
 
 Invariants:
 - Bodies are reduce_mean / sub / mul / sqrt / div with ε = LN_EPS = 1/100000 as an exact
   `const`; the variance is biased; batch_norm uses training statistics only.
 - instance_norm is group_norm with one group per channel: both reduce the last axis of a
   (N, G, C/G * spatial) view; their eps is an optional rational attribute (default LN_EPS).
+- batch_norm_eval uses the given running statistics (evaluation mode), any rank >= 2.
+- local_response_norm sums the squares over a channel window with one gather (a table
+  built with vectorised NumPy), then divides x by exp(beta·log(k + alpha·mean)), k > 0.
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
 from .builders import composite, scalar_const, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, arg, sample
+from .windows import flat_gather
 
 __all__ = ["FAMILY", "LN_EPS"]
 
@@ -261,6 +268,136 @@ composite(
             attrs={"num_groups": 1, "eps": Fraction(1, 10)},
             note="rank 2, one group over the channels; a constant group (var = 0) and eps given",
             kind="boundary",
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- evaluation mode
+
+
+def _batch_norm_eval_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "batch_norm_eval"
+    s = b.shape_of(args[0])
+    if len(s) < 2 or s[1] < 1:
+        raise shape_error(op, "input must be (N, C, ...) with C >= 1", 0, "(N, C, ...)", s)
+    for i in (1, 2, 3, 4):
+        if b.shape_of(args[i]) != (s[1],):
+            raise shape_error(
+                op, "statistics, weight and bias must be (C,)", i, (s[1],), b.shape_of(args[i])
+            )
+    bshape = (s[1], *([1] * (len(s) - 2)))
+    mean, var, gamma, beta = (b.node("reshape", args[i], shape=bshape) for i in (1, 2, 3, 4))
+    den = b.node("sqrt", b.node("add", var, scalar_const(b, _eps(op, a))))
+    y = b.node("div", b.node("sub", args[0], mean), den)
+    return b.node("add", b.node("mul", y, gamma), beta)
+
+
+composite(
+    name="batch_norm_eval",
+    family=FAMILY,
+    arity=5,
+    body=_batch_norm_eval_body,
+    attrs=(_EPS_ATTR,),
+    doc="F.batch_norm(x, running_mean, running_var, weight, bias, training=False, eps): x "
+    "(N, C, ...) of any rank >= 2 ((N, C), (N, C, L), (N, C, H, W), (N, C, D, H, W)), the "
+    "four others (C,) reshaped to (C, 1, ...): y = add(mul(div(sub(x, mean), sqrt(add(var, "
+    "eps))), weight), bias), eps (default 1/100000) an exact const; no statistics of x",
+    algebraic=False,
+    tags=frozenset({"model"}),
+    samples=(
+        sample(
+            arg((2, 2, 2), 1, -2, 3, Fraction(1, 2), 4, -1, 2, Fraction(-3, 2)),
+            arg((2,), Fraction(1, 2), -1),
+            arg((2,), 2, Fraction(1, 4)),
+            arg((2,), 1, -2),
+            arg((2,), 0, 1),
+            note="generic point",
+        ),
+        sample(
+            arg((2, 1), 1, -3),
+            arg((1,), 0),
+            arg((1,), 0),
+            arg((1,), Fraction(3, 2)),
+            arg((1,), -1),
+            attrs={"eps": Fraction(1, 4)},
+            kind="boundary",
+            note="(N, C) input, zero running variance: eps alone in the denominator",
+        ),
+    ),
+)
+
+
+def _rational(op: str, a: Attrs, key: str, default: Fraction, positive: bool = False) -> Fraction:
+    v = Fraction(a[key]) if a.get(key) is not None else default
+    if positive and v <= 0:
+        raise op_error(GraphError, op, f"{key} must be positive", expected=f"{key} > 0", got=v)
+    return v
+
+
+def _lrn_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "local_response_norm"
+    x = args[0]
+    s = b.shape_of(x)
+    if len(s) < 3:
+        raise shape_error(op, "input must be (N, C, *spatial) of rank >= 3", 0, "rank >= 3", s)
+    n = int(a["size"])
+    if n < 1:
+        raise op_error(GraphError, op, "size must be positive", expected="size >= 1", got=n)
+    alpha = _rational(op, a, "alpha", Fraction(1, 10000))
+    beta = _rational(op, a, "beta", Fraction(3, 4))
+    k = _rational(op, a, "k", Fraction(1), positive=True)
+    c, rest = s[1], size(s[2:])
+    # window table (N, C, size, rest): tap j of channel ch reads channel ch - size//2 + j
+    nn = np.arange(s[0], dtype=np.int64).reshape(-1, 1, 1, 1)
+    ch = np.arange(c, dtype=np.int64).reshape(1, -1, 1, 1)
+    tap = ch - n // 2 + np.arange(n, dtype=np.int64).reshape(1, 1, -1, 1)
+    sp = np.arange(rest, dtype=np.int64).reshape(1, 1, 1, -1)
+    ok = np.broadcast_to((tap >= 0) & (tap < c), (s[0], c, n, rest))
+    flat = (nn * c + tap) * rest + sp
+    sq = b.node("reshape", b.node("mul", x, x), shape=(s[0], c, rest))
+    win = flat_gather(b, sq, np.broadcast_to(flat, ok.shape), ok)
+    avg = b.node("div", b.node("reduce_sum", win, axis=2), scalar_const(b, n))
+    base = b.node("add", b.node("mul", avg, scalar_const(b, alpha)), scalar_const(b, k))
+    den = b.node("exp", b.node("mul", b.node("log", base), scalar_const(b, beta)))
+    return b.node("div", x, b.node("reshape", den, shape=s))
+
+
+composite(
+    name="local_response_norm",
+    family=FAMILY,
+    arity=1,
+    body=_lrn_body,
+    attrs=(
+        AttrSpec("size", "int"),
+        AttrSpec("alpha", "rational", False),
+        AttrSpec("beta", "rational", False),
+        AttrSpec("k", "rational", False),
+    ),
+    doc="F.local_response_norm(x, size, alpha=1/10000, beta=3/4, k=1): x (N, C, *spatial); "
+    "s = reduce_sum over taps j < size of mul(x, x) at channel c - size//2 + j (+0 outside "
+    "0..C-1; PyTorch's window; ONNX LRN's for odd size), y = div(x, exp(mul(log(add(mul("
+    "div(s, size), alpha), k)), beta))) (pow as exp∘log: k > 0 required, so the base is "
+    "positive). Body: one gather of the window table over the flattened squares",
+    algebraic=False,
+    tags=frozenset({"model"}),
+    samples=(
+        sample(
+            arg((1, 3, 2), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"size": 3, "alpha": Fraction(1, 2), "beta": Fraction(3, 4), "k": 2},
+            note="generic point",
+        ),
+        sample(
+            arg((1, 2, 1), 0, 0),
+            attrs={"size": 2},
+            kind="boundary",
+            note="zero input: the base is k (the window reads +0 beyond the channels)",
+        ),
+        sample(
+            arg((2, 1, 2), 1, -2, 3, Fraction(1, 2)),
+            attrs={"size": 4, "alpha": 1, "beta": 1, "k": Fraction(1, 2)},
+            kind="boundary",
+            note="an even size wider than the channel axis (one channel)",
         ),
     ),
 )

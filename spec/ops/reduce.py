@@ -1,4 +1,4 @@
-"""The reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std.
+"""The reduce family: sum reduce_sum mean reduce_mean reduce_max logsumexp var std cumsum.
 
 Invariants:
 - sum and reduce_sum are left folds in row-major index order starting from the first
@@ -15,12 +15,17 @@ Invariants:
   div(reduce_sum(mul(d, d)), n − correction) with d = sub(x, reduce_mean(x)) (two-pass;
   n − correction must be >= 1, where PyTorch gives inf or NaN); std is sqrt(var), whose
   derivative is 0 where var is 0 (sqrt's convention; PyTorch gives NaN there).
+- cumsum is a primitive: per lane of its dim, the sequential left fold y_k = y_{k-1} + x_k
+  (first term as is; exclusive starts from the domain's zero; reverse runs from the end);
+  its VJP is the same fold of the cotangent with reverse flipped.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 from ..domains import Domain
 from ..shape import Shape, ravel_index, size, unravel_index
@@ -356,4 +361,86 @@ composite(
     algebraic=False,
     tags=frozenset({"reduction"}),
     samples=_VAR_SAMPLES,
+)
+
+
+# --------------------------------------------------------------------------- cumulative sum
+
+
+def _cumsum_shape(shapes: list[Shape], a: Attrs) -> Shape:
+    s, d = shapes[0], a["dim"]
+    if not 0 <= d < len(s):
+        raise shape_error("cumsum", "dim out of range", 0, f"0 <= dim < {len(s)}", d)
+    return s
+
+
+def _cumsum(D: Domain, t: Tensor, d: int, exclusive: bool, reverse: bool) -> Tensor:
+    """Per lane of axis d, in lane order (from the end when `reverse`): y_k is the left fold
+    of x_0..x_k (inclusive: y_0 = x_0 as is) or of x_0..x_{k-1} (exclusive: y_0 = the
+    domain's zero, y_1 = x_0 as is), each step one rounded add y_k = y_{k-1} + x_k."""
+    s = t.shape
+    n = s[d]
+    if size(s) == 0:
+        return t
+    lanes = np.moveaxis(np.arange(size(s), dtype=np.int64).reshape(s), d, -1).reshape(-1, n)
+    if reverse:
+        lanes = lanes[:, ::-1]
+    out: list[Any] = [None] * size(s)
+    for lane in lanes.tolist():
+        acc: Any = None
+        for pos in lane:
+            v = t.data[pos]
+            if exclusive:
+                out[pos] = D.zero() if acc is None else acc
+            acc = v if acc is None else D.add(acc, v)
+            if not exclusive:
+                out[pos] = acc
+    return Tensor(s, tuple(out))
+
+
+def _cumsum_attrs(a: Attrs) -> tuple[int, bool, bool]:
+    return a["dim"], bool(a.get("exclusive")), bool(a.get("reverse"))
+
+
+register(
+    name="cumsum",
+    family=FAMILY,
+    arity=1,
+    attrs=(
+        AttrSpec("dim", "nat"),
+        AttrSpec("exclusive", "bool", False),
+        AttrSpec("reverse", "bool", False),
+    ),
+    shape=_cumsum_shape,
+    forward=lambda D, xs, a, env: _cumsum(D, xs[0], *_cumsum_attrs(a)),
+    jvp=lambda D, xs, dxs, a, env: _cumsum(D, dxs[0], *_cumsum_attrs(a)),
+    vjp=lambda D, xs, g, a, env: [
+        _cumsum(D, g, a["dim"], bool(a.get("exclusive")), not a.get("reverse"))
+    ],
+    saves="nothing",
+    doc="torch.cumsum(x, dim) with ONNX CumSum's exclusive and reverse: along dim, y_k = "
+    "left fold of x_0..x_k in lane order (exclusive: of x_0..x_{k-1}, y_0 = +0; reverse: "
+    "lanes run from the end), the first term as is, one rounded add per step (so the last "
+    "element of an inclusive cumsum is reduce_sum's fold). JVP: cumsum of the tangent; VJP: "
+    "cumsum of the cotangent with reverse flipped (the reverse cumulative sum), same "
+    "exclusive",
+    tags=frozenset({"reduction"}),
+    samples=(
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1), attrs={"dim": 1}, note="generic point"
+        ),
+        sample(
+            arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1),
+            attrs={"dim": 0, "exclusive": True, "reverse": True},
+            kind="boundary",
+            note="exclusive and reverse: the last row is +0, the first the sum of the rest",
+        ),
+        sample(
+            arg((3,), -0.0, -0.0, 1),
+            attrs={"dim": 0},
+            kind="signed_zero",
+            note="-0 first: the first term is taken as is (y_0 = -0, y_1 = -0 + -0 = -0)",
+        ),
+        sample(arg((1, 0)), attrs={"dim": 1}, kind="boundary", note="an empty lane"),
+    ),
 )

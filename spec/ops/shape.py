@@ -1,4 +1,5 @@
-"""The shape family: reshape swap_adjacent transpose broadcast_to concat slice pad.
+"""The shape family: reshape swap_adjacent transpose broadcast_to concat slice pad narrow flip
+roll tile repeat_interleave.
 
 Invariants:
 - Structural ops move values without arithmetic; their JVP is the same move of the
@@ -6,11 +7,17 @@ Invariants:
   slice's pads with zeros).
 - transpose is a composite: swap_adjacent of the last two axes; pad is a composite: one
   gather over the flattened input, its index table built with vectorised NumPy.
+- narrow, flip, roll, tile and repeat_interleave are composites of the same kind (one
+  gather over the flattened input, per-axis source tables in vectorised NumPy). The graph
+  IR has single-output nodes: torch.split / torch.chunk are not ops but `split_ranges` /
+  `chunk_ranges`, whose (start, length) pieces the API and importers emit as one narrow
+  node each.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -22,8 +29,9 @@ from ..shape import Shape, broadcasts_to, ravel_index, size, unravel_index
 from ..tensor import Tensor
 from .builders import composite, second_arg, second_point, shape_error
 from .table import Attrs, AttrSpec, Env, arg, expand, register, sample, unbroadcast
+from .windows import flat_gather, outer_flat
 
-__all__ = ["FAMILY"]
+__all__ = ["FAMILY", "chunk_ranges", "split_ranges"]
 
 FAMILY = "shape"
 
@@ -388,3 +396,240 @@ composite(
         ),
     ),
 )
+
+
+# --------------------------------------------------------------------------- data movement
+#
+# narrow, flip, roll, tile and repeat_interleave are composites: one gather over the
+# flattened input (`windows.flat_gather`), each output position reading one input position,
+# the per-axis source tables built with vectorised NumPy (`windows.outer_flat`). Their VJP
+# is gather's scatter-add; only tile and repeat_interleave read an element more than once
+# (the copies' cotangents are then a left fold in row-major output order).
+
+
+def _dim(op: str, s: Shape, d: int, what: str = "dim") -> int:
+    if not 0 <= d < len(s):
+        raise shape_error(op, f"{what} out of range", 0, f"0 <= {what} < {len(s)}", d)
+    return d
+
+
+def _identity_srcs(s: Shape) -> list[Any]:
+    return [np.arange(d, dtype=np.int64) for d in s]
+
+
+def _narrow_body(b: Any, args: list[int], a: Attrs) -> int:
+    s = b.shape_of(args[0])
+    d = _dim("narrow", s, a["dim"])
+    start, length = a["start"], a["length"]
+    if start + length > s[d]:
+        raise shape_error(
+            "narrow", "start + length exceeds the axis", 0, f"<= {s[d]}", start + length
+        )
+    srcs = _identity_srcs(s)
+    srcs[d] = np.arange(start, start + length, dtype=np.int64)
+    return flat_gather(b, args[0], outer_flat(srcs, s))
+
+
+_GEN6 = arg((2, 3), 1, -2, 3, Fraction(1, 2), 4, -1)
+
+composite(
+    name="narrow",
+    family=FAMILY,
+    arity=1,
+    body=_narrow_body,
+    attrs=(AttrSpec("dim", "nat"), AttrSpec("start", "nat"), AttrSpec("length", "nat")),
+    doc="torch.narrow(x, dim, start, length): positions start..start+length-1 of axis dim "
+    "(start + length <= x.shape[dim]; length 0 gives an empty axis). Body: one gather over "
+    "reshape(x, (N,)); the VJP places the cotangent and is +0 elsewhere. split and chunk "
+    "are helpers (`split_ranges`, `chunk_ranges`) emitting one narrow per piece",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(_GEN6, attrs={"dim": 1, "start": 1, "length": 2}, note="generic point"),
+        sample(
+            _GEN6,
+            attrs={"dim": 0, "start": 2, "length": 0},
+            kind="boundary",
+            note="an empty piece at the end of the axis",
+        ),
+    ),
+)
+
+
+def _flip_body(b: Any, args: list[int], a: Attrs) -> int:
+    s = b.shape_of(args[0])
+    dims = tuple(a["dims"])
+    if len(set(dims)) != len(dims):
+        raise shape_error("flip", "dims repeat an axis", 0, "distinct dims", dims)
+    srcs = _identity_srcs(s)
+    for d in dims:
+        srcs[_dim("flip", s, d)] = srcs[d][::-1].copy()
+    return flat_gather(b, args[0], outer_flat(srcs, s))
+
+
+composite(
+    name="flip",
+    family=FAMILY,
+    arity=1,
+    body=_flip_body,
+    attrs=(AttrSpec("dims", "ints"),),
+    doc="torch.flip(x, dims): index i of each axis in dims reads n-1-i (distinct dims; "
+    "an empty dims is the identity). Body: one gather over reshape(x, (N,))",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(_GEN6, attrs={"dims": (1,)}, note="generic point"),
+        sample(
+            arg((1, 3), 1, -2, 3),
+            attrs={"dims": (0, 1)},
+            kind="boundary",
+            note="a size-1 axis (unchanged) and two flipped axes",
+        ),
+        sample(_GEN6, attrs={"dims": ()}, kind="boundary", note="empty dims: the identity"),
+    ),
+)
+
+
+def _roll_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "roll"
+    x = args[0]
+    s = b.shape_of(x)
+    shifts, dims = tuple(a["shifts"]), a.get("dims")
+    if dims is None or len(dims) == 0:  # torch: roll the flattened tensor, shape restored
+        if len(shifts) != 1:
+            raise shape_error(op, "without dims, give exactly one shift", 0, 1, len(shifts))
+        n = size(s)
+        src = np.mod(np.arange(n, dtype=np.int64) - shifts[0], max(n, 1))
+        return b.node("reshape", flat_gather(b, x, src), shape=s)
+    if len(dims) != len(shifts):
+        raise shape_error(op, "one shift per dim", 0, len(dims), len(shifts))
+    srcs = _identity_srcs(s)
+    for k, d in zip(shifts, dims, strict=True):
+        n = s[_dim(op, s, d)]
+        srcs[d] = np.mod(srcs[d] - k, max(n, 1))
+    return flat_gather(b, x, outer_flat(srcs, s))
+
+
+composite(
+    name="roll",
+    family=FAMILY,
+    arity=1,
+    body=_roll_body,
+    attrs=(AttrSpec("shifts", "sints"), AttrSpec("dims", "ints", False)),
+    doc="torch.roll(x, shifts, dims): along each dims[k], output index i reads "
+    "(i - shifts[k]) mod n (shifts of any sign and size; a dim repeated shifts twice); "
+    "without dims, one shift over the flattened tensor, shape restored. Body: one gather "
+    "over reshape(x, (N,))",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(_GEN6, attrs={"shifts": (1,), "dims": (1,)}, note="generic point"),
+        sample(
+            _GEN6,
+            attrs={"shifts": (-4, 3), "dims": (1, 0)},
+            kind="boundary",
+            note="a negative shift beyond the axis length and a shift of a whole period",
+        ),
+        sample(_GEN6, attrs={"shifts": (2,)}, kind="boundary", note="no dims: flattened"),
+    ),
+)
+
+
+def _tile_body(b: Any, args: list[int], a: Attrs) -> int:
+    x = args[0]
+    s = b.shape_of(x)
+    reps = tuple(a["dims"])
+    r = max(len(s), len(reps))
+    reps = (1,) * (r - len(reps)) + reps
+    s1 = (1,) * (r - len(s)) + tuple(s)
+    if s1 != tuple(s):
+        x = b.node("reshape", x, shape=s1)
+    srcs = [np.tile(np.arange(d, dtype=np.int64), k) for d, k in zip(s1, reps, strict=True)]
+    return flat_gather(b, x, outer_flat(srcs, s1))
+
+
+composite(
+    name="tile",
+    family=FAMILY,
+    arity=1,
+    body=_tile_body,
+    attrs=(AttrSpec("dims", "ints"),),
+    doc="torch.tile(x, dims) (= Tensor.repeat(*dims) when len(dims) >= rank, = ONNX Tile): "
+    "the shorter of x.shape and dims is prefixed with 1s; axis a of the output has "
+    "x.shape[a]*dims[a] positions, index i reading i mod x.shape[a] (a repeat of 0 gives an "
+    "empty axis). Body: one gather over reshape(x, (N,)); the VJP sums each element's "
+    "copies as a left fold in row-major output order",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(arg((2, 2), 1, -2, 3, Fraction(1, 2)), attrs={"dims": (2, 1)}, note="generic point"),
+        sample(
+            arg((3,), 1, -2, Fraction(1, 2)),
+            attrs={"dims": (2, 1, 2)},
+            kind="boundary",
+            note="more repeats than axes (leading axes added), copies sum in the VJP",
+        ),
+        sample(arg((3,), 1, -2, 3), attrs={"dims": (0,)}, kind="boundary", note="zero repeats"),
+    ),
+)
+
+
+def _repeat_interleave_body(b: Any, args: list[int], a: Attrs) -> int:
+    op = "repeat_interleave"
+    x = args[0]
+    s = b.shape_of(x)
+    reps = tuple(a["repeats"])
+    if a.get("dim") is None:  # torch: the flattened input
+        s = (size(s),)
+        x = b.node("reshape", x, shape=s)
+        d = 0
+    else:
+        d = _dim(op, s, a["dim"])
+    if len(reps) not in (1, s[d]):
+        raise shape_error(op, "one repeat, or one per element of dim", 0, f"1 or {s[d]}", reps)
+    srcs = _identity_srcs(s)
+    srcs[d] = np.repeat(srcs[d], reps if len(reps) > 1 else reps[0])
+    return flat_gather(b, x, outer_flat(srcs, s))
+
+
+composite(
+    name="repeat_interleave",
+    family=FAMILY,
+    arity=1,
+    body=_repeat_interleave_body,
+    attrs=(AttrSpec("repeats", "ints"), AttrSpec("dim", "nat", False)),
+    doc="torch.repeat_interleave(x, repeats, dim): element i of axis dim repeated "
+    "repeats[i] times in place (one repeat for all, or one per element); without dim, over "
+    "the flattened input. Body: one gather over reshape(x, (N,)); the VJP sums each "
+    "element's copies in order",
+    tags=frozenset({"structural"}),
+    samples=(
+        sample(_GEN6, attrs={"repeats": (2,), "dim": 0}, note="generic point"),
+        sample(
+            _GEN6,
+            attrs={"repeats": (0, 2, 1), "dim": 1},
+            kind="boundary",
+            note="per-element repeats, one of them 0",
+        ),
+    ),
+)
+
+
+def split_ranges(op: str, n: int, split: int | Sequence[int]) -> list[tuple[int, int]]:
+    """torch.split's pieces of an axis of length n as (start, length) pairs: an int is the
+    size of every piece but the last (which holds the rest); a list gives each piece's size
+    and must sum to n."""
+    if isinstance(split, int):
+        if split < 1 and n > 0:
+            raise shape_error(op, "split size must be positive", 0, ">= 1", split)
+        sizes = [min(split, n - k) for k in range(0, n, split)] if n else [0]
+    else:
+        sizes = [int(v) for v in split]
+        if sum(sizes) != n or min(sizes, default=0) < 0:
+            raise shape_error(op, "sizes must be >= 0 and sum to the axis length", 0, n, sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist() if sizes else []
+    return [(int(st), sz) for st, sz in zip(starts, sizes, strict=True)]
+
+
+def chunk_ranges(op: str, n: int, chunks: int) -> list[tuple[int, int]]:
+    """torch.chunk's pieces: size ceil(n / chunks) each, the last smaller (possibly fewer
+    than `chunks` pieces, as in torch)."""
+    if chunks < 1:
+        raise shape_error(op, "chunks must be positive", 0, ">= 1", chunks)
+    return split_ranges(op, n, max(-(-n // chunks), 1))

@@ -27,7 +27,9 @@ from .table import Attrs
 __all__ = [
     "adaptive_table",
     "channel_dims",
+    "flat_gather",
     "int_tuple",
+    "outer_flat",
     "padding_pairs",
     "pool_out_dim",
     "row_major_strides",
@@ -125,6 +127,32 @@ def row_major_strides(dims: Sequence[int]) -> tuple[int, ...]:
         out.append(acc)
         acc *= d
     return tuple(reversed(out))
+
+
+def outer_flat(srcs: Sequence[Any], dims: Shape) -> Any:
+    """The row-major flat source positions of an output whose axis a reads input positions
+    srcs[a] (int64 vectors) of an input of shape `dims`: their outer sum, shape
+    (len(srcs[0]), ..., len(srcs[-1]))."""
+    mult = row_major_strides(dims)
+    flat: Any = np.zeros((), dtype=np.int64)
+    for a, src in enumerate(srcs):
+        flat = np.add.outer(flat, np.asarray(src, dtype=np.int64) * mult[a])
+    return flat
+
+
+def flat_gather(b: Any, x: int, flat: Any, ok: Any = None) -> int:
+    """One `gather` over reshape(x, (N,)): output element p reads x's flat position
+    flat[p] (the output's shape is flat's), or +0 (gather's pad index N) where ok[p] is
+    False. Emits a reshape and a gather node on the builder b."""
+    dims = b.shape_of(x)
+    n = 1
+    for d in dims:
+        n *= d
+    idx = np.asarray(flat, dtype=np.int64)
+    if ok is not None:
+        idx = np.where(ok, idx, n)
+    flat_x = b.node("reshape", x, shape=(n,))
+    return b.node("gather", flat_x, indices=idx.reshape(-1).tolist(), shape=tuple(idx.shape))
 
 
 def _combine(per_axis: list[tuple[Any, Any]], dims: Shape) -> tuple[Any, Any]:
