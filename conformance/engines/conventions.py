@@ -45,6 +45,7 @@ from typing import Any
 
 import gmpy2
 
+from spec.domains import BINARY32, FLOAT64, IEEEDomain
 from spec.ops import conv_out_dim, expand, get_op, unbroadcast
 from spec.shape import broadcast_shapes
 from spec.tensor import Tensor
@@ -53,6 +54,7 @@ from ..bounds.core import HP
 
 __all__ = [
     "CONVENTIONS",
+    "DTYPE_KEY",
     "NAN_PROPAGATION",
     "NONFINITE",
     "NONFINITE_DEFAULT",
@@ -341,6 +343,55 @@ def _lse_inf_lane(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> 
     return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
 
 
+DTYPE_KEY = "__dtype__"  # the run's dtype name, in the attributes handed to `alt` rules
+
+
+def _rd(D: IEEEDomain, v: Any) -> Fraction:
+    """v (a Fraction or a finite mpfr) rounded once (to nearest even) into D."""
+    r = Fraction(D.to_rational(D.from_rational(_frac(v))))
+    return Fraction(int(r.numerator), int(r.denominator))
+
+
+def _frac(v: Any) -> Fraction:
+    if isinstance(v, type(ZERO)):
+        n, d = v.as_integer_ratio()
+        return Fraction(int(n), int(d))
+    return Fraction(v)
+
+
+def _group_norm_folded(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
+    """group_norm on a group of equal elements (mean = x, variance 0) evaluated as PyTorch's
+    CPU kernel folds it: rstd = 1/sqrt(eps) in binary64 (rounded to the opmath type: binary64
+    for float64, binary32 otherwise), a = rstd·γ and b = β − mean·a each rounded once in
+    the opmath type, y = x·a + b (exact here; the checker allows the budget)."""
+    x, gam, bet = xs
+    D = {"float64": FLOAT64}.get(attrs.get(DTYPE_KEY) or "", BINARY32)
+    if DTYPE_KEY not in attrs or len(x.shape) < 2:
+        return [Tensor(x.shape, (None,) * len(x.data))]
+    n_, c_, groups = x.shape[0], x.shape[1], int(attrs["num_groups"])
+    inner = len(x.data) // max(n_ * c_, 1)
+    eps = Fraction(attrs["eps"]) if attrs.get("eps") is not None else Fraction(1, 100000)
+    root = _rd(FLOAT64, gmpy2.sqrt(gmpy2.mpfr(eps, HP.precision)))
+    rstd = _rd(D, _rd(FLOAT64, 1 / root))
+    out: list[Any] = [None] * len(x.data)
+    per = c_ // groups
+    for n in range(n_):
+        for gi in range(groups):
+            chans = range(gi * per, (gi + 1) * per)
+            idx = [(n * c_ + c) * inner + i for c in chans for i in range(inner)]
+            if not _flat_lane(x, idx) or gmpy2.is_infinite(x.data[idx[0]]):
+                continue
+            mean = _frac(x.data[idx[0]])
+            for c in chans:
+                if not all(gmpy2.is_finite(v) for v in (gam.data[c], bet.data[c])):
+                    continue
+                a = _rd(D, rstd * _frac(gam.data[c]))
+                b = _rd(D, _frac(bet.data[c]) - mean * a)
+                for i in range(inner):
+                    out[(n * c_ + c) * inner + i] = _q(mean * a + b)
+    return [Tensor(x.shape, tuple(out))]
+
+
 CONVENTIONS: tuple[Convention, ...] = (
     Convention(
         "sqrt_grad_at_zero",
@@ -569,6 +620,18 @@ CONVENTIONS: tuple[Convention, ...] = (
         "NaN; PyTorch masks infinite maxima and returns the infinity.",
         _lse_inf_lane,
         (((float("inf"), 1.0),), {"dim": 0}),
+    ),
+    Convention(
+        "group_norm_folded_affine",
+        "group_norm",
+        ("forward",),
+        "group_norm on a group of equal elements (variance 0, e.g. one element per group): "
+        "the spec gives β exactly; PyTorch's CPU kernel folds the affine into y = x·a + b "
+        "with a = rstd·γ, b = β − mean·a rounded first, and rstd = 1/sqrt(eps) makes "
+        "x·a and b large, so their sum cancels (620 ulp in float32 at x = -7.64, γ = β = -1).",
+        _group_norm_folded,
+        (((-7.642651862570801, 0.0), (-1.0,), (-1.0,)), {"num_groups": 1}),
+        ((2, 1), (1,), (1,)),
     ),
 )
 

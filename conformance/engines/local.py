@@ -49,7 +49,13 @@ from ..bounds.core import HP
 from .ballcheck import BallRule, lift_ball
 from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
 from .budgets import Budget, budget_for
-from .conventions import NAN_PROPAGATION, SIGNED_ZERO, SUBNORMAL_FLUSH, conventions_for
+from .conventions import (
+    DTYPE_KEY,
+    NAN_PROPAGATION,
+    SIGNED_ZERO,
+    SUBNORMAL_FLUSH,
+    conventions_for,
+)
 from .flush import FlushRule, explains, flush_probe
 from .scale import elem_error, lift, safe_float, scale_for
 
@@ -173,7 +179,8 @@ class Judge:
         c = self.check
         self.allowed = self.budget.allowed(max((len(x.data) for x in c.xs), default=1))
         self.convs = conventions_for(c.op, self.direction)
-        self.alts = [(cv, cv.alt(c.xs, self.g, c.lit)) for cv in self.convs]
+        lit = {**c.lit, DTYPE_KEY: c.dtype}  # alt rules that round as the engine does
+        self.alts = [(cv, cv.alt(c.xs, self.g, lit)) for cv in self.convs]
 
     def compare(self, got: Tensor, want: Tensor) -> None:
         res = self.check.res
