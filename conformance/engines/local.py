@@ -47,7 +47,7 @@ from spec.tensor import Tensor
 
 from ..bounds.core import HP
 from .ballcheck import BallRule, lift_ball
-from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
+from .base import Engine, OpCall, from_numpy, ieee_domain, refusal, to_numpy, uses_env
 from .budgets import Budget, budget_for
 from .conventions import (
     DTYPE_KEY,
@@ -330,7 +330,7 @@ def _check_node(
         got_y = from_numpy(engine.to_numpy(out, dtype), dtype)
         got_ct = [from_numpy(engine.to_numpy(ct, dtype), dtype) for ct in cts]
     except Exception as e:  # the engine's refusal, reported with its message
-        res.refused = f"{type(e).__name__}: {str(e)[:200]}"
+        res.refused = refusal(e, 200)
         return res
     res.output = got_y
     _forward_and_vjp(c, got_y, want_y, got_ct, want_ct)
@@ -369,7 +369,7 @@ def _jvp(c: NodeCheck, fn: OpCall, arrs: list[Any], ts: Sequence[Tensor]) -> Non
         _, tout = engine.jvp(fn, arrs, tarrs)
         got_t = from_numpy(engine.to_numpy(tout, dtype), dtype)
     except Exception as e:
-        c.res.jvp_refused = f"{type(e).__name__}: {str(e)[:120]}"
+        c.res.jvp_refused = refusal(e, 120)
         return
     # the tangent for the conventions' rules (unary ops) and the scale (its magnitude)
     ht = (

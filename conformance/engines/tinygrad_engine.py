@@ -25,7 +25,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, batched, keep_mask, mha_body, pair, select_index
+from .base import (
+    Engine,
+    EngineUnavailable,
+    Unsupported,
+    batched,
+    keep_mask,
+    mha_body,
+    pair,
+    select_index,
+)
 
 try:
     import tinygrad
@@ -134,7 +143,7 @@ def _pool_nd(
     """tinygrad's N-d `max_pool2d` / `avg_pool2d` (ceil_mode, count_include_pad are its
     own arguments; it has no divisor_override: refused)."""
     if divisor_override:
-        raise NotImplementedError("tinygrad's avg_pool2d has no divisor_override")
+        raise Unsupported("tinygrad's avg_pool2d has no divisor_override")
     k = _nd(kernel_size, nd, 1)
     extra = {} if method == "max_pool2d" else {"count_include_pad": count_include_pad is not False}
     return getattr(x, method)(
@@ -190,7 +199,7 @@ def _conv_t_nd(nd: int) -> Callable[..., Any]:
         dilation: Any = None,
     ) -> Any:
         if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
-            raise NotImplementedError("tinygrad's conv_transpose2d takes symmetric padding")
+            raise Unsupported("tinygrad's conv_transpose2d takes symmetric padding")
         return x.conv_transpose2d(
             w,
             b,
