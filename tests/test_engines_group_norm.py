@@ -113,3 +113,15 @@ def test_pytorch_cpu_group_norm_is_the_folded_formula() -> None:
     if BINARY32.to_bits(res.output.data[0]) == 0xBF800000:
         pytest.skip("this PyTorch's group_norm returns β exactly here (no folding)")
     assert res.wrong is None and "group_norm_folded_affine" in res.conventions
+
+
+def test_pytorch_differs_at_the_conventions_defining_point() -> None:
+    pytest.importorskip("torch", reason="pip install torch")
+    from conformance.engines.run import probe_conventions
+    from conformance.engines.torch_engine import TorchEngine
+
+    rows = [r for r in probe_conventions(TorchEngine(), "float32", ["group_norm"])
+            if r.convention == "group_norm_folded_affine"]  # fmt: skip
+    assert len(rows) == 1 and rows[0].op == "group_norm"
+    if rows[0].differs:  # the folding PyTorch's CPU kernel has (2.13): spec β, engine not
+        assert rows[0].spec != rows[0].engine_value
