@@ -33,7 +33,11 @@ Invariants:
   among the element's inputs, cotangent or tangent (its own lane for elementwise ops whose
   arguments and result have one element per lane, any element otherwise). Reported, a
   failure only with `--strict-conventions`.
-- All alternative values are computed in `HP` (256-bit MPFR): exact for these rules.
+- All alternative values are computed in `HP` (256-bit MPFR): exact for these rules. The
+  node checks hand every `alt` rule the attributes plus `DTYPE_KEY` (the run's dtype name),
+  for a rule that rounds intermediates as an engine's kernel does
+  (`group_norm_folded_affine`: a, b rounded in the kernel's opmath type); such a rule
+  explains nothing where it is given no dtype.
 """
 
 from __future__ import annotations
