@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, prelu_shape, select_index
+from .base import Engine, EngineUnavailable, Unsupported, prelu_shape, select_index
 
 try:
     import autograd
@@ -89,7 +89,7 @@ def _ag_tile(x: Any, dims: Any) -> Any:
 
 def _ag_repeat_interleave(x: Any, repeats: Any, dim: Any = None) -> Any:
     if len(repeats) != 1:
-        raise NotImplementedError("autograd's repeat VJP takes one int repeat")
+        raise Unsupported("autograd's repeat VJP takes one int repeat")
     return anp.repeat(x, int(repeats[0]), axis=dim)
 
 

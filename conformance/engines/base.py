@@ -14,7 +14,8 @@ Invariants:
   engine's array element with the same bit pattern (`to_numpy`/`from_numpy` through
   unsigned-integer views), and back. No conversion rounds.
 - Constructing an adapter whose package is missing raises `EngineUnavailable`, whose
-  message names the package to `pip install`.
+  message names the package to `pip install`. An adapter that has no form of an op with
+  the given attributes raises `Unsupported` (a refusal, reported as "unsupported").
 - The checks hand `vjp`/`jvp` a `KeyedCall`: `OpCall` (one op of the table with its
   attributes) or a whole graph (`whole.GraphCall`). Its `key` names exactly what it
   computes: the op names, the engine's callables themselves (a subclass that replaces an
@@ -55,6 +56,7 @@ __all__ = [
     "EngineUnavailable",
     "KeyedCall",
     "OpCall",
+    "Unsupported",
     "aval",
     "batched",
     "freeze",
@@ -64,6 +66,7 @@ __all__ = [
     "mha_body",
     "pair",
     "prelu_shape",
+    "refusal",
     "select_index",
     "to_numpy",
     "uses_env",
@@ -81,6 +84,19 @@ UINT_OF: dict[str, Any] = {
     "bfloat16": np.uint16,
     "float16": np.uint16,
 }
+
+
+class Unsupported(TorchLeanError):
+    """An adapter's refusal: the engine has no form of this op with these attributes
+    (e.g. tinygrad's pools have no divisor_override). The checks report it as the case's
+    refusal ("unsupported: ..."), never as a pass or as the engine crashing."""
+
+
+def refusal(e: Exception, width: int) -> str:
+    """How a refusal is reported: "unsupported: ..." for an adapter's `Unsupported`, the
+    exception's type and message otherwise (cut to `width` characters)."""
+    kind = "unsupported" if isinstance(e, Unsupported) else type(e).__name__
+    return f"{kind}: {str(e)[:width]}"
 
 
 class EngineUnavailable(TorchLeanError):

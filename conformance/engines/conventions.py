@@ -33,7 +33,11 @@ Invariants:
   among the element's inputs, cotangent or tangent (its own lane for elementwise ops whose
   arguments and result have one element per lane, any element otherwise). Reported, a
   failure only with `--strict-conventions`.
-- All alternative values are computed in `HP` (256-bit MPFR): exact for these rules.
+- All alternative values are computed in `HP` (256-bit MPFR): exact for these rules. The
+  node checks hand every `alt` rule the attributes plus `DTYPE_KEY` (the run's dtype name),
+  for a rule that rounds intermediates as an engine's kernel does
+  (`group_norm_folded_affine`: a, b rounded in the kernel's opmath type); such a rule
+  explains nothing where it is given no dtype.
 """
 
 from __future__ import annotations
@@ -44,16 +48,29 @@ from fractions import Fraction
 from typing import Any
 
 import gmpy2
-import numpy as np
 
 from spec.ops import conv_out_dim, expand, get_op, unbroadcast
 from spec.shape import broadcast_shapes
 from spec.tensor import Tensor
 
 from ..bounds.core import HP
+from .alt_rules import (
+    DTYPE_KEY,
+    ZERO,
+    Alt,
+    group_norm_folded,
+    hp,
+    lse_inf_lane,
+    pow_zero_nan,
+    prelu_pass,
+    std_flat_jvp,
+    std_flat_vjp,
+    window_tie_mean,
+)
 
 __all__ = [
     "CONVENTIONS",
+    "DTYPE_KEY",
     "NAN_PROPAGATION",
     "NONFINITE",
     "NONFINITE_DEFAULT",
@@ -66,8 +83,7 @@ __all__ = [
     "nonfinite_rule",
 ]
 
-Alt = Callable[[list[Tensor], Tensor | None, dict[str, Any]], list[Tensor]]
-ZERO, HALF = gmpy2.mpfr(0), gmpy2.mpfr(0.5)
+HALF = gmpy2.mpfr(0.5)
 
 
 @dataclass(frozen=True)
@@ -93,10 +109,6 @@ def _unary(rule: Callable[[Any, Any, dict[str, Any]], Any]) -> Alt:
         ]
 
     return alt
-
-
-def _q(v: Any) -> Any:
-    return gmpy2.mpfr(Fraction(v), HP.precision)
 
 
 def _tie_binary(share_a: Any, share_b: Any) -> Alt:
@@ -283,7 +295,7 @@ def _pool_tie_convention(op: str, point: tuple[Any, ...], attrs: dict[str, Any],
 
 
 def _clamp_ties(x: Any, g: Any, a: dict[str, Any], pass_share: bool) -> Any:
-    lo, hi = _q(a["lo"]), _q(a["hi"])
+    lo, hi = hp(a["lo"]), hp(a["hi"])
     if gmpy2.is_nan(x) or not (x == lo or x == hi):
         return None
     if pass_share:
@@ -295,95 +307,6 @@ def _clamp_ties(x: Any, g: Any, a: dict[str, Any], pass_share: bool) -> Any:
 def _bound_ties(lo: Callable[[dict[str, Any]], Any], hi: Callable[[dict[str, Any]], Any]) -> Alt:
     """hardtanh/relu6 at a bound, written as minimum(maximum(x, lo), hi): clamp's half split."""
     return _unary(lambda x, g, a: _clamp_ties(x, g, {"lo": lo(a), "hi": hi(a)}, False))
-
-
-def _lanes(x: Tensor, d: int) -> list[list[int]]:
-    """The flat positions of each lane of x along axis d, in output order."""
-    outer = 1
-    for k in x.shape[:d]:
-        outer *= k
-    n = x.shape[d]
-    inner = len(x.data) // max(outer * n, 1) if n else 0
-    return [[(o * n + k) * inner + i for k in range(n)] for o in range(outer) for i in range(inner)]
-
-
-def _flat_lane(x: Tensor, lane: list[int]) -> bool:
-    vals = [x.data[j] for j in lane]
-    return bool(vals) and not any(gmpy2.is_nan(v) for v in vals) and min(vals) == max(vals)
-
-
-def _std_flat_vjp(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    """std's cotangent on a lane of equal elements: NaN (g/(2·std) with std = 0)."""
-    (x,) = xs
-    out: list[Any] = [None] * len(x.data)
-    for lane in _lanes(x, attrs["dim"]):
-        if _flat_lane(x, lane):
-            for j in lane:
-                out[j] = gmpy2.nan()
-    return [Tensor(x.shape, tuple(out))]
-
-
-def _std_flat_jvp(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    (x,) = xs
-    d = attrs["dim"]
-    out = [gmpy2.nan() if _flat_lane(x, lane) else None for lane in _lanes(x, d)]
-    return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
-
-
-def _lse_inf_lane(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    """logsumexp of a lane whose maximum is ±inf: that infinity (the spec gives NaN)."""
-    (x,) = xs
-    d = attrs["dim"]
-    out: list[Any] = []
-    for lane in _lanes(x, d):
-        vals = [x.data[j] for j in lane]
-        m = None if any(gmpy2.is_nan(v) for v in vals) else max(vals)
-        out.append(m if m is not None and gmpy2.is_infinite(m) else None)
-    return [Tensor(x.shape[:d] + x.shape[d + 1 :], tuple(out))]
-
-
-def _prelu_pass(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    """prelu's tangent at x == 0 under where(x >= 0, ...): dx (t holds dx, then dw)."""
-    x, td = xs[0], t.data if t is not None else ()
-    return [Tensor(x.shape, tuple(td[i] if v == 0 else None for i, v in enumerate(x.data)))]
-
-
-def _pow_zero_nan(xs: list[Tensor], g: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-    """NaN where a == 0 and b == 0: a's cotangent (where a and b have the result's shape)
-    and the tangent (t holds da, then db; wherever the broadcast pair is (0, 0))."""
-    a, b = xs
-    shape = broadcast_shapes(a.shape, b.shape)
-    pairs = zip(expand(a, shape).data, expand(b, shape).data, strict=True)
-    hit = tuple(gmpy2.nan() if p == 0 and q == 0 else None for p, q in pairs)
-    n = len(g.data) if g is not None else -1
-    if a.shape == b.shape == shape or (n == len(a.data) + len(b.data) and n != len(hit)):
-        return [Tensor(shape, hit)]
-    return [Tensor(a.shape, (None,) * len(a.data))]
-
-
-def _window_tie_mean(op: str) -> Alt:
-    """An adaptive max pool with tied maxima in a window, forward mode: the mean of the
-    tangents of the window's distinct tied taps (JAX's reduce-max JVP), where the spec takes
-    the first maximal tap's; windows read off the spec body's gather, as above."""
-
-    def alt(xs: list[Tensor], t: Tensor | None, attrs: dict[str, Any]) -> list[Tensor]:
-        assert t is not None and get_op(op).body is not None
-        (x,) = xs
-        gather = next(n for n in get_op(op).body([x.shape], attrs).nodes if n.op == "gather")
-        (n_win, k), idx = gather.attrs["shape"], gather.attrs["indices"]
-        out_shape = get_op(op).shape([x.shape], attrs)
-        rows = int(np.prod(out_shape)) // n_win if n_win else 0
-        out: list[Any] = []
-        for row, w in ((r, w) for r in range(rows) for w in range(n_win)):
-            m = len(x.data) // rows
-            taps = list(dict.fromkeys(row * m + j for j in idx[w * k : (w + 1) * k]))
-            vals = [x.data[j] for j in taps]
-            top = None if any(gmpy2.is_nan(v) for v in vals) else max(vals)
-            ties = [j for j in taps if x.data[j] == top]
-            out.append(sum((t.data[j] for j in ties), ZERO) / len(ties) if len(ties) > 1 else None)
-        return [Tensor(out_shape, tuple(out))]
-
-    return alt
 
 
 CONVENTIONS: tuple[Convention, ...] = (
@@ -526,7 +449,7 @@ CONVENTIONS: tuple[Convention, ...] = (
         "safe_log at x == 2**-24 (its floor): the spec's log(maximum(x, 2**-24)) splits the "
         "tie, so x gets g/(2x); an engine writing log(clamp(x, min=2**-24)) passes all of "
         "g/x (PyTorch's clamp passes the cotangent at its bound).",
-        _unary(lambda x, g, a: g / x if x == _q(Fraction(1, 2**24)) else None),
+        _unary(lambda x, g, a: g / x if x == hp(Fraction(1, 2**24)) else None),
         (((2.0**-24, 1.0),), {}),
     ),
     Convention(
@@ -595,7 +518,7 @@ CONVENTIONS: tuple[Convention, ...] = (
         ("vjp",),
         "std on a lane of equal elements: the spec's sqrt'(0) = 0 gives 0; engines divide "
         "by 2*std = 0 and return NaN.",
-        _std_flat_vjp,
+        std_flat_vjp,
         (((2.0, 2.0, 2.0),), {"dim": 0}),
     ),
     Convention(
@@ -603,7 +526,7 @@ CONVENTIONS: tuple[Convention, ...] = (
         "std",
         ("jvp",),
         "std's tangent on a lane of equal elements: 0 in the spec, NaN in engines.",
-        _std_flat_jvp,
+        std_flat_jvp,
         (((2.0, 2.0, 2.0),), {"dim": 0}),
     ),
     Convention(
@@ -612,7 +535,7 @@ CONVENTIONS: tuple[Convention, ...] = (
         ("forward",),
         "logsumexp of a lane whose maximum is ±inf: the spec's max shift gives inf - inf = "
         "NaN; PyTorch masks infinite maxima and returns the infinity.",
-        _lse_inf_lane,
+        lse_inf_lane,
         (((float("inf"), 1.0),), {"dim": 0}),
     ),
     Convention(
@@ -621,7 +544,7 @@ CONVENTIONS: tuple[Convention, ...] = (
         ("jvp",),
         "prelu's tangent at x == 0: the spec (PyTorch's backward) takes the weight branch, "
         "w*dx + dw*x; PyTorch's forward mode (where(x >= 0, dx, ...)) passes dx.",
-        _prelu_pass,
+        prelu_pass,
         (((0.0, -1.0, 1.0), (0.25,)), {}),
         ((3,), (1,)),
     ),
@@ -633,7 +556,7 @@ CONVENTIONS: tuple[Convention, ...] = (
             f"adaptive_max_pool{n}d with tied maxima in a window, forward mode: the spec's "
             "tangent is the first maximal tap's; engines whose max is a reduce over the "
             "window (JAX's jnp.max) return the mean of the tied taps' tangents.",
-            _window_tie_mean(f"adaptive_max_pool{n}d"),
+            window_tie_mean(f"adaptive_max_pool{n}d"),
             ((pt,), {"output_size": (1,) * n}),
             (shape,),
         )
@@ -658,8 +581,20 @@ CONVENTIONS: tuple[Convention, ...] = (
         ("vjp", "jvp"),
         "pow_tensor's derivative to a at a == 0, b == 0: the spec (as PyTorch) gives 0; an "
         "engine differentiating b*a**(b - 1) gives 0*inf = NaN (JAX).",
-        _pow_zero_nan,
+        pow_zero_nan,
         (((0.0, 2.0), (0.0, 1.0)), {}),
+    ),
+    Convention(
+        "group_norm_folded_affine",
+        "group_norm",
+        ("forward",),
+        "group_norm on a group of equal elements (variance 0, e.g. one element per group): "
+        "the spec gives β exactly; PyTorch's CPU kernel folds the affine into y = x·a + b "
+        "with a = rstd·γ, b = β − mean·a rounded first, and rstd = 1/sqrt(eps) makes "
+        "x·a and b large, so their sum cancels (620 ulp in float32 at x = -7.64, γ = β = -1).",
+        group_norm_folded,
+        (((-7.642651862570801, 0.0), (-1.0,), (-1.0,)), {"num_groups": 1, "eps": None}),
+        ((2, 1), (1,), (1,)),
     ),
 )
 

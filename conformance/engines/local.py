@@ -47,9 +47,15 @@ from spec.tensor import Tensor
 
 from ..bounds.core import HP
 from .ballcheck import BallRule, lift_ball
-from .base import Engine, OpCall, from_numpy, ieee_domain, to_numpy, uses_env
+from .base import Engine, OpCall, from_numpy, ieee_domain, refusal, to_numpy, uses_env
 from .budgets import Budget, budget_for
-from .conventions import NAN_PROPAGATION, SIGNED_ZERO, SUBNORMAL_FLUSH, conventions_for
+from .conventions import (
+    DTYPE_KEY,
+    NAN_PROPAGATION,
+    SIGNED_ZERO,
+    SUBNORMAL_FLUSH,
+    conventions_for,
+)
 from .flush import FlushRule, explains, flush_probe
 from .scale import elem_error, lift, safe_float, scale_for
 
@@ -173,7 +179,8 @@ class Judge:
         c = self.check
         self.allowed = self.budget.allowed(max((len(x.data) for x in c.xs), default=1))
         self.convs = conventions_for(c.op, self.direction)
-        self.alts = [(cv, cv.alt(c.xs, self.g, c.lit)) for cv in self.convs]
+        lit = {**c.lit, DTYPE_KEY: c.dtype}  # alt rules that round as the engine does
+        self.alts = [(cv, cv.alt(c.xs, self.g, lit)) for cv in self.convs]
 
     def compare(self, got: Tensor, want: Tensor) -> None:
         res = self.check.res
@@ -323,7 +330,7 @@ def _check_node(
         got_y = from_numpy(engine.to_numpy(out, dtype), dtype)
         got_ct = [from_numpy(engine.to_numpy(ct, dtype), dtype) for ct in cts]
     except Exception as e:  # the engine's refusal, reported with its message
-        res.refused = f"{type(e).__name__}: {str(e)[:200]}"
+        res.refused = refusal(e, 200)
         return res
     res.output = got_y
     _forward_and_vjp(c, got_y, want_y, got_ct, want_ct)
@@ -362,7 +369,7 @@ def _jvp(c: NodeCheck, fn: OpCall, arrs: list[Any], ts: Sequence[Tensor]) -> Non
         _, tout = engine.jvp(fn, arrs, tarrs)
         got_t = from_numpy(engine.to_numpy(tout, dtype), dtype)
     except Exception as e:
-        c.res.jvp_refused = f"{type(e).__name__}: {str(e)[:120]}"
+        c.res.jvp_refused = refusal(e, 120)
         return
     # the tangent for the conventions' rules (unary ops) and the scale (its magnitude)
     ht = (

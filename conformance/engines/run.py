@@ -456,7 +456,7 @@ def probe_conventions(engine: Engine, dtype: str, ops: Sequence[str]) -> list[Co
                 Tensor(tuple(s), tuple(D.from_float(f) for f in v))
                 for s, v in zip(shapes, inputs, strict=True)
             ]
-            a = dict(attrs)
+            a = normalize_attrs(c.op, attrs)  # as a graph holds them (the scales build one)
             y = get_op(c.op).forward(D, xs, a, ())
             g = Tensor(y.shape, (D.one(),) * len(y.data))
             res = check_node(

@@ -28,6 +28,7 @@ import numpy as np
 from .base import (
     Engine,
     EngineUnavailable,
+    Unsupported,
     batched,
     keep_mask,
     mha_body,
@@ -143,7 +144,7 @@ def _pool_nd(
     """tinygrad's N-d `max_pool2d` / `avg_pool2d` (ceil_mode, count_include_pad are its
     own arguments; it has no divisor_override: refused)."""
     if divisor_override:
-        raise NotImplementedError("tinygrad's avg_pool2d has no divisor_override")
+        raise Unsupported("tinygrad's avg_pool2d has no divisor_override")
     k = _nd(kernel_size, nd, 1)
     extra = {} if method == "max_pool2d" else {"count_include_pad": count_include_pad is not False}
     return getattr(x, method)(
@@ -199,7 +200,7 @@ def _conv_t_nd(nd: int) -> Callable[..., Any]:
         dilation: Any = None,
     ) -> Any:
         if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
-            raise NotImplementedError("tinygrad's conv_transpose2d takes symmetric padding")
+            raise Unsupported("tinygrad's conv_transpose2d takes symmetric padding")
         return x.conv_transpose2d(
             w,
             b,
@@ -280,7 +281,7 @@ def _tg_cumsum(x: Any, dim: int, exclusive: Any = None, reverse: Any = None) -> 
 
 def _tg_repeat_interleave(x: Any, repeats: Any, dim: Any = None) -> Any:
     if len(repeats) != 1:
-        raise NotImplementedError("tinygrad's repeat_interleave takes one int repeat")
+        raise Unsupported("tinygrad's repeat_interleave takes one int repeat")
     return x.repeat_interleave(int(repeats[0]), dim)
 
 

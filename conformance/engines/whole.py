@@ -35,7 +35,7 @@ from spec.shape import size
 from spec.tensor import Tensor, TensorPack
 
 from ..bounds.core import HP, exact_q, fmt, ulp
-from .base import Engine, KeyedCall, freeze, from_numpy, ieee_domain, to_numpy
+from .base import Engine, KeyedCall, freeze, from_numpy, ieee_domain, refusal, to_numpy
 from .budgets import budget_for
 from .propagate import abs_backprop
 from .scale import lift, safe_float
@@ -97,7 +97,7 @@ def check_graph(
         _, cts = engine.vjp(fn, arrs, engine.asarray(to_numpy(g_out, dtype), dtype))
         got = [from_numpy(engine.to_numpy(c, dtype), dtype) for c in cts]
     except Exception as e:
-        res.refused = f"{type(e).__name__}: {str(e)[:160]}"
+        res.refused = refusal(e, 160)
         return res
     hx = [lift(x) for x in xs]
     seed = TensorPack(
@@ -152,7 +152,7 @@ def check_graph_forward(engine: Engine, dtype: str, g: Graph, xs: list[Tensor]) 
         out = engine.forward(GraphCall(engine, dtype, g), arrs)
         got = from_numpy(engine.to_numpy(out, dtype), dtype)
     except Exception as e:
-        res.refused = f"{type(e).__name__}: {str(e)[:160]}"
+        res.refused = refusal(e, 160)
         return res
     hx = [lift(x) for x in xs]
     exact = eval_graph(HP, g, hx, check=False).tensors[-1]
