@@ -44,7 +44,7 @@ from .suite import (
     Row,
     default_properties,
     replay,
-    run_property,
+    run_properties,
     write_reports,
 )
 
@@ -342,7 +342,7 @@ def _backend(name: str) -> Backend:
 
 
 def _stop_early(a: argparse.Namespace, rows: Sequence[Row]) -> bool:
-    return bool(getattr(a, "fail_fast", False) and rows and rows[-1].failed)
+    return bool(getattr(a, "fail_fast", False) and any(r.failed for r in rows))
 
 
 def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
@@ -353,20 +353,21 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
             file=sys.stderr,
         )
         a.session_examples = 0
-    rows = []
+    rows: list[Row] = []
     per = [a.max_examples + a.per_op * p_.focus_factor * len(p_.ops) for p_ in props]
     total = sum(per) + a.session_examples
     bar = _progress_bar(total)
     try:
-        for prop in props:
-            bar.set_description(f"{prop.name}/{prop.dtype}/{prop.kernels}")
-            rows.append(
-                run_property(
-                    prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
-                )
-            )
-            if _stop_early(a, rows):
-                return rows
+        rows = run_properties(
+            props,
+            a.max_examples,
+            a.seed,
+            progress=lambda: bar.update(),
+            per_op=a.per_op,
+            stop=lambda done: _stop_early(a, done),
+        )
+        if _stop_early(a, rows):
+            return rows
         if a.session_examples > 0:
             from .session_machine import run_session_machine
 

@@ -115,6 +115,10 @@ class Property:
     counter: dict[str, int] | None = None
     # focused cases per op = per_op * focus_factor (properties aimed at rare cases)
     focus_factor: int = 1
+    # properties of one dtype, backend and op list with the same non-empty `draws` draw
+    # the same cases from the same seed: a run draws each case once and checks it under
+    # all of them (`draw_groups`); "" draws alone
+    draws: str = ""
 
 
 def _ops_for(dtype: str) -> tuple[str, ...]:
@@ -177,17 +181,23 @@ def _graph_cases(
 
     def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
         ops = list(focus) if focus is not None else list(default_ops)
-        gs = _hard_graphs(ops, focus, max_nodes)
-
-        @st.composite
-        def build(draw: Any) -> Case:
-            g = draw(gs)
-            xs, seed = values(draw, g, D)
-            return Case(g, tuple(xs), seed)
-
-        return build()
+        return _graph_case(_hard_graphs(ops, focus, max_nodes), values, D)
 
     return strategy
+
+
+@st.composite
+def _graph_case(
+    draw: Any,
+    gs: st.SearchStrategy[Graph],
+    values: Callable[[Any, Graph, Any], tuple[list[Tensor], TensorPack]],
+    D: Any,
+) -> Case:
+    # defined once, not once per run (performance only: Hypothesis parses a composite's
+    # source each time it decorates one; the draws are the same)
+    g = draw(gs)
+    xs, seed = values(draw, g, D)
+    return Case(g, tuple(xs), seed)
 
 
 def _hard_values(draw: Any, g: Graph, D: Any) -> tuple[list[Tensor], TensorPack]:
@@ -317,6 +327,7 @@ class _PropertySpec:
     description: str
     focus_factor: int = 1
     applies: Callable[[str, Backend], bool] = lambda dtype, backend: True
+    draws: str = ""  # the name of `cases`: equal names, equal draws (`Property.draws`)
 
 
 def _compiled_enabled(dtype: str, backend: Backend) -> bool:
@@ -330,6 +341,7 @@ _IEEE_PROPERTIES = (
         _cases,
         lambda dt, B: _link(dt, "ordered", B),
         "bit equality of values and cotangents with spec",
+        draws="plain",
     ),
     _PropertySpec(
         "link_special_values",
@@ -337,6 +349,7 @@ _IEEE_PROPERTIES = (
         lambda dt: _cases(dt, specials=True),
         lambda dt, B: _link(dt, "ordered", B),
         "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
+        draws="specials",
     ),
     _PropertySpec(
         "link_hard",
@@ -346,6 +359,7 @@ _IEEE_PROPERTIES = (
         "bit equality on hard cases: ties, ±0, kinks, rounding and range "
         "boundaries, transcendental hard ranges, multi-axis broadcasting",
         focus_factor=2,
+        draws="hard",
     ),
     _PropertySpec(
         "link_compiled",
@@ -356,6 +370,7 @@ _IEEE_PROPERTIES = (
         "every size (numba folds and k-loop matmul; elsewhere they serve "
         f"problems of {compiled_kernels.MIN_WORK}+ operations only)",
         applies=_compiled_enabled,
+        draws="hard",
     ),
     _PropertySpec(
         "sparse_backward",
@@ -365,6 +380,7 @@ _IEEE_PROPERTIES = (
         "eager tape backward_dense (first contribution stored as is) == spec, "
         "bitwise, hard-case inputs and seeds (−0 included)",
         focus_factor=2,
+        draws="hard",
     ),
     _PropertySpec(
         "node_bounds",
@@ -372,6 +388,7 @@ _IEEE_PROPERTIES = (
         _cases,
         lambda dt, B: _bounds(dt, "fast", B),
         "every primitive node within its stated error bound",
+        draws="plain",
     ),
     _PropertySpec(
         "derivative_bounds",
@@ -380,6 +397,7 @@ _IEEE_PROPERTIES = (
         _derivative_bounds,
         "every VJP contribution, JVP tangent and accumulated cotangent within "
         "the ball of its spec rule (bounds derived from the rule's operations)",
+        draws="rounding",
     ),
 )
 """The IEEE properties, in the order a run lists them (ordered profile first, then fast)."""
@@ -397,6 +415,7 @@ def _exact_properties() -> list[Property]:
             "runtime backward_dense_from(lower g) == spec "
             "backprop_all_ctx, values == eval_graph (exact)",
             ops,
+            draws="plain",
         ),
         Property(
             "dense_all_vs_from",
@@ -406,6 +425,7 @@ def _exact_properties() -> list[Property]:
             _dense_all,
             "backward_dense_all(out, seed) == backward_dense_from(one_hot(out, seed))",
             ops,
+            draws="plain",
         ),
     ]
 
@@ -424,6 +444,7 @@ def _differential_properties(
             + ("bit-equal per node" if k == "ordered" else "both within node bounds"),
             _ops_for(dt),
             backend,
+            draws="specials" if k == "ordered" else "plain",
         )
         for k in kernels
     ]
@@ -442,6 +463,7 @@ def _ieee_properties(dt: str, kernels: Sequence[str], B: Backend, backend: str) 
             ops,
             backend,
             focus_factor=spec.focus_factor,
+            draws=spec.draws,
         )
         for spec in _IEEE_PROPERTIES
         if spec.kernels in kernels and spec.applies(dt, B)
@@ -545,6 +567,53 @@ def where_failed(prop: Property, c: Case, message: str | None) -> str:
         return f"(could not locate: {type(e).__name__})"
 
 
+def draw_groups(props: Sequence[Property]) -> list[list[int]]:
+    """The properties (indices into `props`) that share their draws, in the order of each
+    group's first member: equal non-empty `draws`, dtype, backend and ops (their strategies
+    then draw the same cases for the same seed). A property with `draws=""` is alone."""
+    groups: dict[Any, list[int]] = {}
+    for i, p in enumerate(props):
+        key: Any = (p.draws, p.dtype, p.backend, p.ops) if p.draws else i
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def group_runs(
+    group: Sequence[Property], max_examples: int, per_op: int
+) -> list[tuple[str | None, list[int]]]:
+    """The runs of a group, in order: (focus op or None, each member's case quota): the
+    run over all ops (`max_examples` each), then one per op of the group (`per_op` times
+    each member's `focus_factor`); runs with no quota left out."""
+    runs: list[tuple[str | None, list[int]]] = [(None, [max_examples] * len(group))]
+    if per_op:
+        runs += [(op, [per_op * p.focus_factor for p in group]) for op in group[0].ops]
+    return [(f, q) for f, q in runs if max(q) > 0]
+
+
+def run_properties(
+    props: Sequence[Property],
+    max_examples: int,
+    seed: int | None = None,
+    progress: Callable[[], None] | None = None,
+    per_op: int = 0,
+    stop: Callable[[Sequence[Row]], bool] | None = None,
+) -> list[Row]:
+    """Run properties, each case drawn once for the properties that share its draws
+    (`draw_groups`); one row per property, in `props` order. A property stops at its first
+    failing run, like `run_property` (each row is what `run_property` gives it when run
+    with its group). `stop(rows so far)` true after a group ends the run early (the rows of
+    the groups run so far, in `props` order)."""
+    rows: dict[int, Row] = {}
+    for idx in draw_groups(props):
+        group = [props[i] for i in idx]
+        for i, row in zip(idx, _run_group(group, max_examples, seed, progress, per_op)):
+            rows[i] = row
+        done = [rows[i] for i in sorted(rows)]
+        if stop is not None and stop(done):
+            return done
+    return [rows[i] for i in range(len(props))]
+
+
 def run_property(
     prop: Property,
     max_examples: int,
@@ -555,36 +624,89 @@ def run_property(
     """Run one property: `max_examples` cases over all its ops, then `per_op` cases
     focused on each op in turn (so every op is exercised). Never raises on a failing case;
     stops at the first failing run and reports its shrunk case."""
-    row = Row(prop.name, prop.dtype, prop.kernels, prop.backend)
-    before = dict(prop.counter) if prop.counter is not None else None
-    t0 = time.perf_counter()
-    runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
-    if per_op:
-        runs += [([op], per_op * prop.focus_factor) for op in prop.ops]
-    for focus, n in runs:
-        if n <= 0:
-            continue
-        # focused runs get their own draws per (property, dtype, kernels, op): with one seed
-        # for all, every op's few focused cases repeated one choice sequence everywhere
-        salt = (
-            0
-            if focus is None
-            else zlib.crc32(f"{prop.name}/{prop.dtype}/{prop.kernels}/{','.join(focus)}".encode())
-        )
-        _run_one(prop, prop.cases(focus), n, seed, progress, row, salt)
-        if focus is not None:
-            row.ops_covered += 1
-        if row.failed:
+    return run_properties([prop], max_examples, seed, progress, per_op)[0]
+
+
+def _run_group(
+    group: Sequence[Property],
+    max_examples: int,
+    seed: int | None,
+    progress: Callable[[], None] | None,
+    per_op: int,
+) -> list[Row]:
+    rows = [Row(p.name, p.dtype, p.kernels, p.backend) for p in group]
+    live = [True] * len(group)
+    for focus, quotas in group_runs(group, max_examples, per_op):
+        parts = shared_run(group, focus, quotas, seed, progress, live)
+        for k, part in enumerate(parts):
+            if part is not None:
+                fold_row(rows[k], part, focus)
+                live[k] = live[k] and not part.failed
+        if not any(live):
             break
-    row.seconds = time.perf_counter() - t0
+    return rows
+
+
+def fold_row(row: Row, part: Row, focus: str | None) -> None:
+    """Add one run's row to a property's row (the serial loop's fold; `merge` of the
+    shards folds the same way)."""
+    row.passed += part.passed
+    row.failed += part.failed
+    row.max_ulp = max(row.max_ulp, part.max_ulp)
+    row.worst_bound_ratio = max(row.worst_bound_ratio, part.worst_bound_ratio)
+    row.seconds += part.seconds
+    row.ops_covered += focus is not None
     row.cases = row.passed + row.failed
-    if before is not None and prop.counter is not None:
-        row.namespace_calls = {
-            k: v - before.get(k, 0)
-            for k, v in sorted(prop.counter.items())
-            if v - before.get(k, 0) > 0
-        }
-    return row
+    if part.failure is not None:
+        row.failure = part.failure
+    calls = dict(row.namespace_calls)
+    for k, v in part.namespace_calls.items():
+        calls[k] = calls.get(k, 0) + v
+    row.namespace_calls = dict(sorted(calls.items()))
+
+
+def run_salt(prop: Property, focus: str | None) -> int:
+    """The seed salt of a run: 0 for the run over all ops; a focused run gets its own draws
+    per (property, dtype, kernels, op) — with one seed for all, every op's few focused
+    cases repeated one choice sequence everywhere. A group's runs use its first member's."""
+    if focus is None:
+        return 0
+    return zlib.crc32(f"{prop.name}/{prop.dtype}/{prop.kernels}/{focus}".encode())
+
+
+def shared_run(
+    group: Sequence[Property],
+    focus: str | None,
+    quotas: Sequence[int],
+    seed: int | None,
+    progress: Callable[[], None] | None = None,
+    live: Sequence[bool] | None = None,
+) -> list[Row | None]:
+    """One Hypothesis run of a group (the first `quotas[k]` cases drawn checked under
+    member k; the leader's strategy and salt), a row per live member (None for the
+    others). Draws depend on (the group, focus, max quota, seed) only, so each member's row
+    is the same whichever members are live: when a member fails, its case is shrunk
+    against it alone, and the run is repeated for the members that had not failed, from
+    scratch (their counts of the interrupted attempt are dropped)."""
+    live = [True] * len(group) if live is None else list(live)
+    pending = [k for k in range(len(group)) if live[k] and quotas[k] > 0]
+    out: list[Row | None] = [None] * len(group)
+    strategy = group[0].cases([focus] if focus is not None else None)
+    salt = run_salt(group[0], focus)
+    while pending:
+        t0 = time.perf_counter()
+        rows = {k: Row(group[k].name, group[k].dtype, group[k].kernels, group[k].backend)
+                for k in pending}  # fmt: skip
+        failed = _attempt(group, quotas, pending, rows, strategy, seed, salt, progress)
+        share = (time.perf_counter() - t0) / len(pending)
+        for k in pending:
+            rows[k].seconds = share
+            rows[k].cases = rows[k].passed + rows[k].failed
+            out[k] = rows[k]
+        if failed is None:
+            break
+        pending = [k for k in pending if k != failed]
+    return out
 
 
 _SHRINK = [True]
@@ -594,58 +716,60 @@ _SHRINK = [True]
 def set_shrinking(enabled: bool) -> None:
     """With `enabled` False, property runs stop at the first failing case: the shrink phase
     is replaced by a second generate phase (the witness runs of `proofs`, where shrinking a
-    failure the witness caused only costs time). True restores the default. The test's
-    decorator text is not touched: Hypothesis derives the derandomised seed from it."""
+    failure the witness caused only costs time). True restores the default."""
     _SHRINK[0] = enabled
 
 
-def _run_one(
-    prop: Property,
+_BASE_SEED = int(
+    "3515825968864443819716188868553731642293667238399018783082991454554802636610287929945"
+    "3989522773774160612858822482586"
+)
+"""The seed of a derandomised run (salted per focused run): the one Hypothesis derived
+from the digest of the suite's test function up to issue 33 (`derandomize=True` seeds
+`Random(int_from_bytes(function_digest(test)))`), fixed here so that the drawn cases no
+longer change whenever the runner's source does."""
+
+
+def _attempt(
+    group: Sequence[Property],
+    quotas: Sequence[int],
+    pending: Sequence[int],
+    rows: dict[int, Row],
     strategy: st.SearchStrategy[Case],
-    max_examples: int,
     seed: int | None,
+    salt: int,
     progress: Callable[[], None] | None,
-    row: Row,
-    salt: int = 0,
-) -> None:
+) -> int | None:
+    """One Hypothesis run checking the pending members; the member that failed (its row
+    has the shrunk failure), or None."""
+    state: dict[str, Any] = {"k": 0, "target": None}
     failing: list[_CaseFailure] = []
 
     @settings(
-        max_examples=max_examples,
+        max_examples=max(quotas),
         database=None,
         deadline=None,
         derandomize=seed is None,
         print_blob=False,
         suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        phases=(Phase.explicit, Phase.generate, Phase.shrink if _SHRINK[0] else Phase.generate),
     )
     @given(strategy)
     def test(case: Case) -> None:
-        try:
-            out = prop.check(case)
-        except Exception as e:  # a crash is a failure of the property, reported with its case
-            out = Outcome(False, f"crashed: {type(e).__name__}: {e}")
-        row.max_ulp = max(row.max_ulp, out.max_ulp)
-        row.worst_bound_ratio = max(row.worst_bound_ratio, out.worst_ratio)
-        if not out.ok:
-            failure = _CaseFailure(case, out)
-            failing.append(failure)
-            raise failure
-        row.passed += 1
-        if progress is not None:
-            progress()
+        k, state["k"] = state["k"], state["k"] + 1
+        target = state["target"]
+        for m in [target] if target is not None else [m for m in pending if k < quotas[m]]:
+            out = _check(group[m], case, rows[m])
+            if not out.ok:
+                state["target"] = m
+                failure = _CaseFailure(case, out)
+                failing.append(failure)
+                raise failure
+            rows[m].passed += 1
+            if progress is not None:
+                progress()
 
-    if seed is not None:
-        test = hyp_seed(seed ^ salt)(test)
-    elif function_digest is not None:
-        test = hyp_seed(_derandomised_seed(test) ^ salt)(test)
-    elif salt:
-        test = hyp_seed(salt)(test)
-    if not _SHRINK[0]:
-        test._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
-            test._hypothesis_internal_use_settings,  # type: ignore[attr-defined]
-            phases=(Phase.explicit, Phase.generate, Phase.generate),
-        )
+    test = hyp_seed((_BASE_SEED if seed is None else seed) ^ salt)(test)
     # No example database (database=None above): the key Hypothesis would digest the
     # test's source for on every run is never read.
     test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]
@@ -654,36 +778,34 @@ def _run_one(
             test()
     except (_CaseFailure, BaseExceptionGroup) as exc:
         e = exc if isinstance(exc, _CaseFailure) else failing[-1]
-        row.failed = 1
-        row.failure = {
+        m = state["target"]
+        prop = group[m]
+        rows[m].failed = 1
+        rows[m].failure = {
             "message": e.outcome.message,
             "op": where_failed(prop, e.case, e.outcome.message),
             "graph_text": format_graph(e.case.graph),
             "repro": _repro(e.case, prop),
         }
+        return int(m)
+    return None
 
 
-try:  # Hypothesis's digest of a test function (what `derandomize=True` seeds from)
-    from hypothesis.internal.reflection import function_digest
-except ImportError:  # pragma: no cover - another Hypothesis layout: plain derandomize
-    function_digest = None
-
-_DIGEST_SEEDS: dict[Any, int] = {}
-
-
-def _derandomised_seed(wrapped: Any) -> int:
-    """The seed `derandomize=True` gives a test: Hypothesis derives it from a digest of
-    the test function's source and signature (`Random(int_from_bytes(function_digest))`),
-    recomputed by tokenising the source on every run; every `_run_one` defines the same
-    function, so it is computed once per code object and passed as an explicit seed, which
-    Hypothesis turns into the same `Random` (performance only: the same cases are drawn)."""
-    inner = wrapped.hypothesis.inner_test
-    key = inner.__code__
-    hit = _DIGEST_SEEDS.get(key)
-    if hit is None:
-        hit = _DIGEST_SEEDS[key] = int.from_bytes(function_digest(inner), "big")
-    return hit
-
+def _check(prop: Property, case: Case, row: Row) -> Outcome:
+    """`prop.check(case)`, a crash as a failing outcome; the row's worst ulp, bound ratio
+    and (on a plug-in namespace) the calls the check made."""
+    before = dict(prop.counter) if prop.counter is not None else None
+    try:
+        out = prop.check(case)
+    except Exception as e:  # a crash is a failure of the property, reported with its case
+        out = Outcome(False, f"crashed: {type(e).__name__}: {e}")
+    row.max_ulp = max(row.max_ulp, out.max_ulp)
+    row.worst_bound_ratio = max(row.worst_bound_ratio, out.worst_ratio)
+    if before is not None and prop.counter is not None:
+        for k, v in prop.counter.items():
+            if v - before.get(k, 0) > 0:
+                row.namespace_calls[k] = row.namespace_calls.get(k, 0) + v - before.get(k, 0)
+    return out
 
 def replay(repro: dict[str, Any], backend: str = "numpy", against: str | None = None) -> Outcome:
     """Re-run the check of a JSON reproducer (as written in a failure report) on `backend`
