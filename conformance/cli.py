@@ -36,7 +36,7 @@ from runtime.backends import Backend, get_backend
 from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
 
-from .distributed import add_cluster_arguments, run_sharded, sharded
+from .distributed import AUTO, add_cluster_arguments, run_sharded, sharded
 from .reproducer import ReproducerError, read_json, validate, validate_session_machine
 from .suite import (
     IEEE_DTYPES,
@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exit; a file naming another backend is refused",
     )
     add_model_arguments(p)
-    add_cluster_arguments(p, seeds=True)
+    add_cluster_arguments(p, seeds=True, workers=AUTO)
     add_engine_arguments(p)
     return p
 
@@ -380,8 +380,12 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
 
 
 def run_rows(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
-    """`run`, or the same rows as shards when the flags ask for a cluster or several seeds
-    (`conformance.distributed`; raises its `DistributedError`)."""
+    """`run`, or the same rows as shards when the flags ask for a cluster, a pool
+    (`--workers auto`, the default) or several seeds (`conformance.distributed`; raises its
+    `DistributedError`). `--fail-fast` with `--workers auto` runs in this process: it stops
+    at the first failing property, which a pool running every shard at once would not."""
+    if getattr(a, "fail_fast", False) and a.workers == AUTO and a.scheduler is None:
+        return run(a, backend, props)
     return run_sharded(a, backend, props) if sharded(a) else run(a, backend, props)
 
 

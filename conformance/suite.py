@@ -606,7 +606,8 @@ def run_properties(
     rows: dict[int, Row] = {}
     for idx in draw_groups(props):
         group = [props[i] for i in idx]
-        for i, row in zip(idx, _run_group(group, max_examples, seed, progress, per_op)):
+        group_rows = _run_group(group, max_examples, seed, progress, per_op)
+        for i, row in zip(idx, group_rows, strict=True):
             rows[i] = row
         done = [rows[i] for i in sorted(rows)]
         if stop is not None and stop(done):
@@ -806,6 +807,7 @@ def _check(prop: Property, case: Case, row: Row) -> Outcome:
             if v - before.get(k, 0) > 0:
                 row.namespace_calls[k] = row.namespace_calls.get(k, 0) + v - before.get(k, 0)
     return out
+
 
 def replay(repro: dict[str, Any], backend: str = "numpy", against: str | None = None) -> Outcome:
     """Re-run the check of a JSON reproducer (as written in a failure report) on `backend`
