@@ -97,7 +97,12 @@ def _workers_type() -> Callable[[str], int | str]:
     counts = count_type("--workers")
 
     def parse(text: str) -> int | str:
-        return AUTO if text == AUTO else counts(text)
+        if text == AUTO:
+            return AUTO
+        try:
+            return counts(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e} (or auto: one process per CPU)") from None
 
     return parse
 
