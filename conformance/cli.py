@@ -43,6 +43,7 @@ from .suite import (
     Property,
     Row,
     default_properties,
+    planned_cases,
     replay,
     run_properties,
     write_reports,
@@ -354,8 +355,7 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
         )
         a.session_examples = 0
     rows: list[Row] = []
-    per = [a.max_examples + a.per_op * p_.focus_factor * len(p_.ops) for p_ in props]
-    total = sum(per) + a.session_examples
+    total = planned_cases(props, a.max_examples, a.per_op) + a.session_examples
     bar = _progress_bar(total)
     try:
         rows = run_properties(

@@ -72,9 +72,16 @@ __all__ = [
     "coverage_table",
     "default_properties",
     "differential_check",
+    "draw_groups",
+    "fold_row",
+    "group_runs",
+    "planned_cases",
     "replay",
+    "run_properties",
     "run_property",
+    "run_salt",
     "set_shrinking",
+    "shared_run",
     "write_reports",
 ]
 
@@ -582,12 +589,25 @@ def group_runs(
     group: Sequence[Property], max_examples: int, per_op: int
 ) -> list[tuple[str | None, list[int]]]:
     """The runs of a group, in order: (focus op or None, each member's case quota): the
-    run over all ops (`max_examples` each), then one per op of the group (`per_op` times
-    each member's `focus_factor`); runs with no quota left out."""
+    run over all ops (`max_examples` cases, the draws each member drew alone: salt 0),
+    then one per op of the group, drawing as many cases as the members drew alone
+    together (the sum of `per_op` times each one's `focus_factor`: no fewer distinct
+    cases per op than before the draws were shared), each checked under every member.
+    Runs with no quota are left out."""
     runs: list[tuple[str | None, list[int]]] = [(None, [max_examples] * len(group))]
     if per_op:
-        runs += [(op, [per_op * p.focus_factor for p in group]) for op in group[0].ops]
+        n = sum(per_op * p.focus_factor for p in group)
+        runs += [(op, [n] * len(group)) for op in group[0].ops]
     return [(f, q) for f, q in runs if max(q) > 0]
+
+
+def planned_cases(props: Sequence[Property], max_examples: int, per_op: int) -> int:
+    """The cases a run of `props` checks when nothing fails (for a progress bar)."""
+    total = 0
+    for idx in draw_groups(props):
+        for _, quotas in group_runs([props[i] for i in idx], max_examples, per_op):
+            total += sum(quotas)
+    return total
 
 
 def run_properties(

@@ -116,7 +116,7 @@ def test_group_shards_merged_equal_the_serial_run_with_a_failing_member(
         ("link_special_values", 1),
         ("node_bounds", 0),  # its group's leader failed: its own cases go on
     ]
-    assert serial[2].cases == 6 + 3 and serial[2].ops_covered == 3
+    assert serial[2].cases == 6 + 3 * 2 and serial[2].ops_covered == 3  # 1 + 1 per op
     shards = suite_shards.plan(props, max_examples=6, per_op=1, seed=None)
     monkeypatch.setattr(suite_shards, "_property", lambda sh, name, k: _by_name(props, name, k))
     results = {sh.id: suite_shards.local_runner(sh) for sh in shards}
