@@ -159,37 +159,45 @@ def matmul_costs(init: Any, rounds: int) -> dict[str, Any]:
 
 
 def fig_conformance(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Cases per second of the suite's properties, run as `python -m conformance` runs them
+    in one process (`run_properties`: properties that draw the same cases share each
+    draw), per dtype; the time in each property's check is measured apart."""
     import dataclasses
 
-    from conformance.suite import default_properties, run_property
+    from conformance.suite import default_properties, run_properties
 
     out: dict[str, Any] = {"max_examples": cfg["conf_examples"], "dtypes": {}}
     for dt in cfg["conf_dtypes"]:
-        rows = []
-        for prop in default_properties([dt], ["fast", "ordered"]):
-            spent = [0.0]
+        props = default_properties([dt], ["fast", "ordered"])
+        spent = [[0.0] for _ in props]
 
-            def check(case: Any, inner: Any = prop.check, spent: list[float] = spent) -> Any:
+        def timed(inner: Any, cell: list[float]) -> Any:
+            def check(case: Any) -> Any:
                 t0 = time.perf_counter()
                 try:
                     return inner(case)
                 finally:
-                    spent[0] += time.perf_counter() - t0
+                    cell[0] += time.perf_counter() - t0
 
-            row = run_property(
-                dataclasses.replace(prop, check=check), cfg["conf_examples"], seed=None
-            )
-            rows.append(
-                {
-                    "property": prop.name,
-                    "kernels": prop.kernels,
-                    "cases": row.cases,
-                    "failed": row.failed,
-                    "seconds": row.seconds,
-                    "check_seconds": spent[0],
-                    "cases_per_s": row.cases / row.seconds if row.seconds else 0.0,
-                }
-            )
+            return check
+
+        timed_props = [
+            dataclasses.replace(p, check=timed(p.check, cell))
+            for p, cell in zip(props, spent, strict=True)
+        ]
+        got = run_properties(timed_props, cfg["conf_examples"], seed=None)
+        rows = [
+            {
+                "property": prop.name,
+                "kernels": prop.kernels,
+                "cases": row.cases,
+                "failed": row.failed,
+                "seconds": row.seconds,
+                "check_seconds": cell[0],
+                "cases_per_s": row.cases / row.seconds if row.seconds else 0.0,
+            }
+            for prop, row, cell in zip(props, got, spent, strict=True)
+        ]
         cases = sum(r["cases"] for r in rows)
         secs = sum(r["seconds"] for r in rows)
         out["dtypes"][dt] = {

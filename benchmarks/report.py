@@ -189,13 +189,15 @@ def _conformance(c: dict[str, Any]) -> list[str]:
         rows.append([f"**{dt}**", "all", "", *_throughput(d, f"**{d['cases_per_s']:.1f}**")])
     head = ["dtype", "property", "kernels", "cases", "time", "in the check", "cases/s"]
     return [
-        f"### 4. Conformance throughput (`run_property`, {c['max_examples']} "
-        "examples per property, derandomised)",
+        f"### 4. Conformance throughput (`run_properties`, {c['max_examples']} "
+        "examples per property, derandomised, one process)",
         "",
         table(head, rows),
         "",
         "*in the check*: the share of the time spent in the property's check (runtime, "
-        "spec and comparison); the rest is Hypothesis drawing graphs, inputs and seeds.",
+        "spec and comparison); the rest is Hypothesis drawing graphs, inputs and seeds. "
+        "Properties that draw the same cases share each draw, and each one's time is its "
+        "share of their runs.",
         "",
     ]
 

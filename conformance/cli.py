@@ -36,15 +36,16 @@ from runtime.backends import Backend, get_backend
 from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
 
-from .distributed import add_cluster_arguments, run_sharded, sharded
+from .distributed import AUTO, add_cluster_arguments, run_sharded, sharded
 from .reproducer import ReproducerError, read_json, validate, validate_session_machine
 from .suite import (
     IEEE_DTYPES,
     Property,
     Row,
     default_properties,
+    planned_cases,
     replay,
-    run_property,
+    run_properties,
     write_reports,
 )
 
@@ -216,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exit; a file naming another backend is refused",
     )
     add_model_arguments(p)
-    add_cluster_arguments(p, seeds=True)
+    add_cluster_arguments(p, seeds=True, workers=AUTO)
     add_engine_arguments(p)
     return p
 
@@ -342,7 +343,7 @@ def _backend(name: str) -> Backend:
 
 
 def _stop_early(a: argparse.Namespace, rows: Sequence[Row]) -> bool:
-    return bool(getattr(a, "fail_fast", False) and rows and rows[-1].failed)
+    return bool(getattr(a, "fail_fast", False) and any(r.failed for r in rows))
 
 
 def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
@@ -353,20 +354,20 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
             file=sys.stderr,
         )
         a.session_examples = 0
-    rows = []
-    per = [a.max_examples + a.per_op * p_.focus_factor * len(p_.ops) for p_ in props]
-    total = sum(per) + a.session_examples
+    rows: list[Row] = []
+    total = planned_cases(props, a.max_examples, a.per_op) + a.session_examples
     bar = _progress_bar(total)
     try:
-        for prop in props:
-            bar.set_description(f"{prop.name}/{prop.dtype}/{prop.kernels}")
-            rows.append(
-                run_property(
-                    prop, a.max_examples, a.seed, progress=lambda: bar.update(), per_op=a.per_op
-                )
-            )
-            if _stop_early(a, rows):
-                return rows
+        rows = run_properties(
+            props,
+            a.max_examples,
+            a.seed,
+            progress=lambda: bar.update(),
+            per_op=a.per_op,
+            stop=lambda done: _stop_early(a, done),
+        )
+        if _stop_early(a, rows):
+            return rows
         if a.session_examples > 0:
             from .session_machine import run_session_machine
 
@@ -379,8 +380,12 @@ def run(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> l
 
 
 def run_rows(a: argparse.Namespace, backend: Backend, props: Sequence[Property]) -> list[Row]:
-    """`run`, or the same rows as shards when the flags ask for a cluster or several seeds
-    (`conformance.distributed`; raises its `DistributedError`)."""
+    """`run`, or the same rows as shards when the flags ask for a cluster, a pool
+    (`--workers auto`, the default) or several seeds (`conformance.distributed`; raises its
+    `DistributedError`). `--fail-fast` with `--workers auto` runs in this process: it stops
+    at the first failing property, which a pool running every shard at once would not."""
+    if getattr(a, "fail_fast", False) and a.workers == AUTO and a.scheduler is None:
+        return run(a, backend, props)
     return run_sharded(a, backend, props) if sharded(a) else run(a, backend, props)
 
 

@@ -1,10 +1,9 @@
-"""The conformance suite: properties, their runner, and the report.
+"""The conformance suite: its properties (and, re-exported, their runner and the report).
 
 Invariants:
-- A property is (name, dtype, kernel profile, strategy of cases, check). `run_property`
-  drives it with Hypothesis for a fixed budget; a failing case is shrunk by Hypothesis and
-  reported with the shrunk graph as text and as JSON (graph, inputs and seed) that
-  reproduces it.
+- A property is (name, dtype, kernel profile, strategy of cases, check); how properties
+  run, share their draws (`draws`: equal names, equal strategies) and report a shrunk
+  failure is `conformance.runner` (`run_properties`, `run_property`).
 - Comparison policy: "exact" dtype -> exact equality; IEEE dtypes with `ordered` kernels ->
   bit equality (NaN matches NaN, signed zeros must match); IEEE dtypes with `fast` kernels
   -> per-node error bounds (`conformance.bounds`).
@@ -22,28 +21,20 @@ Invariants:
 
 from __future__ import annotations
 
-import re
-import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import Phase, given, settings
-from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
 from runtime.backends import DTYPE_DOMAIN, NUMPY, Backend, get_backend, np_dtype
 from runtime.engine import compiled as compiled_kernels
 from runtime.session.link import compare_sides, runtime_side
 from spec.errors import TorchLeanError
-from spec.graph import Graph, format_graph
-from spec.inline import inline
-from spec.serialize import graph_to_dict, tensor_to_dict
+from spec.graph import Graph
 from spec.tensor import Tensor, TensorPack
 
 from .bounds import check_bounds, check_derivative_bounds
-from .determinism import seed_only_draws
 from .graphs import ALGEBRAIC_OPS, DEFAULT_FLOAT_OPS, GRAPH_OPS, graphs, inputs_for, seeds_for
 from .graphs.hard import (
     BROADCAST_OPS,
@@ -58,10 +49,22 @@ from .graphs.hard import (
     rounding_tensors_for,
 )
 from .link_property import check_dense_all_vs_from, check_link
-from .locate import describe, locate, owner_of_inlined
-from .profiles import run_settings
 from .reports import Row, coverage_table, write_reports
 from .reproducer import Reproducer, ReproducerError, check_backends, validate
+from .runner import (
+    Case,
+    Outcome,
+    Property,
+    draw_groups,
+    fold_row,
+    group_runs,
+    planned_cases,
+    run_properties,
+    run_property,
+    run_salt,
+    set_shrinking,
+    shared_run,
+)
 from .sparse_property import check_sparse
 
 __all__ = [
@@ -73,49 +76,20 @@ __all__ = [
     "coverage_table",
     "default_properties",
     "differential_check",
+    "draw_groups",
+    "fold_row",
+    "group_runs",
+    "planned_cases",
     "replay",
+    "run_properties",
     "run_property",
+    "run_salt",
     "set_shrinking",
+    "shared_run",
     "write_reports",
 ]
 
 IEEE_DTYPES = ("float64", "float32", "bfloat16", "float16")
-
-
-@dataclass(frozen=True)
-class Case:
-    graph: Graph
-    inputs: tuple[Tensor, ...]
-    seed: TensorPack
-    env: tuple[int, ...] = ()
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    message: str | None = None
-    max_ulp: float = 0.0
-    worst_ratio: float = 0.0
-
-
-@dataclass
-class Property:
-    """`cases(focus)` draws cases; with `focus` (a list of ops) the graphs use only those
-    ops (plus the helper nodes the generator inserts), which is how `run_property`
-    guarantees that every op of `ops` is exercised."""
-
-    name: str
-    dtype: str
-    kernels: str
-    cases: Callable[[Sequence[str] | None], st.SearchStrategy[Case]]
-    check: Callable[[Case], Outcome]
-    description: str = ""
-    ops: tuple[str, ...] = ()
-    backend: str = "numpy"
-    # the plug-in namespace's call counter (`registry.CountingNamespace.calls`), if any
-    counter: dict[str, int] | None = None
-    # focused cases per op = per_op * focus_factor (properties aimed at rare cases)
-    focus_factor: int = 1
 
 
 def _ops_for(dtype: str) -> tuple[str, ...]:
@@ -178,17 +152,23 @@ def _graph_cases(
 
     def strategy(focus: Sequence[str] | None) -> st.SearchStrategy[Case]:
         ops = list(focus) if focus is not None else list(default_ops)
-        gs = _hard_graphs(ops, focus, max_nodes)
-
-        @st.composite
-        def build(draw: Any) -> Case:
-            g = draw(gs)
-            xs, seed = values(draw, g, D)
-            return Case(g, tuple(xs), seed)
-
-        return build()
+        return _graph_case(_hard_graphs(ops, focus, max_nodes), values, D)
 
     return strategy
+
+
+@st.composite
+def _graph_case(
+    draw: Any,
+    gs: st.SearchStrategy[Graph],
+    values: Callable[[Any, Graph, Any], tuple[list[Tensor], TensorPack]],
+    D: Any,
+) -> Case:
+    # defined once, not once per run (performance only: Hypothesis parses a composite's
+    # source each time it decorates one; the draws are the same)
+    g = draw(gs)
+    xs, seed = values(draw, g, D)
+    return Case(g, tuple(xs), seed)
 
 
 def _hard_values(draw: Any, g: Graph, D: Any) -> tuple[list[Tensor], TensorPack]:
@@ -318,6 +298,7 @@ class _PropertySpec:
     description: str
     focus_factor: int = 1
     applies: Callable[[str, Backend], bool] = lambda dtype, backend: True
+    draws: str = ""  # the name of `cases`: equal names, equal draws (`Property.draws`)
 
 
 def _compiled_enabled(dtype: str, backend: Backend) -> bool:
@@ -331,6 +312,7 @@ _IEEE_PROPERTIES = (
         _cases,
         lambda dt, B: _link(dt, "ordered", B),
         "bit equality of values and cotangents with spec",
+        draws="plain",
     ),
     _PropertySpec(
         "link_special_values",
@@ -338,6 +320,7 @@ _IEEE_PROPERTIES = (
         lambda dt: _cases(dt, specials=True),
         lambda dt, B: _link(dt, "ordered", B),
         "bit equality with NaN/inf/subnormal/-0 inputs and seeds",
+        draws="specials",
     ),
     _PropertySpec(
         "link_hard",
@@ -347,6 +330,7 @@ _IEEE_PROPERTIES = (
         "bit equality on hard cases: ties, ±0, kinks, rounding and range "
         "boundaries, transcendental hard ranges, multi-axis broadcasting",
         focus_factor=2,
+        draws="hard",
     ),
     _PropertySpec(
         "link_compiled",
@@ -357,6 +341,7 @@ _IEEE_PROPERTIES = (
         "every size (numba folds and k-loop matmul; elsewhere they serve "
         f"problems of {compiled_kernels.MIN_WORK}+ operations only)",
         applies=_compiled_enabled,
+        draws="hard",
     ),
     _PropertySpec(
         "sparse_backward",
@@ -366,6 +351,7 @@ _IEEE_PROPERTIES = (
         "eager tape backward_dense (first contribution stored as is) == spec, "
         "bitwise, hard-case inputs and seeds (−0 included)",
         focus_factor=2,
+        draws="hard",
     ),
     _PropertySpec(
         "node_bounds",
@@ -373,6 +359,7 @@ _IEEE_PROPERTIES = (
         _cases,
         lambda dt, B: _bounds(dt, "fast", B),
         "every primitive node within its stated error bound",
+        draws="plain",
     ),
     _PropertySpec(
         "derivative_bounds",
@@ -381,6 +368,7 @@ _IEEE_PROPERTIES = (
         _derivative_bounds,
         "every VJP contribution, JVP tangent and accumulated cotangent within "
         "the ball of its spec rule (bounds derived from the rule's operations)",
+        draws="rounding",
     ),
 )
 """The IEEE properties, in the order a run lists them (ordered profile first, then fast)."""
@@ -398,6 +386,7 @@ def _exact_properties() -> list[Property]:
             "runtime backward_dense_from(lower g) == spec "
             "backprop_all_ctx, values == eval_graph (exact)",
             ops,
+            draws="plain",
         ),
         Property(
             "dense_all_vs_from",
@@ -407,6 +396,7 @@ def _exact_properties() -> list[Property]:
             _dense_all,
             "backward_dense_all(out, seed) == backward_dense_from(one_hot(out, seed))",
             ops,
+            draws="plain",
         ),
     ]
 
@@ -425,6 +415,7 @@ def _differential_properties(
             + ("bit-equal per node" if k == "ordered" else "both within node bounds"),
             _ops_for(dt),
             backend,
+            draws="specials" if k == "ordered" else "plain",
         )
         for k in kernels
     ]
@@ -443,6 +434,7 @@ def _ieee_properties(dt: str, kernels: Sequence[str], B: Backend, backend: str) 
             ops,
             backend,
             focus_factor=spec.focus_factor,
+            draws=spec.draws,
         )
         for spec in _IEEE_PROPERTIES
         if spec.kernels in kernels and spec.applies(dt, B)
@@ -475,192 +467,6 @@ def default_properties(
         for p in props:
             p.counter = counter
     return props
-
-
-class _CaseFailure(Exception):
-    def __init__(self, case: Case, outcome: Outcome) -> None:
-        super().__init__(outcome.message)
-        self.case, self.outcome = case, outcome
-
-
-def _repro(case: Case, prop: Property) -> dict[str, Any]:
-    D = DTYPE_DOMAIN[prop.dtype]
-    return {
-        "property": prop.name,
-        "dtype": prop.dtype,
-        "kernels": prop.kernels,
-        "backend": prop.backend,
-        "graph": graph_to_dict(case.graph),
-        "inputs": [tensor_to_dict(D, x) for x in case.inputs],
-        "seed": [tensor_to_dict(D, t) for t in case.seed.tensors],
-        "env": list(case.env),
-    }
-
-
-def _inlined_case(c: Case, gi: Graph, vmap: list[int], dtype: str) -> Case:
-    """The case on the inlined graph: original seeds at mapped values, +0 elsewhere."""
-    D = DTYPE_DOMAIN[dtype]
-    where = {j: i for i, j in enumerate(vmap)}
-    seeds = [
-        c.seed.tensors[where[j]]
-        if j in where
-        else Tensor(s, tuple(D.zero() for _ in range(_size(s))))
-        for j, s in enumerate(gi.shapes)
-    ]
-    return Case(gi, c.inputs, TensorPack.of(seeds), c.env)
-
-
-def _size(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def where_failed(prop: Property, c: Case, message: str | None) -> str:
-    """The op (and composite body step) a failure message points at (never raises)."""
-    try:
-        if prop.name in ("node_bounds", "derivative_bounds") or (
-            prop.name.startswith("differential_") and prop.kernels == "fast"
-        ):
-            gi, vmap = inline(c.graph)
-            m = re.search(r"%(\d+)", message or "")
-            if m is None:
-                return ""
-            j = int(m.group(1))
-            o = owner_of_inlined(vmap, j)
-            own = (
-                ""
-                if vmap[o] == j
-                and gi.nodes[j - gi.num_inputs].op
-                == (c.graph.nodes[o - c.graph.num_inputs].op if o >= c.graph.num_inputs else "")
-                else f" of {describe(c.graph, o)}"
-            )
-            return f"step {describe(gi, j)}{own}"
-
-        def recheck(gi: Graph, vmap: list[int]) -> str | None:
-            return prop.check(_inlined_case(c, gi, vmap, prop.dtype)).message
-
-        return locate(c.graph, message, recheck if prop.dtype != "exact" else None)
-    except Exception as e:  # a help for the reader: never hides the failure
-        return f"(could not locate: {type(e).__name__})"
-
-
-def run_property(
-    prop: Property,
-    max_examples: int,
-    seed: int | None = None,
-    progress: Callable[[], None] | None = None,
-    per_op: int = 0,
-) -> Row:
-    """Run one property: `max_examples` cases over all its ops, then `per_op` cases
-    focused on each op in turn (so every op is exercised). Never raises on a failing case;
-    stops at the first failing run and reports its shrunk case."""
-    row = Row(prop.name, prop.dtype, prop.kernels, prop.backend)
-    before = dict(prop.counter) if prop.counter is not None else None
-    t0 = time.perf_counter()
-    runs: list[tuple[Sequence[str] | None, int]] = [(None, max_examples)]
-    if per_op:
-        runs += [([op], per_op * prop.focus_factor) for op in prop.ops]
-    for focus, n in runs:
-        if n <= 0:
-            continue
-        # focused runs get their own draws per (property, dtype, kernels, op): with one seed
-        # for all, every op's few focused cases repeated one choice sequence everywhere
-        salt = (
-            0
-            if focus is None
-            else zlib.crc32(f"{prop.name}/{prop.dtype}/{prop.kernels}/{','.join(focus)}".encode())
-        )
-        _run_one(prop, prop.cases(focus), n, seed, progress, row, salt)
-        if focus is not None:
-            row.ops_covered += 1
-        if row.failed:
-            break
-    row.seconds = time.perf_counter() - t0
-    row.cases = row.passed + row.failed
-    if before is not None and prop.counter is not None:
-        row.namespace_calls = {
-            k: v - before.get(k, 0)
-            for k, v in sorted(prop.counter.items())
-            if v - before.get(k, 0) > 0
-        }
-    return row
-
-
-_SHRINK = [True]
-"""Whether property runs shrink a failing case (one slot; `set_shrinking` sets it)."""
-
-
-def set_shrinking(enabled: bool) -> None:
-    """With `enabled` False, property runs stop at the first failing case: the shrink phase
-    is replaced by a second generate phase (the witness runs of `proofs`, where shrinking a
-    failure the witness caused only costs time). True restores the default. The test's
-    decorator text is not touched: Hypothesis derives the derandomised seed from it."""
-    _SHRINK[0] = enabled
-
-
-def _run_one(
-    prop: Property,
-    strategy: st.SearchStrategy[Case],
-    max_examples: int,
-    seed: int | None,
-    progress: Callable[[], None] | None,
-    row: Row,
-    salt: int = 0,
-) -> None:
-    failing: list[_CaseFailure] = []
-
-    @run_settings(max_examples, seed)
-    @given(strategy)
-    def test(case: Case) -> None:
-        try:
-            out = prop.check(case)
-        except Exception as e:  # a crash is a failure of the property, reported with its case
-            out = Outcome(False, f"crashed: {type(e).__name__}: {e}")
-        row.max_ulp = max(row.max_ulp, out.max_ulp)
-        row.worst_bound_ratio = max(row.worst_bound_ratio, out.worst_ratio)
-        if not out.ok:
-            failure = _CaseFailure(case, out)
-            failing.append(failure)
-            raise failure
-        row.passed += 1
-        if progress is not None:
-            progress()
-
-    test = hyp_seed((DRAW_SEED if seed is None else seed) ^ salt)(test)
-    if not _SHRINK[0]:
-        test._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
-            test._hypothesis_internal_use_settings,  # type: ignore[attr-defined]
-            phases=(Phase.explicit, Phase.generate, Phase.generate),
-        )
-    # No example database (database=None above): the key Hypothesis would digest the
-    # test's source for on every run is never read.
-    test._hypothesis_internal_database_key = None  # type: ignore[attr-defined]
-    try:
-        with seed_only_draws():
-            test()
-    except (_CaseFailure, BaseExceptionGroup) as exc:
-        e = exc if isinstance(exc, _CaseFailure) else failing[-1]
-        row.failed = 1
-        row.failure = {
-            "message": e.outcome.message,
-            "op": where_failed(prop, e.case, e.outcome.message),
-            "graph_text": format_graph(e.case.graph),
-            "repro": _repro(e.case, prop),
-        }
-
-
-DRAW_SEED = int(
-    "e46d85c7a661f96458852a37208f93cd7104a6b88634a87d938044acd7dbe368"
-    "88b41afe8b9b59e8af2429286ff15a9a",
-    16,
-)
-"""The seed of derandomised runs (no `--seed`), salted per focused run: the digest
-Hypothesis's `derandomize` took of `_run_one`'s test while its settings were written out in
-the decorator (`Random(int_from_bytes(function_digest))`), so the cases are those drawn
-before the settings moved to `profiles.run_settings`, and editing the test no longer
-changes them (nor is the source tokenised on every run)."""
 
 
 def replay(repro: dict[str, Any], backend: str = "numpy", against: str | None = None) -> Outcome:

@@ -34,7 +34,7 @@ from runtime.engine.crmath import ERR_ULPS, FUNCTIONS
 from spec.errors import TorchLeanError
 
 from .crmath_sweep import MAX_EXAMPLES, FnSummary, run_sweep, sweep_chunk
-from .distributed.flags import add_cluster_arguments, execute, uses_cluster
+from .distributed.flags import AUTO, add_cluster_arguments, execute, uses_cluster
 from .distributed.sweep_shards import header, plan, run_planned
 
 __all__ = [
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     fns = a.fn or list(FUNCTIONS)
     if not 0 <= a.start <= a.stop <= 2**32:
         p.error(f"need 0 <= start <= stop <= 2**32, got [{a.start}, {a.stop})")
-    if a.chunk < 1 or a.shard_size < 1 or a.workers < 1:
+    if a.chunk < 1 or a.shard_size < 1 or (a.workers != AUTO and a.workers < 1):
         p.error("--chunk, --shard-size and --workers must be >= 1")
     try:
         res = _sweep(a, fns)

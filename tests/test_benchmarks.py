@@ -283,7 +283,8 @@ GOLDEN_REPORT = "\n".join(
         "|---|---|---|---|---|---|",
         "| float64 | 128×784×512 | 0.062 ns | 1.500 ns | 30.000 ns | 0.250 + 0.375 ns |",
         "",
-        "### 4. Conformance throughput (`run_property`, 5 examples per property, derandomised)",
+        "### 4. Conformance throughput (`run_properties`, 5 examples per property, derandomised, "
+        "one process)",
         "",
         "| dtype | property | kernels | cases | time | in the check | cases/s |",
         "|---|---|---|---|---|---|---|",
@@ -292,7 +293,9 @@ GOLDEN_REPORT = "\n".join(
         "| **exact** | all |  | 10 | 2.00 s | 25% | **5.0** |",
         "",
         "*in the check*: the share of the time spent in the property's check (runtime, spec"
-        " and comparison); the rest is Hypothesis drawing graphs, inputs and seeds.",
+        " and comparison); the rest is Hypothesis drawing graphs, inputs and seeds. Properties"
+        " that draw the same cases share each draw, and each one's time is its share of"
+        " their runs.",
         "",
         "### 5. Memory held by the tape in the MLP step (float32)",
         "",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import conformance.suite as suite
+import conformance.runner as runner
 from conformance.distributed.suite_shards import recording
 from conformance.suite import default_properties, run_property
 
@@ -51,7 +51,7 @@ def test_without_the_guard_the_cases_change(
 ) -> None:
     """The guard is what keeps them equal: with it replaced by a no-op, the same import
     changes what is drawn (so the test above can fail)."""
-    monkeypatch.setattr(suite, "seed_only_draws", contextlib.nullcontext)
+    monkeypatch.setattr(runner, "seed_only_draws", contextlib.nullcontext)
     before = _cases("link")
     _import_module_with_constants(tmp_path, "tl_constants_probe_b", 2)
     after = _cases("link")

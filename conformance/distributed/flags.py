@@ -2,13 +2,16 @@
 `python -m proofs check`, and `execute`, which runs shards where the flags say.
 
 Invariants:
-- `--workers N` (default 1: in this process, exactly as without this package) runs on an
-  embedded loopback LocalCluster of N worker processes; `--scheduler ADDRESS|FILE` runs on
-  an existing Dask cluster (and overrides `--workers`). `--seeds K` (conformance only)
-  repeats every Hypothesis run for K consecutive seeds: K times the cases, in K times the
-  shards.
+- `--workers N` (default 1: in this process, exactly as without this package; the
+  default of `python -m conformance` is `auto`) runs on an embedded loopback LocalCluster
+  of N worker processes; `--workers auto` runs on a pool of one worker process per CPU
+  this process may use (`pool`, no Dask; in this process when there is one CPU);
+  `--scheduler ADDRESS|FILE` runs on an existing Dask cluster (and overrides `--workers`).
+  `--seeds K` (conformance only) repeats every Hypothesis run for K consecutive seeds:
+  K times the cases, in K times the shards.
 - Process counts (`--workers`, and `python -m proofs check --jobs` through `count_type`)
-  are integers from 1 to `MAX_PER_CPU` times the CPUs this process may use (`--seeds`
+  are integers from 1 to `MAX_PER_CPU` times the CPUs this process may use, or `auto` for
+  `--workers` (`--seeds`
   counts repetitions, not processes, and is not capped);
   `--scheduler` is an existing scheduler file or an address `[scheme://]host:port` (scheme
   tcp, tls, ws, wss, ucx or inproc; port 1-65535). Anything else is an argparse error: one
@@ -27,13 +30,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .cluster import DistributedError, Vetting, open_client, run_local, run_shards
+from .pool import run_pool
 
 __all__ = [
+    "AUTO",
     "MAX_PER_CPU",
     "add_cluster_arguments",
     "count_type",
     "cpus",
     "execute",
+    "pool_size",
     "scheduler_address",
     "sharded",
     "uses_cluster",
@@ -41,6 +47,9 @@ __all__ = [
 
 MAX_PER_CPU = 8
 """The most worker processes or jobs per CPU a command accepts."""
+
+AUTO = "auto"
+"""`--workers auto`: a pool of one process per CPU (`pool.run_pool`), no Dask."""
 
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx|inproc)://)?(\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d+)$")
 
@@ -84,13 +93,32 @@ def scheduler_address(text: str) -> str:
     return text
 
 
-def add_cluster_arguments(p: argparse.ArgumentParser, *, seeds: bool = False) -> None:
+def _workers_type() -> Callable[[str], int | str]:
+    counts = count_type("--workers")
+
+    def parse(text: str) -> int | str:
+        if text == AUTO:
+            return AUTO
+        try:
+            return counts(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e} (or auto: one process per CPU)") from None
+
+    return parse
+
+
+def add_cluster_arguments(
+    p: argparse.ArgumentParser, *, seeds: bool = False, workers: int | str = 1
+) -> None:
+    default = "in this process" if workers == 1 else f"{workers}"
     p.add_argument(
         "--workers",
-        type=count_type("--workers"),
-        default=1,
-        help="shards on an embedded local Dask cluster of N worker processes (default 1: "
-        "in this process); needs torchlean[distributed]",
+        type=_workers_type(),
+        default=workers,
+        help="auto: shards on a pool of one worker process per CPU of this machine (no "
+        "Dask; the report equals the serial one); N: shards on an embedded local Dask "
+        f"cluster of N worker processes (needs torchlean[distributed]); 1: in this "
+        f"process (default: {default})",
     )
     p.add_argument(
         "--scheduler",
@@ -111,12 +139,19 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, seeds: bool = False) ->
 
 
 def uses_cluster(a: argparse.Namespace) -> bool:
-    return a.scheduler is not None or a.workers != 1
+    """Whether the flags name a Dask cluster (`--scheduler`, or `--workers N` with N > 1)."""
+    return a.scheduler is not None or a.workers not in (1, AUTO)
+
+
+def pool_size(a: argparse.Namespace) -> int:
+    """The processes of `--workers auto` (one per CPU), or 1 when the flags ask for none."""
+    return cpus() if a.scheduler is None and a.workers == AUTO else 1
 
 
 def sharded(a: argparse.Namespace) -> bool:
-    """Whether the conformance flags need the shard runner (a cluster, or several seeds)."""
-    return uses_cluster(a) or getattr(a, "seeds", 1) != 1
+    """Whether the conformance flags need the shard runner (a cluster, a pool, or several
+    seeds)."""
+    return uses_cluster(a) or pool_size(a) > 1 or getattr(a, "seeds", 1) != 1
 
 
 def execute(
@@ -126,8 +161,12 @@ def execute(
     on_result: Any = None,
     local_fn: Any = None,
 ) -> dict[str, Any]:
-    """Run shards in this process (`--workers 1`) or on the cluster the flags name."""
+    """Run shards in this process (`--workers 1`, or `auto` on one CPU), on a pool of
+    processes (`--workers auto`) or on the cluster the flags name."""
     if not uses_cluster(a):
+        n = pool_size(a)
+        if n > 1:
+            return run_pool(shards, fn, n, on_result)
         return run_local(shards, local_fn or fn, on_result)
     if a.workers < 1:
         raise DistributedError(f"--workers must be at least 1, got {a.workers}")

@@ -3,7 +3,8 @@
 
 Invariants:
 - `run_sharded` returns the same rows as `conformance.cli.run` for the same flags (only
-  `seconds` differs: it is the sum of the shards' times), and prints only to stderr:
+  `seconds` differs: it is the sum of the shards' times), on a cluster, on the process
+  pool of `--workers auto` or in this process, and prints only to stderr:
   refused workers, the shard count, and the progress bar (on a terminal).
 """
 
@@ -17,7 +18,7 @@ from runtime.backends import Backend
 
 from ..suite import Property, Row
 from .cluster import DistributedError
-from .flags import execute, uses_cluster
+from .flags import execute, pool_size, uses_cluster
 from .suite_shards import Shard, local_runner, merge, plan, run_shard
 
 __all__ = ["run_sharded"]
@@ -44,11 +45,12 @@ def run_sharded(a: argparse.Namespace, backend: Backend, props: Sequence[Propert
     )
     bar = _bar(sum(sh.cost for sh in shards))
     try:
+        spread = uses_cluster(a) or pool_size(a) > 1
         results = execute(
-            [(sh.id, sh) for sh in (_by_cost(shards) if uses_cluster(a) else shards)],
+            [(sh.id, sh) for sh in (_by_cost(shards) if spread else shards)],
             run_shard,
             a,
-            on_result=lambda sid, r: bar.update(r["row"]["cases"]),
+            on_result=lambda sid, r: bar.update(sum(x["cases"] for x in r["rows"] if x)),
             local_fn=local_runner,
         )
     finally:
@@ -58,7 +60,8 @@ def run_sharded(a: argparse.Namespace, backend: Backend, props: Sequence[Propert
 
 
 def _by_cost(shards: Sequence[Shard]) -> list[Shard]:
-    """Largest first (a better packing on the cluster; the merge restores the order)."""
+    """Largest first (a better packing on a cluster or pool; the merge restores the
+    order)."""
     return sorted(shards, key=lambda sh: -sh.cost)
 
 

@@ -1,23 +1,28 @@
 """The conformance run as deterministic shards, and the merge of their rows.
 
 Invariants:
-- A shard is one Hypothesis run of `conformance.suite.run_property`'s loop: (property,
-  dtype, kernels, backend, op focus, max_examples, seed), or one run of the Session state
-  machine. `plan` lists them in the order the serial run performs them: per property, the
-  run over all its ops, then one run focused on each op in turn (`--per-op`); with
-  `seeds=K` every such run is repeated for the seeds `seed, seed+1, ..., seed+K-1` (`seed`
-  defaults to 0 then), the seeds innermost. `seeds=1` keeps the serial run's seed (None:
-  derandomised), so those shards run in order are exactly `conformance.cli.run`.
-- A shard is self-contained: the worker rebuilds its property by name from
+- A shard is one Hypothesis run of `conformance.suite.run_properties`'s loop: a group of
+  properties that share their draws (`suite.draw_groups`: each case drawn once, checked
+  under every member), its dtype, backend, op focus, each member's case quota and the
+  seed (`suite.shared_run`), or one run of the Session state machine. `plan` lists them
+  in the order the serial run performs them: per group (in the order of its first
+  member), the run over all ops, then one run focused on each op in turn (`--per-op`);
+  with `seeds=K` every such run is repeated for the seeds `seed, seed+1, ..., seed+K-1`
+  (`seed` defaults to 0 then), the seeds innermost. `seeds=1` keeps the serial run's seed
+  (None: derandomised), so those shards run in order give exactly `conformance.cli.run`.
+- A shard is self-contained: the worker rebuilds its properties by name from
   `default_properties` (as `replay` does) and loads the driver's Hypothesis profile, so the
   cases it draws depend only on the shard, never on the process or on the other shards.
-- `merge` folds the shard rows of each property in plan order, like the serial loop:
-  counts add up, max ulp and bound ratio take the maximum, ops covered counts the distinct
-  focused ops run, and it stops at the first failing shard (later shards of that property
-  are not counted, as the serial run never runs them). A failing row's reproducer is the
-  one `run_property` wrote, so `python -m conformance --replay FILE` replays it locally.
-- With `record_cases`, each shard also returns a short hash of every case it checked, in
-  order (`case_hash`), so two runs can be compared case for case.
+  Every member runs in every shard of its group; a member's row does not depend on which
+  other members are checked (`suite.shared_run`).
+- `merge` folds the shard rows of each property in plan order, like the serial loop
+  (`suite.fold_row`): counts add up, max ulp and bound ratio take the maximum, ops covered
+  counts the focused runs, and it stops at the first failing shard of that property
+  (later shards are not counted, as the serial run never runs them). A failing row's
+  reproducer is the one the run wrote, so `python -m conformance --replay FILE` replays it
+  locally.
+- With `record_cases`, each shard also returns, per member, a short hash of every case it
+  checked, in order (`case_hash`), so two runs can be compared case for case.
 """
 
 from __future__ import annotations
@@ -35,7 +40,17 @@ from hypothesis import settings
 from runtime.backends import DTYPE_DOMAIN
 from spec.serialize import graph_to_dict, tensor_to_dict
 
-from ..suite import Case, Outcome, Property, Row, default_properties, run_property
+from ..suite import (
+    Case,
+    Outcome,
+    Property,
+    Row,
+    default_properties,
+    draw_groups,
+    fold_row,
+    group_runs,
+    shared_run,
+)
 
 __all__ = ["Shard", "case_hash", "merge", "plan", "recording", "run_shard"]
 
@@ -44,16 +59,16 @@ SESSION = "session_state_machine"
 
 @dataclass(frozen=True)
 class Shard:
-    """One unit of work; `order` is the position of its row in the report."""
+    """One unit of work: the run `focus` of a group of properties. `members` lists each
+    member's (row position in the report, property name, kernels), `quotas` the cases
+    each one checks."""
 
-    order: int
-    property: str
+    members: tuple[tuple[int, str, str], ...]
     dtype: str
-    kernels: str
     backend: str
     against: str | None
     focus: str | None
-    max_examples: int
+    quotas: tuple[int, ...]
     seed: int | None
     profile: str = "default"
     record_cases: bool = False
@@ -61,14 +76,19 @@ class Shard:
     @property
     def id(self) -> str:
         focus = self.focus or "*"
+        names = ",".join(f"{name}@{k}" for _, name, k in self.members)
+        n = ",".join(map(str, self.quotas))
         return (
-            f"{self.order:03d}:{self.property}/{self.dtype}/{self.kernels}/{self.backend}"
-            f"/op={focus}/n={self.max_examples}/seed={self.seed}"
+            f"{self.members[0][0]:03d}:{names}/{self.dtype}/{self.backend}"
+            f"/op={focus}/n={n}/seed={self.seed}"
         )
 
     @property
     def cost(self) -> int:
-        return self.max_examples
+        """A rough weight for packing: cases checked (a Session machine run is 20 steps)."""
+        if self.members[0][1] == SESSION:
+            return 20 * self.quotas[0]
+        return max(self.quotas) * len(self.members)
 
 
 def plan(
@@ -88,19 +108,18 @@ def plan(
     seed_list = [seed] if seeds == 1 else [(seed or 0) + k for k in range(seeds)]
     profile = settings.get_current_profile_name()
     out: list[Shard] = []
-    for i, p in enumerate(props):
-        runs: list[tuple[str | None, int]] = [(None, max_examples)]
-        if per_op:
-            runs += [(op, per_op) for op in p.ops]
-        for focus, n in runs:
-            if n <= 0:
-                continue
+    for idx in draw_groups(props):
+        group = [props[i] for i in idx]
+        members = tuple((i, props[i].name, props[i].kernels) for i in idx)
+        lead = group[0]
+        for focus, quotas in group_runs(group, max_examples, per_op):
             for s in seed_list:
-                sh = Shard(i, p.name, p.dtype, p.kernels, p.backend, against, focus, n, s, profile)
-                out.append(dataclasses.replace(sh, record_cases=record_cases))
+                sh = Shard(members, lead.dtype, lead.backend, against, focus, tuple(quotas), s)
+                out.append(dataclasses.replace(sh, profile=profile, record_cases=record_cases))
     if session_examples > 0:
         for s in seed_list:
-            sh = Shard(len(props), SESSION, "", "", "numpy", None, None, session_examples, s)
+            machine = ((len(props), SESSION, ""),)
+            sh = Shard(machine, "", "numpy", None, None, (session_examples,), s)
             out.append(dataclasses.replace(sh, profile=profile, record_cases=record_cases))
     return out
 
@@ -111,11 +130,11 @@ def _properties(dtype: str, kernels: str, backend: str, against: str | None) -> 
     return default_properties([dtype], [k], backend, against)
 
 
-def _property(sh: Shard) -> Property:
-    for p in _properties(sh.dtype, sh.kernels, sh.backend, sh.against):
-        if p.name == sh.property and p.kernels == sh.kernels:
+def _property(sh: Shard, name: str, kernels: str) -> Property:
+    for p in _properties(sh.dtype, kernels, sh.backend, sh.against):
+        if p.name == name and p.kernels == kernels:
             return p
-    raise ValueError(f"unknown property {sh.property!r}/{sh.dtype!r}/{sh.kernels!r}")
+    raise ValueError(f"unknown property {name!r}/{sh.dtype!r}/{kernels!r}")
 
 
 def case_hash(case: Case, dtype: str) -> str:
@@ -143,7 +162,8 @@ def recording(prop: Property, into: list[str]) -> Property:
 
 def run_shard(sh: Shard, *, load_profile: bool = True) -> dict[str, Any]:
     """Run one shard on a worker (loading the driver's Hypothesis profile);
-    {"row": the Row as a dict, "cases": case hashes or None}."""
+    {"rows": each member's Row as a dict (None for a member with no quota), "cases": each
+    member's case hashes, or None}."""
     if load_profile:
         from .. import profiles  # noqa: F401  (registers the project's profiles)
 
@@ -152,22 +172,20 @@ def run_shard(sh: Shard, *, load_profile: bool = True) -> dict[str, Any]:
 
 
 def _run(sh: Shard) -> dict[str, Any]:
-    cases: list[str] = []
-    if sh.property == SESSION:
+    if sh.members[0][1] == SESSION:
         from ..session_machine import run_session_machine
 
-        row = run_session_machine(sh.max_examples, sh.seed)
-        return {"row": dataclasses.asdict(row), "cases": None}
-    prop = _property(sh)
+        row = run_session_machine(sh.quotas[0], sh.seed)
+        return {"rows": [dataclasses.asdict(row)], "cases": None}
+    cases: list[list[str]] = [[] for _ in sh.members]
+    group = [_property(sh, name, k) for _, name, k in sh.members]
     if sh.record_cases:
-        prop = recording(prop, cases)
-    if sh.focus is None:
-        row = run_property(prop, sh.max_examples, sh.seed, per_op=0)
-    else:
-        row = run_property(
-            dataclasses.replace(prop, ops=(sh.focus,)), 0, sh.seed, per_op=sh.max_examples
-        )
-    return {"row": dataclasses.asdict(row), "cases": cases if sh.record_cases else None}
+        group = [recording(p, c) for p, c in zip(group, cases, strict=True)]
+    rows = shared_run(group, sh.focus, sh.quotas, sh.seed)
+    return {
+        "rows": [None if r is None else dataclasses.asdict(r) for r in rows],
+        "cases": cases if sh.record_cases else None,
+    }
 
 
 def local_runner(sh: Shard) -> dict[str, Any]:
@@ -179,39 +197,37 @@ def merge(
     shards: Sequence[Shard], results: dict[str, dict[str, Any]]
 ) -> tuple[list[Row], list[list[str]]]:
     """The report rows (and each row's case hashes) from the shard results, in plan order."""
-    groups: dict[int, list[Shard]] = {}
+    parts: dict[int, list[tuple[Shard, dict[str, Any] | None, list[str] | None]]] = {}
     for sh in shards:
-        groups.setdefault(sh.order, []).append(sh)
+        res = results[sh.id]
+        for k, (order, _, _) in enumerate(sh.members):
+            cases = res["cases"][k] if res["cases"] is not None else None
+            parts.setdefault(order, []).append((sh, res["rows"][k], cases))
     rows, hashes = [], []
-    for order in sorted(groups):
-        rows_cases = [(results[sh.id]["row"], results[sh.id]["cases"]) for sh in groups[order]]
-        row, seen = _fold(groups[order], rows_cases)
+    for order in sorted(parts):
+        row, seen = _fold(parts[order])
         rows.append(row)
         hashes.append(seen)
     return rows, hashes
 
 
 def _fold(
-    group: Sequence[Shard], parts: Sequence[tuple[dict[str, Any], list[str] | None]]
+    parts: Sequence[tuple[Shard, dict[str, Any] | None, list[str] | None]],
 ) -> tuple[Row, list[str]]:
-    first = parts[0][0]
+    first = next(r for _, r, _ in parts if r is not None)
     row = Row(first["property"], first["dtype"], first["kernels"], first["backend"])
-    focused: set[str] = set()
     seen: list[str] = []
-    for sh, (r, cases) in zip(group, parts, strict=True):
-        row.passed += r["passed"]
-        row.failed += r["failed"]
-        row.max_ulp = max(row.max_ulp, r["max_ulp"])
-        row.worst_bound_ratio = max(row.worst_bound_ratio, r["worst_bound_ratio"])
-        row.seconds += r["seconds"]
+    focused: set[str] = set()
+    for sh, r, cases in parts:
+        if r is None:
+            continue
+        fold_row(row, Row(**r), sh.focus)
         if sh.focus is not None:
             focused.add(sh.focus)
         seen += cases or []
         if r["failed"]:
-            row.failure = r["failure"]
             break
-    row.ops_covered = len(focused)
-    row.cases = row.passed + row.failed
+    row.ops_covered = len(focused)  # each op once, however many seeds
     return row, seen
 
 

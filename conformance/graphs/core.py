@@ -157,6 +157,33 @@ def broadcast_targets(s: Shape) -> list[Shape]:
     return [c for i, c in enumerate(cands) if c not in cands[:i] and size(c) <= MAX_ELEMENTS]
 
 
+_SAMPLED: dict[tuple[Any, ...], st.SearchStrategy[Any]] = {}
+_CONSTS: dict[tuple[bool, int], st.SearchStrategy[list[Fraction]]] = {}
+
+
+def _sampled(options: Sequence[Any]) -> st.SearchStrategy[Any]:
+    """`st.sampled_from(options)`, one strategy object per tuple of (hashable) options
+    (performance only: Hypothesis validates each new strategy object once, and these were
+    built afresh for every draw; a strategy's draws depend on its options, not on the
+    object)."""
+    key = tuple(options)
+    hit = _SAMPLED.get(key)
+    if hit is None:
+        if len(_SAMPLED) > 50_000:  # candidate lists are short; a bound all the same
+            _SAMPLED.clear()
+        hit = _SAMPLED[key] = st.sampled_from(key)
+    return hit
+
+
+def _const_values(positive: bool, n: int) -> st.SearchStrategy[list[Fraction]]:
+    """The values of an n-element const (memoised like `_sampled`)."""
+    hit = _CONSTS.get((positive, n))
+    if hit is None:
+        elems = POS_RAT if positive else RAT
+        hit = _CONSTS[(positive, n)] = st.lists(elems, min_size=n, max_size=n)
+    return hit
+
+
 # --------------------------------------------------------------------------- the builder
 
 
@@ -190,11 +217,11 @@ class Ctx:
         cands = self.candidates(pred)
         if not cands:
             return None
-        return int(self.draw(st.sampled_from(cands)))
+        return int(self.draw(_sampled(cands)))
 
     def const(self, shape: Shape, positive: bool = False) -> int:
         n = size(shape)
-        vals = self.draw(st.lists(POS_RAT if positive else RAT, min_size=n, max_size=n))
+        vals = self.draw(_const_values(positive, n))
         return self.add("const", shape=shape, values=vals)
 
     def positive(self, v: int) -> int:
@@ -216,7 +243,7 @@ class Ctx:
             opts.append(("const", -1))
         if not opts:
             return None
-        how, i = self.draw(st.sampled_from(opts))
+        how, i = self.draw(_sampled(opts))
         i = int(i)
         if how == "id":
             return i
@@ -273,10 +300,12 @@ def materialize_args(c: Ctx, shapes: list[Shape]) -> list[int] | None:
 
 
 def configured(op: str, configs: list[tuple[list[Shape], dict[str, Any]]]) -> Builder:
+    choices = st.sampled_from(configs)  # built once per builder (performance only)
+
     def build(c: Ctx) -> bool:
         if not c.room(1):
             return False
-        shapes, attrs = c.draw(st.sampled_from(configs))
+        shapes, attrs = c.draw(choices)
         ids = materialize_args(c, list(shapes))
         if ids is None or not c.room(1):
             return False
@@ -551,13 +580,14 @@ def _graphs(
     domain_kind: str,
 ) -> Graph:
     n_inputs = draw(st.integers(min_inputs, max_inputs))
-    inputs = [draw(st.sampled_from(INPUT_SHAPES)) for _ in range(n_inputs)]
+    inputs = [draw(_sampled(INPUT_SHAPES)) for _ in range(n_inputs)]
     target = draw(st.integers(min_nodes, max_nodes))
     c = Ctx(draw, domain_kind, inputs, target)
+    ops = _sampled(op_list)
     while c.n_nodes < target:
         for _ in range(10):
             # With no value yet (min_inputs=0) only a const can start the graph.
-            op = draw(st.sampled_from(op_list)) if c.shapes else "const"
+            op = draw(ops) if c.shapes else "const"
             if BUILDERS[op](c):
                 break
         else:

@@ -145,6 +145,21 @@ def _finfo16(dtype: str) -> Any:
     return np.finfo(np.float16) if dtype == "float16" else ml_dtypes.finfo(ml_dtypes.bfloat16)
 
 
+_MEMO: dict[Any, Any] = {}
+
+
+def _memo(key: Any, make: Any) -> Any:
+    """The strategy `make()` built once per key (performance only: Hypothesis validates a
+    strategy object's tree once, so a strategy rebuilt for every case cost a validation
+    per case; a strategy's draws do not depend on which equal object is drawn from)."""
+    hit = _MEMO.get(key)
+    if hit is None:
+        if len(_MEMO) > 20_000:  # shapes are few; a bound all the same
+            _MEMO.clear()
+        hit = _MEMO[key] = make()
+    return hit
+
+
 def _boundary(D: IEEEDomain) -> list[Any]:
     u = 2.0 ** -(D.precision - 1)
     fl = [1.0 + u, 1.0 - u / 2, 1.5, u / 2, 3 * u / 2, -(1.0 + u), 2.0**D.emin]
@@ -154,6 +169,10 @@ def _boundary(D: IEEEDomain) -> list[Any]:
 def hard_scalars(domain: Domain, *, finite: bool = False) -> st.SearchStrategy[Any]:
     """Elements aimed at the hard cases (see the module docstring); `finite` leaves out NaN
     and ±inf (subnormals, ±0 and the largest finite values stay)."""
+    return _memo(("hard_scalars", domain, finite), lambda: _hard_scalars(domain, finite))
+
+
+def _hard_scalars(domain: Domain, finite: bool) -> st.SearchStrategy[Any]:
     base = scalars(domain, specials=not finite)
     if not isinstance(domain, IEEEDomain):
         return base
@@ -174,6 +193,10 @@ def hard_scalars(domain: Domain, *, finite: bool = False) -> st.SearchStrategy[A
 def rounding_scalars(domain: Domain) -> st.SearchStrategy[Any]:
     """Finite values with full-width significands (n / 2**(p-1), scaled by 2**e, e in
     [-4, 2]): their sums and products round, unlike Hypothesis' simple floats."""
+    return _memo(("rounding_scalars", domain), lambda: _rounding_scalars(domain))
+
+
+def _rounding_scalars(domain: Domain) -> st.SearchStrategy[Any]:
     if not isinstance(domain, IEEEDomain):
         return scalars(domain)
     D = domain
@@ -185,16 +208,14 @@ def rounding_scalars(domain: Domain) -> st.SearchStrategy[Any]:
     )
 
 
-def _pooled(shape: Shape, elems: st.SearchStrategy[Any]) -> st.SearchStrategy[Tensor]:
+@st.composite
+def _pooled(draw: Any, shape: Shape, elems: st.SearchStrategy[Any]) -> Tensor:
+    # one composite for every shape (performance only: Hypothesis parses a composite's
+    # source each time it decorates one; the draws are the same)
     n = size(shape)
-
-    @st.composite
-    def build(draw: Any) -> Tensor:
-        pool = draw(st.lists(elems, min_size=1, max_size=3))
-        idx = draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
-        return Tensor(shape, tuple(pool[i] for i in idx))
-
-    return build()
+    pool = draw(st.lists(elems, min_size=1, max_size=3))
+    idx = draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
+    return Tensor(shape, tuple(pool[i] for i in idx))
 
 
 def _own_pools(
@@ -274,6 +295,13 @@ def hard_tensors_for(
 ) -> st.SearchStrategy[list[Tensor]]:
     """Hard-case tensors (see the module docstring); `finite`: no NaN or ±inf anywhere (the
     special pool left out, the others drawn from finite hard values)."""
+    key = ("hard_tensors_for", tuple(map(tuple, shapes)), domain, finite)
+    return _memo(key, lambda: _hard_tensors_for(shapes, domain, finite))
+
+
+def _hard_tensors_for(
+    shapes: Sequence[Shape], domain: Domain, finite: bool
+) -> st.SearchStrategy[list[Tensor]]:
     if not isinstance(domain, IEEEDomain):
         return _own_pools(shapes, domain)
     own, shared = _own_pools(shapes, domain, finite), _shared_pool(shapes, domain, finite)
@@ -297,6 +325,13 @@ def signed_zero_tensors_for(
 ) -> st.SearchStrategy[list[Tensor]]:
     """Tensors of +0 and −0 only (IEEE domains): every cotangent a seed of these reaches is
     a signed zero (unless it meets inf/NaN), so a VJP's sign rule is all that shows."""
+    key = ("signed_zero_tensors_for", tuple(map(tuple, shapes)), domain)
+    return _memo(key, lambda: _signed_zero_tensors_for(shapes, domain))
+
+
+def _signed_zero_tensors_for(
+    shapes: Sequence[Shape], domain: Domain
+) -> st.SearchStrategy[list[Tensor]]:
     if not isinstance(domain, IEEEDomain):
         return hard_tensors_for(shapes, domain)
     zs = st.sampled_from([domain.from_float(0.0), domain.from_float(-0.0)])
@@ -314,6 +349,13 @@ def rounding_tensors_for(
     shapes: Sequence[Shape], domain: Domain
 ) -> st.SearchStrategy[list[Tensor]]:
     """One tensor per shape, elements with full-width significands (`rounding_scalars`)."""
+    key = ("rounding_tensors_for", tuple(map(tuple, shapes)), domain)
+    return _memo(key, lambda: _rounding_tensors_for(shapes, domain))
+
+
+def _rounding_tensors_for(
+    shapes: Sequence[Shape], domain: Domain
+) -> st.SearchStrategy[list[Tensor]]:
     plain = rounding_scalars(domain)
     return st.tuples(
         *(
@@ -330,11 +372,15 @@ def hard_seeds_for(
 ) -> st.SearchStrategy[TensorPack]:
     """Hard-case seeds: a third signed zeros only (`signed_zero_tensors_for`), a third
     full-width values only (so the operation order inside a VJP rounds differently)."""
-    return st.one_of(
-        hard_tensors_for(graph.shapes, domain, finite=finite),
-        signed_zero_tensors_for(graph.shapes, domain),
-        rounding_tensors_for(graph.shapes, domain),
-    ).map(lambda ts: TensorPack(graph.shapes, tuple(ts)))
+    shapes = graph.shapes
+    return _memo(
+        ("hard_seeds_for", shapes, domain, finite),
+        lambda: st.one_of(
+            hard_tensors_for(shapes, domain, finite=finite),
+            signed_zero_tensors_for(shapes, domain),
+            rounding_tensors_for(shapes, domain),
+        ).map(lambda ts: TensorPack(shapes, tuple(ts))),
+    )
 
 
 def direct_graphs(gs: st.SearchStrategy[Graph], ops: Sequence[str]) -> st.SearchStrategy[Graph]:

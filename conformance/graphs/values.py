@@ -98,7 +98,18 @@ def tensors_for(
 ) -> st.SearchStrategy[list[Tensor]]:
     """One tensor per shape, elements drawn by `scalars`."""
     elems = scalars(domain, specials=specials)
-    return st.tuples(*(_tensor(tuple(s), elems) for s in shapes)).map(list)
+    key = (tuple(map(tuple, shapes)), id(elems))
+    hit = _TENSOR_LISTS.get(key)
+    if hit is None or hit[0] is not elems:  # memoised like `_tensor`: performance only
+        if len(_TENSOR_LISTS) > 20_000:
+            _TENSOR_LISTS.clear()
+        strat = st.tuples(*(_tensor(tuple(s), elems) for s in shapes)).map(list)
+        hit = _TENSOR_LISTS[key] = (elems, strat)
+    return hit[1]
+
+
+_TENSOR_LISTS: dict[Any, tuple[st.SearchStrategy[Any], st.SearchStrategy[list[Tensor]]]] = {}
+_SEEDS: dict[Any, st.SearchStrategy[TensorPack]] = {}
 
 
 def inputs_for(
@@ -112,9 +123,15 @@ def seeds_for(
     graph: Graph, domain: Domain, *, specials: bool = False
 ) -> st.SearchStrategy[TensorPack]:
     """A full seed over every value of the graph (shapes = graph.shapes)."""
-    return tensors_for(graph.shapes, domain, specials=specials).map(
-        lambda ts: TensorPack(graph.shapes, tuple(ts))
-    )
+    shapes = graph.shapes
+    tensors = tensors_for(shapes, domain, specials=specials)
+    key = (shapes, id(tensors))
+    hit = _SEEDS.get(key)
+    if hit is None:  # memoised per tensor strategy object (kept alive by _TENSOR_LISTS)
+        if len(_SEEDS) > 20_000:
+            _SEEDS.clear()
+        hit = _SEEDS[key] = tensors.map(lambda ts: TensorPack(shapes, tuple(ts)))
+    return hit
 
 
 @st.composite
