@@ -23,18 +23,9 @@ from runtime.interop.onnx_backend import (  # noqa: E402
     run_case,
 )
 
-# case -> a substring of its refusal (docs/INTEROP.md lists the same table). A listed case
-# may pass (when the op table grows); an unlisted case must pass.
+# case -> a substring of its refusal (docs/INTEROP.md lists the same table); every other
+# case must pass (the 3-D convolutions and pools, sign and pow, once refused, now do).
 REFUSED = {
-    **{f"test_AvgPool3d{s}": "avg_pool3d" for s in ("", "_stride", "_stride1_pad0_gpu_input")},
-    **{
-        f"test_Conv3d{s}": "conv3d"
-        for s in ("", "_dilated", "_dilated_strided", "_groups", "_no_bias", "_stride")
-    },
-    "test_Conv3d_stride_padding": "conv3d",
-    **{f"test_MaxPool3d{s}": "max_pool3d" for s in ("", "_stride", "_stride_padding")},
-    "test_operator_pow": "table op 'pow'",
-    "test_sign_model": "table op 'sign'",
     **{
         f"test_strnorm_model_{s}": "element type STRING"
         for s in (
