@@ -168,9 +168,10 @@ def execute(
         if n > 1:
             return run_pool(shards, fn, n, on_result)
         return run_local(shards, local_fn or fn, on_result)
-    if a.workers < 1:
+    workers = 1 if a.workers == AUTO else a.workers  # with --scheduler, the cluster's own
+    if workers < 1:
         raise DistributedError(f"--workers must be at least 1, got {a.workers}")
-    with open_client(a.workers, a.scheduler) as client:
+    with open_client(workers, a.scheduler) as client:
         vet = Vetting()
         out = run_shards(client, shards, fn, vet=vet, on_result=on_result)
     n = len(vet.accepted)

@@ -110,7 +110,9 @@ def _cumsum(ctx: KernelContext, x: Any, dim: int, exclusive: bool, reverse: bool
     elif ctx.backend.is_numpy:
         y = np.add.accumulate(x, axis=dim, dtype=x.dtype)
     elif not ctx.ordered:
-        y = xp.cumsum(x, axis=dim, dtype=ctx.dt)
+        # the array API's name (2023.12) where the namespace has it, CuPy's otherwise
+        cumsum = getattr(xp, "cumulative_sum", None) or xp.cumsum
+        y = cumsum(x, axis=dim, dtype=ctx.dt)
     else:
         lanes = xp.moveaxis(x, dim, 0)
         acc = lanes[0, ...]
