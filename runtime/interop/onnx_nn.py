@@ -79,15 +79,13 @@ def _prelu(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     s, ss = E.shape(x), E.shape(slope)
     if v < 7 and len(ss) == 1 and len(s) > 2 and ss[0] == s[1]:
         slope = E.reshape(slope, (ss[0], *([1] * (len(s) - 2))))  # per channel (opset < 7)
-    if "prelu" in OPS:
-        try:
-            return ar.prelu_rule(E, x, slope)
-        except Unsupported:
-            pass  # another slope layout: the composition below
-    # relu(x) - slope * relu(-x): x above 0, round(slope * x) below (the sign of a zero
-    # and the derivative at 0 aside), for any slope broadcasting to x
-    neg = E.node("relu", E.node("neg", x))
-    return E.node("sub", E.node("relu", x), E.node("mul", slope, neg))
+    try:
+        return ar.prelu_rule(E, x, slope)
+    except Unsupported:
+        # a slope layout the table op does not take: relu(x) - slope * relu(-x), x above 0,
+        # round(slope * x) below (the sign of a zero and the derivative at 0 aside)
+        neg = E.node("relu", E.node("neg", x))
+        return E.node("sub", E.node("relu", x), E.node("mul", slope, neg))
 
 
 def _elu_body(E: Emitter, x: Any, alpha: float) -> Any:
