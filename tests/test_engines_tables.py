@@ -3,9 +3,11 @@ report, cell by cell (hand-written report, expected lines written out)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from conformance.engines.tables import render
+from conformance.engines.conventions import named_conventions
+from conformance.engines.tables import main, render
 
 
 def _row(dtype: str, op: str, **kw: Any) -> dict[str, Any]:
@@ -58,3 +60,28 @@ def test_render_cells_and_lines() -> None:
     assert "defining points: `sqrt_grad_at_zero` (float32)." in text
     assert "- float64 `div`: div forward element 0: too far" in text
     assert "- float32 `sqrt`: refused: unsupported: no" in text
+
+
+def _report(conventions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "meta": {"engine": "e", "dtypes": ["float64"], "conventions": conventions},
+        "ops": [_row("float64", "group_norm")],
+        "graphs": [{"dtype": "float64", "graphs": 0, "max_ratio": 0.0}],
+        "conventions": [],
+    }
+
+
+def test_a_report_of_a_judge_with_other_conventions_is_refused(tmp_path: Any, capsys: Any) -> None:
+    here = named_conventions()
+    older = {n: s for n, s in here.items() if n != "group_norm_folded_affine"}
+    older["a_dropped_convention"] = "gone"
+    older["sqrt_grad_at_zero"] = "worded otherwise"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(_report(older)))
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "(+group_norm_folded_affine, -a_dropped_convention, ~sqrt_grad_at_zero)" in err
+    assert main([str(path), "--other-judge"]) == 0
+    assert "| group_norm | 2 | 0.5 / 0.25 / 1 |" in capsys.readouterr().out
+    path.write_text(json.dumps(_report(here)))
+    assert main([str(path)]) == 0

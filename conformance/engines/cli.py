@@ -22,7 +22,7 @@ from spec.ops import OPS
 
 from . import load_engine
 from .base import Engine, EngineUnavailable
-from .conventions import CONVENTIONS, NAN_PROPAGATION, SIGNED_ZERO, SUBNORMAL_FLUSH
+from .conventions import named_conventions
 from .replay import replay
 from .report import print_run, write_engine_reports
 from .run import EngineRun, run_engine
@@ -48,7 +48,6 @@ def _dtypes(a: argparse.Namespace, supported: tuple[str, ...]) -> list[str]:
 
 
 def _meta(engine: Engine, a: argparse.Namespace, dtypes: list[str], ops: Any) -> dict[str, Any]:
-    named = (*CONVENTIONS, SIGNED_ZERO, NAN_PROPAGATION, SUBNORMAL_FLUSH)
     return {
         **engine.describe(),
         "dtypes": dtypes,
@@ -58,7 +57,7 @@ def _meta(engine: Engine, a: argparse.Namespace, dtypes: list[str], ops: Any) ->
         "seed": a.seed,
         "strict_conventions": a.strict_conventions,
         "python": platform.python_version(),
-        "conventions": {c.name: c.sentence for c in named},
+        "conventions": named_conventions(),
     }
 
 

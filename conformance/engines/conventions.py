@@ -79,6 +79,7 @@ __all__ = [
     "SUBNORMAL_FLUSH",
     "Convention",
     "conventions_for",
+    "named_conventions",
     "nan_probe",
     "nonfinite_rule",
 ]
@@ -734,3 +735,10 @@ def nan_probe(op: str) -> Convention:
         _signed_zero,
         NONFINITE_POINTS[op],
     )
+
+
+def named_conventions() -> dict[str, str]:
+    """Every convention this judge can report, name -> sentence (a report's
+    `meta.conventions`: which judge made it)."""
+    named = (*CONVENTIONS, SIGNED_ZERO, NAN_PROPAGATION, SUBNORMAL_FLUSH)
+    return {c.name: c.sentence for c in named}

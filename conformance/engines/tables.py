@@ -10,6 +10,10 @@ Invariants:
 - Below the table: the ops not covered, the whole graphs, the conventions hit by random
   and hard cases and those that differ at their defining points, each failure's shrunk
   message and each note, as the report has them. Nothing is measured here.
+- A report made by a judge with other conventions than this one (its `meta.conventions`,
+  names and sentences) is refused (exit 2, naming the conventions that differ) unless
+  `--other-judge` is given: its verdicts are not this judge's (a case it failed may be a
+  convention here), so a table rendered from it would not be what `--replay` reproduces.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["cell", "main", "render"]
+from .conventions import named_conventions
+
+__all__ = ["cell", "judge_differs", "main", "render"]
 
 _QUIET = "signed_zero"
 
@@ -99,15 +105,34 @@ def render(rep: dict[str, Any], title: str, head: str) -> str:
     return "\n".join(parts)
 
 
+def judge_differs(meta: dict[str, Any]) -> list[str]:
+    """The conventions on which the judge that made a report (its `meta.conventions`)
+    and this one differ: "+name" only here, "-name" only there, "~name" worded otherwise."""
+    there, here = meta.get("conventions") or {}, named_conventions()
+    out = [f"+{n}" for n in here if n not in there]
+    out += [f"-{n}" for n in there if n not in here]
+    return out + [f"~{n}" for n in here if n in there and there[n] != here[n]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m conformance.engines.tables", description=__doc__)
     p.add_argument("report", help="the JSON report of python -m conformance --engine NAME")
     p.add_argument("--title", help="the section title (default: the engine's describe())")
     p.add_argument("--head", default="", help="the line under the title (wall time, ...)")
+    p.add_argument("--other-judge", action="store_true",
+                   help="render a report made by a judge with other conventions")  # fmt: skip
     a = p.parse_args(argv)
     with open(a.report) as f:
         rep = json.load(f)
     meta = rep["meta"]
+    differs = judge_differs(meta)
+    if differs and not a.other_judge:
+        print(
+            f"python -m conformance.engines.tables: {a.report} was made by a judge with other "
+            f"conventions ({', '.join(differs)}); re-run it, or pass --other-judge",
+            file=sys.stderr,
+        )
+        return 2
     skip = {"engine", "dtypes", "ops", "max_examples", "per_op", "seed", "strict_conventions",
             "python", "conventions", "compile_cache"}  # fmt: skip
     info = ", ".join(f"{k} {v}" for k, v in meta.items() if k not in skip)
