@@ -36,7 +36,7 @@ def test_render_cells_and_lines() -> None:
         ],
         "graphs": [
             {"dtype": "float64", "graphs": 3, "max_ratio": 0.01234},
-            {"dtype": "float32", "graphs": 0, "max_ratio": 0.0},
+            {"dtype": "float32", "graphs": 5, "max_ratio": 0.0, "refused": 5},
         ],
         "conventions": [
             {"convention": "sqrt_grad_at_zero", "dtype": "float32", "differs": True},
@@ -55,7 +55,10 @@ def test_render_cells_and_lines() -> None:
         "| div | 4 | 0.5 / 0.25 / 1 (3 unconstrained) **FAIL** | 0.012 / 0.25 / 1 |",
     ]
     assert "Not covered: erf." in text
-    assert "Whole graphs: float64 3 graphs, max error/bound 0.012; float32 0 graphs" in text
+    assert (
+        "Whole graphs: float64 3 graphs, max error/bound 0.012; float32 5 graphs (5 refused), "
+        "max error/bound 0." in text
+    )
     assert "hard cases: `sqrt_grad_at_zero` (sqrt)." in text
     assert "defining points: `sqrt_grad_at_zero` (float32)." in text
     assert "- float64 `div`: div forward element 0: too far" in text

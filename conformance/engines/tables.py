@@ -7,7 +7,8 @@ Invariants:
   engine has one; forward only for a forward-only engine), then ` c` when a convention
   other than `signed_zero` was hit, `(N unconstrained)`, `(refused N)`, `refused` when
   every case was refused, and **FAIL** when a case failed. `cases` sums the dtypes.
-- Below the table: the ops not covered, the whole graphs, the conventions hit by random
+- Below the table: the ops not covered, the whole graphs (with how many of them the
+  engine refused: a refused graph has no error/bound), the conventions hit by random
   and hard cases and those that differ at their defining points, each failure's shrunk
   message and each note, as the report has them. Nothing is measured here.
 - A report made by a judge with other conventions than this one (its `meta.conventions`,
@@ -78,6 +79,10 @@ def _by_name(pairs: list[tuple[str, str]]) -> str:
     return ", ".join(f"`{n}` ({', '.join(w)})" for n, w in seen.items()) or "none"
 
 
+def _refused(g: dict[str, Any]) -> str:
+    return f" ({g['refused']} refused)" if g.get("refused") else ""
+
+
 def render(rep: dict[str, Any], title: str, head: str) -> str:
     """The doc section for one report: `### title`, the `head` line, the table and the
     lines under it (see the module docstring)."""
@@ -85,7 +90,7 @@ def render(rep: dict[str, Any], title: str, head: str) -> str:
     parts = [f"### {title}", "", head, "", *_table(rep, dtypes), ""]
     missing = sorted({r["op"] for r in rep["ops"] if not r["covered"]})
     parts += [f"Not covered: {', '.join(missing) or 'none'}.", ""]
-    gr = [f"{g['dtype']} {g['graphs']} graphs, max error/bound {g['max_ratio']:.2g}"
+    gr = [f"{g['dtype']} {g['graphs']} graphs{_refused(g)}, max error/bound {g['max_ratio']:.2g}"
           for g in rep["graphs"]]  # fmt: skip
     parts += [f"Whole graphs: {'; '.join(gr)}.", ""]
     hit = [(c, r["op"]) for r in rep["ops"] for c in r["conventions"] if c != _QUIET]
