@@ -30,9 +30,7 @@ class CompiledErfForward(TorchEngine):
     name = "torch-compile-erf-forward"
     has_vjp = False
     has_jvp = False
-    ops: ClassVar[dict[str, Any]] = {
-        "erf": torch.compile(torch.erf, fullgraph=True, dynamic=False)
-    }
+    ops: ClassVar[dict[str, Any]] = {"erf": torch.compile(torch.erf, fullgraph=True, dynamic=False)}
 
 
 def bits32(*b: int) -> Tensor:

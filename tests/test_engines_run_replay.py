@@ -180,6 +180,7 @@ def test_every_node_check_of_a_run_replays_to_the_same_verdict(
     assert [r.op for r in failed] == (["exp", "exp"] if "exp" in ops else [])
     for r in failed:  # the reported reproducer replays to the reported message
         assert r.failure is not None
-        assert replay_node(engine, json.loads(json.dumps(r.failure["repro"]))).wrong == (
-            r.failure["message"]
+        assert (
+            replay_node(engine, json.loads(json.dumps(r.failure["repro"]))).wrong
+            == (r.failure["message"])
         )
