@@ -144,9 +144,13 @@ class KernelContext:
         if backend.guard is not None:
             backend.guard(profile)
         self._consts: dict[Any, Any] = {}
+        self._int_consts: dict[int, Any] = {}
         self.const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
         self.numpy_fast = backend.is_numpy and not self.exact
+        # ... and in the `fast` profile, where `unary`/`sqrt` are NumPy's own functions: a
+        # kernel may call the NumPy function itself (`kernels.builders.unary`'s `ufunc`).
+        self.numpy_libm = self.numpy_fast and not self.ordered
         # `ordered` folds and matmul through the compiled kernels (float64/float32 NumPy
         # arrays; `runtime.engine.compiled`): compiled=False forces the NumPy reference
         # path, True the compiled one for every size; None follows the environment switch
@@ -186,6 +190,13 @@ class KernelContext:
 
     def const(self, q: Fraction | int) -> Any:
         """The exact rational q rounded once into the dtype, as a 0-d array."""
+        # An int (the kernels' 0, 1, 2) has its own table: found without the Python-level
+        # `Fraction.__eq__` that an int key meeting a Fraction key in one dict runs.
+        if type(q) is int:
+            c = self._int_consts.get(q)
+            if c is None:
+                c = self._int_consts[q] = self.const(Fraction(q))
+            return c
         # Python's numeric hash and equality agree across int, float and Fraction, so the
         # value given finds the entry stored under its exact rational without converting.
         try:
