@@ -26,6 +26,9 @@ Invariants:
   entry points they compute the same values but NumPy may warn.
 - Speed: on the NumPy backend the IEEE paths call NumPy directly (the array-api-compat
   wrappers add a Python call per operation); the results are the same arrays.
+  `numpy_libm` (NumPy backend, IEEE dtype, `fast` profile) says that `unary(fn, x)` and
+  `sqrt` are NumPy's own function of that name, so a kernel may call it itself. `const`
+  of an int is looked up in a table of ints (the same arrays as the Fraction's entries).
 - Other backends (CuPy, array-API namespaces): arrays are the backend's (`atype`);
   constants are rounded on the host (MPFR) and moved over once per context; the `ordered`
   fold and matmul use the backend's device kernels when it has them, else the generic

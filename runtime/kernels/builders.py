@@ -8,6 +8,9 @@ Invariants:
   same diagonal derivative. Both save only what their derivative reads.
 - `binary`/`unary` register through `table.register` with the caller's `family` (its
   module `__name__`); this module registers no kernel itself.
+- A `unary` kernel given a `ufunc` calls it directly on the NumPy IEEE `fast` context
+  (`ctx.numpy_libm`) and runs its reference, `UNARY_REFERENCE[name]` (through `f`),
+  everywhere else; the two are equal bit for bit (tests/test_session_fastpath_kernels.py).
 - Written against `ctx.xp`; NumPy is used only to precompute host structures and where a
   NumPy-only fast path is guarded (`ctx.numpy_fast`, `ctx.maskable`).
 """

@@ -31,9 +31,11 @@ Invariants:
 - Per-op speed: a call with exactly the op's arity of TensorRefs of this session and
   generation and no attribute takes a fast path (`PLAIN_ARITY`; the op methods have one
   specialised for one and for two arguments) that checks every handle's exact type, owner
-  and generation and records through `Recording.record_plain`; every other call (and every
-  failing check) goes through `Session.op`'s full argument handling, so the errors are the
-  same.
+  and generation and records through `Recording.record_plain` (the one- and two-argument
+  methods inline it in eager mode through `Recording.plain`, and build the TensorRef as
+  `tensor_ref` does); every other call (and every failing check) goes through
+  `Session.op`'s full argument handling, so the errors are the same. `Session.op` is the
+  reference the op methods must equal (tests/test_session_fastpath_kernels.py).
 """
 
 from __future__ import annotations
