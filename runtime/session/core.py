@@ -612,7 +612,7 @@ def _method_1(name: str) -> Callable[..., TensorRef]:
                 r.generation = gen
                 r.session_ref = self._self_ref
                 r.__class__ = TensorRef
-                return r  # type: ignore[no-any-return]
+                return r
         return self.op(name, *args, **attrs)
 
     return method
@@ -650,7 +650,7 @@ def _method_2(name: str) -> Callable[..., TensorRef]:
                 r.generation = gen
                 r.session_ref = self._self_ref
                 r.__class__ = TensorRef
-                return r  # type: ignore[no-any-return]
+                return r
         return self.op(name, *args, **attrs)
 
     return method

@@ -100,7 +100,7 @@ def tensor_ref(
     r.generation = generation
     r.session_ref = session
     r.__class__ = TensorRef
-    return r  # type: ignore[no-any-return]
+    return r
 
 
 @dataclass(frozen=True)
