@@ -9,7 +9,8 @@ must equal, bit for bit:
 - `tensor_ref` builds a TensorRef by plain attribute stores and a `__class__` assignment;
   its reference is the dataclass constructor;
 - `KernelContext.const` finds an int in its own table; its reference is the Fraction's
-  entry.
+  entry;
+- `Tape.op` builds its node by storing each field; its reference is `TapeNode(...)`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from runtime import Session
 from runtime.engine.context import KernelContext, fp_quiet
+from runtime.engine.tape import Tape, TapeNode
 from runtime.kernels import KERNELS
 from runtime.kernels.builders import UNARY_REFERENCE
 from runtime.session.handles import TensorRef, tensor_ref
@@ -216,3 +218,33 @@ def test_tensor_ref_has_the_constructors_instance_dictionary() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         y.owner = 0  # type: ignore[misc]
     assert (-y).shape == (2,)  # the operators reach the session through session_ref
+
+
+def test_tape_op_node_is_the_constructors() -> None:
+    # `Tape.op` stores the node's fields one by one; its reference is `TapeNode(...)`:
+    # every field set, to the values the constructor call would give.
+    ctx = KernelContext("float32")
+    t = Tape(ctx)
+    a = t.leaf(np.array([1.0, -2.0], dtype=np.float32))
+    b = t.leaf(np.array([3.0, 4.0], dtype=np.float32), requires_grad=False)
+    cases = (
+        ("neg", (a,), {}, True, (True,)),
+        ("add", (a, b), {}, True, (True, False)),
+        ("scale", (b,), {"c": 2}, False, (False,)),
+    )
+    for name, args, attrs, rg, needs in cases:
+        xs = [t.nodes[j].value for j in args]
+        with fp_quiet():
+            y, saved = KERNELS[name].forward(ctx, xs, dict(attrs), (5,))
+        node = t.nodes[t.op(name, list(args), (5,), **attrs)]
+        kern = KERNELS[name]
+        want = TapeNode(name, y, rg, args, None, None, attrs, (5,), kern, saved, needs, ctx)
+        assert type(node) is TapeNode
+        for f in dataclasses.fields(TapeNode):
+            got, ref = getattr(node, f.name), getattr(want, f.name)
+            if f.name == "value":
+                assert _same(got, ref)
+            elif f.name == "saved":
+                assert type(got) is type(ref) and repr(got) == repr(ref)
+            else:
+                assert got == ref and type(got) is type(ref), f.name

@@ -190,6 +190,9 @@ class TapeNode:
         return partial(op_pairs, self)
 
 
+_new_node = TapeNode.__new__
+
+
 def op_pairs(node: TapeNode, g: Any) -> list[tuple[int, Any]]:
     """The backward of a differentiable `Tape.op` node: its kernel's cotangents for `g` as
     `(id, grad)` pairs, one per distinct argument in increasing id order (repeated
@@ -293,8 +296,23 @@ class Tape:
             needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
             rg = any(needs)
         # no closures: the reverse passes run `op_pairs` and `forward_tangents` runs
-        # `kern.jvp` from the node's fields
-        nodes.append(TapeNode(name, y, rg, arg_ids, None, None, norm, env, kern, saved, needs, ctx))
+        # `kern.jvp` from the node's fields. The node is `TapeNode(name, y, rg, arg_ids,
+        # None, None, norm, env, kern, saved, needs, ctx)` (its reference), built by storing
+        # every field: the twelve-argument constructor call costs more than the stores.
+        node = _new_node(TapeNode)
+        node.name = name
+        node.value = y
+        node.requires_grad = rg
+        node.parents = arg_ids
+        node.rule = None
+        node.jvp = None
+        node.attrs = norm
+        node.env = env
+        node.kern = kern
+        node.saved = saved
+        node.needs = needs
+        node.ctx = ctx
+        nodes.append(node)
         return n
 
     def detach(self, a: int) -> int:
