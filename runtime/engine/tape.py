@@ -32,9 +32,10 @@ runs under one `fp_quiet()` (the kernels do not set the floating-point state aga
 `Tape.op` node keeps its kernel's fields instead of a backward closure (the sweep runs
 `op_pairs` on them, the reference being the kernel's full `vjp` folded per argument:
 tests/test_tape_fastpath.py; the node is built by storing its fields, the reference being
-the `TapeNode` constructor: tests/test_session_fastpath_kernels.py), and the reverse sweep checks each contribution with a cheap
-shape/dtype test, falling back to the full check (and its error message) only when that
-test fails. None of this changes a value or skips a check.
+the `TapeNode` constructor: tests/test_session_fastpath_kernels.py), and the reverse
+sweep checks each contribution with a cheap shape/dtype test, falling back to the full
+check (and its error message) only when that test fails. None of this changes a value or
+skips a check.
 """
 
 from __future__ import annotations
