@@ -203,30 +203,32 @@ def op_pairs(node: TapeNode, g: Any) -> list[tuple[int, Any]]:
     kern = node.kern
     arg_ids = node.parents
     arr = ctx.arr
-    single = len(arg_ids) == 1
-    needs = node.needs
-    if not single and kern.vjp_some is not None and not all(needs):
-        # Only the cotangents of arguments that require grad: the sweep drops the
-        # others unread, so skipping them changes no value.
-        per = kern.vjp_some(ctx, node.saved, g, node.attrs, node.env, needs)
-        folded = fold_fanin(
-            [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
-            [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
-        )
-        return [(j, arr(c)) for j, c in sorted(folded.items())]
-    per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
-    distinct = single or len(set(arg_ids)) == len(arg_ids)
-    if distinct and len(per_arg) == len(arg_ids):
-        # no fan-in: one cotangent per distinct id, emitted in increasing id order
-        atype = ctx.atype
-        if single:
+    if len(arg_ids) == 1:  # the common case first: no fan-in, no `vjp_some`
+        per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
+        if len(per_arg) == 1:
             c = per_arg[0]
-            return [(arg_ids[0], c if type(c) is atype else arr(c))]
-        pairs = [
-            (j, c if type(c) is atype else arr(c)) for j, c in zip(arg_ids, per_arg, strict=True)
-        ]
-        pairs.sort(key=_first)
-        return pairs
+            return [(arg_ids[0], c if type(c) is ctx.atype else arr(c))]
+    else:
+        needs = node.needs
+        if kern.vjp_some is not None and not all(needs):
+            # Only the cotangents of arguments that require grad: the sweep drops the
+            # others unread, so skipping them changes no value.
+            per = kern.vjp_some(ctx, node.saved, g, node.attrs, node.env, needs)
+            folded = fold_fanin(
+                [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+                [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+            )
+            return [(j, arr(c)) for j, c in sorted(folded.items())]
+        per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
+        if len(set(arg_ids)) == len(arg_ids) and len(per_arg) == len(arg_ids):
+            # no fan-in: one cotangent per distinct id, emitted in increasing id order
+            atype = ctx.atype
+            pairs = [
+                (j, c if type(c) is atype else arr(c))
+                for j, c in zip(arg_ids, per_arg, strict=True)
+            ]
+            pairs.sort(key=_first)
+            return pairs
     folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
     return [(j, arr(c)) for j, c in sorted(folded.items())]
 
