@@ -26,6 +26,9 @@ Invariants:
   entry points they compute the same values but NumPy may warn.
 - Speed: on the NumPy backend the IEEE paths call NumPy directly (the array-api-compat
   wrappers add a Python call per operation); the results are the same arrays.
+  `numpy_libm` (NumPy backend, IEEE dtype, `fast` profile) says that `unary(fn, x)` and
+  `sqrt` are NumPy's own function of that name, so a kernel may call it itself. `const`
+  of an int is looked up in a table of ints (the same arrays as the Fraction's entries).
 - Other backends (CuPy, array-API namespaces): arrays are the backend's (`atype`);
   constants are rounded on the host (MPFR) and moved over once per context; the `ordered`
   fold and matmul use the backend's device kernels when it has them, else the generic
@@ -144,9 +147,13 @@ class KernelContext:
         if backend.guard is not None:
             backend.guard(profile)
         self._consts: dict[Any, Any] = {}
+        self._int_consts: dict[int, Any] = {}
         self.const_arrays: dict[Any, Any] = {}  # `const` op values, see kernels
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
         self.numpy_fast = backend.is_numpy and not self.exact
+        # ... and in the `fast` profile, where `unary`/`sqrt` are NumPy's own functions: a
+        # kernel may call the NumPy function itself (`kernels.builders.unary`'s `ufunc`).
+        self.numpy_libm = self.numpy_fast and not self.ordered
         # `ordered` folds and matmul through the compiled kernels (float64/float32 NumPy
         # arrays; `runtime.engine.compiled`): compiled=False forces the NumPy reference
         # path, True the compiled one for every size; None follows the environment switch
@@ -186,6 +193,13 @@ class KernelContext:
 
     def const(self, q: Fraction | int) -> Any:
         """The exact rational q rounded once into the dtype, as a 0-d array."""
+        # An int (the kernels' 0, 1, 2) has its own table: found without the Python-level
+        # `Fraction.__eq__` that an int key meeting a Fraction key in one dict runs.
+        if type(q) is int:
+            c = self._int_consts.get(q)
+            if c is None:
+                c = self._int_consts[q] = self.const(Fraction(q))
+            return c
         # Python's numeric hash and equality agree across int, float and Fraction, so the
         # value given finds the entry stored under its exact rational without converting.
         try:

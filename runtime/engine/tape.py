@@ -31,9 +31,11 @@ an op without attributes, and anything not found goes through `validated`), the 
 runs under one `fp_quiet()` (the kernels do not set the floating-point state again), a
 `Tape.op` node keeps its kernel's fields instead of a backward closure (the sweep runs
 `op_pairs` on them, the reference being the kernel's full `vjp` folded per argument:
-tests/test_tape_fastpath.py), and the reverse sweep checks each contribution with a cheap
-shape/dtype test, falling back to the full check (and its error message) only when that
-test fails. None of this changes a value or skips a check.
+tests/test_tape_fastpath.py; the node is built by storing its fields, the reference being
+the `TapeNode` constructor: tests/test_session_fastpath_kernels.py), and the reverse
+sweep checks each contribution with a cheap shape/dtype test, falling back to the full
+check (and its error message) only when that test fails. None of this changes a value or
+skips a check.
 """
 
 from __future__ import annotations
@@ -190,6 +192,9 @@ class TapeNode:
         return partial(op_pairs, self)
 
 
+_new_node = TapeNode.__new__
+
+
 def op_pairs(node: TapeNode, g: Any) -> list[tuple[int, Any]]:
     """The backward of a differentiable `Tape.op` node: its kernel's cotangents for `g` as
     `(id, grad)` pairs, one per distinct argument in increasing id order (repeated
@@ -198,30 +203,32 @@ def op_pairs(node: TapeNode, g: Any) -> list[tuple[int, Any]]:
     kern = node.kern
     arg_ids = node.parents
     arr = ctx.arr
-    single = len(arg_ids) == 1
-    needs = node.needs
-    if not single and kern.vjp_some is not None and not all(needs):
-        # Only the cotangents of arguments that require grad: the sweep drops the
-        # others unread, so skipping them changes no value.
-        per = kern.vjp_some(ctx, node.saved, g, node.attrs, node.env, needs)
-        folded = fold_fanin(
-            [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
-            [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
-        )
-        return [(j, arr(c)) for j, c in sorted(folded.items())]
-    per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
-    distinct = single or len(set(arg_ids)) == len(arg_ids)
-    if distinct and len(per_arg) == len(arg_ids):
-        # no fan-in: one cotangent per distinct id, emitted in increasing id order
-        atype = ctx.atype
-        if single:
+    if len(arg_ids) == 1:  # the common case first: no fan-in, no `vjp_some`
+        per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
+        if len(per_arg) == 1:
             c = per_arg[0]
-            return [(arg_ids[0], c if type(c) is atype else arr(c))]
-        pairs = [
-            (j, c if type(c) is atype else arr(c)) for j, c in zip(arg_ids, per_arg, strict=True)
-        ]
-        pairs.sort(key=_first)
-        return pairs
+            return [(arg_ids[0], c if type(c) is ctx.atype else arr(c))]
+    else:
+        needs = node.needs
+        if kern.vjp_some is not None and not all(needs):
+            # Only the cotangents of arguments that require grad: the sweep drops the
+            # others unread, so skipping them changes no value.
+            per = kern.vjp_some(ctx, node.saved, g, node.attrs, node.env, needs)
+            folded = fold_fanin(
+                [j for j, nd in zip(arg_ids, needs, strict=True) if nd],
+                [arr(c) for c, nd in zip(per, needs, strict=True) if nd],
+            )
+            return [(j, arr(c)) for j, c in sorted(folded.items())]
+        per_arg = kern.vjp(ctx, node.saved, g, node.attrs, node.env)
+        if len(set(arg_ids)) == len(arg_ids) and len(per_arg) == len(arg_ids):
+            # no fan-in: one cotangent per distinct id, emitted in increasing id order
+            atype = ctx.atype
+            pairs = [
+                (j, c if type(c) is atype else arr(c))
+                for j, c in zip(arg_ids, per_arg, strict=True)
+            ]
+            pairs.sort(key=_first)
+            return pairs
     folded = fold_fanin(arg_ids, [arr(c) for c in per_arg])
     return [(j, arr(c)) for j, c in sorted(folded.items())]
 
@@ -293,8 +300,23 @@ class Tape:
             needs = tuple([bool(nodes[a].requires_grad) for a in arg_ids])
             rg = any(needs)
         # no closures: the reverse passes run `op_pairs` and `forward_tangents` runs
-        # `kern.jvp` from the node's fields
-        nodes.append(TapeNode(name, y, rg, arg_ids, None, None, norm, env, kern, saved, needs, ctx))
+        # `kern.jvp` from the node's fields. The node is `TapeNode(name, y, rg, arg_ids,
+        # None, None, norm, env, kern, saved, needs, ctx)` (its reference), built by storing
+        # every field: the twelve-argument constructor call costs more than the stores.
+        node = _new_node(TapeNode)
+        node.name = name
+        node.value = y
+        node.requires_grad = rg
+        node.parents = arg_ids
+        node.rule = None
+        node.jvp = None
+        node.attrs = norm
+        node.env = env
+        node.kern = kern
+        node.saved = saved
+        node.needs = needs
+        node.ctx = ctx
+        nodes.append(node)
         return n
 
     def detach(self, a: int) -> int:

@@ -8,6 +8,9 @@ Invariants:
   same diagonal derivative. Both save only what their derivative reads.
 - `binary`/`unary` register through `table.register` with the caller's `family` (its
   module `__name__`); this module registers no kernel itself.
+- A `unary` kernel given a `ufunc` calls it directly on the NumPy IEEE `fast` context
+  (`ctx.numpy_libm`) and runs its reference, `UNARY_REFERENCE[name]` (through `f`),
+  everywhere else; the two are equal bit for bit (tests/test_session_fastpath_kernels.py).
 - Written against `ctx.xp`; NumPy is used only to precompute host structures and where a
   NumPy-only fast path is guarded (`ctx.numpy_fast`, `ctx.maskable`).
 """
@@ -23,6 +26,7 @@ from ..engine.context import KernelContext
 from .table import Attrs, Env, register
 
 __all__ = [
+    "UNARY_REFERENCE",
     "binary",
     "bshape",
     "device_array",
@@ -107,6 +111,11 @@ def pick(c: KernelContext, a: Any, b: Any, larger: bool) -> Any:
     return xp.where(c.isnan(a), a, xp.where(c.isnan(b), b, xp.where(take_b, b, a)))
 
 
+UNARY_REFERENCE: dict[str, Any] = {}
+"""Per op registered by `unary` with a `ufunc`: the reference forward (through `f`) that the
+kernel's forward must equal bit for bit (value and saved values) on every context."""
+
+
 def unary(
     *,
     family: str,
@@ -116,31 +125,57 @@ def unary(
     saves: str,
     check: Any = None,
     keep: str = "xy",
+    ufunc: Any = None,
 ) -> None:
     """Elementwise unary: y = f(ctx, x, attrs); push(ctx, x, y, t, attrs) maps a tangent
     or cotangent through the diagonal derivative (same sequence for JVP and VJP). `keep`
     names what the derivative reads ("x", "y", both or neither); only that is saved, and
-    push receives None for the rest."""
+    push receives None for the rest.
+
+    `ufunc` (optional): the NumPy function that `f` calls on the NumPy IEEE `fast` context
+    (`ctx.numpy_libm`), e.g. `np.tanh` for `ctx.unary("tanh", x)`. There the forward calls
+    it directly, one call per op instead of f's layers (the eager per-op path); everywhere
+    else it runs the reference, `UNARY_REFERENCE[name]` (through `f`), which it must equal
+    bit for bit (tests/test_session_fastpath_kernels.py)."""
     kx, ky = "x" in keep, "y" in keep
 
-    def forward(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
+    def reference(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
         x = xs[0]
         y = f(ctx, x, attrs)
         if type(y) is not ctx.atype:
             y = ctx.arr(y)
         return y, (x if kx else None, y if ky else None)
 
-    def run(ctx: KernelContext, saved: Any, t: Any, attrs: Attrs) -> Any:
-        x, y = saved
-        r = push(ctx, x, y, t, attrs)
+    forward = reference
+    if ufunc is not None:
+        UNARY_REFERENCE[name] = reference
+        ndarray = np.ndarray
+
+        def forward(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
+            if not ctx.numpy_libm:
+                return reference(ctx, xs, attrs, env)
+            x = xs[0]
+            y = ufunc(x)
+            if type(y) is not ndarray:  # a 0-d operand gives a NumPy scalar
+                y = ctx.arr(y)
+            return y, (x if kx else None, y if ky else None)
+
+    # The derivative calls push directly (no wrapper layer); a NumPy scalar result (0-d
+    # operands) becomes a 0-d array of the dtype.
+    def vjp(ctx: KernelContext, saved: Any, g: Any, attrs: Attrs, env: Env) -> list[Any]:
+        r = push(ctx, saved[0], saved[1], g, attrs)
+        return [r if type(r) is ctx.atype else ctx.arr(r)]
+
+    def jvp(ctx: KernelContext, saved: Any, dxs: list[Any], attrs: Attrs, env: Env) -> Any:
+        r = push(ctx, saved[0], saved[1], dxs[0], attrs)
         return r if type(r) is ctx.atype else ctx.arr(r)
 
     register(
         family=family,
         name=name,
         forward=forward,
-        vjp=lambda ctx, s, g, a, env: [run(ctx, s, g, a)],
-        jvp=lambda ctx, s, dxs, a, env: run(ctx, s, dxs[0], a),
+        vjp=vjp,
+        jvp=jvp,
         saves=saves,
         check=check,
     )

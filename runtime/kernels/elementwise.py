@@ -110,6 +110,7 @@ unary(
     family=__name__,
     name="neg",
     f=lambda c, x, a: -x,
+    ufunc=np.negative,
     push=lambda c, x, y, t, a: -t,
     saves="nothing",
     keep="",
@@ -150,6 +151,7 @@ unary(
     family=__name__,
     name="abs",
     f=lambda c, x, a: c.xp.abs(x) if not c.exact else np.abs(x),
+    ufunc=np.abs,
     push=_abs_push,
     saves="x",
     keep="x",
@@ -182,7 +184,14 @@ def _sqrt_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return where(c, pos, c.div(t, den), x.shape)
 
 
-unary(family=__name__, name="sqrt", f=lambda c, x, a: c.sqrt(x), push=_sqrt_push, saves="x, y")
+unary(
+    family=__name__,
+    name="sqrt",
+    f=lambda c, x, a: c.sqrt(x),
+    push=_sqrt_push,
+    saves="x, y",
+    ufunc=np.sqrt,
+)
 
 register(
     family=__name__,

@@ -31,9 +31,11 @@ Invariants:
 - Per-op speed: a call with exactly the op's arity of TensorRefs of this session and
   generation and no attribute takes a fast path (`PLAIN_ARITY`; the op methods have one
   specialised for one and for two arguments) that checks every handle's exact type, owner
-  and generation and records through `Recording.record_plain`; every other call (and every
-  failing check) goes through `Session.op`'s full argument handling, so the errors are the
-  same.
+  and generation and records through `Recording.record_plain` (the one- and two-argument
+  methods inline it in eager mode through `Recording.plain`, and build the TensorRef as
+  `tensor_ref` does); every other call (and every failing check) goes through
+  `Session.op`'s full argument handling, so the errors are the same. `Session.op` is the
+  reference the op methods must equal (tests/test_session_fastpath_kernels.py).
 """
 
 from __future__ import annotations
@@ -65,7 +67,14 @@ from .calls import (
     rng_guard,
 )
 from .gradients import GradientList, check_gradient_list, learning_rate
-from .handles import NatRef, TensorRef, check_nat_ref, check_tensor_ref, tensor_ref
+from .handles import (
+    NatRef,
+    TensorRef,
+    TensorRefFields,
+    check_nat_ref,
+    check_tensor_ref,
+    tensor_ref,
+)
 from .link import GraphExport, LinkCheck, RecordedGraph
 from .params import Param, ParameterStore, check_exact_elems, frozen_copy, grad_array, is_scalar
 from .recording import Mark, Recording, typed_const_attrs
@@ -578,71 +587,87 @@ class Session:
         return self._export.check_link(seed)
 
 
-_new_ref = object.__new__
-_set_dict = object.__setattr__
+def _method_1(name: str) -> Callable[..., TensorRef]:
+    """The op method of a one-argument op (see `_op_method`)."""
+
+    def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+        if not attrs and len(args) == 1:
+            a = args[0]
+            owner, gen = self.owner, self.generation
+            if type(a) is TensorRef and a.owner == owner and a.generation == gen:
+                rec = self._recording
+                plain = rec.plain
+                if plain is None:
+                    i, shape = rec.record_plain(name, (a.id,))
+                else:  # `rec.record_plain(name, (a.id,))` inlined (see `Recording.plain`)
+                    tape = plain[0]
+                    i = tape.op(name, (a.id,), plain[1])
+                    if name not in rec.kernels_used:
+                        rec.note_kernel(name)
+                    shape = tape.nodes[i].value.shape
+                r: Any = TensorRefFields()  # `tensor_ref(...)` inlined
+                r.id = i
+                r.shape = shape
+                r.owner = owner
+                r.generation = gen
+                r.session_ref = self._self_ref
+                r.__class__ = TensorRef
+                return r
+        return self.op(name, *args, **attrs)
+
+    return method
+
+
+def _method_2(name: str) -> Callable[..., TensorRef]:
+    """The op method of a two-argument op (see `_op_method`)."""
+
+    def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
+        if not attrs and len(args) == 2:
+            a, b = args
+            owner, gen = self.owner, self.generation
+            if (
+                type(a) is TensorRef
+                and type(b) is TensorRef
+                and a.owner == owner
+                and b.owner == owner
+                and a.generation == gen
+                and b.generation == gen
+            ):
+                rec = self._recording
+                plain = rec.plain
+                if plain is None:
+                    i, shape = rec.record_plain(name, (a.id, b.id))
+                else:  # `rec.record_plain(name, (a.id, b.id))` inlined
+                    tape = plain[0]
+                    i = tape.op(name, (a.id, b.id), plain[1])
+                    if name not in rec.kernels_used:
+                        rec.note_kernel(name)
+                    shape = tape.nodes[i].value.shape
+                r: Any = TensorRefFields()
+                r.id = i
+                r.shape = shape
+                r.owner = owner
+                r.generation = gen
+                r.session_ref = self._self_ref
+                r.__class__ = TensorRef
+                return r
+        return self.op(name, *args, **attrs)
+
+    return method
 
 
 def _op_method(name: str) -> Callable[..., TensorRef]:
     """The Session method of op `name`. A call with exactly the op's arity of TensorRefs
     of this session and generation and no attribute is `Session._plain` inlined (one call
     layer less per op), specialised for one and two arguments (no loop, no comprehension:
-    Python 3.11 builds a frame per comprehension); any other call goes to `Session.op`,
-    which makes the same checks and raises their errors."""
+    Python 3.11 builds a frame per comprehension), which in eager mode also inline
+    `Recording.record_plain` (their reference: `Recording.plain`); any other call goes to
+    `Session.op`, which makes the same checks and raises their errors."""
     arity = PLAIN_ARITY.get(name)
-
     if arity == 1:
-
-        def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
-            if not attrs and len(args) == 1:
-                a = args[0]
-                owner, gen = self.owner, self.generation
-                if type(a) is TensorRef and a.owner == owner and a.generation == gen:
-                    i, shape = self._recording.record_plain(name, (a.id,))
-                    r = _new_ref(TensorRef)  # `tensor_ref(...)` inlined
-                    _set_dict(
-                        r,
-                        "__dict__",
-                        {
-                            "id": i,
-                            "shape": shape,
-                            "owner": owner,
-                            "generation": gen,
-                            "_session": self._self_ref,
-                        },
-                    )
-                    return r
-            return self.op(name, *args, **attrs)
-
+        method = _method_1(name)
     elif arity == 2:
-
-        def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:
-            if not attrs and len(args) == 2:
-                a, b = args
-                owner, gen = self.owner, self.generation
-                if (
-                    type(a) is TensorRef
-                    and type(b) is TensorRef
-                    and a.owner == owner
-                    and b.owner == owner
-                    and a.generation == gen
-                    and b.generation == gen
-                ):
-                    i, shape = self._recording.record_plain(name, (a.id, b.id))
-                    r = _new_ref(TensorRef)
-                    _set_dict(
-                        r,
-                        "__dict__",
-                        {
-                            "id": i,
-                            "shape": shape,
-                            "owner": owner,
-                            "generation": gen,
-                            "_session": self._self_ref,
-                        },
-                    )
-                    return r
-            return self.op(name, *args, **attrs)
-
+        method = _method_2(name)
     else:
 
         def method(self: Session, *args: Any, **attrs: Any) -> TensorRef:

@@ -9,8 +9,11 @@ Invariants:
 - A TensorRef holds its session weakly; its operators (+ - * / @ and unary -) call the
   session's op methods.
 - `tensor_ref` builds the same TensorRef as the dataclass constructor (same fields,
-  equality, hash, repr, immutability) without its five `object.__setattr__` calls: the
-  session's per-op path uses it.
+  equality, hash, repr, immutability, instance dictionary) without its five
+  `object.__setattr__` calls (each far slower than a plain attribute store): it fills a
+  `TensorRefFields` (a plain class with TensorRef's layout) with ordinary attribute stores,
+  then makes it a TensorRef by `__class__` assignment. The session's per-op path inlines it;
+  the dataclass constructor is the reference (tests/test_session_fastpath.py).
 """
 
 from __future__ import annotations
@@ -20,21 +23,30 @@ from typing import Any
 
 from spec.errors import StaleHandleError, TorchLeanError
 
-__all__ = ["NatRef", "TensorRef", "check_nat_ref", "check_tensor_ref", "tensor_ref"]
+__all__ = [
+    "NatRef",
+    "TensorRef",
+    "TensorRefFields",
+    "check_nat_ref",
+    "check_tensor_ref",
+    "tensor_ref",
+]
 
 
 @dataclass(frozen=True)
 class TensorRef:
-    """A handle to one tape value: id, static shape, owner session and generation."""
+    """A handle to one tape value: id, static shape, owner session and generation;
+    `session_ref` is a weak reference to the owning session (for the operators), outside
+    equality, hash and repr."""
 
     id: int
     shape: tuple[int, ...]
     owner: int
     generation: int
-    _session: Any = field(default=None, repr=False, compare=False, hash=False)
+    session_ref: Any = field(default=None, repr=False, compare=False, hash=False)
 
     def _s(self) -> Any:  # the owning Session (typed Any: core imports this module)
-        s = self._session() if self._session is not None else None
+        s = self.session_ref() if self.session_ref is not None else None
         if s is None:
             raise StaleHandleError(f"TensorRef %{self.id}: its session no longer exists")
         return s
@@ -70,21 +82,24 @@ class TensorRef:
         return self._s().neg(self)
 
 
-_new = object.__new__
-_setattr = object.__setattr__
+class TensorRefFields:
+    """A plain class with `TensorRef`'s layout (instance dictionary and weak references, no
+    slots), so `__class__ = TensorRef` is allowed: `tensor_ref` builds a TensorRef in one."""
 
 
 def tensor_ref(
     i: int, shape: tuple[int, ...], owner: int, generation: int, session: Any
 ) -> TensorRef:
-    """`TensorRef(i, shape, owner, generation, session)`, built with one attribute write
-    (the instance dictionary) instead of the frozen dataclass's one per field."""
-    r = _new(TensorRef)
-    _setattr(
-        r,
-        "__dict__",
-        {"id": i, "shape": shape, "owner": owner, "generation": generation, "_session": session},
-    )
+    """`TensorRef(i, shape, owner, generation, session)`, built with plain attribute stores
+    (in field order, so the instance dictionary is the constructor's) and one `__class__`
+    assignment instead of the frozen dataclass's `object.__setattr__` per field."""
+    r: Any = TensorRefFields()
+    r.id = i
+    r.shape = shape
+    r.owner = owner
+    r.generation = generation
+    r.session_ref = session
+    r.__class__ = TensorRef
     return r
 
 

@@ -18,6 +18,11 @@ Invariants:
   first used by the rolled-back calls.
 - The environment is an immutable tuple, replaced (never mutated) by `append_nat` and
   `set_nat`: an op keeps the environment it ran with without a copy per op.
+- `plain` is the eager per-op path's state: `(tape, env)` in eager mode (the current tape
+  and environment; `reset`, `append_nat` and `set_nat` replace it with theirs), None in
+  typed-graph mode. An op without attributes (not `detach`) recorded as
+  `tape.op(op, args, env)` followed by `note_kernel(op)` when `op not in kernels_used` is
+  `record_plain(op, args)` (its reference), which is `record(op, args, {})`.
 """
 
 from __future__ import annotations
@@ -74,7 +79,10 @@ class Recording:
         self._ctx = ctx
         self._typed = typed
         self._label = f"{ctx.backend.name}/{ctx.profile}"
-        self._selected: dict[str, str] = {}
+        self.kernels_used: dict[str, str] = {}
+        """op -> "backend/profile" in first-use order (`selected_backends`); written only
+        by the recording (`note_kernel`, `rollback`), read by the Session's per-op path."""
+        self.plain: tuple[Tape, tuple[int, ...]] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -83,6 +91,10 @@ class Recording:
         self._env: tuple[int, ...] = ()
         self._builder = GraphBuilder() if self._typed else None
         self._has_nodes = False
+        self._sync_plain()
+
+    def _sync_plain(self) -> None:
+        self.plain = None if self._typed else (self._tape, self._env)
 
     # ------------------------------------------------------------------ reading
     @property
@@ -141,6 +153,7 @@ class Recording:
         self.check_no_nodes("input_nat")
         _check_nat_value(n, "input_nat")
         self._env = (*self._env, n)
+        self._sync_plain()
         return len(self._env) - 1
 
     def set_nat(self, slot: int, n: int) -> None:
@@ -154,6 +167,7 @@ class Recording:
         env = list(self._env)
         env[slot] = n  # the list's indexing rules (and IndexError) as before
         self._env = tuple(env)
+        self._sync_plain()
 
     def record(self, op: str, args: Sequence[int], attrs: dict[str, Any]) -> int:
         """Validate, run on the tape, and (typed graph) record: all or nothing. The new
@@ -172,21 +186,26 @@ class Recording:
             if self._builder is not None:
                 self._builder.node(op, *args, **norm)  # cannot fail: same checks as above
                 self._has_nodes = True
-        if op not in self._selected:
-            self._selected[op] = self._label
+        if op not in self.kernels_used:
+            self.note_kernel(op)
         return i
+
+    def note_kernel(self, op: str) -> None:
+        """Record that `op`'s kernel was accepted (first use; see `selected_backends`)."""
+        self.kernels_used.setdefault(op, self._label)
 
     def record_plain(self, op: str, args: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         """`record(op, args, {})` for an op without attributes: (the new node's tape id,
         its value's shape). Eager: straight to `Tape.op` (which validates before it
-        appends); typed graph and `detach` (a frozen node, not a kernel's): `record`."""
+        appends); typed graph and `detach` (a frozen node, not a kernel's): `record`. The
+        reference of the Session's inlined per-op path (see `plain`)."""
         tape = self._tape
         if self._builder is not None or op == "detach":
             i = self.record(op, args, {})
         else:
             i = tape.op(op, args, self._env)
-            if op not in self._selected:
-                self._selected[op] = self._label
+            if op not in self.kernels_used:
+                self.note_kernel(op)
         return i, tape.nodes[i].value.shape
 
     @property
@@ -194,7 +213,7 @@ class Recording:
         """TorchLean's `selectedBackends`: the kernels this recording accepted (ran to
         completion), in first-use order, one entry per op as "op:backend/profile". It
         survives `reset()`; a rolled-back call's kernels are dropped again."""
-        return tuple(f"{op}:{label}" for op, label in self._selected.items())
+        return tuple(f"{op}:{label}" for op, label in self.kernels_used.items())
 
     # ------------------------------------------------------------------ rollback
     def mark(self) -> Mark:
@@ -205,15 +224,15 @@ class Recording:
             b.num_nodes if b else 0,
             b.num_values if b else 0,
             self._has_nodes,
-            len(self._selected),
+            len(self.kernels_used),
         )
 
     def rollback(self, mark: Mark) -> None:
         """Drop everything appended to the tape and the graph since `mark`."""
         n, n_in, n_nodes, n_shapes, has_nodes, n_selected = mark
         del self._tape.nodes[n:]
-        while len(self._selected) > n_selected:
-            self._selected.popitem()
+        while len(self.kernels_used) > n_selected:
+            self.kernels_used.popitem()
         if self._builder is not None:
             self._builder.truncate(n_in, n_nodes, n_shapes)
         self._has_nodes = has_nodes
