@@ -47,6 +47,7 @@ __all__ = [
     "CertificateError",
     "act",
     "act_err",
+    "add_err",
     "back_pool",
     "exact",
     "ibp_stage",
@@ -200,6 +201,11 @@ def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
 
 
 def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    """A stage's output intervals from its input intervals (an add's two inputs
+    concatenated)."""
+    if st["op"] == "add":  # one rounded addition per element
+        n = len(xs) // 2
+        return [ia.add(a, b) for a, b in zip(xs[:n], xs[n:], strict=True)]
     if st["op"] == "ln":
         return _layernorm(ia, st, xs)
     if st["op"] == "max_pool2d":  # exact in every format: one of the window's inputs
@@ -336,6 +342,17 @@ def lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any])
         s = sum((abs(w) * m for w, m in zip(row, X, strict=True) if w), Fraction(0))
         out.append(g * (s + abs(b)) + n * eta * (1 + g))
     return out
+
+
+def add_err(fmt: tuple[int, int, int] | None, xs: list[Any]) -> list[Fraction]:
+    """Level 2, an add of two values (xs: their intervals, concatenated): per element
+    u max|a + b|, the round-to-nearest error of one addition (exact when subnormal)."""
+    n = len(xs) // 2
+    if fmt is None:
+        return [Fraction(0)] * n
+    u = Fraction(1, 2 ** fmt[0])
+    return [u * max(abs(exact(a[0]) + exact(b[0])), abs(exact(a[1]) + exact(b[1])))
+            for a, b in zip(xs[:n], xs[n:], strict=True)]  # fmt: skip
 
 
 def act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:

@@ -295,6 +295,8 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     ch: Chain = cr.chain
     ch.sync(t)
     k = len(C)
+    if not k:
+        return None
     Cf = np.array([[float(v) for v in r] for r in C], dtype=np.float64)
     feeds = {s for s, _ in ch.trace(Cf, t, {})[1]}  # the stages whose values reach z_t
     starts = {}
