@@ -299,9 +299,8 @@ def test_onnx_refuses_an_add_off_the_residual_form() -> None:
     from runtime.verification.from_graph import network_from_imported
 
     nodes = [helper.make_node("Relu", ["X"], ["r"]), helper.make_node("Add", ["r", "r"], ["Y"])]
-    g = helper.make_graph(nodes, "m",
-                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3])],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 3])])  # fmt: skip
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 3]) for n in "XY"]
+    g = helper.make_graph(nodes, "m", io[:1], io[1:])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(m)
     with pytest.raises(VerificationError, match=r"node 1 \(add\): add of a value to itself"):

@@ -220,7 +220,11 @@ class Chain:
         return bound, grads
 
     def _grad(
-        self, s: int, lam_s: np.ndarray, Gi: np.ndarray, alpha: dict[int, np.ndarray],
+        self,
+        s: int,
+        lam_s: np.ndarray,
+        Gi: np.ndarray,
+        alpha: dict[int, np.ndarray],
         grads: dict[int, np.ndarray],
     ) -> np.ndarray:
         """A relaxed stage: the gradient of its free slopes (into `grads`) and its G."""

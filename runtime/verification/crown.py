@@ -366,9 +366,10 @@ class Crown:
                 part = [row[off : off + n] for row in nxt]
                 off += n
                 old = pending.get(i)
-                pending[i] = part if old is None else [
-                    [a + b for a, b in zip(ra, rb, strict=True)]
-                    for ra, rb in zip(old, part, strict=True)]  # fmt: skip
+                if old is not None:  # a fan-out point: the rows of every reader, summed
+                    part = [[a + b for a, b in zip(ra, rb, strict=True)]
+                            for ra, rb in zip(old, part, strict=True)]  # fmt: skip
+                pending[i] = part
         if 0 in pending:
             _concretise(pending[0], self.ivs[0], c)
         return c

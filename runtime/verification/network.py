@@ -280,8 +280,13 @@ def _builder(layer: Any) -> StageBuilder:
 
 
 def _append(
-    out: list[Stage], layers: Any, slots: list[list[int]], state: dict[int, Any], dtype: str,
-    shape: Shape, src: int,
+    out: list[Stage],
+    layers: Any,
+    slots: list[list[int]],
+    state: dict[int, Any],
+    dtype: str,
+    shape: Shape,
+    src: int,
 ) -> tuple[int, Shape]:
     """Append the stages of `layers` (reading value `src`, with the state slots of each)
     to `out`; the value index and shape of their result. A `Residual` becomes its body's
