@@ -29,6 +29,14 @@ Invariants (what `check_certificate` establishes before it accepts):
   output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
+- DAG networks (residual adds): a network stage may carry "inputs", the values it reads
+  (0: the input, t: stage t's output; earlier values only; two of one width for an "add",
+  which it requires), else it reads the previous stage's output. IBP and the chains
+  evaluate each stage on its inputs' validated intervals; an add is one rounded addition
+  per element (level-2 error u max|a + b|, `add_err`) and its interval is tightened by the
+  backward pass like an affine stage's; the backward pass sends an add's rows to both
+  inputs and sums the rows reaching a value from several readers; a branch split clamps
+  the value its ReLU stage reads. A network JSON without "inputs" is a chain, as always.
 - alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
   (`alpha_witness`) the same way, except that each linear stage's interval is also
   intersected with the CROWN chain's validated one, and every backward pass uses the

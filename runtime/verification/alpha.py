@@ -21,7 +21,10 @@ Invariants:
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
-  pass stops). Its gradient is written out by hand (reverse mode over the recorded rows).
+  pass stops), the same DAG walk (rows summed at fan-out points; the gradient's G of a
+  value is the bound's derivative with respect to its summed rows). Only stages whose
+  values reach the objective get slopes. Its gradient is written out by hand (reverse
+  mode over the recorded rows).
 - Optimisation: Adam (LR, ITERS steps — SMOOTH_ITERS when tanh / sigmoid lines are
   optimised, with the decay spread over them —, step decay DECAY) from CROWN's own slopes,
   keeping per row the best slopes seen (by the float bound), so the result is never worse

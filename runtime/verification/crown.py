@@ -10,6 +10,12 @@ Invariants:
   crossed with max >= x_k (k: the window's input with the largest lower end) and
   max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
   (its lower end >= every other input's upper end); max is exact in every format.
+- DAG networks (residual adds): the backward pass crosses stages in decreasing order,
+  splitting a stage's rows over its inputs per value read and summing the rows that reach
+  a value from several readers (the fan-out point of a residual block gets the body's
+  rows and the skip's, each once); an opaque stage's rows and the input's are concretised
+  over their value's interval. An "add" stage y = a + b sends each row unchanged to a and
+  to b; its interval is tightened like an affine stage's.
 - Every pre-activation interval is the intersection of its IBP and CROWN bounds (rounded
   outward to A's numbers), so CROWN is never wider than IBP.
 - At level 2 the runtime is the real network plus bounded per-neuron errors, extra bounded
@@ -18,8 +24,9 @@ Invariants:
   |b_i|) + n*eta*(1 + gamma_{n+1}) (eta covers underflow of a product; additions are exact
   in the subnormal range); tanh adds u*max|tanh| + eta (correctly rounded); sigmoid's
   three roundings add max(sigmoid) * ((1 + u) / ((1 - u)(1 - u - eta)) - 1) + eta +
-  2^(1-emax) (the last term covers exp overflowing, where the runtime returns 0); ReLU is
-  exact. The input box is the format-rounded box.
+  2^(1-emax) (the last term covers exp overflowing, where the runtime returns 0); a
+  residual add adds u * max|a + b| (one rounding to nearest, exact in the subnormal range;
+  an overflow raises in IBP); ReLU is exact. The input box is the format-rounded box.
 """
 
 from __future__ import annotations

@@ -1,16 +1,25 @@
 """An imported model (`runtime.interop.Imported`) as a verifiable network: the spec graph
-walked as a chain of layers and rebuilt as a `Result` of `runtime.nn` layers, so `verify`
-and `Result.predict` (the runtime's own kernels) apply to it unchanged.
+walked node by node and rebuilt as a `Result` of `runtime.nn` layers (residual additions as
+`Residual` layers), so `verify` and `Result.predict` (the runtime's own kernels) apply to it
+unchanged.
 
 Invariants:
-- The graph must be a chain: one runtime input, one output (the last node's value, a
-  vector), every node taking the previous node's value (the "current" value) as its data
-  argument and only parameters (graph inputs that are not runtime inputs) otherwise. Every
-  value along the chain is a vector, possibly with leading unit dimensions (shape (1, n)
-  as ONNX exports a batch of one), or a (1, C, H, W) image; verification works on the
-  unbatched value ((n,) or (C, H, W)), flattened row-major.
-- `NODE_RULES` maps a spec op to its rule; an op without a rule, a node off the chain, or
-  a shape that is neither raises `VerificationError` naming the node index and op.
+- One runtime input, one output (a vector computed from the input). Every node takes
+  exactly one value computed from the input (its "data" argument, first; add is
+  commutative) and only parameters (graph inputs that are not runtime inputs) otherwise,
+  except a residual add: an `add` of two values computed from the input. Each computed
+  value is a `_Path`: the layers (with their state) computing it from the input; a node's
+  rule sees the walk as its data argument's path (rules are unchanged from the chain
+  walk), and a residual add of paths a and b becomes their common prefix (the fork point:
+  the same layer objects with the same state arrays) followed by
+  Residual(a's rest, b's rest) (an empty rest: the identity skip). Nodes whose value the
+  output does not use are checked but leave no layer. Every value is a vector, possibly
+  with leading unit dimensions (shape (1, n) as ONNX exports a batch of one), or a
+  (1, C, H, W) image; verification works on the unbatched value ((n,) or (C, H, W)),
+  flattened row-major.
+- `NODE_RULES` maps a spec op to its rule; an op without a rule, a node taking no or two
+  computed values (other than a residual add of equal shapes), x + x, or a shape that is
+  neither raises `VerificationError` naming the node index and op.
 - linear(x, W[, b]) is Linear(W, b); matmul(x, W) with a (k, n) parameter W is Linear with
   weight W^T and bias 0, and an add of a parameter of n values right after it becomes that
   Linear's bias (the runtime's linear is the same left fold of products then + b[i], and

@@ -11,6 +11,9 @@ Invariants:
 - GELU is not monotone: its input interval is split at 0 and at the points of GELU_GRID;
   on each piece every intermediate of the body except the last product is monotone, so
   plain interval arithmetic per piece is sound, and the union (hull) is taken.
+- A stage's input intervals are those of the values it reads, concatenated (`inputs_of`):
+  an "add" stage (a residual addition) reads two values of one width and adds them
+  elementwise, one rounded addition each.
 - A stage output that is not finite raises `VerificationError` ("verification failed:
   layer <label> output j: ... (overflow)").
 """

@@ -15,6 +15,14 @@ Invariants:
   H*W positions ("spatial" in the JSON); MaxPool2d is "max_pool2d" with each output's
   window of input indices (`windows`; padded taps are left out: they never win a max);
   Flatten and Dropout are the identity here.
+- DAG networks: a `Residual(body, shortcut)` layer becomes its body's stages (reading the
+  Residual's input value), its shortcut's (reading the same value), and an "add" stage
+  whose `inputs` are the two branch ends (an empty branch: the input value itself). Value
+  0 is the network input, value t stage t's output; stages are in topological order (a
+  stage reads only earlier values) and the output is the last stage's value. A stage
+  reading anything but the previous stage's output records `inputs`; in the network JSON
+  an "inputs" key appears only on such stages, so the JSON (and model hash) of a chain
+  network is unchanged.
   Parameters are exact (Fractions of the stored values), and `bits` holds the stored
   values as bit patterns in the dtype (p/q for "exact").
 - The certificate format (torchlean_output_bounds_v1) names BatchNorm1d "bn" and LayerNorm
