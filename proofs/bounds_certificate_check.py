@@ -82,6 +82,7 @@ from fractions import Fraction
 from typing import Any
 
 from .bounds_certificate_ia import (
+    AFFINE,
     GELU_C,
     GELU_GRID,
     GELU_K,
@@ -93,7 +94,7 @@ from .bounds_certificate_ia import (
     act,
     act_err,
     add_err,
-    back_pool,
+    backward,
     exact,
     ibp_stage,
     jlist,
@@ -102,6 +103,7 @@ from .bounds_certificate_ia import (
     piecewise,
     rat,
     short,
+    stage_inputs,
     windowed,
 )
 
@@ -139,7 +141,6 @@ MAX_INT_DIGITS = 30
 refused while parsing."""
 KERNELS = ("ordered", "fast")
 ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
-AFFINE = ("linear", "conv2d", "avg_pool2d")
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:
@@ -269,74 +270,6 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         raise bad
 
 
-def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction, Fraction]],
-              C: list[list[Fraction]], t: int,
-              sl: dict[int, list[list[Fraction]]] | None = None) -> list[Fraction]:  # fmt: skip
-    """Exact lower bounds of C @ z_t over the chain's validated relaxations (with per-row
-    ReLU lower slopes `sl` where given). Stages are crossed in decreasing order; a stage's
-    rows over its inputs are split per value read and summed into that value's rows (an
-    add sends each row to both of its inputs); a LayerNorm's rows, and the input's, are
-    concretised over their value's (validated) interval."""
-    pending: dict[int, list[list[Fraction]]] = {t: [list(r) for r in C]}
-    c = [Fraction(0)] * len(C)
-    for s in range(t, 0, -1):
-        lam = pending.pop(s, None)
-        if lam is None:
-            continue
-        st = stages[s - 1]
-        if st["op"] == "ln":
-            _concretise(lam, ch.outs[s], c)  # over LayerNorm's (validated) output interval
-            continue
-        new = _cross(st, ch, s, lam, c, sl)
-        off = 0
-        for i, n in zip(st["src"], st["widths"], strict=True):
-            part = [row[off : off + n] for row in new]
-            off += n
-            old = pending.get(i)
-            if old is not None:  # a fan-out point: the rows of every reader, summed
-                part = [[a + b for a, b in zip(ra, rb, strict=True)]
-                        for ra, rb in zip(old, part, strict=True)]  # fmt: skip
-            pending[i] = part
-    if 0 in pending:
-        _concretise(pending[0], box, c)
-    return c
-
-
-def _concretise(lam: list[list[Fraction]], box: list[Any], c: list[Fraction]) -> None:
-    for r, row in enumerate(lam):
-        c[r] += sum((lv * (x[0] if lv >= 0 else x[1]) for lv, x in zip(row, box, strict=True)),
-                    Fraction(0))  # fmt: skip
-
-
-def _cross(st: dict[str, Any], ch: _Chain, s: int, lam: list[list[Fraction]], c: list[Fraction],
-           sl: dict[int, list[list[Fraction]]] | None) -> list[list[Fraction]]:  # fmt: skip
-    """Rows through stage s (constants into c): the rows over its inputs, concatenated."""
-    if st["op"] == "max_pool2d":
-        return back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
-    if st["op"] == "add":  # y = a + b + delta, |delta| <= err: the row to a and to b
-        for r, row in enumerate(lam):
-            c[r] -= sum((abs(lv) * ev for lv, ev in zip(row, ch.errs[s], strict=True)),
-                        Fraction(0))  # fmt: skip
-        return [row + row for row in lam]
-    if st["op"] in AFFINE:
-        W, b, e = st["weight"], st["bias"], ch.errs[s]
-        for r, row in enumerate(lam):
-            c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
-                        Fraction(0))  # fmt: skip
-        return [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
-                 for j in range(len(W[0]))] for row in lam]  # fmt: skip
-    own = sl.get(s) if sl is not None else None
-    for r, row in enumerate(lam):
-        for j, lv in enumerate(row):
-            aL, cL, aU, cU = ch.relax[s][j]
-            if own is not None and isinstance(own[r][j], list):
-                aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
-            elif own is not None:
-                aL = own[r][j]  # ReLU: the row's lower slope
-            row[j], c[r] = (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
-    return lam
-
-
 def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
                 cur: list[Any]) -> None:  # fmt: skip
     """Validate a max pooling's witness: per output [k, dominates, u] with k in the window,
@@ -358,23 +291,6 @@ def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t
         ch.pool[t].append((k, bool(dom), u))
 
 
-def _inputs(st: dict[str, Any], t: int, widths: list[int], w: str) -> list[int]:
-    """The values stage t reads: `inputs` (DAG networks: earlier values, 0 the network
-    input; two of equal width for an add, one otherwise), or the previous stage's output."""
-    op, src = st.get("op"), st.get("inputs")
-    if src is None and op != "add":
-        return [t - 1]
-    k = 2 if op == "add" else 1
-    if not (isinstance(src, list) and len(src) == k
-            and all(type(i) is int and 0 <= i < t for i in src)):  # fmt: skip
-        raise CertificateError(f"{w}.inputs: expected {k} earlier value(s) (0 to {t - 1}), "
-                               f"got {short(src)}")  # fmt: skip
-    if op == "add" and widths[src[0]] != widths[src[1]]:
-        raise CertificateError(f"{w}.inputs: the added values have widths "
-                               f"{widths[src[0]]} and {widths[src[1]]}")  # fmt: skip
-    return src
-
-
 def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
     """The decoded stages and the output width, for an input of width n; every tensor's
     shape is checked against the width of the value the stage reads (each decoded stage
@@ -392,7 +308,7 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         w = f"network stage {k}"
         if not isinstance(st, dict):
             raise CertificateError(f"{w}: expected an object")
-        src = _inputs(st, k + 1, widths, w)
+        src = stage_inputs(st, k + 1, widths, w)
         n = widths[src[0]]
         out.append(_stage(st, dt, n, w))
         out[-1].update(src=src, widths=[widths[i] for i in src])
@@ -631,8 +547,8 @@ def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt:
     if not isinstance(al, dict) or not set(al) <= {"lower", "upper"}:
         raise CertificateError(f"{where}.alpha: expected keys among lower, upper")
     sl = {k: _slopes(v, ch, stages, t, n, f"{where}.alpha.{k}") for k, v in al.items()}
-    lw = _backward(stages, ch, box, eye, t, sl.get("lower"))
-    up = _backward(stages, ch, box, [[-v for v in r] for r in eye], t, sl.get("upper"))
+    lw = backward(stages, ch, box, eye, t, sl.get("lower"))
+    up = backward(stages, ch, box, [[-v for v in r] for r in eye], t, sl.get("upper"))
     return [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
             for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
 
@@ -675,12 +591,12 @@ def _final(chains: list[tuple[_Chain, Any]], stages: list[dict[str, Any]], box: 
             raise CertificateError(f"{where}: unexpected keys {sorted(fs)}")
         sl = {key: _slopes(v, ch, stages, T + 1, counts[key], f"{where}.{key}")
               for key, v in fs.items()}  # fmt: skip
-        lw = _backward(stages, ch, box, eye, T, sl.get("lower"))
-        up = _backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
+        lw = backward(stages, ch, box, eye, T, sl.get("lower"))
+        up = backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
         out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
         out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
         if top is not None:
-            it = iter(_backward(stages, ch, box, rows, T, sl.get("margins")))
+            it = iter(backward(stages, ch, box, rows, T, sl.get("margins")))
             margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
     return out_lo, out_hi, margins
 
