@@ -67,6 +67,29 @@ def test_residual_runs_in_the_session_in_both_profiles() -> None:
             assert float(np.asarray(r.predict(np.array(x)))[0]) == want
 
 
+@pytest.mark.parametrize(("dtype", "kernels"), [("exact", "ordered"), ("float64", "fast")])
+def test_residual_trains_both_branches(dtype: str, kernels: str) -> None:
+    # y = (W1 x + b1) + (W2 x + b2): dL/dW1 = dL/dW2 = dL/dy x^T, so one SGD step changes
+    # both branches' weights by the same amount (exactly, in dtype "exact"; to rounding of
+    # the update w - lr g in float64)
+    from runtime.optim import SGD
+    from runtime.trainer import Trainer
+
+    model = Sequential(Residual([Linear(2, 2)], [Linear(2, 2)]))
+    tr = Trainer(model, "mse", SGD(0.125), dtype=dtype, kernels=kernels, seed=3)
+    run = tr.open()
+    before = [np.array(a) for a in run.state()]
+    run.step(([0.5, -1.0], [1.0, 2.0]))
+    after = [np.array(a) for a in run.state()]
+    d = [a - b for a, b in zip(after, before, strict=True)]
+    assert np.any(d[0] != 0) and np.any(d[1] != 0)
+    if dtype == "exact":
+        assert np.array_equal(d[0], d[2]) and np.array_equal(d[1], d[3])
+    else:
+        np.testing.assert_allclose(d[0], d[2], rtol=1e-14, atol=1e-15)
+        np.testing.assert_allclose(d[1], d[3], rtol=1e-14, atol=1e-15)
+
+
 def test_golden_by_hand() -> None:
     # box [-1, 1]^2: h1 = x1 + x2 + 1 in [-1, 3], h2 = x1 - x2 - 1 in [-3, 1].
     # IBP: r1 in [0, 3], r2 in [0, 1]; y = r + x: y1 in [-1, 4], y2 in [-1, 2]; out [-2, 6].
