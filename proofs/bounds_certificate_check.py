@@ -29,6 +29,14 @@ Invariants (what `check_certificate` establishes before it accepts):
   output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
+- DAG networks (residual adds): a network stage may carry "inputs", the values it reads
+  (0: the input, t: stage t's output; earlier values only; two of one width for an "add",
+  which it requires), else it reads the previous stage's output. IBP and the chains
+  evaluate each stage on its inputs' validated intervals; an add is one rounded addition
+  per element (level-2 error u max|a + b|, `add_err`) and its interval is tightened by the
+  backward pass like an affine stage's; the backward pass sends an add's rows to both
+  inputs and sums the rows reaching a value from several readers; a branch split clamps
+  the value its ReLU stage reads. A network JSON without "inputs" is a chain, as always.
 - alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
   (`alpha_witness`) the same way, except that each linear stage's interval is also
   intersected with the CROWN chain's validated one, and every backward pass uses the
@@ -74,6 +82,7 @@ from fractions import Fraction
 from typing import Any
 
 from .bounds_certificate_ia import (
+    AFFINE,
     GELU_C,
     GELU_GRID,
     GELU_K,
@@ -84,7 +93,8 @@ from .bounds_certificate_ia import (
     CertificateError,
     act,
     act_err,
-    back_pool,
+    add_err,
+    backward,
     exact,
     ibp_stage,
     jlist,
@@ -93,6 +103,7 @@ from .bounds_certificate_ia import (
     piecewise,
     rat,
     short,
+    stage_inputs,
     windowed,
 )
 
@@ -130,7 +141,6 @@ MAX_INT_DIGITS = 30
 refused while parsing."""
 KERNELS = ("ordered", "fast")
 ALGORITHMS = ("ibp", "crown", "alpha-crown", "bab")
-AFFINE = ("linear", "conv2d", "avg_pool2d")
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:
@@ -260,47 +270,6 @@ def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fr
         raise bad
 
 
-def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction, Fraction]],
-              C: list[list[Fraction]], t: int,
-              sl: dict[int, list[list[Fraction]]] | None = None) -> list[Fraction]:  # fmt: skip
-    """Exact lower bounds of C @ z_t over the chain's validated relaxations (with per-row
-    ReLU lower slopes `sl` where given), stopping at a LayerNorm."""
-    lam = [list(r) for r in C]
-    c = [Fraction(0)] * len(C)
-    for s in range(t, 0, -1):
-        st = stages[s - 1]
-        if st["op"] == "ln":
-            box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
-            break
-        if st["op"] == "max_pool2d":
-            lam = back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
-            continue
-        if st["op"] in AFFINE:
-            W, b, e = st["weight"], st["bias"], ch.errs[s]
-            for r, row in enumerate(lam):
-                c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
-                            Fraction(0))  # fmt: skip
-            lam = [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
-                    for j in range(len(W[0]))] for row in lam]  # fmt: skip
-        else:
-            own = sl.get(s) if sl is not None else None
-            for r, row in enumerate(lam):
-                for j, lv in enumerate(row):
-                    aL, cL, aU, cU = ch.relax[s][j]
-                    if own is not None and isinstance(own[r][j], list):
-                        aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
-                    elif own is not None:
-                        aL = own[r][j]  # ReLU: the row's lower slope
-                    row[j], c[r] = (
-                        (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
-                    )
-    return [
-        c[r] + sum((lv * (x[0] if lv >= 0 else x[1]) for lv, x in zip(row, box, strict=True)),
-                   Fraction(0))
-        for r, row in enumerate(lam)
-    ]  # fmt: skip
-
-
 def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
                 cur: list[Any]) -> None:  # fmt: skip
     """Validate a max pooling's witness: per output [k, dominates, u] with k in the window,
@@ -324,7 +293,8 @@ def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t
 
 def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
     """The decoded stages and the output width, for an input of width n; every tensor's
-    shape is checked against the width the previous stage produces."""
+    shape is checked against the width of the value the stage reads (each decoded stage
+    carries "src", the values it reads, and "widths", theirs)."""
     if not isinstance(net, dict) or set(net) != {"dtype", "stages"}:
         raise CertificateError("network: expected keys dtype, stages")
     dt = net["dtype"]
@@ -332,50 +302,56 @@ def _network(net: Any, n: int) -> tuple[str, list[dict[str, Any]], int]:
         raise CertificateError(f"network: unknown dtype {dt!r}")
     if not isinstance(net["stages"], list):
         raise CertificateError("network.stages: expected a list")
-    out = []
+    out: list[dict[str, Any]] = []
+    widths = [n]
     for k, st in enumerate(net["stages"]):
         w = f"network stage {k}"
         if not isinstance(st, dict):
             raise CertificateError(f"{w}: expected an object")
-        op = st.get("op")
+        src = stage_inputs(st, k + 1, widths, w)
+        n = widths[src[0]]
+        out.append(_stage(st, dt, n, w))
+        out[-1].update(src=src, widths=[widths[i] for i in src])
+        widths.append(len(out[-1]["bias"]) if out[-1]["op"] in AFFINE else
+                      len(out[-1]["windows"]) if out[-1]["op"] == "max_pool2d" else n)  # fmt: skip
+    return dt, out, widths[-1]
 
-        def vec(name: str, size: int, w: str = w, st: dict[str, Any] = st) -> list[Fraction]:
-            return [_decode(v, dt, f"{w}.{name}") for v in jlist(st.get(name), size,
-                                                                  f"{w}.{name}")]  # fmt: skip
 
-        if op == "linear":
-            rows = jlist(st.get("weight"), None, f"{w}.weight")
-            weight = [[_decode(v, dt, f"{w}.weight") for v in jlist(r, n, f"{w}.weight[{i}]")]
-                      for i, r in enumerate(rows)]  # fmt: skip
-            out.append({"op": op, "weight": weight, "bias": vec("bias", len(rows))})
-            n = len(rows)
-        elif op == "bn":
-            # BatchNorm2d: per channel, repeated over the channel's `spatial` positions
-            rep = st.get("spatial", 1)
-            if type(rep) is not int or rep < 1 or n % rep:
-                raise CertificateError(f"{w}.spatial: expected a divisor of {n}")
+def _stage(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
+    """One decoded stage reading a value of width n."""
+    op = st.get("op")
 
-            def ch(name: str, rep: int = rep, k: int = n // rep, vec: Any = vec) -> list[Any]:
-                return [v for v in vec(name, k) for _ in range(rep)]
+    def vec(name: str, size: int) -> list[Fraction]:
+        return [_decode(v, dt, f"{w}.{name}") for v in jlist(st.get(name), size, f"{w}.{name}")]
 
-            out.append({"op": op, "weight": ch("weight"), "bias": ch("bias"),
-                        "mean": ch("running_mean"), "var": ch("running_var"),
-                        "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
-        elif op == "ln":
-            out.append({"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
-                        "eps": rat(st.get("eps"), f"{w}.eps")})  # fmt: skip
-        elif op in ("relu", "tanh", "sigmoid", "gelu"):
-            out.append({"op": op})
-        elif op in ("conv2d", "avg_pool2d"):
-            out.append(windowed(st, dt, n, w, _decode))
-            n = len(out[-1]["bias"])
-        elif op == "max_pool2d":  # the windows of the same-shaped average pooling
-            avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
-            out.append({"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]})
-            n = len(avg)
-        else:
-            raise CertificateError(f"{w}: unknown op {op!r}")
-    return dt, out, n
+    if op == "linear":
+        rows = jlist(st.get("weight"), None, f"{w}.weight")
+        weight = [[_decode(v, dt, f"{w}.weight") for v in jlist(r, n, f"{w}.weight[{i}]")]
+                  for i, r in enumerate(rows)]  # fmt: skip
+        return {"op": op, "weight": weight, "bias": vec("bias", len(rows))}
+    if op == "bn":
+        # BatchNorm2d: per channel, repeated over the channel's `spatial` positions
+        rep = st.get("spatial", 1)
+        if type(rep) is not int or rep < 1 or n % rep:
+            raise CertificateError(f"{w}.spatial: expected a divisor of {n}")
+
+        def ch(name: str) -> list[Any]:
+            return [v for v in vec(name, n // rep) for _ in range(rep)]
+
+        return {"op": op, "weight": ch("weight"), "bias": ch("bias"),
+                "mean": ch("running_mean"), "var": ch("running_var"),
+                "eps": rat(st.get("eps"), f"{w}.eps")}  # fmt: skip
+    if op == "ln":
+        return {"op": op, "weight": vec("weight", n), "bias": vec("bias", n),
+                "eps": rat(st.get("eps"), f"{w}.eps")}  # fmt: skip
+    if op in ("relu", "tanh", "sigmoid", "gelu", "add"):
+        return {"op": op}
+    if op in ("conv2d", "avg_pool2d"):
+        return windowed(st, dt, n, w, _decode)
+    if op == "max_pool2d":  # the windows of the same-shaped average pooling
+        avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
+        return {"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]}
+    raise CertificateError(f"{w}: unknown op {op!r}")
 
 
 def mpfr_format(dt: str) -> tuple[int, int, int]:
@@ -461,20 +437,23 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
     partial = bool(splits) and isinstance(wit, list) and 0 < len(wit) < len(stages)
     if not isinstance(wit, list) or not (len(wit) == len(stages) or partial):
         raise CertificateError(f"{where0}: expected one entry per stage")
-    ch, cur = _Chain(), start
+    ch, vals = _Chain(), [start]
+    clamp = _clamps(stages, splits or {})
     for t, st in enumerate(stages, 1):
         if t > len(wit):
             raise CertificateError(f"{where0}: the branch is not infeasible by stage {t - 1}")
+        cur = [x for i in st["src"] for x in vals[i]]
         nxt = ibp_stage(ia, st, cur)
         w, where = wit[t - 1], f"{where0}[{t - 1}]"
         if not isinstance(w, dict):
             raise CertificateError(f"{where}: expected an object")
         if w.get("op") != st["op"] or len(jlist(w.get("out"), None, f"{where}.out")) != len(nxt):
             raise CertificateError(f"{where}: does not match the network")
-        if "alpha" in w and (not (slopes or prior) or st["op"] not in AFFINE or t == len(stages)):
+        tight = (*AFFINE, "add")  # the stages whose intervals the backward pass tightens
+        if "alpha" in w and (not (slopes or prior) or st["op"] not in tight or t == len(stages)):
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
-        if st["op"] in AFFINE:
-            ch.errs[t] = lin_err(fmt, st, cur)
+        if st["op"] in tight:
+            ch.errs[t] = lin_err(fmt, st, cur) if st["op"] != "add" else add_err(fmt, cur)
             if t < len(stages):
                 nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
                 if prior is not None:
@@ -484,7 +463,7 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
             _pool_stage(ch, st, w, where, t, cur)
         elif st["op"] != "ln":
             _relaxed_stage(ch, ia, fmt, st, w, where, t, cur)
-        sp, z = (splits or {}).get(t + 1, {}), ia.box(Fraction(0))[0]
+        sp, z = clamp.get(t, {}), ia.box(Fraction(0))[0]
         nxt = [o if j not in sp else ((max(o[0], z), o[1]) if sp[j] > 0 else (o[0], min(o[1], z)))
                for j, o in enumerate(nxt)]  # fmt: skip
         if any(o[0] > o[1] for o in nxt):
@@ -496,9 +475,17 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
             if sa > exact(o[0]) or sb < exact(o[1]):
                 raise CertificateError(f"{where}.out[{j}]: [{sa}, {sb}] is not sound")
         ch.outs[t] = stored
-        cur = [ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored]
-    ch.cur = cur
+        vals.append([ia.box(a)[:1] + ia.box(b)[1:] for a, b in stored])
+    ch.cur = vals[-1]
     return ch
+
+
+def _clamps(stages: list[dict[str, Any]], splits: dict[int, dict[int, int]]) -> dict[int, Any]:
+    """Per value: the split neurons' signs of the ReLU stages that read it."""
+    out: dict[int, dict[int, int]] = {}
+    for s, sp in splits.items():
+        out.setdefault(stages[s - 1]["src"][0], {}).update(sp)
+    return out
 
 
 def _covers(paths: list[list[tuple[int, int, int]]], depth: int = 0) -> bool:
@@ -560,8 +547,8 @@ def _linear_stage(ch: _Chain, stages: list[dict[str, Any]], box: list[Any], nxt:
     if not isinstance(al, dict) or not set(al) <= {"lower", "upper"}:
         raise CertificateError(f"{where}.alpha: expected keys among lower, upper")
     sl = {k: _slopes(v, ch, stages, t, n, f"{where}.alpha.{k}") for k, v in al.items()}
-    lw = _backward(stages, ch, box, eye, t, sl.get("lower"))
-    up = _backward(stages, ch, box, [[-v for v in r] for r in eye], t, sl.get("upper"))
+    lw = backward(stages, ch, box, eye, t, sl.get("lower"))
+    up = backward(stages, ch, box, [[-v for v in r] for r in eye], t, sl.get("upper"))
     return [(max(o[0], ia.box(a)[0]), min(o[1], ia.box(-b)[1]))
             for o, a, b in zip(nxt, lw, up, strict=True)]  # fmt: skip
 
@@ -604,12 +591,12 @@ def _final(chains: list[tuple[_Chain, Any]], stages: list[dict[str, Any]], box: 
             raise CertificateError(f"{where}: unexpected keys {sorted(fs)}")
         sl = {key: _slopes(v, ch, stages, T + 1, counts[key], f"{where}.{key}")
               for key, v in fs.items()}  # fmt: skip
-        lw = _backward(stages, ch, box, eye, T, sl.get("lower"))
-        up = _backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
+        lw = backward(stages, ch, box, eye, T, sl.get("lower"))
+        up = backward(stages, ch, box, [[-v for v in r] for r in eye], T, sl.get("upper"))
         out_lo = [max(a, b) for a, b in zip(out_lo, lw, strict=True)]
         out_hi = [min(a, -b) for a, b in zip(out_hi, up, strict=True)]
         if top is not None:
-            it = iter(_backward(stages, ch, box, rows, T, sl.get("margins")))
+            it = iter(backward(stages, ch, box, rows, T, sl.get("margins")))
             margins = [None if j == top else max(margins[j], next(it)) for j in range(m)]
     return out_lo, out_hi, margins
 
@@ -625,8 +612,10 @@ def _check_level(cert: dict[str, Any], stages: list[dict[str, Any]], dt: str, le
     box = [(exact(a), exact(b)) for a, b in cur]
     alg = cert["algorithm"]
     if alg == "ibp":
+        vals = [cur]
         for st in stages:
-            cur = ibp_stage(ia, st, cur)
+            vals.append(ibp_stage(ia, st, [x for i in st["src"] for x in vals[i]]))
+        cur = vals[-1]
         m = len(cur)
         out_lo, out_hi = [exact(x[0]) for x in cur], [exact(x[1]) for x in cur]
         margins = [None if top is None or j == top else out_lo[top] - out_hi[j]

@@ -22,6 +22,10 @@ Invariants:
   pooling's rows); `back_pool` pushes rows back through a max pooling's validated lines
   (max >= x_k, max <= u, or max = x_k when x_k dominates its window). `ibp_stage` takes
   [max of the lower ends, max of the upper ends] per max pooling window (max is exact).
+- DAG networks: `stage_inputs` reads a stage's "inputs" (earlier values only; an add's two
+  of one width), `add_err` is an add's level-2 error u max|a + b|, and `backward` is the
+  checker's exact backward pass over a validated chain (`cross` per stage; rows split per
+  value read and summed at fan-out points; `concretise` over a value's interval).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from gmpy2 import mpfr
 from spec.ops import GELU_C, GELU_K
 
 __all__ = [
+    "AFFINE",
     "GELU_C",
     "GELU_GRID",
     "GELU_K",
@@ -47,7 +52,11 @@ __all__ = [
     "CertificateError",
     "act",
     "act_err",
+    "add_err",
     "back_pool",
+    "backward",
+    "concretise",
+    "cross",
     "exact",
     "ibp_stage",
     "ints",
@@ -57,10 +66,12 @@ __all__ = [
     "piecewise",
     "rat",
     "short",
+    "stage_inputs",
     "windowed",
 ]
 
 PRECISION = 200
+AFFINE = ("linear", "conv2d", "avg_pool2d")  # stages crossed as y = W x + b
 PIECES = 24  # GELU / BatchNorm1d relaxations: pieces per neuron (runtime.verification.PIECES)
 # GELU's negative split points (runtime.verification.GELU_GRID); 0 is always a split point
 GELU_GRID = [Fraction(v) for v in (-6, -4, -3, -5 / 2, -2, -7 / 4, -3 / 2, -5 / 4, -1)] + [
@@ -200,6 +211,11 @@ def _layernorm(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
 
 
 def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
+    """A stage's output intervals from its input intervals (an add's two inputs
+    concatenated)."""
+    if st["op"] == "add":  # one rounded addition per element
+        n = len(xs) // 2
+        return [ia.add(a, b) for a, b in zip(xs[:n], xs[n:], strict=True)]
     if st["op"] == "ln":
         return _layernorm(ia, st, xs)
     if st["op"] == "max_pool2d":  # exact in every format: one of the window's inputs
@@ -338,6 +354,17 @@ def lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any])
     return out
 
 
+def add_err(fmt: tuple[int, int, int] | None, xs: list[Any]) -> list[Fraction]:
+    """Level 2, an add of two values (xs: their intervals, concatenated): per element
+    u max|a + b|, the round-to-nearest error of one addition (exact when subnormal)."""
+    n = len(xs) // 2
+    if fmt is None:
+        return [Fraction(0)] * n
+    u = Fraction(1, 2 ** fmt[0])
+    return [u * max(abs(exact(a[0]) + exact(b[0])), abs(exact(a[1]) + exact(b[1])))
+            for a, b in zip(xs[:n], xs[n:], strict=True)]  # fmt: skip
+
+
 def act_err(fmt: tuple[int, int, int] | None, op: str, lo: Fraction, hi: Fraction) -> Fraction:
     if fmt is None or op not in ("tanh", "sigmoid"):
         return Fraction(0)
@@ -416,3 +443,88 @@ def back_pool(pool: list[tuple[int, bool, Fraction]], lam: list[list[Fraction]],
                 c[r] += lv * u
         out.append(new)
     return out
+
+
+def stage_inputs(st: dict[str, Any], t: int, widths: list[int], w: str) -> list[int]:
+    """The values stage t reads: `inputs` (DAG networks: earlier values, 0 the network
+    input; two of equal width for an add, one otherwise), or the previous stage's output."""
+    op, src = st.get("op"), st.get("inputs")
+    if src is None and op != "add":
+        return [t - 1]
+    k = 2 if op == "add" else 1
+    if not (isinstance(src, list) and len(src) == k
+            and all(type(i) is int and 0 <= i < t for i in src)):  # fmt: skip
+        raise CertificateError(f"{w}.inputs: expected {k} earlier value(s) (0 to {t - 1}), "
+                               f"got {short(src)}")  # fmt: skip
+    if op == "add" and widths[src[0]] != widths[src[1]]:
+        raise CertificateError(f"{w}.inputs: the added values have widths "
+                               f"{widths[src[0]]} and {widths[src[1]]}")  # fmt: skip
+    return src
+
+
+def backward(stages: list[dict[str, Any]], ch: Any, box: list[tuple[Fraction, Fraction]],
+              C: list[list[Fraction]], t: int,
+              sl: dict[int, list[list[Fraction]]] | None = None) -> list[Fraction]:  # fmt: skip
+    """Exact lower bounds of C @ z_t over the chain's validated relaxations (with per-row
+    ReLU lower slopes `sl` where given). Stages are crossed in decreasing order; a stage's
+    rows over its inputs are split per value read and summed into that value's rows (an
+    add sends each row to both of its inputs); a LayerNorm's rows, and the input's, are
+    concretised over their value's (validated) interval."""
+    pending: dict[int, list[list[Fraction]]] = {t: [list(r) for r in C]}
+    c = [Fraction(0)] * len(C)
+    for s in range(t, 0, -1):
+        lam = pending.pop(s, None)
+        if lam is None:
+            continue
+        st = stages[s - 1]
+        if st["op"] == "ln":
+            concretise(lam, ch.outs[s], c)  # over LayerNorm's (validated) output interval
+            continue
+        new = cross(st, ch, s, lam, c, sl)
+        off = 0
+        for i, n in zip(st["src"], st["widths"], strict=True):
+            part = [row[off : off + n] for row in new]
+            off += n
+            old = pending.get(i)
+            if old is not None:  # a fan-out point: the rows of every reader, summed
+                part = [[a + b for a, b in zip(ra, rb, strict=True)]
+                        for ra, rb in zip(old, part, strict=True)]  # fmt: skip
+            pending[i] = part
+    if 0 in pending:
+        concretise(pending[0], box, c)
+    return c
+
+
+def concretise(lam: list[list[Fraction]], box: list[Any], c: list[Fraction]) -> None:
+    for r, row in enumerate(lam):
+        c[r] += sum((lv * (x[0] if lv >= 0 else x[1]) for lv, x in zip(row, box, strict=True)),
+                    Fraction(0))  # fmt: skip
+
+
+def cross(st: dict[str, Any], ch: Any, s: int, lam: list[list[Fraction]], c: list[Fraction],
+           sl: dict[int, list[list[Fraction]]] | None) -> list[list[Fraction]]:  # fmt: skip
+    """Rows through stage s (constants into c): the rows over its inputs, concatenated."""
+    if st["op"] == "max_pool2d":
+        return back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+    if st["op"] == "add":  # y = a + b + delta, |delta| <= err: the row to a and to b
+        for r, row in enumerate(lam):
+            c[r] -= sum((abs(lv) * ev for lv, ev in zip(row, ch.errs[s], strict=True)),
+                        Fraction(0))  # fmt: skip
+        return [row + row for row in lam]
+    if st["op"] in AFFINE:
+        W, b, e = st["weight"], st["bias"], ch.errs[s]
+        for r, row in enumerate(lam):
+            c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
+                        Fraction(0))  # fmt: skip
+        return [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
+                 for j in range(len(W[0]))] for row in lam]  # fmt: skip
+    own = sl.get(s) if sl is not None else None
+    for r, row in enumerate(lam):
+        for j, lv in enumerate(row):
+            aL, cL, aU, cU = ch.relax[s][j]
+            if own is not None and isinstance(own[r][j], list):
+                aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
+            elif own is not None:
+                aL = own[r][j]  # ReLU: the row's lower slope
+            row[j], c[r] = (lv * aL, c[r] + lv * cL) if lv >= 0 else (lv * aU, c[r] + lv * cU)
+    return lam

@@ -736,7 +736,7 @@ def test_layer_table_and_dispatch_tables_agree() -> None:
         assert cls.op == op and LAYER_STAGES[cls](cls(), [], "float32").op == op
     assert set(LAYERS) == set(FORWARD) == set(BACKWARD)
     assert set(RELAXATIONS) == set(ELEMENTWISE)
-    window = {"linear", "conv2d", "avg_pool2d", "max_pool2d", "layer_norm"}
+    window = {"linear", "conv2d", "avg_pool2d", "max_pool2d", "layer_norm", "add"}
     assert set(LAYERS) == set(ELEMENTWISE) | window
     assert set(CERT_NAMES) <= set(LAYERS)
 

@@ -63,6 +63,7 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "ReLU",
+    "Residual",
     "SeedStream",
     "Sequential",
     "Sigmoid",
@@ -548,6 +549,66 @@ class Sequential(Layer):
         self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
     ) -> TensorRef:  # pragma: no cover - Sequentials are flattened, never nested
         raise TorchLeanError("Sequential: call run(); nested Sequentials are spliced in")
+
+
+class Residual(Layer):
+    """y = add(body(x), shortcut(x)): the layers of `body` applied in order to x, and those
+    of `shortcut` (none: the identity, y = body(x) + x), then one elementwise `add` op.
+
+    Both branches must produce the same shape (`ShapeError` naming the Residual otherwise).
+    A branch is flat (a nested Sequential is spliced in; a nested Residual is one layer of
+    it); a layer object may appear only once in a Residual (no tying inside it). State
+    order: the body's layers' state, then the shortcut's, each in layer order."""
+
+    def __init__(self, body: Sequence[Layer] | Layer, shortcut: Sequence[Layer] = ()) -> None:
+        def flat(v: Any, what: str) -> tuple[Layer, ...]:
+            items = [v] if isinstance(v, Layer) else list(v)
+            if any(not isinstance(x, Layer) for x in items):
+                raise TorchLeanError(f"Residual: {what}: expected Layers, got {items!r}")
+            return Sequential(*items).layers if items else ()
+
+        self.body, self.shortcut = flat(body, "body"), flat(shortcut, "shortcut")
+        seen = [*self.body, *self.shortcut]
+        for k, layer in enumerate(seen):
+            if any(u is layer for u in seen[:k]):
+                raise TorchLeanError(f"Residual: {layer!r} appears twice (no tying inside it)")
+
+    def __repr__(self) -> str:
+        sc = ", [" + ", ".join(map(repr, self.shortcut)) + "]" if self.shortcut else ""
+        return "Residual([" + ", ".join(map(repr, self.body)) + "]" + sc + ")"
+
+    def branches(self) -> tuple[tuple[Layer, ...], tuple[Layer, ...]]:
+        return self.body, self.shortcut
+
+    def state_specs(self) -> list[StateSpec]:
+        return [sp for u in (*self.body, *self.shortcut) for sp in u.state_specs()]
+
+    def init_state(self, seeds: SeedStream) -> list[np.ndarray]:
+        return [v for u in (*self.body, *self.shortcut) for v in u.init_state(seeds)]
+
+    def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        a, b = in_shape, in_shape
+        for u in self.body:
+            a = u.out_shape(a)
+        for u in self.shortcut:
+            b = u.out_shape(b)
+        if a != b:
+            raise ShapeError(f"{self!r}: the body gives shape {a}, the shortcut {b}")
+        return a
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        self.out_shape(x.shape)
+        k, outs = 0, []
+        for branch in (self.body, self.shortcut):
+            y = x
+            for u in branch:
+                n = len(u.state_specs())
+                y = u.forward(f, state[k : k + n], slots[k : k + n], y)
+                k += n
+            outs.append(y)
+        return f.s.op("add", outs[0], outs[1])
 
 
 # --------------------------------------------------------------------------- losses

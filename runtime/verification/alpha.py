@@ -21,7 +21,10 @@ Invariants:
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
-  pass stops). Its gradient is written out by hand (reverse mode over the recorded rows).
+  pass stops), the same DAG walk (rows summed at fan-out points; the gradient's G of a
+  value is the bound's derivative with respect to its summed rows). Only stages whose
+  values reach the objective get slopes. Its gradient is written out by hand (reverse
+  mode over the recorded rows).
 - Optimisation: Adam (LR, ITERS steps — SMOOTH_ITERS when tanh / sigmoid lines are
   optimised, with the decay spread over them —, step decay DECAY) from CROWN's own slopes,
   keeping per row the best slopes seen (by the float bound), so the result is never worse
@@ -102,7 +105,6 @@ class Chain:
         self.free: dict[int, np.ndarray] = {}
         self.kind: dict[int, str] = {}  # stage -> "relu" | "tanh" | "sigmoid" (free stages)
         self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
-        self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
         self.pool: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # P, dom, u
 
@@ -115,16 +117,18 @@ class Chain:
                 self.W[s] = np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64)
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
+            elif st.op == "add" and s not in self.e and s in cr.err:
+                self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
             elif s in cr.pool and s not in self.pool:  # max_pool2d: one-hot P, dom, u
-                P = np.zeros((len(cr.pool[s]), len(cr.ivs[s - 1])))
+                P = np.zeros((len(cr.pool[s]), len(cr.ivs[st.srcs(s)[0]])))
                 for o, (k, _, _) in enumerate(cr.pool[s]):
                     P[o, k] = 1.0
                 dom = np.array([d for _, d, _ in cr.pool[s]])
                 self.pool[s] = (P, dom, np.array([float(u) for _, _, u in cr.pool[s]]))
             elif s in cr.relax and s not in self.rl:
                 self.rl[s] = np.array([[float(v) for v in r] for r in cr.relax[s]])
-                lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
-                hi = np.array([float(x[1]) for x in cr.ivs[s - 1]])
+                lo = np.array([float(x[0]) for x in cr.ivs[st.srcs(s)[0]]])
+                hi = np.array([float(x[1]) for x in cr.ivs[st.srcs(s)[0]]])
                 if st.op == "relu":
                     self.free[s], self.kind[s] = (lo < 0) & (hi > 0), "relu"
                 elif st.op in SMOOTH_MAX:
@@ -137,67 +141,105 @@ class Chain:
 
     def trace(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
-    ) -> tuple[np.ndarray, list[tuple[int, np.ndarray]], np.ndarray, bool]:
+    ) -> tuple[np.ndarray, list[tuple[int, np.ndarray]], list[tuple[int, np.ndarray]]]:
         """The float pass: the lower bounds of C @ z_t, the rows entering every stage crossed
-        (stage, rows), the rows at the bottom, and whether the bottom is the input box (not
-        a LayerNorm where the pass stops)."""
+        (stage, rows; decreasing stages), and the rows concretised at the bottom (value,
+        rows: the input box, value 0, or a LayerNorm's output interval where the pass
+        stops). Rows reaching a value from several stages (a fan-out) are summed."""
         cr = self.cr
-        lam, c = C, np.zeros(C.shape[0])
+        pending: dict[int, np.ndarray] = {t: C}
+        c = np.zeros(C.shape[0])
         seen: list[tuple[int, np.ndarray]] = []
-        box, at_input = cr.ivs[0], True
+        bottoms: list[tuple[int, np.ndarray]] = []
         self._lines_used = {}
         for s in range(t, 0, -1):
-            op = cr.stages[s - 1].op
-            if op == "layer_norm":
-                box, at_input = cr.ivs[s], False
-                break
+            if s not in pending:
+                continue
+            lam, st = pending.pop(s), cr.stages[s - 1]
+            if st.op == "layer_norm":
+                bottoms.append((s, lam))
+                continue
             seen.append((s, lam))
-            if op in AFFINE:
-                c = c + lam @ self.b[s] - np.abs(lam) @ self.e[s]
-                lam = lam @ self.W[s]
-            elif op == "max_pool2d":
-                P, dom, u = self.pool[s]
-                take = (lam >= 0) | dom
-                c = c + np.where(take, 0.0, lam * u).sum(axis=1)
-                lam = np.where(take, lam, 0.0) @ P
-            else:
-                self._lines_used[s] = self._lines(s, alpha)
-                aL, cL, aU, cU, _ = self._lines_used[s]
-                pos = lam >= 0
-                c = c + np.where(pos, lam * cL, lam * cU).sum(axis=1)
-                lam = np.where(pos, lam * aL, lam * aU)
-        lo = np.array([float(x[0]) for x in box])
-        hi = np.array([float(x[1]) for x in box])
-        bound = c + np.where(lam >= 0, lam * lo, lam * hi).sum(axis=1)
-        self._box = (lo, hi)
-        return bound, seen, lam, at_input
+            c, new = self._cross(s, st.op, lam, c, alpha)
+            off = 0
+            for i in st.srcs(s):
+                n = len(cr.ivs[i])
+                part, off = new[:, off : off + n], off + n
+                pending[i] = pending[i] + part if i in pending else part
+        if 0 in pending:
+            bottoms.append((0, pending[0]))
+        bound = c
+        for v, lam in bottoms:
+            lo, hi = self.box(v)
+            bound = bound + np.where(lam >= 0, lam * lo, lam * hi).sum(axis=1)
+        return bound, seen, bottoms
+
+    def box(self, v: int) -> tuple[np.ndarray, np.ndarray]:
+        """Value v's interval in binary64 (lower ends, upper ends)."""
+        iv = self.cr.ivs[v]
+        return np.array([float(x[0]) for x in iv]), np.array([float(x[1]) for x in iv])
+
+    def _cross(
+        self, s: int, op: str, lam: np.ndarray, c: np.ndarray, alpha: dict[int, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows through stage s: the new constants and the rows over its inputs."""
+        if op in AFFINE:
+            return c + lam @ self.b[s] - np.abs(lam) @ self.e[s], lam @ self.W[s]
+        if op == "add":
+            return c - np.abs(lam) @ self.e[s], np.concatenate([lam, lam], axis=1)
+        if op == "max_pool2d":
+            P, dom, u = self.pool[s]
+            take = (lam >= 0) | dom
+            return c + np.where(take, 0.0, lam * u).sum(axis=1), np.where(take, lam, 0.0) @ P
+        self._lines_used[s] = self._lines(s, alpha)
+        aL, cL, aU, cU, _ = self._lines_used[s]
+        pos = lam >= 0
+        return c + np.where(pos, lam * cL, lam * cU).sum(axis=1), np.where(pos, lam * aL, lam * aU)
 
     def run(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
     ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-        """The float lower bounds of C @ z_t and their gradients with respect to alpha."""
-        bound, seen, lam, _ = self.trace(C, t, alpha)
-        lo, hi = self._box
-        G = np.where(lam >= 0, lo, hi)
+        """The float lower bounds of C @ z_t and their gradients with respect to alpha:
+        G[v] is the bound's derivative with respect to value v's (summed) rows, built from
+        the bottom up (increasing stages)."""
+        bound, seen, bottoms = self.trace(C, t, alpha)
+        G: dict[int, np.ndarray] = {}
+        for v, lam in bottoms:
+            lo, hi = self.box(v)
+            G[v] = np.where(lam >= 0, lo, hi)
         grads: dict[int, np.ndarray] = {}
         for s, lam_s in reversed(seen):
-            op = self.cr.stages[s - 1].op
-            if op in AFFINE:
-                G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
-            elif op == "max_pool2d":
+            st = self.cr.stages[s - 1]
+            ins = [G[i] for i in st.srcs(s)]
+            if st.op in AFFINE:
+                G[s] = self.b[s] - np.sign(lam_s) * self.e[s] + ins[0] @ self.W[s].T
+            elif st.op == "add":
+                G[s] = ins[0] + ins[1] - np.sign(lam_s) * self.e[s]
+            elif st.op == "max_pool2d":
                 P, dom, u = self.pool[s]
-                G = np.where((lam_s >= 0) | dom, G @ P.T, u)
+                G[s] = np.where((lam_s >= 0) | dom, ins[0] @ P.T, u)
             else:
-                aL, cL, aU, cU, xs = self._lines_used[s]
-                pos = lam_s >= 0
-                if s in alpha and xs is None:  # ReLU: lower slopes
-                    grads[s] = np.where(pos & self.free[s], lam_s * G, 0.0)
-                elif s in alpha:  # tanh / sigmoid: d intercept / d slope = -x*
-                    gl = np.where(pos & self.free[s], lam_s * (G - xs[0]), 0.0)
-                    gu = np.where(~pos & self.free[s], lam_s * (G - xs[1]), 0.0)
-                    grads[s] = np.stack([gl, gu], axis=-1)
-                G = np.where(pos, aL * G + cL, aU * G + cU)
+                G[s] = self._grad(s, lam_s, ins[0], alpha, grads)
         return bound, grads
+
+    def _grad(
+        self,
+        s: int,
+        lam_s: np.ndarray,
+        Gi: np.ndarray,
+        alpha: dict[int, np.ndarray],
+        grads: dict[int, np.ndarray],
+    ) -> np.ndarray:
+        """A relaxed stage: the gradient of its free slopes (into `grads`) and its G."""
+        aL, cL, aU, cU, xs = self._lines_used[s]
+        pos = lam_s >= 0
+        if s in alpha and xs is None:  # ReLU: lower slopes
+            grads[s] = np.where(pos & self.free[s], lam_s * Gi, 0.0)
+        elif s in alpha:  # tanh / sigmoid: d intercept / d slope = -x*
+            gl = np.where(pos & self.free[s], lam_s * (Gi - xs[0]), 0.0)
+            gu = np.where(~pos & self.free[s], lam_s * (Gi - xs[1]), 0.0)
+            grads[s] = np.stack([gl, gu], axis=-1)
+        return np.where(pos, aL * Gi + cL, aU * Gi + cU)
 
     def _lines(self, s: int, alpha: dict[int, np.ndarray]) -> tuple[Any, ...]:
         """Stage s's float lines (aL, cL, aU, cU) under alpha, and for optimised tanh /
@@ -239,7 +281,7 @@ def _result(ch: Chain, best: dict[int, np.ndarray], Cf: np.ndarray, t: int) -> d
     """ReLU stages: rows of exact slopes; tanh / sigmoid stages: rows of (side, slope) per
     neuron, side "L" or "U" by the row's coefficient sign in the final float pass (None
     where the neuron is not free or the coefficient is 0: CROWN's relaxation stands)."""
-    _, seen, _, _ = ch.trace(Cf, t, best)
+    _, seen, _ = ch.trace(Cf, t, best)
     lams = dict(seen)
     out: dict[int, Any] = {}
     for s, a in best.items():
@@ -260,15 +302,18 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     ch: Chain = cr.chain
     ch.sync(t)
     k = len(C)
+    if not k:
+        return None
+    Cf = np.array([[float(v) for v in r] for r in C], dtype=np.float64)
+    feeds = {s for s, _ in ch.trace(Cf, t, {})[1]}  # the stages whose values reach z_t
     starts = {}
     for s in ch.free:
-        if s < t and ch.free[s].any():
+        if s < t and s in feeds and ch.free[s].any():
             r = ch.rl[s]
             one = r[:, 0] if ch.kind[s] == "relu" else np.stack([r[:, 0], r[:, 2]], axis=-1)
             starts[s] = np.repeat(one[None], k, axis=0)
     if not starts:
         return None
-    Cf = np.array([[float(v) for v in r] for r in C], dtype=np.float64)
     alpha = {s: a.copy() for s, a in starts.items()}
     best_b = np.full(k, -np.inf)
     best = {s: a.copy() for s, a in alpha.items()}

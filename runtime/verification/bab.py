@@ -116,12 +116,12 @@ def _pick(cr: Crown, rows: np.ndarray, sl: Any) -> tuple[int, int] | None:
     ch = cr.chain
     ch.sync(len(cr.stages))
     alpha = float_slopes(cr.chain, sl)
-    _, seen, _, _ = ch.trace(rows, len(cr.stages), alpha)
+    _, seen, _ = ch.trace(rows, len(cr.stages), alpha)
     best: tuple[float, int, int] | None = None
     for s, lam in seen:
         if s not in ch.free or ch.kind[s] != "relu" or not ch.free[s].any():
             continue
-        lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
+        lo = ch.box(cr.stages[s - 1].srcs(s)[0])[0]
         aL = alpha[s] if s in alpha else ch.rl[s][None, :, 0]
         cU = ch.rl[s][:, 3]
         score = (np.maximum(-lam, 0) * cU + np.maximum(lam, 0) * aL * (-lo)).sum(axis=0)
@@ -144,9 +144,10 @@ def _inside(lo: Fraction, hi: Fraction, x: float) -> float:
 
 def _vertices(cr: Crown, rows: np.ndarray, sl: Any, box: tuple[list[Any], list[Any]]) -> Any:
     """Per row, the box vertex minimising the row's linear lower bound (binary64, inside)."""
-    _, _, lam, at_input = cr.chain.trace(rows, len(cr.stages), float_slopes(cr.chain, sl))
-    if not at_input:
+    _, _, bottoms = cr.chain.trace(rows, len(cr.stages), float_slopes(cr.chain, sl))
+    if [v for v, _ in bottoms] != [0]:  # the pass stops at a LayerNorm: no input vertex
         return []
+    lam = bottoms[0][1]
     lo, hi = box
     return [[_inside(a, b, float(a) if v >= 0 else float(b))
              for v, a, b in zip(r, lo, hi, strict=True)] for r in lam]  # fmt: skip

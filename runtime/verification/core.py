@@ -60,7 +60,7 @@ class VerificationError(TorchLeanError):
 def unavailable(what: str) -> VerificationError:
     return VerificationError(
         f"verification is unavailable for {what} (supported: Linear, ReLU, Tanh, Sigmoid, GELU,"
-        " BatchNorm1d in evaluation mode, LayerNorm, Dropout; results of Trainer.open()"
+        " BatchNorm1d in evaluation mode, LayerNorm, Dropout, Residual; results of Trainer.open()"
         " sessions; norm 'inf')"
     )
 

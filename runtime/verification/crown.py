@@ -10,6 +10,12 @@ Invariants:
   crossed with max >= x_k (k: the window's input with the largest lower end) and
   max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
   (its lower end >= every other input's upper end); max is exact in every format.
+- DAG networks (residual adds): the backward pass crosses stages in decreasing order,
+  splitting a stage's rows over its inputs per value read and summing the rows that reach
+  a value from several readers (the fan-out point of a residual block gets the body's
+  rows and the skip's, each once); an opaque stage's rows and the input's are concretised
+  over their value's interval. An "add" stage y = a + b sends each row unchanged to a and
+  to b; its interval is tightened like an affine stage's.
 - Every pre-activation interval is the intersection of its IBP and CROWN bounds (rounded
   outward to A's numbers), so CROWN is never wider than IBP.
 - At level 2 the runtime is the real network plus bounded per-neuron errors, extra bounded
@@ -18,8 +24,9 @@ Invariants:
   |b_i|) + n*eta*(1 + gamma_{n+1}) (eta covers underflow of a product; additions are exact
   in the subnormal range); tanh adds u*max|tanh| + eta (correctly rounded); sigmoid's
   three roundings add max(sigmoid) * ((1 + u) / ((1 - u)(1 - u - eta)) - 1) + eta +
-  2^(1-emax) (the last term covers exp overflowing, where the runtime returns 0); ReLU is
-  exact. The input box is the format-rounded box.
+  2^(1-emax) (the last term covers exp overflowing, where the runtime returns 0); a
+  residual add adds u * max|a + b| (one rounding to nearest, exact in the subnormal range;
+  an overflow raises in IBP); ReLU is exact. The input box is the format-rounded box.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from spec.domains import IEEEDomain
 from .alpha import Chain, optimise
 from .arithmetic import Arith
 from .core import Iv, frac_str, q
-from .intervals import elem, layer, window_err
+from .intervals import elem, inputs_of, layer, window_err
 from .network import AFFINE, Stage
 from .relaxations import RELAXATIONS, SMOOTH, relax, smooth_line
 
@@ -89,7 +96,28 @@ def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
         cr.err[t] = window_err(A, st, prev)
     else:
         cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
-    out = layer(A, st, prev)
+    return _tighten(cr, t, layer(A, st, prev))
+
+
+def _fwd_add(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
+    """A residual add (prev: its two inputs' intervals, concatenated): at level 2 one
+    rounded addition per element, |RN(a + b) - (a + b)| <= u |a + b| (exact in the
+    subnormal range; overflow raises in `layer`), so the error bound is u max|a + b|."""
+    n = len(prev) // 2
+    if cr.f is None:
+        cr.err[t] = [mpq(0)] * n
+    else:
+        u = cr.f.u
+        cr.err[t] = [u * max(abs(q(a[0]) + q(b[0])), abs(q(a[1]) + q(b[1])))
+                     for a, b in zip(prev[:n], prev[n:], strict=True)]  # fmt: skip
+    return _tighten(cr, t, layer(cr.A, st, prev))
+
+
+def _tighten(cr: Crown, t: int, out: list[Iv]) -> list[Iv]:
+    """An intermediate affine / add stage's IBP intervals intersected with the backward
+    pass's bounds (and, for alpha-CROWN, with CROWN's own); the last stage is left to the
+    caller's final objectives."""
+    A = cr.A
     if t < len(cr.stages):
         n = len(out)
         eye = [[mpq(int(i == j)) for j in range(n)] for i in range(n)]
@@ -136,6 +164,7 @@ def _fwd_relaxed(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
 ForwardStep = Callable[["Crown", int, Stage, list[Iv]], list[Iv]]
 FORWARD: dict[str, ForwardStep] = {
     **{op: _fwd_linear for op in AFFINE},
+    "add": _fwd_add,
     "layer_norm": _fwd_opaque,
     "max_pool2d": _fwd_max_pool,
     **{op: _fwd_relaxed for op in RELAXATIONS},
@@ -171,6 +200,17 @@ def _back_linear(
     ]  # fmt: skip
 
 
+def _back_add(
+    cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
+) -> Any:
+    """y = a + b + delta (|delta| <= err): each row goes, unchanged, to both inputs (the
+    caller splits the concatenated row and sums it into each input's rows)."""
+    e = cr.err[s]
+    for r, row in enumerate(lam):
+        c[r] -= sum((abs(lv) * ev for lv, ev in zip(row, e, strict=True)), mpq(0))
+    return [row + row for row in lam]
+
+
 def _back_opaque(
     cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
 ) -> Any:
@@ -201,7 +241,7 @@ def _back_relaxed(
 def _back_max_pool(
     cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
 ) -> Any:
-    n = len(cr.ivs[s - 1])
+    n = len(cr.ivs[st.srcs(s)[0]])
     out = []
     for r, row in enumerate(lam):
         new = [mpq(0)] * n
@@ -216,6 +256,7 @@ def _back_max_pool(
 
 BACKWARD: dict[str, BackwardStep] = {
     **{op: _back_linear for op in AFFINE},
+    "add": _back_add,
     "layer_norm": _back_opaque,
     "max_pool2d": _back_max_pool,
     **{op: _back_relaxed for op in RELAXATIONS},
@@ -260,16 +301,19 @@ class Crown:
             if st.op in AFFINE
         }
         for t, st in enumerate(stages, 1):
-            out = self._clamp(t, FORWARD[st.op](self, t, st, self.ivs[-1]))
+            out = self._clamp(t, FORWARD[st.op](self, t, st, inputs_of(self.ivs, st, t)))
             self.ivs.append(out)
             if any(a > b for a, b in out):
                 self.empty = t  # no input of the box lies in this branch: stop here
                 break
 
     def _clamp(self, t: int, out: list[Iv]) -> list[Iv]:
-        """Branch and bound: the input of ReLU stage t + 1 restricted to the split's sign
-        (+1: >= 0, -1: <= 0) for the neurons split in this branch."""
-        sp = self.splits.get(t + 1)
+        """Branch and bound: value t restricted to the split's sign (+1: >= 0, -1: <= 0) for
+        the neurons split in this branch at the ReLU stages that read it."""
+        sp: dict[int, int] = {}
+        for s, d in self.splits.items():
+            if self.stages[s - 1].srcs(s)[0] == t:
+                sp.update(d)
         if not sp:
             return out
         z = mpfr(0)
@@ -307,24 +351,35 @@ class Crown:
 
     def backward(self, C: list[list[Any]], t: int, sl: Slopes | None = None) -> list[Any]:
         """Exact lower bounds of C @ z_t over the box (rows of C are objectives), with the
-        ReLU lower slopes `sl` (per stage, per row, per neuron) where given."""
-        lam = [list(r) for r in C]
+        ReLU lower slopes `sl` (per stage, per row, per neuron) where given. Stages are
+        crossed in decreasing order; a stage's rows over its inputs are split per input
+        value and summed into that value's rows (a fan-out point collects every branch's
+        rows, each once); an opaque stage's rows, and the input's, are concretised over
+        their value's interval."""
+        pending: dict[int, list[list[Any]]] = {t: [list(r) for r in C]}
         c = [mpq(0)] * len(C)
-        box = self.ivs[0]
         for s in range(t, 0, -1):
+            lam = pending.pop(s, None)
+            if lam is None:
+                continue  # stage s does not feed z_t
             st = self.stages[s - 1]
             nxt = BACKWARD[st.op](self, s, st, lam, c, sl)
             if nxt is None:
-                box = self.ivs[s]  # concretise over the stage's output interval
-                break
-            lam = nxt
-        out = []
-        for r, row in enumerate(lam):
-            v = c[r]
-            for lv, x in zip(row, box, strict=True):
-                v += lv * (q(x[0]) if lv >= 0 else q(x[1]))
-            out.append(v)
-        return out
+                _concretise(lam, self.ivs[s], c)  # over the stage's output interval
+                continue
+            off = 0
+            for i in st.srcs(s):
+                n = len(self.ivs[i])
+                part = [row[off : off + n] for row in nxt]
+                off += n
+                old = pending.get(i)
+                if old is not None:  # a fan-out point: the rows of every reader, summed
+                    part = [[a + b for a, b in zip(ra, rb, strict=True)]
+                            for ra, rb in zip(old, part, strict=True)]  # fmt: skip
+                pending[i] = part
+        if 0 in pending:
+            _concretise(pending[0], self.ivs[0], c)
+        return c
 
     def witness(self) -> list[dict[str, Any]]:
         """Per stage: the pre-activation intervals and relaxations used (p/q strings)."""
@@ -342,6 +397,14 @@ class Crown:
                 e["alpha"] = {k: slopes_json(v) for k, v in self.alpha[t].items()}
             out.append(e)
         return out
+
+
+def _concretise(lam: list[list[Any]], box: list[Iv], c: list[Any]) -> None:
+    """Add each row's lower bound over the intervals `box` to its constant."""
+    for r, row in enumerate(lam):
+        for lv, x in zip(row, box, strict=True):
+            if lv:
+                c[r] += lv * (q(x[0]) if lv >= 0 else q(x[1]))
 
 
 def slopes_json(sl: Slopes) -> dict[str, list[list[Any]]]:

@@ -1,16 +1,25 @@
 """An imported model (`runtime.interop.Imported`) as a verifiable network: the spec graph
-walked as a chain of layers and rebuilt as a `Result` of `runtime.nn` layers, so `verify`
-and `Result.predict` (the runtime's own kernels) apply to it unchanged.
+walked node by node and rebuilt as a `Result` of `runtime.nn` layers (residual additions as
+`Residual` layers), so `verify` and `Result.predict` (the runtime's own kernels) apply to it
+unchanged.
 
 Invariants:
-- The graph must be a chain: one runtime input, one output (the last node's value, a
-  vector), every node taking the previous node's value (the "current" value) as its data
-  argument and only parameters (graph inputs that are not runtime inputs) otherwise. Every
-  value along the chain is a vector, possibly with leading unit dimensions (shape (1, n)
-  as ONNX exports a batch of one), or a (1, C, H, W) image; verification works on the
-  unbatched value ((n,) or (C, H, W)), flattened row-major.
-- `NODE_RULES` maps a spec op to its rule; an op without a rule, a node off the chain, or
-  a shape that is neither raises `VerificationError` naming the node index and op.
+- One runtime input, one output (a vector computed from the input). Every node takes
+  exactly one value computed from the input (its "data" argument, first; add is
+  commutative) and only parameters (graph inputs that are not runtime inputs) otherwise,
+  except a residual add: an `add` of two values computed from the input. Each computed
+  value is a `_Path`: the layers (with their state) computing it from the input; a node's
+  rule sees the walk as its data argument's path (rules are unchanged from the chain
+  walk), and a residual add of paths a and b becomes their common prefix (the fork point:
+  the same layer objects with the same state arrays) followed by
+  Residual(a's rest, b's rest) (an empty rest: the identity skip). Nodes whose value the
+  output does not use are checked but leave no layer. Every value is a vector, possibly
+  with leading unit dimensions (shape (1, n) as ONNX exports a batch of one), or a
+  (1, C, H, W) image; verification works on the unbatched value ((n,) or (C, H, W)),
+  flattened row-major.
+- `NODE_RULES` maps a spec op to its rule; an op without a rule, a node taking no or two
+  computed values (other than a residual add of equal shapes), x + x, or a shape that is
+  neither raises `VerificationError` naming the node index and op.
 - linear(x, W[, b]) is Linear(W, b); matmul(x, W) with a (k, n) parameter W is Linear with
   weight W^T and bias 0, and an add of a parameter of n values right after it becomes that
   Linear's bias (the runtime's linear is the same left fold of products then + b[i], and
@@ -25,12 +34,12 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from runtime.nn import Conv2d, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
+from runtime.nn import Conv2d, Flatten, Linear, ReLU, Residual, Sequential, Sigmoid, Tanh
 from runtime.training.evaluation import Result
 
 from .core import VerificationError
@@ -160,13 +169,66 @@ NODE_RULES: dict[str, Rule] = {
 }
 
 
-def _order(op: str, args: tuple[int, ...], cur: int, where: str) -> tuple[int, ...]:
-    """The arguments with the current value first (add is commutative)."""
-    if args and args[0] == cur:
-        return args
-    if op == "add" and len(args) == 2 and args[1] == cur:
-        return (args[1], args[0])
-    raise VerificationError(f"{where}: the node does not take the previous value {cur} first")
+@dataclass(frozen=True)
+class _Path:
+    """A value computed from the runtime input: the layers (and their flat state) that
+    compute it from the input, whether its last Linear awaits its bias, and its shape."""
+
+    layers: tuple[Any, ...]
+    state: tuple[np.ndarray, ...]
+    open_bias: bool
+    shape: tuple[int, ...]
+
+
+def _split(path: _Path) -> list[tuple[Any, tuple[np.ndarray, ...]]]:
+    """The path's layers, each with its own state arrays."""
+    out, k = [], 0
+    for layer in path.layers:
+        n = len(layer.state_specs())
+        out.append((layer, path.state[k : k + n]))
+        k += n
+    return out
+
+
+def _residual(a: _Path, b: _Path, where: str) -> _Path:
+    """add(a, b) of two values computed from the input: their common prefix (the fork
+    point: the same layers with the same state arrays), then Residual(a's rest, b's rest)."""
+    if a.shape != b.shape:
+        raise VerificationError(f"{where}: a residual add of shapes {a.shape} and {b.shape}")
+    pa, pb = _split(a), _split(b)
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[k][0] is pb[k][0]:
+        if any(x is not y for x, y in zip(pa[k][1], pb[k][1], strict=True)):
+            raise VerificationError(f"{where}: the added values share a layer with two biases")
+        k += 1
+    body, short = pa[k:], pb[k:]
+    if not body and not short:
+        raise VerificationError(f"{where}: add of a value to itself (x + x) is not supported")
+    if not body:
+        body, short = short, body  # x + f(x): the body is the branch with layers
+    layers = (*a.layers[: len(pa[:k])], Residual([u for u, _ in body], [u for u, _ in short]))
+    state = tuple(v for _, st in (*pa[:k], *body, *short) for v in st)
+    return _Path(layers, state, False, a.shape)
+
+
+def _step(w: _Walk, paths: dict[int, _Path], node: Any, where: str) -> _Path:
+    """The value of one node from its runtime-derived argument's path: the node's rule
+    (the rule sees the walk as that path), or a residual add of two such values."""
+    data = [i for i, a in enumerate(node.args) if a in paths]
+    if node.op == "add" and len(data) == 2:
+        return _residual(paths[node.args[0]], paths[node.args[1]], where)
+    if len(data) != 1 or (data[0] != 0 and node.op != "add"):
+        raise VerificationError(
+            f"{where}: the node must take one value computed from the input as its first "
+            f"argument (got {len(data)} such arguments)"
+        )
+    args = tuple(node.args)
+    if data[0] == 1:  # add is commutative: the value first
+        args = (args[1], args[0], *args[2:])
+    p = paths[args[0]]
+    w.layers, w.state, w.open_bias, w.shape = list(p.layers), list(p.state), p.open_bias, p.shape
+    NODE_RULES[node.op](w, args, dict(node.attrs), where)
+    return _Path(tuple(w.layers), tuple(w.state), w.open_bias, w.shape)
 
 
 def network_from_imported(imp: Any) -> Network:
@@ -186,24 +248,25 @@ def network_from_imported(imp: Any) -> Network:
     params = {i: np.asarray(imp.values[n], dtype=dt) for i, n in imp.names.items() if i != cur}
     w = _Walk(params)
     in_shape = _unbatched(g.shapes[cur], "the model input")
-    w.shape = in_shape
+    paths = {cur: _Path((), (), False, in_shape)}
     for k, node in enumerate(g.nodes):
         where = f"node {k} ({node.op})"
-        rule = NODE_RULES.get(node.op)
-        if rule is None:
+        if node.op not in NODE_RULES:
             raise VerificationError(
                 f"{where}: op {node.op!r} is not supported by the network import "
                 f"(supported: {', '.join(sorted(NODE_RULES))})"
             )
-        rule(w, _order(node.op, tuple(node.args), cur, where), dict(node.attrs), where)
+        p = _step(w, paths, node, where)
         cur = g.num_inputs + k
-        w.shape = _unbatched(g.shapes[cur], where)
-    if imp.outputs[0] != cur:
-        raise VerificationError("verification needs the model output to be the last node's value")
-    if not w.layers:
+        paths[cur] = replace(p, shape=_unbatched(g.shapes[cur], where))
+    if imp.outputs[0] not in paths:
+        raise VerificationError("verification needs the model output computed from the input")
+    cur = imp.outputs[0]
+    out = paths[cur]
+    if not out.layers:
         raise VerificationError("verification needs at least one layer")
-    res = Result(Sequential(*w.layers), "mse", DTYPE_NAMES[dt], "eager", "ordered", False,
-                 w.state)  # fmt: skip
+    res = Result(Sequential(*out.layers), "mse", DTYPE_NAMES[dt], "eager", "ordered", False,
+                 list(out.state))  # fmt: skip
     n_out = _vector_len(g.shapes[cur], "the model output")
-    names = [type(x).__name__ for x in w.layers]
+    names = [type(x).__name__ for x in out.layers]
     return Network(res, int(np.prod(in_shape)), n_out, names, in_shape)

@@ -11,6 +11,9 @@ Invariants:
 - GELU is not monotone: its input interval is split at 0 and at the points of GELU_GRID;
   on each piece every intermediate of the body except the last product is monotone, so
   plain interval arithmetic per piece is sound, and the union (hull) is taken.
+- A stage's input intervals are those of the values it reads, concatenated (`inputs_of`):
+  an "add" stage (a residual addition) reads two values of one width and adds them
+  elementwise, one rounded addition each.
 - A stage output that is not finite raises `VerificationError` ("verification failed:
   layer <label> output j: ... (overflow)").
 """
@@ -29,7 +32,7 @@ from .core import GELU_GRID, Iv, VerificationError, hull, q, show
 from .network import Stage
 from .oporder import OP_ORDER, evaluate
 
-__all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "layer", "window_err"]
+__all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "inputs_of", "layer", "window_err"]
 
 ElemRule = Callable[[Arith, Stage, int, Iv], Iv]
 LayerRule = Callable[[Arith, Stage, list[Iv]], list[Iv]]
@@ -156,6 +159,14 @@ def _max_pool(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     return [(max(xs[i][0] for i in w), max(xs[i][1] for i in w)) for w in st.windows]
 
 
+def _add(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
+    """A residual add: xs is its two inputs' intervals, concatenated (`inputs_of`); one
+    rounded addition per element (outward at level 1, directed in the format at level 2,
+    which encloses the runtime's round-to-nearest sum)."""
+    n = len(xs) // 2
+    return [A.add(a, b) for a, b in zip(xs[:n], xs[n:], strict=True)]
+
+
 def _elementwise_layer(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     return [elem(A, st, j, x) for j, x in enumerate(xs)]
 
@@ -166,6 +177,7 @@ LAYERS: dict[str, LayerRule] = {
     "avg_pool2d": _windowed,
     "layer_norm": _layer_norm,
     "max_pool2d": _max_pool,
+    "add": _add,
     **{op: _elementwise_layer for op in ELEMENTWISE},
 }
 
@@ -182,9 +194,14 @@ def layer(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     return ys
 
 
+def inputs_of(ivs: list[list[Iv]], st: Stage, t: int) -> list[Iv]:
+    """Stage t's input intervals: its input values' intervals, concatenated in order."""
+    return [x for i in st.srcs(t) for x in ivs[i]]
+
+
 def ibp(A: Arith, stages: list[Stage], box: list[Iv]) -> list[list[Iv]]:
     """The intervals after every stage (index 0: the box)."""
     ivs = [box]
-    for st in stages:
-        ivs.append(layer(A, st, ivs[-1]))
+    for t, st in enumerate(stages, 1):
+        ivs.append(layer(A, st, inputs_of(ivs, st, t)))
     return ivs

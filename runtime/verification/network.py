@@ -15,6 +15,14 @@ Invariants:
   H*W positions ("spatial" in the JSON); MaxPool2d is "max_pool2d" with each output's
   window of input indices (`windows`; padded taps are left out: they never win a max);
   Flatten and Dropout are the identity here.
+- DAG networks: a `Residual(body, shortcut)` layer becomes its body's stages (reading the
+  Residual's input value), its shortcut's (reading the same value), and an "add" stage
+  whose `inputs` are the two branch ends (an empty branch: the input value itself). Value
+  0 is the network input, value t stage t's output; stages are in topological order (a
+  stage reads only earlier values) and the output is the last stage's value. A stage
+  reading anything but the previous stage's output records `inputs`; in the network JSON
+  an "inputs" key appears only on such stages, so the JSON (and model hash) of a chain
+  network is unchanged.
   Parameters are exact (Fractions of the stored values), and `bits` holds the stored
   values as bit patterns in the dtype (p/q for "exact").
 - The certificate format (torchlean_output_bounds_v1) names BatchNorm1d "bn" and LayerNorm
@@ -25,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -44,6 +53,7 @@ from runtime.nn import (
     Linear,
     MaxPool2d,
     ReLU,
+    Residual,
     Sigmoid,
     Tanh,
 )
@@ -56,6 +66,7 @@ __all__ = [
     "DTYPES",
     "LAYER_STAGES",
     "Stage",
+    "is_dag",
     "model_hash",
     "network_json",
     "stages",
@@ -80,6 +91,13 @@ class Stage:
     eps: Fraction = Fraction(0)
     bits: dict[str, Any] = field(default_factory=dict, compare=False)
     windows: tuple[tuple[int, ...], ...] = ()  # max_pool2d: each output's input indices
+    # DAG networks: the values the stage reads (0: the network input, t: stage t's output);
+    # () for a stage of a chain, which reads the previous stage's output
+    inputs: tuple[int, ...] = ()
+
+    def srcs(self, t: int) -> tuple[int, ...]:
+        """The values stage t (1-based) reads: its `inputs`, or (t - 1,) in a chain."""
+        return self.inputs or (t - 1,)
 
     @property
     def label(self) -> str:
@@ -269,11 +287,49 @@ def _builder(layer: Any) -> StageBuilder:
     raise unavailable(f"{type(layer).__name__} layers ({layer!r})")
 
 
+def _append(
+    out: list[Stage],
+    layers: Any,
+    slots: list[list[int]],
+    state: dict[int, Any],
+    dtype: str,
+    shape: Shape,
+    src: int,
+) -> tuple[int, Shape]:
+    """Append the stages of `layers` (reading value `src`, with the state slots of each)
+    to `out`; the value index and shape of their result. A `Residual` becomes its body's
+    stages, its shortcut's (from the same value) and an "add" stage of the two ends."""
+    for layer, occ in zip(layers, slots, strict=True):
+        if isinstance(layer, Residual):
+            ends = []
+            k = 0
+            for branch in layer.branches():
+                sub = []
+                for u in branch:
+                    n = len(u.state_specs())
+                    sub.append(occ[k : k + n])
+                    k += n
+                ends.append(_append(out, branch, sub, state, dtype, shape, src))
+            (a, sa), (b, _) = ends
+            out.append(Stage("add", inputs=(a, b)))
+            src, shape = len(out), sa
+            continue
+        stage = _builder(layer)(layer, [state[k] for k in occ], dtype, shape)
+        if stage is not None:
+            if src != len(out):  # not the previous stage's output: record the input
+                stage = dataclasses.replace(stage, inputs=(src,))
+            out.append(stage)
+            src = len(out)
+        if shape is not None:
+            shape = tuple(layer.out_shape(shape))
+    return src, shape
+
+
 def stages(result: Any, in_shape: Shape = None) -> list[Stage]:
     """The stages of `result`'s network in evaluation mode for inputs of `in_shape` (None:
     only check that every layer is supported; convolution and pooling stages then carry no
-    matrix). Raises `unavailable` for a typed result, another dtype or an unsupported
-    layer."""
+    matrix), in topological order (a stage reads only earlier values). Raises
+    `unavailable` for a typed result, another dtype or an unsupported layer."""
     if getattr(result, "typed", False):
         raise unavailable("results of open_typed sessions (typed boundary values)")
     dtype = result.dtype
@@ -281,15 +337,16 @@ def stages(result: Any, in_shape: Shape = None) -> list[Stage]:
         raise unavailable(f"dtype {dtype!r}")
     state = result.state()  # copies of the stored arrays (same values, dtypes)
     out: list[Stage] = []
-    shape = in_shape
-    for layer, occ in zip(result.model.layers, result.model.occurrences(), strict=True):
-        st = [state[k] for k in occ]
-        stage = _builder(layer)(layer, st, dtype, shape)
-        if stage is not None:
-            out.append(stage)
-        if shape is not None:
-            shape = tuple(layer.out_shape(shape))
+    end, _ = _append(out, result.model.layers, result.model.occurrences(), state, dtype,
+                     in_shape, 0)  # fmt: skip
+    if end != len(out):  # the output is an earlier value (a trailing identity branch)
+        raise unavailable("networks whose output is not the last stage's value")
     return out
+
+
+def is_dag(sts: list[Stage]) -> bool:
+    """Whether some stage reads another value than the previous stage's output."""
+    return any(st.inputs for st in sts)
 
 
 def network_json(result: Any, in_shape: Shape = None) -> dict[str, Any]:
@@ -298,6 +355,8 @@ def network_json(result: Any, in_shape: Shape = None) -> dict[str, Any]:
     out = []
     for st in stages(result, in_shape):
         e: dict[str, Any] = {"op": st.label}
+        if st.inputs:  # DAG networks only: chain networks' JSON is unchanged
+            e["inputs"] = list(st.inputs)
         e.update(st.bits)
         if st.op in ("batch_norm", "layer_norm"):
             e["eps"] = frac_str(st.eps)
