@@ -9,7 +9,8 @@ Invariants:
   nearest once as the runtime casts them. `act` and `ibp_stage` follow the ordered kernels'
   op order (linear: a left fold from the first product, then + b; sigmoid 1/(1+exp(-x));
   BatchNorm ((x - mean) / sqrt(var + eps)) * w + b; GELU split at 0 and GELU_GRID, its cube
-  bounded by its endpoints; LayerNorm with d*d as a square).
+  bounded by its endpoints; LayerNorm with d*d as a square; leaky_relu and hardtanh, both
+  nondecreasing, by their directed endpoint values).
 - `phi_bounds` encloses min and max of f(x) - a x for tanh/sigmoid (convex on x <= 0,
   concave on x >= 0: endpoints on one side, a supporting tangent on the other);
   `piecewise` does it for GELU/BatchNorm from the interval evaluation on PIECES equal
@@ -157,6 +158,13 @@ def act(ia: IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
         den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
         y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
         return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
+    if op == "leaky_relu":  # x if x > 0 else RN(s x), s in [0, 1]: nondecreasing
+        sl = ia.const(st["negative_slope"])
+        lo = x[0] if x[0] > 0 else ia.mul(sl, (x[0], x[0]))[0]
+        return lo, x[1] if x[1] > 0 else ia.mul(sl, (x[1], x[1]))[1]
+    if op == "hardtanh":  # clamp(x, a, b): exact, nondecreasing in x, a and b
+        a, b = ia.const(st["min_val"]), ia.const(st["max_val"])
+        return min(max(x[0], a[0]), b[0]), min(max(x[1], a[1]), b[1])
     if op == "gelu":
         cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
         lo = hi = None

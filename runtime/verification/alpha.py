@@ -4,7 +4,8 @@ on CROWN's own lower bound (in binary64).
 
 Invariants:
 - Nothing here is trusted. A ReLU neuron whose interval [lo, hi] straddles 0 (lo < 0 < hi)
-  is "free": every line y = a x with 0 <= a <= 1 lies below ReLU on the whole real line,
+  is "free": every line y = a x with 0 <= a <= 1 lies below ReLU on the whole real line
+  (a leaky_relu neuron of slope s likewise with s <= a <= 1: kind "relu", `floor` s),
   so any slope the optimiser returns in [0, 1] gives a valid relaxation. The returned slopes
   are binary64 values clipped to [0, 1] (so exact dyadic rationals in [0, 1]); the caller
   recomputes the bound with them in exact arithmetic (`crown.Crown.backward`), and the
@@ -37,6 +38,7 @@ import numpy as np
 from gmpy2 import mpq
 
 from .network import AFFINE
+from .relaxations import leaky_floor
 
 __all__ = [
     "DECAY",
@@ -102,6 +104,7 @@ class Chain:
         self.free: dict[int, np.ndarray] = {}
         self.kind: dict[int, str] = {}  # stage -> "relu" | "tanh" | "sigmoid" (free stages)
         self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
+        self.floor: dict[int, float] = {}  # leaky_relu stages (kind "relu"): least slope
         self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
         self.pool: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # P, dom, u
@@ -134,6 +137,11 @@ class Chain:
                     self.kind[s] = st.op
                     err = np.array([float(v) for v in cr.act[s]])
                     self.ends[s] = (np.where(ok, lo, 0.0), np.where(ok, hi, 0.0), err)
+                elif st.op == "leaky_relu":  # lower slopes in [s, 1], like ReLU's in [0, 1]
+                    self.free[s], self.kind[s] = (lo < 0) & (hi > 0), "relu"
+                    self.floor[s] = leaky_floor(cr.A, st)
+                    # every start (and so every returned slope) in [s, 1]: a valid line
+                    self.rl[s][:, 0] = np.maximum(self.rl[s][:, 0], self.floor[s])
 
     def trace(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
@@ -275,6 +283,7 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     m1 = {s: np.zeros_like(a) for s, a in alpha.items()}
     m2 = {s: np.zeros_like(a) for s, a in alpha.items()}
     top = {s: SMOOTH_MAX.get(ch.kind[s], 1.0) for s in alpha}
+    low = {s: ch.floor.get(s, 0.0) for s in alpha}
     lr = LR
     iters = SMOOTH_ITERS if any(ch.kind[s] != "relu" for s in alpha) else ITERS
     decay = DECAY ** (ITERS / iters)
@@ -293,7 +302,7 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
             step = (m1[s] / (1 - 0.9 ** (it + 1))) / (
                 np.sqrt(m2[s] / (1 - 0.999 ** (it + 1))) + 1e-12
             )
-            upd = np.clip(alpha[s] + lr * top[s] * step, 0.0, top[s])
+            upd = np.clip(alpha[s] + lr * top[s] * step, low[s], top[s])
             alpha[s] = np.where(_mask(ch, s), upd, starts[s])
         lr *= decay
     return _result(ch, best, Cf, t)
