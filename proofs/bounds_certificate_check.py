@@ -97,7 +97,15 @@ from .bounds_certificate_ia import (
     short,
     windowed,
 )
-from .bounds_certificate_relax import PL_ATTRS, check_relax, leaky_slope_ok, pl_stage, relu_lower_ok
+from .bounds_certificate_relax import (
+    PL_ATTRS,
+    back_pool_lines,
+    check_relax,
+    leaky_slope_ok,
+    pl_stage,
+    pool_slopes,
+    relu_lower_ok,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -245,7 +253,9 @@ def _backward(stages: list[dict[str, Any]], ch: _Chain, box: list[tuple[Fraction
             box = ch.outs[s]  # concretise over LayerNorm's (validated) output interval
             break
         if st["op"] == "max_pool2d":
-            lam = back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+            own = sl.get(s) if sl is not None else None
+            lam = (back_pool(ch.pool[s], lam, c, len(ch.ins[s])) if own is None else
+                   back_pool_lines(ch.pool[s], st["windows"], ch.ins[s], own, lam, c))  # fmt: skip
             continue
         if st["op"] in AFFINE:
             W, b, e = st["weight"], st["bias"], ch.errs[s]
@@ -389,6 +399,9 @@ def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: in
     for key, val in obj.items():
         s = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 6 else 0
         op = stages[s - 1]["op"] if 1 <= s < t else None
+        if op == "max_pool2d" and s in ch.pool:
+            out[s] = pool_slopes(val, stages[s - 1]["windows"], rows, f"{where}[{key}]")
+            continue
         if op not in ("relu", "leaky_relu", "tanh", "sigmoid") or s not in ch.relax:
             raise CertificateError(
                 f"{where}: {key!r} is not a ReLU, tanh or sigmoid stage below stage {t}"

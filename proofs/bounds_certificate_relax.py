@@ -21,6 +21,14 @@ Invariants (`check_relax` accepts a relaxation only when):
   here): a lower line must stay below f - err, an upper one above f + err. alpha-CROWN's
   leaky_relu lower slopes are checked the same way with the stage's own intercept
   (`leaky_slope_ok`). Their interval evaluation is `bounds_certificate_ia.act`.
+- max_pool2d's alpha-CROWN upper lines (`pool_slopes`, `back_pool_lines`): per row and
+  output, slopes lam in [0, 1] over the window's inputs; the line max <= sum lam_i x_i + c
+  takes c = max over j of ((1 - lam_j) u_j - sum_{i != j} lam_i l_i), recomputed here on
+  the validated input intervals [l_i, u_i]. It is sound for every such lam: h - max is
+  concave in x, and max over the box of (x_j - sum lam_i x_i) for a fixed j is reached at
+  x_j = u_j (coefficient 1 - lam_j >= 0), x_i = l_i (coefficient -lam_i <= 0); c is the
+  maximum of those maxima. Where a coefficient is >= 0 (or the window is dominated) the
+  validated lower line max >= x_k is used, as `bounds_certificate_ia.back_pool` does.
 """
 
 from __future__ import annotations
@@ -28,9 +36,18 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from .bounds_certificate_ia import IA, CertificateError, exact, phi_bounds, rat
+from .bounds_certificate_ia import IA, CertificateError, exact, jlist, phi_bounds, rat
 
-__all__ = ["PL_ATTRS", "check_relax", "leaky_slope_ok", "pl_stage", "pl_valid", "relu_lower_ok"]
+__all__ = [
+    "PL_ATTRS",
+    "back_pool_lines",
+    "check_relax",
+    "leaky_slope_ok",
+    "pl_stage",
+    "pl_valid",
+    "pool_slopes",
+    "relu_lower_ok",
+]
 
 PL_ATTRS = {"leaky_relu": ("negative_slope",), "hardtanh": ("min_val", "max_val")}
 
@@ -138,3 +155,43 @@ def leaky_slope_ok(fmt: tuple[int, int, int] | None, st: dict[str, Any], a: Frac
             f"{where}: slope {a} gives no lower line of leaky_relu on [{lo}, {hi}] (not valid)"
         )
     return a
+
+
+def pool_slopes(val: Any, windows: list[list[int]], rows: int, where: str) -> list[list[Any]]:
+    """alpha-CROWN's max_pool2d slopes: per row, per output, one p/q in [0, 1] per input of
+    the output's window."""
+    out = []
+    for i, r in enumerate(jlist(val, rows, where)):
+        row = []
+        for o, (e, win) in enumerate(zip(jlist(r, len(windows), f"{where}[{i}]"), windows,
+                                         strict=True)):  # fmt: skip
+            w = f"{where}[{i}][{o}]"
+            lam = [rat(v, w) for v in jlist(e, len(win), w)]
+            if not all(0 <= a <= 1 for a in lam):
+                raise CertificateError(f"{w}: slopes {[str(a) for a in lam]} not in [0, 1]")
+            row.append(lam)
+        out.append(row)
+    return out
+
+
+def back_pool_lines(pool: list[tuple[int, bool, Fraction]], windows: list[list[int]],
+                    ins: list[tuple[Fraction, Fraction]], own: list[list[Any]],
+                    lam: list[list[Fraction]], c: list[Fraction]
+                    ) -> list[list[Fraction]]:  # fmt: skip
+    """Rows through a max pooling with per-row upper lines (see the module docstring)."""
+    out = []
+    for r, row in enumerate(lam):
+        new = [Fraction(0)] * len(ins)
+        for o, ((k, dom, _), lv) in enumerate(zip(pool, row, strict=True)):
+            if lv >= 0 or dom:
+                new[k] += lv
+                continue
+            sl, win = own[r][o], windows[o]
+            total = sum((a * ins[i][0] for a, i in zip(sl, win, strict=True)), Fraction(0))
+            cl = max((1 - a) * ins[i][1] - (total - a * ins[i][0])
+                     for a, i in zip(sl, win, strict=True))  # fmt: skip
+            for a, i in zip(sl, win, strict=True):
+                new[i] += lv * a
+            c[r] += lv * cl
+        out.append(new)
+    return out

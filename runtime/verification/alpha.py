@@ -19,6 +19,11 @@ Invariants:
   derivative -x* (envelope theorem). Only the line a row actually uses (its coefficient's
   sign in the final float pass) is returned with the new slope; the caller encloses its
   intercept rigorously (`relaxations.smooth_lines`), the other line stays CROWN's.
+- max_pool2d outputs that are not dominated are free too (kind "pool"): their upper line
+  max <= sum lam_i x_i + c(lam) holds for every lam in [0, 1]^window with the intercept
+  of `pool_lines` (CROWN's constant line is lam = 0, the start); the float objective uses
+  its float image and gradient (-u_j* for the maximising j*, -l_i elsewhere), the caller
+  recomputes c exactly from the returned binary64 slopes.
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
@@ -38,6 +43,7 @@ import numpy as np
 from gmpy2 import mpq
 
 from .network import AFFINE
+from .pool_lines import Windows, float_lines
 from .relaxations import leaky_floor
 
 __all__ = [
@@ -102,12 +108,13 @@ class Chain:
         self.e: dict[int, np.ndarray] = {}
         self.rl: dict[int, np.ndarray] = {}
         self.free: dict[int, np.ndarray] = {}
-        self.kind: dict[int, str] = {}  # stage -> "relu" | "tanh" | "sigmoid" (free stages)
+        self.kind: dict[int, str] = {}  # stage -> relu | tanh | sigmoid | pool (free stages)
         self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
         self.floor: dict[int, float] = {}  # leaky_relu stages (kind "relu"): least slope
         self._box: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
         self.pool: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # P, dom, u
+        self.win: dict[int, Windows] = {}  # max_pool2d: windows (kind "pool")
 
     def sync(self, t: int) -> None:
         """Float copies of the stages below t (relaxations appear as the forward pass runs)."""
@@ -124,6 +131,7 @@ class Chain:
                     P[o, k] = 1.0
                 dom = np.array([d for _, d, _ in cr.pool[s]])
                 self.pool[s] = (P, dom, np.array([float(u) for _, _, u in cr.pool[s]]))
+                self._sync_pool(s, st, dom)
             elif s in cr.relax and s not in self.rl:
                 self.rl[s] = np.array([[float(v) for v in r] for r in cr.relax[s]])
                 lo = np.array([float(x[0]) for x in cr.ivs[s - 1]])
@@ -142,6 +150,30 @@ class Chain:
                     self.floor[s] = leaky_floor(cr.A, st)
                     # every start (and so every returned slope) in [s, 1]: a valid line
                     self.rl[s][:, 0] = np.maximum(self.rl[s][:, 0], self.floor[s])
+
+    def _sync_pool(self, s: int, st: Any, dom: np.ndarray) -> None:
+        """max_pool2d: its windows and input ends; every non-dominated output is free (its
+        upper line max <= sum lam_i x_i + c(lam), lam in [0, 1]^window, `pool_lines`)."""
+        ivs = self.cr.ivs[s - 1]
+        self.win[s] = Windows(st.windows, len(ivs))
+        lo, hi = np.array([float(x[0]) for x in ivs]), np.array([float(x[1]) for x in ivs])
+        self.ends[s] = (lo, hi, np.zeros(0))
+        self.free[s], self.kind[s] = ~dom, "pool"
+
+    def _pool_lines(
+        self, s: int, lam: np.ndarray, alpha: dict[int, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Rows through max_pool2d stage s: the constants added, the rows over its inputs,
+        and (with slopes) what `run` needs: (negative coefficients, c's gradient)."""
+        P, dom, u = self.pool[s]
+        take = (lam >= 0) | dom
+        if s not in alpha:
+            return np.where(take, 0.0, lam * u).sum(axis=1), np.where(take, lam, 0.0) @ P, None
+        lo, hi, _ = self.ends[s]
+        cl, grad = float_lines(self.win[s], alpha[s], lo, hi)
+        neg = np.where(take, 0.0, lam)
+        rows = np.where(take, lam, 0.0) @ P + self.win[s].scatter(neg[..., None] * alpha[s])
+        return (neg * cl).sum(axis=1), rows, (neg, cl, grad)
 
     def trace(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
@@ -164,10 +196,8 @@ class Chain:
                 c = c + lam @ self.b[s] - np.abs(lam) @ self.e[s]
                 lam = lam @ self.W[s]
             elif op == "max_pool2d":
-                P, dom, u = self.pool[s]
-                take = (lam >= 0) | dom
-                c = c + np.where(take, 0.0, lam * u).sum(axis=1)
-                lam = np.where(take, lam, 0.0) @ P
+                dc, lam, self._lines_used[s] = self._pool_lines(s, lam, alpha)
+                c = c + dc
             else:
                 self._lines_used[s] = self._lines(s, alpha)
                 aL, cL, aU, cU, _ = self._lines_used[s]
@@ -194,7 +224,15 @@ class Chain:
                 G = self.b[s] - np.sign(lam_s) * self.e[s] + G @ self.W[s].T
             elif op == "max_pool2d":
                 P, dom, u = self.pool[s]
-                G = np.where((lam_s >= 0) | dom, G @ P.T, u)
+                used = self._lines_used[s]
+                if used is None:
+                    G = np.where((lam_s >= 0) | dom, G @ P.T, u)
+                else:  # d bound / d lam_i = coefficient * (G of input i + dc / dlam_i)
+                    neg, cl, dc = used
+                    Gw = self.win[s].gather(G)
+                    grads[s] = neg[..., None] * (Gw + dc)
+                    own = (alpha[s] * Gw).sum(axis=-1) + cl
+                    G = np.where((lam_s >= 0) | dom, G @ P.T, own)
             else:
                 aL, cL, aU, cU, xs = self._lines_used[s]
                 pos = lam_s >= 0
@@ -238,6 +276,12 @@ def float_slopes(ch: Chain, sl: Any) -> dict[int, np.ndarray]:
     for s, rows in sl.items():
         if ch.kind.get(s, "relu") == "relu":
             out[s] = np.array([[float(v) for v in r] for r in rows])
+        elif ch.kind[s] == "pool":
+            a = np.zeros((len(rows), *ch.win[s].idx.shape))
+            for r, row in enumerate(rows):
+                for o, lam in enumerate(row):
+                    a[r, o, : len(lam)] = [float(v) for v in lam]
+            out[s] = a
         else:
             out[s] = np.array([[[float(e[0]), float(e[2])] for e in r] for r in rows])
     return out
@@ -253,6 +297,11 @@ def _result(ch: Chain, best: dict[int, np.ndarray], Cf: np.ndarray, t: int) -> d
     for s, a in best.items():
         if ch.kind[s] == "relu":
             out[s] = [[mpq(float(v)) for v in row] for row in a]
+            continue
+        if ch.kind[s] == "pool":  # per output, its window's lam (exact binary64 values)
+            m = ch.win[s].mask
+            out[s] = [[tuple(mpq(float(v)) for v in a[r, o][m[o]]) for o in range(a.shape[1])]
+                      for r in range(a.shape[0])]  # fmt: skip
             continue
         free, lam = ch.free[s], lams[s]
         out[s] = [[None if not free[j] or lam[r, j] == 0 else
@@ -271,6 +320,9 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     starts = {}
     for s in ch.free:
         if s < t and ch.free[s].any():
+            if ch.kind[s] == "pool":  # CROWN's constant line: lam = 0
+                starts[s] = np.zeros((k, *ch.win[s].idx.shape))
+                continue
             r = ch.rl[s]
             one = r[:, 0] if ch.kind[s] == "relu" else np.stack([r[:, 0], r[:, 2]], axis=-1)
             starts[s] = np.repeat(one[None], k, axis=0)

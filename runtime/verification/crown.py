@@ -10,6 +10,7 @@ Invariants:
   crossed with max >= x_k (k: the window's input with the largest lower end) and
   max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
   (its lower end >= every other input's upper end); max is exact in every format.
+  alpha-CROWN may replace max <= u by max <= sum lam_i x_i + c(lam) (`pool_lines`).
 - Every pre-activation interval is the intersection of its IBP and CROWN bounds (rounded
   outward to A's numbers), so CROWN is never wider than IBP.
 - At level 2 the runtime is the real network plus bounded per-neuron errors, extra bounded
@@ -37,6 +38,7 @@ from .arithmetic import Arith
 from .core import Iv, frac_str, q
 from .intervals import elem, layer, window_err
 from .network import AFFINE, Stage
+from .pool_lines import intercept
 from .relaxations import RELAXATIONS, SMOOTH, relax, smooth_line
 
 __all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
@@ -202,12 +204,20 @@ def _back_max_pool(
     cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
 ) -> Any:
     n = len(cr.ivs[s - 1])
+    own = sl.get(s) if sl is not None else None  # alpha-CROWN: per row, per output, lam
+    ivs = cr.ivs[s - 1]
     out = []
     for r, row in enumerate(lam):
         new = [mpq(0)] * n
-        for (k, dom, u), lv in zip(cr.pool[s], row, strict=True):
+        for o, ((k, dom, u), lv) in enumerate(zip(cr.pool[s], row, strict=True)):
             if lv >= 0 or dom:
                 new[k] += lv
+            elif own is not None and any(own[r][o]):  # max <= sum lam_i x_i + c(lam)
+                w = st.windows[o]
+                lo, hi = [q(ivs[i][0]) for i in w], [q(ivs[i][1]) for i in w]
+                for i, a in zip(w, own[r][o], strict=True):
+                    new[i] += lv * a
+                c[r] += lv * intercept(own[r][o], lo, hi)
             else:
                 c[r] += lv * u
         out.append(new)
