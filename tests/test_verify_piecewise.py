@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 from gmpy2 import mpfr, mpq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proofs.bounds_certificate_check import CertificateError, check_certificate
 from runtime.backends import get_backend
@@ -26,7 +28,7 @@ from runtime.verification import VerificationError, verify
 from runtime.verification.arithmetic import Arith
 from runtime.verification.network import Stage
 from runtime.verification.relaxations import relax
-from spec.domains import BINARY32
+from spec.domains import BFLOAT16, BINARY32
 from spec.errors import TorchLeanError
 
 
@@ -298,3 +300,39 @@ def test_branch_and_bound_splits_leaky_neurons() -> None:
     ops = [e["op"] for e in cert["network"]["stages"]]
     assert splits and all(ops[s - 1] == "leaky_relu" for s in splits)
     assert "holds" in check_certificate(cert)
+
+
+rats = st.fractions(min_value=-8, max_value=8, max_denominator=64)
+
+
+@settings(deadline=None)
+@given(rats, rats, st.fractions(min_value=0, max_value=1, max_denominator=100), rats, rats,
+       st.sampled_from([None, "float32", "bfloat16"]))  # fmt: skip
+def test_relaxations_hold_on_sampled_points(
+    x0: Fraction, x1: Fraction, s: Fraction, b0: Fraction, b1: Fraction, dtype: str | None
+) -> None:
+    """Every line below / above f at 65 evenly spaced points of [lo, hi] and its kinks; at
+    level 2 f is the runtime's: the attributes and x in the format, one rounded product."""
+    lo, hi = min(x0, x1), max(x0, x1)
+    a, b = min(b0, b1), max(b0, b1) + Fraction(1, 8)
+    dom = {"float32": BINARY32, "bfloat16": BFLOAT16}.get(dtype or "")
+    np_dt = get_backend("numpy").dtype(dtype) if dtype else None
+
+    def rn(v: Fraction) -> Fraction:
+        return v if np_dt is None else Fraction(float(np.asarray(float(v), dtype=np_dt)))
+
+    ts = [lo + (hi - lo) * Fraction(i, 64) for i in range(65)] + [Fraction(0), a, b]
+    pts = [p for p in sorted({rn(t) for t in ts}) if lo <= p <= hi]
+    sd, ad, bd = rn(s), rn(a), rn(b)
+
+    def leaky(x: Fraction) -> Fraction:
+        return x if x > 0 else rn(sd * x)
+
+    def ht(x: Fraction) -> Fraction:
+        return ad if x < ad else (bd if bd < x else x)
+
+    for stage, f in ((_stage("leaky_relu", negative_slope=s), leaky),
+                     (_stage("hardtanh", min_val=a, max_val=b), ht)):  # fmt: skip
+        aL, cL, aU, cU = (Fraction(v) for v in _relax(stage, lo, hi, dom))
+        for p in pts:
+            assert aL * p + cL <= f(p) <= aU * p + cU, (stage.op, p)
