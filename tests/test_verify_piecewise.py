@@ -313,7 +313,7 @@ def test_relaxations_hold_on_sampled_points(
 ) -> None:
     """Every line below / above f at 65 evenly spaced points of [lo, hi] and its kinks; at
     level 2 f is the runtime's: the attributes and x in the format, one rounded product."""
-    lo, hi = min(x0, x1), max(x0, x1)
+    lo, hi = (Fraction(float(v)) for v in (min(x0, x1), max(x0, x1)))  # exact intervals
     a, b = min(b0, b1), max(b0, b1) + Fraction(1, 8)
     dom = {"float32": BINARY32, "bfloat16": BFLOAT16}.get(dtype or "")
     np_dt = get_backend("numpy").dtype(dtype) if dtype else None
