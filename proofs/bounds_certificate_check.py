@@ -402,7 +402,7 @@ def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: in
         if op == "max_pool2d" and s in ch.pool:
             out[s] = pool_slopes(val, stages[s - 1]["windows"], rows, f"{where}[{key}]")
             continue
-        if op not in ("relu", "leaky_relu", "tanh", "sigmoid") or s not in ch.relax:
+        if op not in ("relu", "leaky_relu", "tanh", "sigmoid", "gelu") or s not in ch.relax:
             raise CertificateError(
                 f"{where}: {key!r} is not a ReLU, tanh or sigmoid stage below stage {t}"
             )
@@ -423,7 +423,8 @@ def _entry(op: str, v: Any, ch: _Chain, s: int, j: int, where: str,
     if op != "relu":
         rq = [rat(x, where) for x in jlist(v, 4, where)]
         err, const = ch.act[s][j]
-        check_relax(op, rq, lo, hi, err, const, where)
+        pw = lambda a: piecewise(IA(ch.fmt), st, j, lo, hi, a)  # noqa: E731
+        check_relax(op, rq, lo, hi, err, const, where, pw)
         return rq
     a = rat(v, where)
     if not relu_lower_ok(a, ch.relax[s][j][1], lo, hi):

@@ -7,9 +7,10 @@ Invariants (`check_relax` accepts a relaxation only when):
 - constant bounds (both slopes 0) contain this checker's own interval evaluation; or
 - ReLU: the upper line is above ReLU at both ends (ReLU minus a line is convex), the lower
   line below at both ends and, when lo < 0 < hi, at the kink (`relu_lower_ok`);
-- GELU / BatchNorm: parallel lines whose intercepts enclose the checker's piecewise
-  evaluation of f(x) - a x; tanh / sigmoid: the intercepts enclose `phi_bounds` (min / max
-  of f(x) - a x), widened by the level-2 rounding error;
+- GELU / BatchNorm: lines whose intercepts enclose the checker's piecewise evaluation of
+  f(x) - a x for their slopes (parallel for CROWN, any two slopes for alpha-CROWN's
+  GELU); tanh / sigmoid: the intercepts enclose `phi_bounds` (min / max of f(x) - a x),
+  widened by the level-2 rounding error;
 - leaky_relu / hardtanh (`PL_ATTRS`; `pl_valid`): exact. Their attributes are exact p/q
   strings in the network (`pl_stage`: negative_slope in [0, 1], min_val < max_val); at
   level 1 (fmt None) f uses them exactly, at level 2 each is rounded once to nearest into
@@ -84,8 +85,8 @@ def check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fra
         if not relu_lower_ok(aL, cL, lo, hi):
             raise bad
         return
-    if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
-        m, M = piecewise(aL)
+    if op in ("gelu", "bn") and piecewise is not None and hi > lo:
+        m, M = piecewise(aL)[0], piecewise(aU)[1]
         if cL > m or cU < M:
             raise bad
         return

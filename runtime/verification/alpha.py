@@ -19,6 +19,8 @@ Invariants:
   derivative -x* (envelope theorem). Only the line a row actually uses (its coefficient's
   sign in the final float pass) is returned with the new slope; the caller encloses its
   intercept rigorously (`relaxations.smooth_lines`), the other line stays CROWN's.
+  GELU neurons likewise (kind "gelu", slopes in GELU_SLOPES; the float intercept from 65
+  points, `gelu_tight`; the caller's from its piecewise enclosure, `relaxations.gelu_line`).
 - max_pool2d outputs that are not dominated are free too (kind "pool"): their upper line
   max <= sum lam_i x_i + c(lam) holds for every lam in [0, 1]^window with the intercept
   of `pool_lines` (CROWN's constant line is lam = 0, the start); the float objective uses
@@ -42,6 +44,8 @@ from typing import Any
 import numpy as np
 from gmpy2 import mpq
 
+from spec.ops import GELU_C, GELU_K
+
 from .network import AFFINE
 from .pool_lines import Windows, float_lines
 from .relaxations import leaky_floor
@@ -62,6 +66,7 @@ LR = 0.3
 DECAY = 0.93
 SMOOTH_ITERS = 100  # steps when tanh / sigmoid lines are optimised (decay DECAY ** (ITERS / it))
 SMOOTH_MAX = {"tanh": 1.0, "sigmoid": 0.25}  # f'(0): tanh / sigmoid slopes lie in [0, this]
+GELU_SLOPES = (-0.2, 1.2)  # GELU' lies in [-0.17, 1.13]: its optimised slopes lie in this range
 
 
 def _fv(kind: str, x: np.ndarray) -> np.ndarray:
@@ -96,6 +101,22 @@ def tight_line(
     v, x = np.where(take1, p1, p0), np.where(take1, c1, c0)
     take2 = p2 < v if lower else p2 > v
     return np.where(take2, p2, v), np.where(take2, c2, x)
+
+
+def gelu_tight(
+    kind: str, a: np.ndarray, lo: np.ndarray, hi: np.ndarray, lower: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """GELU: about min (lower) or max of f(x) - a x over [lo, hi] and where it is reached,
+    over 65 evenly spaced points (float64; the optimiser's image only: CROWN encloses the
+    intercept of the slopes it returns on pieces)."""
+    t = np.linspace(0.0, 1.0, 65)
+    x = lo[..., None] + (hi - lo)[..., None] * t
+    x = np.broadcast_to(x, (*a.shape, 65))
+    f = 0.5 * x * (1.0 + np.tanh(float(GELU_C) * (x + float(GELU_K) * x**3)))
+    v = f - a[..., None] * x
+    i = np.argmin(v, axis=-1) if lower else np.argmax(v, axis=-1)
+    return (np.take_along_axis(v, i[..., None], axis=-1)[..., 0],
+            np.take_along_axis(x, i[..., None], axis=-1)[..., 0])  # fmt: skip
 
 
 class Chain:
@@ -145,6 +166,11 @@ class Chain:
                     self.kind[s] = st.op
                     err = np.array([float(v) for v in cr.act[s]])
                     self.ends[s] = (np.where(ok, lo, 0.0), np.where(ok, hi, 0.0), err)
+                elif st.op == "gelu":  # any slopes, intercepts from the pieces (crown)
+                    ok = np.isfinite(lo) & np.isfinite(hi) & (hi - lo > 1e-9)
+                    self.free[s], self.kind[s], self.floor[s] = ok, "gelu", GELU_SLOPES[0]
+                    zero = np.zeros(len(lo))
+                    self.ends[s] = (np.where(ok, lo, 0.0), np.where(ok, hi, 0.0), zero)
                 elif st.op == "leaky_relu":  # lower slopes in [s, 1], like ReLU's in [0, 1]
                     self.free[s], self.kind[s] = (lo < 0) & (hi > 0), "relu"
                     self.floor[s] = leaky_floor(cr.A, st)
@@ -255,8 +281,9 @@ class Chain:
             return alpha[s], r[:, 1], r[:, 2], r[:, 3], None
         lo, hi, err = self.ends[s]
         aL, aU = alpha[s][..., 0], alpha[s][..., 1]
-        mL, xL = tight_line(self.kind[s], aL, lo, hi, True)
-        mU, xU = tight_line(self.kind[s], aU, lo, hi, False)
+        tl = gelu_tight if self.kind[s] == "gelu" else tight_line
+        mL, xL = tl(self.kind[s], aL, lo, hi, True)
+        mU, xU = tl(self.kind[s], aU, lo, hi, False)
         free = self.free[s]
         lines = (aL, mL - err, aU, mU + err)
         return (*(np.where(free, v, r[:, i]) for i, v in enumerate(lines)), (xL, xU))
@@ -334,7 +361,8 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     best = {s: a.copy() for s, a in alpha.items()}
     m1 = {s: np.zeros_like(a) for s, a in alpha.items()}
     m2 = {s: np.zeros_like(a) for s, a in alpha.items()}
-    top = {s: SMOOTH_MAX.get(ch.kind[s], 1.0) for s in alpha}
+    top = {s: SMOOTH_MAX.get(ch.kind[s], GELU_SLOPES[1] if ch.kind[s] == "gelu" else 1.0)
+           for s in alpha}  # fmt: skip
     low = {s: ch.floor.get(s, 0.0) for s in alpha}
     lr = LR
     iters = SMOOTH_ITERS if any(ch.kind[s] != "relu" for s in alpha) else ITERS

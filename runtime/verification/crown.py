@@ -39,7 +39,7 @@ from .core import Iv, frac_str, q
 from .intervals import elem, layer, window_err
 from .network import AFFINE, Stage
 from .pool_lines import intercept
-from .relaxations import RELAXATIONS, SMOOTH, relax, smooth_line
+from .relaxations import RELAXATIONS, SMOOTH, gelu_line, relax, smooth_line
 
 __all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
 
@@ -295,7 +295,7 @@ class Crown:
         if sl is None:
             return None
         for s, rows in sl.items():
-            if self.stages[s - 1].op in SMOOTH:
+            if self.stages[s - 1].op in (*SMOOTH, "gelu"):
                 sl[s] = [[self._line(s, j, e) for j, e in enumerate(row)] for row in rows]
         return sl
 
@@ -311,7 +311,9 @@ class Crown:
         key = (s, j, side, a)
         if key not in self.lines:
             x, err = self.ivs[s - 1][j], self.act[s][j]
-            new = smooth_line(self.H, self.stages[s - 1].op, x, err, a, side == "L")
+            st = self.stages[s - 1]
+            new = (gelu_line(self.A, st, j, x, a, side == "L") if st.op == "gelu" else
+                   smooth_line(self.H, st.op, x, err, a, side == "L"))  # fmt: skip
             self.lines[key] = (*new, *base[2:]) if side == "L" else (*base[:2], *new)
         return self.lines[key]
 

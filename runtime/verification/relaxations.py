@@ -18,7 +18,8 @@ intercepts must be rigorous, and they are exact rationals):
   lo(f([P, Q])) - max(a P, a Q) on each; for BatchNorm at the real level, where f is
   affine, at the two ends only), or constant bounds (slope 0, the IBP interval at that
   level) when those are tighter. At level 2 that evaluation encloses the runtime's own
-  values, so no error term is needed.
+  values, so no error term is needed. The same pieces give the intercepts of a line of
+  any slope (`gelu_line`: alpha-CROWN's optimised GELU slopes).
 - leaky_relu and hardtanh (`PIECEWISE_LINEAR`) are piecewise linear with known kinks (0;
   min_val and max_val), so f minus a line is piecewise linear too and its extremes on
   [lo, hi] are at the ends or at a kink inside: for any slope k, `pl_line` takes the exact
@@ -54,6 +55,7 @@ __all__ = [
     "PIECEWISE_LINEAR",
     "RELAXATIONS",
     "SMOOTH",
+    "gelu_line",
     "leaky_err",
     "leaky_floor",
     "leaky_slope",
@@ -212,6 +214,29 @@ def _pieces(A: Arith, st: Stage, x: Iv) -> list[tuple[Any, Any]]:
     return [(A.cv(A.dn, a), A.cv(A.up, b)) for a, b in itertools.pairwise(cuts)]
 
 
+def _piece_intercepts(A: Arith, st: Stage, j: int, x: Iv, a: Any) -> tuple[Any, Any]:
+    """The intercepts (cL, cU) of the lines of slope a below / above f on x, from A's
+    interval evaluation of f on `_pieces`: on a piece [P, Q], f(x) - a x >=
+    lo(f([P, Q])) - max(a P, a Q), and likewise above. Sound for every slope."""
+    cl: Any = None
+    cu: Any = None
+    for P, Q in _pieces(A, st, x):
+        f = elem(A, st, j, (P, Q))
+        ap, aq = a * q(P), a * q(Q)
+        lo_i, hi_i = q(f[0]) - max(ap, aq), q(f[1]) - min(ap, aq)
+        cl = lo_i if cl is None else min(cl, lo_i)
+        cu = hi_i if cu is None else max(cu, hi_i)
+    return cl, cu
+
+
+def gelu_line(A: Arith, st: Stage, j: int, x: Iv, a: float, lower: bool) -> tuple[Any, Any]:
+    """GELU on x, any slope a (binary64): the lower (or upper) line (a, c) with c from
+    `_piece_intercepts` (alpha-CROWN's optimised slopes; A's evaluation encloses the
+    runtime's values at level 2, so no error term)."""
+    cl, cu = _piece_intercepts(A, st, j, x, mpq(a))
+    return mpq(a), (cl if lower else cu)
+
+
 def _piecewise_line(A: Arith, st: Stage, j: int, x: Iv) -> Relax | None:
     """Parallel lines a*x + cL <= f(x) <= a*x + cU for GELU / BatchNorm1d on x, with a the
     chord slope and the intercepts from A's interval evaluation of f on PIECES pieces:
@@ -225,14 +250,7 @@ def _piecewise_line(A: Arith, st: Stage, j: int, x: Iv) -> Relax | None:
     a = mpq((float(fh[0]) - float(fl[0])) / den)
     if not math.isfinite(float(a)):
         return None
-    cl: Any = None
-    cu: Any = None
-    for P, Q in _pieces(A, st, x):
-        f = elem(A, st, j, (P, Q))
-        ap, aq = a * q(P), a * q(Q)
-        lo_i, hi_i = q(f[0]) - max(ap, aq), q(f[1]) - min(ap, aq)
-        cl = lo_i if cl is None else min(cl, lo_i)
-        cu = hi_i if cu is None else max(cu, hi_i)
+    cl, cu = _piece_intercepts(A, st, j, x, a)
     return a, cl, a, cu
 
 
