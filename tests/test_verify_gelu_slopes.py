@@ -37,8 +37,8 @@ def _width(b: Any) -> Fraction:
     return sum((b.upper[j] - b.lower[j] for j in range(3)), Fraction(0))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_gelu_slopes_are_sound_and_tighter(dtype: str) -> None:
+def test_gelu_slopes_are_sound_and_tighter() -> None:
+    dtype = "bfloat16"  # level 2 in a coarse format (float32 is checked by the forgery test)
     res = _net(dtype)
     center, r = np.array([0.3, -0.4, 0.1]), 0.5
     cr, al = (verify(res, center, r, algorithm=a) for a in ("crown", "alpha-crown"))
@@ -49,7 +49,7 @@ def test_gelu_slopes_are_sound_and_tighter(dtype: str) -> None:
     np_dt = get_backend("numpy").dtype(dtype)
     rng = np.random.default_rng(3)
     pts = [center + r * np.array(v) for v in itertools.product((-1, 1), repeat=3)]
-    pts += [center + rng.uniform(-r, r, 3) for _ in range(300)]
+    pts += [center + rng.uniform(-r, r, 3) for _ in range(200)]
     for x in pts:
         y = np.asarray(res.predict(np.asarray(x, dtype=np_dt).astype(np.float64)), np.float64)
         for j in range(3):
