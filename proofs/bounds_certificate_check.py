@@ -23,9 +23,11 @@ Invariants (what `check_certificate` establishes before it accepts):
   tangent enclosure of min/max of f(x) - a x, widened by the level-2 rounding error; GELU and
   BatchNorm1d: constant bounds containing this module's interval evaluation, or parallel
   lines whose intercepts enclose this module's evaluation of f(x) - a x on 24 equal
-  pieces of the interval), every stored
-  interval is checked to contain the intersection of IBP and the exact-rational backward
-  pass over the already-validated relaxations (stopping at a LayerNorm, whose validated
+  pieces of the interval; leaky_relu and hardtanh: exactly, at the ends and the kinks
+  inside, leaky_relu's level-2 product error recomputed: `bounds_certificate_relax`),
+  every stored interval is checked to contain the intersection of IBP and the
+  exact-rational backward pass over the already-validated relaxations (stopping at a
+  LayerNorm, whose validated
   output interval it concretises over), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
@@ -40,10 +42,11 @@ Invariants (what `check_certificate` establishes before it accepts):
 - alpha-CROWN certificates: the CROWN witness is validated as above; then a second chain
   (`alpha_witness`) the same way, except that each linear stage's interval is also
   intersected with the CROWN chain's validated one, and every backward pass uses the
-  per-row ReLU lower slopes and tanh / sigmoid relaxations it records (`alpha` of a stage
-  entry for its intermediate bounds, the level's `alpha` for the final lower/upper/margin
-  rows). Each slope is checked to give, with its neuron's validated intercept, a line below
-  ReLU on the neuron's interval (at the ends and at the kink); each tanh / sigmoid
+  per-row ReLU / leaky_relu lower slopes and tanh / sigmoid relaxations it records
+  (`alpha` of a stage entry for its intermediate bounds, the level's `alpha` for the final
+  lower/upper/margin rows). Each slope is checked to give, with its neuron's validated
+  intercept, a line below ReLU (leaky_relu) on the neuron's interval (at the ends and at
+  the kink); each tanh / sigmoid
   relaxation as the witness's own are (this module's enclosure of min / max of
   f(x) - a x, widened by the level-2 error); the optimiser that chose them is not re-run. The
   final enclosure is the intersection of both chains' (and their last intervals').
@@ -60,7 +63,7 @@ Invariants (what `check_certificate` establishes before it accepts):
   unknown levels or level fields are refused.
 - Branch and bound ("bab") certificates: the root is validated as alpha-CROWN; then, when
   the level has `branches`, their split paths must be the leaves of one complete binary
-  tree (each inner node splits one ReLU input both ways, >= 0 and <= 0, so the leaves
+  tree (each inner node splits one ReLU or leaky_relu input both ways, >= 0 and <= 0, so the leaves
   cover the box); each leaf's chain is validated with its split neurons' inputs clamped
   to their sign (a leaf whose recomputed intervals cross holds no input and is skipped),
   and a margin is established when it is at most max(root margin, min over the feasible
@@ -99,12 +102,19 @@ from .bounds_certificate_ia import (
     ibp_stage,
     jlist,
     lin_err,
-    phi_bounds,
     piecewise,
     rat,
     short,
     stage_inputs,
     windowed,
+)
+from .bounds_certificate_relax import (
+    PL_ATTRS,
+    check_relax,
+    leaky_slope_ok,
+    pl_stage,
+    pool_slopes,
+    relu_lower_ok,
 )
 
 __all__ = [
@@ -239,35 +249,6 @@ def _decode(v: Any, dtype: str, what: str) -> Fraction:
     return -val if sign else val
 
 
-def _check_relax(op: str, r: list[Fraction], lo: Fraction, hi: Fraction, err: Fraction,
-                 const: tuple[Fraction, Fraction], where: str,
-                 piecewise: Any = None) -> None:  # fmt: skip
-    aL, cL, aU, cU = r
-    bad = CertificateError(f"{where}: relaxation {[str(v) for v in r]} is not valid on "
-                           f"[{lo}, {hi}]")  # fmt: skip
-    if aL == 0 and aU == 0 and cL <= const[0] and cU >= const[1]:
-        return  # constant bounds around this checker's own interval
-    if op == "relu":
-        # ReLU - (aU x + cU) is convex, so the upper line is above ReLU on [lo, hi] iff it is
-        # at the endpoints; (aL x + cL) - ReLU is concave with its kink at 0, so the lower
-        # line needs the endpoints and, when lo < 0 < hi, x = 0 (intercept <= ReLU(0) = 0)
-        for x in (lo, hi):
-            if aU * x + cU < max(x, Fraction(0)):
-                raise bad
-        if not _relu_lower_ok(aL, cL, lo, hi):
-            raise bad
-        return
-    if op in ("gelu", "bn") and aL == aU and piecewise is not None and hi > lo:
-        m, M = piecewise(aL)
-        if cL > m or cU < M:
-            raise bad
-        return
-    if op not in ("tanh", "sigmoid"):
-        raise bad
-    m, _ = phi_bounds(op, aL, lo, hi)
-    _, M = phi_bounds(op, aU, lo, hi)
-    if cL > m - err or cU < M + err:
-        raise bad
 
 
 def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
@@ -346,6 +327,8 @@ def _stage(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
                 "eps": rat(st.get("eps"), f"{w}.eps")}  # fmt: skip
     if op in ("relu", "tanh", "sigmoid", "gelu", "add"):
         return {"op": op}
+    if op in PL_ATTRS:
+        return pl_stage(op, st, w)
     if op in ("conv2d", "avg_pool2d"):
         return windowed(st, dt, n, w, _decode)
     if op == "max_pool2d":  # the windows of the same-shaped average pooling
@@ -376,13 +359,7 @@ class _Chain:
         self.pool: dict[int, list[tuple[int, bool, Fraction]]] = {}  # max_pool2d: k, dom, u
         self.cur: list[Any] = []
         self.empty = False
-
-
-def _relu_lower_ok(a: Fraction, c: Fraction, lo: Fraction, hi: Fraction) -> bool:
-    """a x + c <= ReLU(x) on [lo, hi]: at both ends and, when lo < 0 < hi, at the kink 0
-    (the line minus ReLU is concave, so its maximum is at one of those points)."""
-    ends = all(a * x + c <= max(x, Fraction(0)) for x in (lo, hi))
-    return ends and not (lo < 0 < hi and c > 0)
+        self.fmt: Any = None  # the level's format (None at level 1)
 
 
 def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: int,
@@ -397,28 +374,35 @@ def _slopes(obj: Any, ch: _Chain, stages: list[dict[str, Any]], t: int, rows: in
     for key, val in obj.items():
         s = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 6 else 0
         op = stages[s - 1]["op"] if 1 <= s < t else None
-        if op not in ("relu", "tanh", "sigmoid") or s not in ch.relax:
+        if op == "max_pool2d" and s in ch.pool:
+            out[s] = pool_slopes(val, stages[s - 1]["windows"], rows, f"{where}[{key}]")
+            continue
+        if op not in ("relu", "leaky_relu", "tanh", "sigmoid", "gelu") or s not in ch.relax:
             raise CertificateError(
                 f"{where}: {key!r} is not a ReLU, tanh or sigmoid stage below stage {t}"
             )
         n, w = len(ch.relax[s]), f"{where}[{key}]"
-        got = [[_entry(op, v, ch, s, j, f"{w}[{i}][{j}]")
+        got = [[_entry(op, v, ch, s, j, f"{w}[{i}][{j}]", stages[s - 1])
                 for j, v in enumerate(jlist(r, n, f"{w}[{i}]"))]
                for i, r in enumerate(jlist(val, rows, w))]  # fmt: skip
         out[s] = got
     return out
 
 
-def _entry(op: str, v: Any, ch: _Chain, s: int, j: int, where: str) -> Any:
+def _entry(op: str, v: Any, ch: _Chain, s: int, j: int, where: str,
+           st: dict[str, Any]) -> Any:  # fmt: skip
     """One neuron's per-row entry, validated on the neuron's interval."""
     lo, hi = ch.ins[s][j]
+    if op == "leaky_relu":  # a lower slope with the stage's own intercept
+        return leaky_slope_ok(ch.fmt, st, rat(v, where), ch.relax[s][j][1], lo, hi, where)
     if op != "relu":
         rq = [rat(x, where) for x in jlist(v, 4, where)]
         err, const = ch.act[s][j]
-        _check_relax(op, rq, lo, hi, err, const, where)
+        pw = lambda a: piecewise(IA(ch.fmt), st, j, lo, hi, a)  # noqa: E731
+        check_relax(op, rq, lo, hi, err, const, where, pw)
         return rq
     a = rat(v, where)
-    if not _relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
+    if not relu_lower_ok(a, ch.relax[s][j][1], lo, hi):
         raise CertificateError(
             f"{where}: slope {a} gives no lower line of ReLU on [{lo}, {hi}] (not valid)"
         )
@@ -438,6 +422,7 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
     if not isinstance(wit, list) or not (len(wit) == len(stages) or partial):
         raise CertificateError(f"{where0}: expected one entry per stage")
     ch, vals = _Chain(), [start]
+    ch.fmt = fmt
     clamp = _clamps(stages, splits or {})
     for t, st in enumerate(stages, 1):
         if t > len(wit):
@@ -509,7 +494,7 @@ def _branches(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
         sp = leaf.get("splits") if isinstance(leaf, dict) else None
         if not isinstance(sp, list) or not all(
             isinstance(x, list) and len(x) == 3 and all(type(v) is int for v in x)
-            and 1 <= x[0] <= len(stages) and stages[x[0] - 1]["op"] == "relu"
+            and 1 <= x[0] <= len(stages) and stages[x[0] - 1]["op"] in ("relu", "leaky_relu")
             and x[2] in (1, -1) for x in sp
         ):  # fmt: skip
             raise CertificateError(f"{where}[{i}].splits: expected [[relu stage, neuron, +-1]]")
@@ -566,7 +551,7 @@ def _relaxed_stage(ch: _Chain, ia: IA, fmt: Any, st: dict[str, Any], w: dict[str
         const = act(ia, st["op"], st, j, x)
         pw = lambda a, st=st, j=j, xl=xl, xh=xh: piecewise(ia, st, j, xl, xh, a)  # noqa: E731
         err, ce = act_err(fmt, st["op"], xl, xh), (exact(const[0]), exact(const[1]))
-        _check_relax(st["op"], rq, xl, xh, err, ce, f"{where}.relax[{j}]", pw)
+        check_relax(st["op"], rq, xl, xh, err, ce, f"{where}.relax[{j}]", pw, fmt, st)
         ch.act[t].append((err, ce))
         ch.relax[t].append(rq)
         ch.ins[t].append((xl, xh))

@@ -9,7 +9,8 @@ Invariants:
   nearest once as the runtime casts them. `act` and `ibp_stage` follow the ordered kernels'
   op order (linear: a left fold from the first product, then + b; sigmoid 1/(1+exp(-x));
   BatchNorm ((x - mean) / sqrt(var + eps)) * w + b; GELU split at 0 and GELU_GRID, its cube
-  bounded by its endpoints; LayerNorm with d*d as a square).
+  bounded by its endpoints; LayerNorm with d*d as a square; leaky_relu and hardtanh, both
+  nondecreasing, by their directed endpoint values).
 - `phi_bounds` encloses min and max of f(x) - a x for tanh/sigmoid (convex on x <= 0,
   concave on x >= 0: endpoints on one side, a supporting tangent on the other);
   `piecewise` does it for GELU/BatchNorm from the interval evaluation on PIECES equal
@@ -54,6 +55,7 @@ __all__ = [
     "act_err",
     "add_err",
     "back_pool",
+    "back_pool_lines",
     "backward",
     "concretise",
     "cross",
@@ -168,6 +170,13 @@ def act(ia: IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
         den = ia.mono("sqrt", ia.add(ia.box(st["var"][j]), ia.const(st["eps"])))
         y = ia.div(ia.add(x, ia.neg(ia.box(st["mean"][j]))), den)
         return ia.add(ia.mul(y, ia.box(st["weight"][j])), ia.box(st["bias"][j]))
+    if op == "leaky_relu":  # x if x > 0 else RN(s x), s in [0, 1]: nondecreasing
+        sl = ia.const(st["negative_slope"])
+        lo = x[0] if x[0] > 0 else ia.mul(sl, (x[0], x[0]))[0]
+        return lo, x[1] if x[1] > 0 else ia.mul(sl, (x[1], x[1]))[1]
+    if op == "hardtanh":  # clamp(x, a, b): exact, nondecreasing in x, a and b
+        a, b = ia.const(st["min_val"]), ia.const(st["max_val"])
+        return min(max(x[0], a[0]), b[0]), min(max(x[1], a[1]), b[1])
     if op == "gelu":
         cuts = [x[0], *(mpfr(g) for g in [*GELU_GRID, Fraction(0)] if x[0] < g < x[1]), x[1]]
         lo = hi = None
@@ -462,6 +471,29 @@ def stage_inputs(st: dict[str, Any], t: int, widths: list[int], w: str) -> list[
     return src
 
 
+def back_pool_lines(pool: list[tuple[int, bool, Fraction]], windows: list[list[int]],
+                    ins: list[tuple[Fraction, Fraction]], own: list[list[Any]],
+                    lam: list[list[Fraction]], c: list[Fraction]
+                    ) -> list[list[Fraction]]:  # fmt: skip
+    """Rows through a max pooling with per-row upper lines (see the module docstring)."""
+    out = []
+    for r, row in enumerate(lam):
+        new = [Fraction(0)] * len(ins)
+        for o, ((k, dom, _), lv) in enumerate(zip(pool, row, strict=True)):
+            if lv >= 0 or dom:
+                new[k] += lv
+                continue
+            sl, win = own[r][o], windows[o]
+            total = sum((a * ins[i][0] for a, i in zip(sl, win, strict=True)), Fraction(0))
+            cl = max((1 - a) * ins[i][1] - (total - a * ins[i][0])
+                     for a, i in zip(sl, win, strict=True))  # fmt: skip
+            for a, i in zip(sl, win, strict=True):
+                new[i] += lv * a
+            c[r] += lv * cl
+        out.append(new)
+    return out
+
+
 def backward(stages: list[dict[str, Any]], ch: Any, box: list[tuple[Fraction, Fraction]],
               C: list[list[Fraction]], t: int,
               sl: dict[int, list[list[Fraction]]] | None = None) -> list[Fraction]:  # fmt: skip
@@ -505,7 +537,10 @@ def cross(st: dict[str, Any], ch: Any, s: int, lam: list[list[Fraction]], c: lis
            sl: dict[int, list[list[Fraction]]] | None) -> list[list[Fraction]]:  # fmt: skip
     """Rows through stage s (constants into c): the rows over its inputs, concatenated."""
     if st["op"] == "max_pool2d":
-        return back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+        own = sl.get(s) if sl is not None else None  # alpha-CROWN's upper lines, per row
+        if own is None:
+            return back_pool(ch.pool[s], lam, c, len(ch.ins[s]))
+        return back_pool_lines(ch.pool[s], st["windows"], ch.ins[s], own, lam, c)
     if st["op"] == "add":  # y = a + b + delta, |delta| <= err: the row to a and to b
         for r, row in enumerate(lam):
             c[r] -= sum((abs(lv) * ev for lv, ev in zip(row, ch.errs[s], strict=True)),

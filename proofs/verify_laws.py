@@ -3,14 +3,14 @@ evaluation executes the ordered kernels' operation sequence.
 
 Invariants:
 - Level 2 of `runtime.verification` evaluates each supported layer (`intervals.LAYERS`:
-  linear, relu, tanh, sigmoid, gelu, batch_norm, layer_norm) with directed rounding in the
-  dtype's format, following a hand-written op order. This check runs that very code
-  (`intervals.ibp` on the stages of `network.stages`) with both rounding contexts set to
-  round-to-nearest and every input interval degenerate, [x, x]: the result is then the
-  value of verify's op sequence rounded once per operation, and it must equal,
-  bit for bit, what `Result.predict` computes with the ordered kernels in that dtype.
-  A changed op order on either side (a body change in spec, a kernel change, or a change
-  in verify's copy) shows up as a bit difference on some point.
+  linear, relu, tanh, sigmoid, gelu, batch_norm, layer_norm, leaky_relu, hardtanh) with
+  directed rounding in the dtype's format, following a hand-written op order. This check
+  runs that very code (`intervals.ibp` on the stages of `network.stages`) with both
+  rounding contexts set to round-to-nearest and every input interval degenerate, [x, x]:
+  the result is then the value of verify's op sequence rounded once per operation, and it
+  must equal, bit for bit, what `Result.predict` computes with the ordered kernels in that
+  dtype. A changed op order on either side (a body change in spec, a kernel change, or a
+  change in verify's copy) shows up as a bit difference on some point.
 - Networks: per layer kind, Linear(3, 3) -> layer -> Linear(3, 2) with fixed dyadic
   weights; `POINTS_QUICK` / `POINTS_FULL` pseudo-random binary64 inputs (a fixed seed) per
   (layer, dtype), dtypes float32, float64, bfloat16, float16.
@@ -28,7 +28,16 @@ from .records import CheckContext, CheckResult, Scope, Theorem, Witness
 __all__ = ["DTYPES", "LAYER_KINDS", "POINTS_FULL", "POINTS_QUICK", "theorems"]
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
-LAYER_KINDS = ("relu", "tanh", "sigmoid", "gelu", "batch_norm", "layer_norm")
+LAYER_KINDS = (
+    "relu",
+    "tanh",
+    "sigmoid",
+    "gelu",
+    "batch_norm",
+    "layer_norm",
+    "leaky_relu",
+    "hardtanh",
+)
 POINTS_QUICK = 10
 POINTS_FULL = 60
 
@@ -40,7 +49,18 @@ _B2 = [0.0, 0.25]
 
 def _result(kind: str, dtype: str) -> Any:
     from runtime.backends import get_backend
-    from runtime.nn import GELU, BatchNorm1d, LayerNorm, Linear, ReLU, Sequential, Sigmoid, Tanh
+    from runtime.nn import (
+        GELU,
+        BatchNorm1d,
+        Hardtanh,
+        LayerNorm,
+        LeakyReLU,
+        Linear,
+        ReLU,
+        Sequential,
+        Sigmoid,
+        Tanh,
+    )
     from runtime.trainer import Result
 
     mid: dict[str, Any] = {
@@ -53,6 +73,8 @@ def _result(kind: str, dtype: str) -> Any:
             [[1.5, -0.5, 1.0], [0.125, -0.25, 0.5], [0.25, 0.0, -0.5], [0.5, 2.0, 1.0], 0.1],
         ),
         "layer_norm": (LayerNorm(3), [[1.5, -0.5, 1.0], [0.125, -0.25, 0.5]]),
+        "leaky_relu": (LeakyReLU(Fraction(1, 10)), []),
+        "hardtanh": (Hardtanh(Fraction(-1, 3), Fraction(3, 4)), []),
     }
     layer, extra = mid[kind]
     model = Sequential(Linear(3, 3), layer, Linear(3, 2))
@@ -116,7 +138,11 @@ def _check(ctx: CheckContext) -> CheckResult:
             if msg:
                 failed += 1
                 rows[f"{kind}/{dt}"]["failure"] = msg
-        ctx.report("verify.runtime_level_follows_ordered_kernels", len(rows), 24)
+        ctx.report(
+            "verify.runtime_level_follows_ordered_kernels",
+            len(rows),
+            len(LAYER_KINDS) * len(DTYPES),
+        )
     counts = {"cases": len(rows), "cases_passed": len(rows) - failed, "points": points}
     return CheckResult(failed == 0, counts, {"rows": rows})
 
@@ -140,14 +166,15 @@ def theorems() -> list[Theorem]:
             name="verify.runtime_level_follows_ordered_kernels",
             statement=(
                 "runtime.verification's level-2 interval evaluation of every supported layer "
-                "(linear, relu, tanh, sigmoid, gelu, batch_norm, layer_norm) follows the "
+                "(linear, relu, tanh, sigmoid, gelu, batch_norm, layer_norm, leaky_relu, "
+                "hardtanh) follows the "
                 "ordered kernels' operation sequence: run with round-to-nearest contexts on "
                 "degenerate intervals [x, x], it returns, bit for bit, Result.predict with "
                 "kernels='ordered' in float32, float64, bfloat16 and float16."
             ),
             formula="ibp_nearest(stages(r), [x, x]) = predict_ordered(r, x) (bitwise)",
             scope=Scope(
-                ("linear", "relu", "tanh", "sigmoid", "gelu", "batch_norm", "layer_norm"),
+                ("linear", *LAYER_KINDS),
                 DTYPES,
                 "Linear(3, 3) -> layer -> Linear(3, 2), fixed dyadic weights",
                 f"{POINTS_QUICK} quick / {POINTS_FULL} full points per (layer, dtype)",

@@ -59,8 +59,10 @@ __all__ = [
     "BatchNorm1d",
     "Dropout",
     "Forward",
+    "Hardtanh",
     "Layer",
     "LayerNorm",
+    "LeakyReLU",
     "Linear",
     "ReLU",
     "Residual",
@@ -282,6 +284,54 @@ class _Elementwise(Layer):
 
 class ReLU(_Elementwise):
     op = "relu"
+
+
+def _finite_rational(what: str, v: Any) -> Fraction:
+    """An attribute as an exact Fraction (int, float or Fraction; finite, not bool)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, Fraction)):
+        raise TorchLeanError(f"{what}: expected a number, got {v!r}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise TorchLeanError(f"{what}: expected a finite number, got {v!r}")
+    return Fraction(v)
+
+
+class LeakyReLU(Layer):
+    """The table's leaky_relu: x if x > 0 else negative_slope * x (the slope rounded once
+    into the run's dtype, one rounded product), default slope 1/100 (PyTorch's 0.01 is
+    taken as the exact binary64 value given)."""
+
+    def __init__(self, negative_slope: int | float | Fraction = Fraction(1, 100)) -> None:
+        self.negative_slope = _finite_rational("LeakyReLU negative_slope", negative_slope)
+
+    def __repr__(self) -> str:
+        return f"LeakyReLU({self.negative_slope})"
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        return f.s.op("leaky_relu", x, negative_slope=self.negative_slope)
+
+
+class Hardtanh(Layer):
+    """The table's hardtanh: clamp(x, min_val, max_val) (defaults -1, 1; each bound rounded
+    once into the run's dtype); min_val < max_val is required (as PyTorch's)."""
+
+    def __init__(
+        self, min_val: int | float | Fraction = -1, max_val: int | float | Fraction = 1
+    ) -> None:
+        lo = _finite_rational("Hardtanh min_val", min_val)
+        hi = _finite_rational("Hardtanh max_val", max_val)
+        if not lo < hi:
+            raise TorchLeanError(f"Hardtanh: min_val {lo} must be below max_val {hi}")
+        self.min_val, self.max_val = lo, hi
+
+    def __repr__(self) -> str:
+        return f"Hardtanh({self.min_val}, {self.max_val})"
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        return f.s.op("hardtanh", x, min_val=self.min_val, max_val=self.max_val)
 
 
 class GELU(_Elementwise):

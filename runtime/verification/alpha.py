@@ -4,7 +4,8 @@ on CROWN's own lower bound (in binary64).
 
 Invariants:
 - Nothing here is trusted. A ReLU neuron whose interval [lo, hi] straddles 0 (lo < 0 < hi)
-  is "free": every line y = a x with 0 <= a <= 1 lies below ReLU on the whole real line,
+  is "free": every line y = a x with 0 <= a <= 1 lies below ReLU on the whole real line
+  (a leaky_relu neuron of slope s likewise with s <= a <= 1: kind "relu", `floor` s),
   so any slope the optimiser returns in [0, 1] gives a valid relaxation. The returned slopes
   are binary64 values clipped to [0, 1] (so exact dyadic rationals in [0, 1]); the caller
   recomputes the bound with them in exact arithmetic (`crown.Crown.backward`), and the
@@ -18,6 +19,13 @@ Invariants:
   derivative -x* (envelope theorem). Only the line a row actually uses (its coefficient's
   sign in the final float pass) is returned with the new slope; the caller encloses its
   intercept rigorously (`relaxations.smooth_lines`), the other line stays CROWN's.
+  GELU neurons likewise (kind "gelu", slopes in GELU_SLOPES; the float intercept from 65
+  points, `gelu_tight`; the caller's from its piecewise enclosure, `relaxations.gelu_line`).
+- max_pool2d outputs that are not dominated are free too (kind "pool"): their upper line
+  max <= sum lam_i x_i + c(lam) holds for every lam in [0, 1]^window with the intercept
+  of `pool_lines` (CROWN's constant line is lam = 0, the start); the float objective uses
+  its float image and gradient (-u_j* for the maximising j*, -l_i elsewhere), the caller
+  recomputes c exactly from the returned binary64 slopes.
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
@@ -39,7 +47,11 @@ from typing import Any
 import numpy as np
 from gmpy2 import mpq
 
+from spec.ops import GELU_C, GELU_K
+
 from .network import AFFINE
+from .pool_lines import Windows, float_lines
+from .relaxations import leaky_floor
 
 __all__ = [
     "DECAY",
@@ -57,6 +69,7 @@ LR = 0.3
 DECAY = 0.93
 SMOOTH_ITERS = 100  # steps when tanh / sigmoid lines are optimised (decay DECAY ** (ITERS / it))
 SMOOTH_MAX = {"tanh": 1.0, "sigmoid": 0.25}  # f'(0): tanh / sigmoid slopes lie in [0, this]
+GELU_SLOPES = (-0.2, 1.2)  # GELU' lies in [-0.17, 1.13]: its optimised slopes lie in this range
 
 
 def _fv(kind: str, x: np.ndarray) -> np.ndarray:
@@ -93,6 +106,22 @@ def tight_line(
     return np.where(take2, p2, v), np.where(take2, c2, x)
 
 
+def gelu_tight(
+    kind: str, a: np.ndarray, lo: np.ndarray, hi: np.ndarray, lower: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """GELU: about min (lower) or max of f(x) - a x over [lo, hi] and where it is reached,
+    over 65 evenly spaced points (float64; the optimiser's image only: CROWN encloses the
+    intercept of the slopes it returns on pieces)."""
+    t = np.linspace(0.0, 1.0, 65)
+    x = lo[..., None] + (hi - lo)[..., None] * t
+    x = np.broadcast_to(x, (*a.shape, 65))
+    f = 0.5 * x * (1.0 + np.tanh(float(GELU_C) * (x + float(GELU_K) * x**3)))
+    v = f - a[..., None] * x
+    i = np.argmin(v, axis=-1) if lower else np.argmax(v, axis=-1)
+    return (np.take_along_axis(v, i[..., None], axis=-1)[..., 0],
+            np.take_along_axis(x, i[..., None], axis=-1)[..., 0])  # fmt: skip
+
+
 class Chain:
     """The float64 image of one CROWN object's backward pass (built once per Crown)."""
 
@@ -103,10 +132,12 @@ class Chain:
         self.e: dict[int, np.ndarray] = {}
         self.rl: dict[int, np.ndarray] = {}
         self.free: dict[int, np.ndarray] = {}
-        self.kind: dict[int, str] = {}  # stage -> "relu" | "tanh" | "sigmoid" (free stages)
+        self.kind: dict[int, str] = {}  # stage -> relu | tanh | sigmoid | pool (free stages)
         self.ends: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # lo, hi, err
+        self.floor: dict[int, float] = {}  # leaky_relu stages (kind "relu"): least slope
         self._lines_used: dict[int, tuple[Any, ...]] = {}  # the last trace's lines per stage
         self.pool: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # P, dom, u
+        self.win: dict[int, Windows] = {}  # max_pool2d: windows (kind "pool")
 
     def sync(self, t: int) -> None:
         """Float copies of the stages below t (relaxations appear as the forward pass runs)."""
@@ -125,6 +156,7 @@ class Chain:
                     P[o, k] = 1.0
                 dom = np.array([d for _, d, _ in cr.pool[s]])
                 self.pool[s] = (P, dom, np.array([float(u) for _, _, u in cr.pool[s]]))
+                self._sync_pool(s, st, dom)
             elif s in cr.relax and s not in self.rl:
                 self.rl[s] = np.array([[float(v) for v in r] for r in cr.relax[s]])
                 lo = np.array([float(x[0]) for x in cr.ivs[st.srcs(s)[0]]])
@@ -138,6 +170,40 @@ class Chain:
                     self.kind[s] = st.op
                     err = np.array([float(v) for v in cr.act[s]])
                     self.ends[s] = (np.where(ok, lo, 0.0), np.where(ok, hi, 0.0), err)
+                elif st.op == "gelu":  # any slopes, intercepts from the pieces (crown)
+                    ok = np.isfinite(lo) & np.isfinite(hi) & (hi - lo > 1e-9)
+                    self.free[s], self.kind[s], self.floor[s] = ok, "gelu", GELU_SLOPES[0]
+                    zero = np.zeros(len(lo))
+                    self.ends[s] = (np.where(ok, lo, 0.0), np.where(ok, hi, 0.0), zero)
+                elif st.op == "leaky_relu":  # lower slopes in [s, 1], like ReLU's in [0, 1]
+                    self.free[s], self.kind[s] = (lo < 0) & (hi > 0), "relu"
+                    self.floor[s] = leaky_floor(cr.A, st)
+                    # every start (and so every returned slope) in [s, 1]: a valid line
+                    self.rl[s][:, 0] = np.maximum(self.rl[s][:, 0], self.floor[s])
+
+    def _sync_pool(self, s: int, st: Any, dom: np.ndarray) -> None:
+        """max_pool2d: its windows and input ends; every non-dominated output is free (its
+        upper line max <= sum lam_i x_i + c(lam), lam in [0, 1]^window, `pool_lines`)."""
+        ivs = self.cr.ivs[st.srcs(s)[0]]
+        self.win[s] = Windows(st.windows, len(ivs))
+        lo, hi = np.array([float(x[0]) for x in ivs]), np.array([float(x[1]) for x in ivs])
+        self.ends[s] = (lo, hi, np.zeros(0))
+        self.free[s], self.kind[s] = ~dom, "pool"
+
+    def _pool_lines(
+        self, s: int, lam: np.ndarray, alpha: dict[int, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Rows through max_pool2d stage s: the constants added, the rows over its inputs,
+        and (with slopes) what `run` needs: (negative coefficients, c's gradient)."""
+        P, dom, u = self.pool[s]
+        take = (lam >= 0) | dom
+        if s not in alpha:
+            return np.where(take, 0.0, lam * u).sum(axis=1), np.where(take, lam, 0.0) @ P, None
+        lo, hi, _ = self.ends[s]
+        cl, grad = float_lines(self.win[s], alpha[s], lo, hi)
+        neg = np.where(take, 0.0, lam)
+        rows = np.where(take, lam, 0.0) @ P + self.win[s].scatter(neg[..., None] * alpha[s])
+        return (neg * cl).sum(axis=1), rows, (neg, cl, grad)
 
     def trace(
         self, C: np.ndarray, t: int, alpha: dict[int, np.ndarray]
@@ -188,9 +254,8 @@ class Chain:
         if op == "add":
             return c - np.abs(lam) @ self.e[s], np.concatenate([lam, lam], axis=1)
         if op == "max_pool2d":
-            P, dom, u = self.pool[s]
-            take = (lam >= 0) | dom
-            return c + np.where(take, 0.0, lam * u).sum(axis=1), np.where(take, lam, 0.0) @ P
+            dc, new, self._lines_used[s] = self._pool_lines(s, lam, alpha)
+            return c + dc, new
         self._lines_used[s] = self._lines(s, alpha)
         aL, cL, aU, cU, _ = self._lines_used[s]
         pos = lam >= 0
@@ -217,7 +282,15 @@ class Chain:
                 G[s] = ins[0] + ins[1] - np.sign(lam_s) * self.e[s]
             elif st.op == "max_pool2d":
                 P, dom, u = self.pool[s]
-                G[s] = np.where((lam_s >= 0) | dom, ins[0] @ P.T, u)
+                used = self._lines_used.get(s)
+                if used is None:
+                    G[s] = np.where((lam_s >= 0) | dom, ins[0] @ P.T, u)
+                else:  # d bound / d lam_i = coefficient * (G of input i + dc / dlam_i)
+                    neg, cl, dc = used
+                    Gw = self.win[s].gather(ins[0])
+                    grads[s] = neg[..., None] * (Gw + dc)
+                    own = (alpha[s] * Gw).sum(axis=-1) + cl
+                    G[s] = np.where((lam_s >= 0) | dom, ins[0] @ P.T, own)
             else:
                 G[s] = self._grad(s, lam_s, ins[0], alpha, grads)
         return bound, grads
@@ -251,8 +324,9 @@ class Chain:
             return alpha[s], r[:, 1], r[:, 2], r[:, 3], None
         lo, hi, err = self.ends[s]
         aL, aU = alpha[s][..., 0], alpha[s][..., 1]
-        mL, xL = tight_line(self.kind[s], aL, lo, hi, True)
-        mU, xU = tight_line(self.kind[s], aU, lo, hi, False)
+        tl = gelu_tight if self.kind[s] == "gelu" else tight_line
+        mL, xL = tl(self.kind[s], aL, lo, hi, True)
+        mU, xU = tl(self.kind[s], aU, lo, hi, False)
         free = self.free[s]
         lines = (aL, mL - err, aU, mU + err)
         return (*(np.where(free, v, r[:, i]) for i, v in enumerate(lines)), (xL, xU))
@@ -272,6 +346,12 @@ def float_slopes(ch: Chain, sl: Any) -> dict[int, np.ndarray]:
     for s, rows in sl.items():
         if ch.kind.get(s, "relu") == "relu":
             out[s] = np.array([[float(v) for v in r] for r in rows])
+        elif ch.kind[s] == "pool":
+            a = np.zeros((len(rows), *ch.win[s].idx.shape))
+            for r, row in enumerate(rows):
+                for o, lam in enumerate(row):
+                    a[r, o, : len(lam)] = [float(v) for v in lam]
+            out[s] = a
         else:
             out[s] = np.array([[[float(e[0]), float(e[2])] for e in r] for r in rows])
     return out
@@ -287,6 +367,11 @@ def _result(ch: Chain, best: dict[int, np.ndarray], Cf: np.ndarray, t: int) -> d
     for s, a in best.items():
         if ch.kind[s] == "relu":
             out[s] = [[mpq(float(v)) for v in row] for row in a]
+            continue
+        if ch.kind[s] == "pool":  # per output, its window's lam (exact binary64 values)
+            m = ch.win[s].mask
+            out[s] = [[tuple(mpq(float(v)) for v in a[r, o][m[o]]) for o in range(a.shape[1])]
+                      for r in range(a.shape[0])]  # fmt: skip
             continue
         free, lam = ch.free[s], lams[s]
         out[s] = [[None if not free[j] or lam[r, j] == 0 else
@@ -309,6 +394,9 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     starts = {}
     for s in ch.free:
         if s < t and s in feeds and ch.free[s].any():
+            if ch.kind[s] == "pool":  # CROWN's constant line: lam = 0
+                starts[s] = np.zeros((k, *ch.win[s].idx.shape))
+                continue
             r = ch.rl[s]
             one = r[:, 0] if ch.kind[s] == "relu" else np.stack([r[:, 0], r[:, 2]], axis=-1)
             starts[s] = np.repeat(one[None], k, axis=0)
@@ -319,7 +407,9 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
     best = {s: a.copy() for s, a in alpha.items()}
     m1 = {s: np.zeros_like(a) for s, a in alpha.items()}
     m2 = {s: np.zeros_like(a) for s, a in alpha.items()}
-    top = {s: SMOOTH_MAX.get(ch.kind[s], 1.0) for s in alpha}
+    top = {s: SMOOTH_MAX.get(ch.kind[s], GELU_SLOPES[1] if ch.kind[s] == "gelu" else 1.0)
+           for s in alpha}  # fmt: skip
+    low = {s: ch.floor.get(s, 0.0) for s in alpha}
     lr = LR
     iters = SMOOTH_ITERS if any(ch.kind[s] != "relu" for s in alpha) else ITERS
     decay = DECAY ** (ITERS / iters)
@@ -338,7 +428,7 @@ def optimise(cr: Any, C: list[list[Any]], t: int) -> dict[int, Any] | None:
             step = (m1[s] / (1 - 0.9 ** (it + 1))) / (
                 np.sqrt(m2[s] / (1 - 0.999 ** (it + 1))) + 1e-12
             )
-            upd = np.clip(alpha[s] + lr * top[s] * step, 0.0, top[s])
+            upd = np.clip(alpha[s] + lr * top[s] * step, low[s], top[s])
             alpha[s] = np.where(_mask(ch, s), upd, starts[s])
         lr *= decay
     return _result(ch, best, Cf, t)

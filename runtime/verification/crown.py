@@ -10,6 +10,7 @@ Invariants:
   crossed with max >= x_k (k: the window's input with the largest lower end) and
   max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
   (its lower end >= every other input's upper end); max is exact in every format.
+  alpha-CROWN may replace max <= u by max <= sum lam_i x_i + c(lam) (`pool_lines`).
 - DAG networks (residual adds): the backward pass crosses stages in decreasing order,
   splitting a stage's rows over its inputs per value read and summing the rows that reach
   a value from several readers (the fan-out point of a residual block gets the body's
@@ -44,7 +45,8 @@ from .arithmetic import Arith
 from .core import Iv, frac_str, q
 from .intervals import elem, inputs_of, layer, window_err
 from .network import AFFINE, Stage
-from .relaxations import RELAXATIONS, SMOOTH, relax, smooth_line
+from .pool_lines import intercept
+from .relaxations import RELAXATIONS, SMOOTH, gelu_line, relax, smooth_line
 
 __all__ = ["BACKWARD", "FORWARD", "Crown", "Fmt", "Slopes", "fmt", "slopes_json"]
 
@@ -241,13 +243,21 @@ def _back_relaxed(
 def _back_max_pool(
     cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
 ) -> Any:
-    n = len(cr.ivs[st.srcs(s)[0]])
+    ivs = cr.ivs[st.srcs(s)[0]]
+    n = len(ivs)
+    own = sl.get(s) if sl is not None else None  # alpha-CROWN: per row, per output, lam
     out = []
     for r, row in enumerate(lam):
         new = [mpq(0)] * n
-        for (k, dom, u), lv in zip(cr.pool[s], row, strict=True):
+        for o, ((k, dom, u), lv) in enumerate(zip(cr.pool[s], row, strict=True)):
             if lv >= 0 or dom:
                 new[k] += lv
+            elif own is not None and any(own[r][o]):  # max <= sum lam_i x_i + c(lam)
+                w = st.windows[o]
+                lo, hi = [q(ivs[i][0]) for i in w], [q(ivs[i][1]) for i in w]
+                for i, a in zip(w, own[r][o], strict=True):
+                    new[i] += lv * a
+                c[r] += lv * intercept(own[r][o], lo, hi)
             else:
                 c[r] += lv * u
         out.append(new)
@@ -329,7 +339,7 @@ class Crown:
         if sl is None:
             return None
         for s, rows in sl.items():
-            if self.stages[s - 1].op in SMOOTH:
+            if self.stages[s - 1].op in (*SMOOTH, "gelu"):
                 sl[s] = [[self._line(s, j, e) for j, e in enumerate(row)] for row in rows]
         return sl
 
@@ -344,8 +354,10 @@ class Crown:
             return base
         key = (s, j, side, a)
         if key not in self.lines:
-            x, err = self.ivs[s - 1][j], self.act[s][j]
-            new = smooth_line(self.H, self.stages[s - 1].op, x, err, a, side == "L")
+            st = self.stages[s - 1]
+            x, err = self.ivs[st.srcs(s)[0]][j], self.act[s][j]
+            new = (gelu_line(self.A, st, j, x, a, side == "L") if st.op == "gelu" else
+                   smooth_line(self.H, st.op, x, err, a, side == "L"))  # fmt: skip
             self.lines[key] = (*new, *base[2:]) if side == "L" else (*base[:2], *new)
         return self.lines[key]
 

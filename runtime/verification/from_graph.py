@@ -27,6 +27,15 @@ Invariants:
   dilation and groups; relu / tanh / sigmoid are the layers of the same name; reshape and
   flatten to a vector are the identity on the flat vector (from an image, a Flatten
   layer). A bias-free matmul or conv2d keeps a zero bias (adding 0 changes no value).
+- leaky_relu is LeakyReLU (the node's slope); ONNX Clip (maximum by a scalar parameter
+  then minimum by one) is Hardtanh(lo, hi), and a one-sided one Hardtanh with the dtype's
+  largest finite value as the other bound (equal on every finite value); max_pool2d /
+  avg_pool2d on an image are MaxPool2d / AvgPool2d (kernel, stride, padding; dilation,
+  ceil_mode, count_include_pad and divisor_override only at their defaults);
+  batch_norm_eval is BatchNorm2d (an image) or BatchNorm1d (a vector) in evaluation mode
+  with the node's statistics, weight, bias and eps (the same op order). sub / div by a
+  parameter (input normalisation) is refused: the runtime rounds each of them and no
+  stage models those roundings at the runtime level.
 - Nothing is mutated: the parameters are copied into the Result's state in the model's
   dtype ("float32" or "float64", the dtype of the imported values).
 """
@@ -35,11 +44,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from runtime.nn import Conv2d, Flatten, Linear, ReLU, Residual, Sequential, Sigmoid, Tanh
+from runtime.nn import (
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv2d,
+    Flatten,
+    Hardtanh,
+    LeakyReLU,
+    Linear,
+    MaxPool2d,
+    ReLU,
+    Residual,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
 from runtime.training.evaluation import Result
 
 from .core import VerificationError
@@ -156,6 +181,91 @@ def _conv2d(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
     w.open_bias = False
 
 
+def _scalar_param(w: _Walk, arg: int, where: str) -> Fraction:
+    a = _param(w, arg, where)
+    if a.size != 1 or not np.isfinite(a).all():
+        raise VerificationError(f"{where}: argument {arg}: expected a finite scalar parameter")
+    return Fraction(float(a.reshape(-1)[0]))
+
+
+def _top(w: _Walk) -> Fraction:
+    """The largest finite value of the model's dtype (a one-sided Clip's other bound)."""
+    return Fraction(float(np.finfo(next(iter(w.params.values())).dtype).max))
+
+
+def _clip_low(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """maximum(x, lo) (ONNX Clip's lower bound): Hardtanh(lo, the dtype's largest finite
+    value), equal to it on every finite value; a `minimum` right after sets the upper
+    bound."""
+    lo = _scalar_param(w, args[1], where)
+    if not lo < _top(w):
+        raise VerificationError(f"{where}: Clip lower bound {lo}: expected below the largest value")
+    w.layers.append(Hardtanh(lo, _top(w)))
+    w.open_bias = False
+
+
+def _clip_high(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """minimum(x, hi) (ONNX Clip's upper bound): right after a `maximum` by a scalar the
+    Hardtanh(lo, hi) of the Clip, else Hardtanh(-largest finite value, hi)."""
+    hi = _scalar_param(w, args[1], where)
+    last = w.layers[-1] if w.layers else None
+    lo = -_top(w)
+    if isinstance(last, Hardtanh) and last.max_val == _top(w) and not w.open_bias:
+        lo = last.min_val
+        w.layers.pop()
+    if not lo < hi:
+        raise VerificationError(f"{where}: Clip bounds [{lo}, {hi}]: expected min < max")
+    w.layers.append(Hardtanh(lo, hi))
+    w.open_bias = False
+
+
+def _leaky_relu(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    w.layers.append(LeakyReLU(Fraction(attrs.get("negative_slope", Fraction(1, 100)))))
+    w.open_bias = False
+
+
+def _pool(cls: type, unsupported: dict[str, tuple[Any, ...]]) -> Rule:
+    """max_pool2d / avg_pool2d on an image with the layer's attributes: kernel_size,
+    stride, padding; any other attribute must keep its default (`unsupported`: the values
+    accepted)."""
+
+    def rule(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+        if len(w.shape) != 3:
+            raise VerificationError(f"{where}: pooling needs a (1, C, H, W) input, got {w.shape}")
+        for key, ok in unsupported.items():
+            if attrs.get(key) not in ok:
+                raise VerificationError(f"{where}: {key}={attrs[key]!r} is not supported")
+        w.layers.append(cls(attrs["kernel_size"], attrs["stride"], attrs["padding"]))
+        w.open_bias = False
+
+    return rule
+
+
+def _batch_norm_eval(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """batch_norm_eval(x, mean, var, weight, bias): BatchNorm2d (an image) or BatchNorm1d
+    (a vector) in evaluation mode with those running statistics; the same op order
+    ((x - mean) / sqrt(var + eps)) * weight + bias, eps rounded once into the dtype."""
+    mean, var, gamma, beta = (_param(w, a, where) for a in args[1:5])
+    c = w.shape[0]
+    if any(p.shape != (c,) for p in (mean, var, gamma, beta)):
+        raise VerificationError(f"{where}: statistics, weight and bias must be ({c},)")
+    eps = float(attrs.get("eps", Fraction(1, 100000)))
+    w.layers.append(BatchNorm2d(c, eps) if len(w.shape) == 3 else BatchNorm1d(c, eps))
+    w.state += [gamma.copy(), beta.copy(), mean.copy(), var.copy(), np.asarray(0.1, gamma.dtype)]
+    w.open_bias = False
+
+
+def _normalisation(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """sub / div by a parameter (an input normalisation (x - mean) / std): affine at the
+    real level, but the runtime rounds each operation, and no stage models those roundings
+    at the runtime level yet: refused."""
+    raise VerificationError(
+        f"{where}: input normalisation (sub / div by a parameter) is not supported by the "
+        "network import: its roundings are not modelled at the runtime level; fold it into "
+        "the first layer's weights (or normalise the property's box) before verifying"
+    )
+
+
 NODE_RULES: dict[str, Rule] = {
     "linear": _linear,
     "matmul": _matmul,
@@ -166,6 +276,22 @@ NODE_RULES: dict[str, Rule] = {
     "sigmoid": _layer(Sigmoid),
     "reshape": _identity,
     "flatten": _identity,
+    "leaky_relu": _leaky_relu,
+    "maximum": _clip_low,
+    "minimum": _clip_high,
+    "max_pool2d": _pool(MaxPool2d, {"dilation": (None, (1, 1)), "ceil_mode": (None, False)}),
+    "avg_pool2d": _pool(
+        AvgPool2d,
+        {
+            "ceil_mode": (None, False),
+            "count_include_pad": (None, True),
+            "divisor_override": (None,),
+            "dilation": (None, (1, 1)),
+        },
+    ),
+    "batch_norm_eval": _batch_norm_eval,
+    "sub": _normalisation,
+    "div": _normalisation,
 }
 
 

@@ -29,7 +29,7 @@ from gmpy2 import mpfr, mpq
 
 from .arithmetic import Arith, fold, square
 from .core import GELU_GRID, Iv, VerificationError, hull, q, show
-from .network import Stage
+from .network import Stage, attr
 from .oporder import OP_ORDER, evaluate
 
 __all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "inputs_of", "layer", "window_err"]
@@ -75,12 +75,30 @@ def _gelu(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
     return out
 
 
+def _leaky_relu(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    """x if x > 0 else RN(s * x) with s = negative_slope in [0, 1] (rounded once into the
+    format at level 2): nondecreasing, so its endpoint values (directed) bound it."""
+    s = A.const(attr(st, "negative_slope"))
+    lo = x[0] if x[0] > 0 else A.mul(s, (x[0], x[0]))[0]
+    hi = x[1] if x[1] > 0 else A.mul(s, (x[1], x[1]))[1]
+    return lo, hi
+
+
+def _hardtanh(A: Arith, st: Stage, j: int, x: Iv) -> Iv:
+    """clamp(x, min_val, max_val), each bound a constant (rounded once at level 2, enclosed
+    at level 1): nondecreasing in x and in both bounds, and exact (no rounding)."""
+    a, b = A.const(attr(st, "min_val")), A.const(attr(st, "max_val"))
+    return min(max(x[0], a[0]), b[0]), min(max(x[1], a[1]), b[1])
+
+
 ELEMENTWISE: dict[str, ElemRule] = {
     "relu": _relu,
     "tanh": _tanh,
     "sigmoid": _sigmoid,
     "gelu": _gelu,
     "batch_norm": _batch_norm,
+    "leaky_relu": _leaky_relu,
+    "hardtanh": _hardtanh,
 }
 
 

@@ -14,7 +14,12 @@ Invariants:
   input shape; BatchNorm2d is "batch_norm" with each channel's values repeated over its
   H*W positions ("spatial" in the JSON); MaxPool2d is "max_pool2d" with each output's
   window of input indices (`windows`; padded taps are left out: they never win a max);
-  Flatten and Dropout are the identity here.
+  Flatten and Dropout are the identity here. "leaky_relu" and "hardtanh" carry their
+  attributes (`negative_slope`; `min_val`, `max_val`) as exact p/q strings in `bits`
+  (`attr` reads them back); verification takes negative_slope in [0, 1] only (leaky_relu is
+  then monotone and convex), any other slope raises `unavailable`.
+  Parameters are exact (Fractions of the stored values), and `bits` holds the stored
+  values as bit patterns in the dtype (p/q for "exact").
 - DAG networks: a `Residual(body, shortcut)` layer becomes its body's stages (reading the
   Residual's input value), its shortcut's (reading the same value), and an "add" stage
   whose `inputs` are the two branch ends (an empty branch: the input value itself). Value
@@ -23,8 +28,6 @@ Invariants:
   reading anything but the previous stage's output records `inputs`; in the network JSON
   an "inputs" key appears only on such stages, so the JSON (and model hash) of a chain
   network is unchanged.
-  Parameters are exact (Fractions of the stored values), and `bits` holds the stored
-  values as bit patterns in the dtype (p/q for "exact").
 - The certificate format (torchlean_output_bounds_v1) names BatchNorm1d "bn" and LayerNorm
   "ln": `CERT_NAMES` maps op names to those labels, and `Stage.label` is what the network
   JSON, the CROWN witness and error messages print. The network JSON (and so the model
@@ -49,7 +52,9 @@ from runtime.nn import (
     Conv2d,
     Dropout,
     Flatten,
+    Hardtanh,
     LayerNorm,
+    LeakyReLU,
     Linear,
     MaxPool2d,
     ReLU,
@@ -66,6 +71,7 @@ __all__ = [
     "DTYPES",
     "LAYER_STAGES",
     "Stage",
+    "attr",
     "is_dag",
     "model_hash",
     "network_json",
@@ -258,6 +264,23 @@ def _layer_norm(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> S
     )
 
 
+def attr(st: Stage, name: str) -> Fraction:
+    """An attribute of a leaky_relu / hardtanh stage (exact, from its p/q in `bits`)."""
+    return Fraction(st.bits[name])
+
+
+def _leaky_relu(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
+    s = Fraction(layer.negative_slope)
+    if not 0 <= s <= 1:
+        raise unavailable(f"LeakyReLU layers with negative_slope {s} outside [0, 1]")
+    return Stage("leaky_relu", bits={"negative_slope": frac_str(s)})
+
+
+def _hardtanh(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
+    return Stage("hardtanh", bits={"min_val": frac_str(Fraction(layer.min_val)),
+                                   "max_val": frac_str(Fraction(layer.max_val))})  # fmt: skip
+
+
 def _skip(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> None:
     """No stage: the layer is the identity in evaluation mode."""
     return None
@@ -277,6 +300,8 @@ LAYER_STAGES: dict[type, StageBuilder] = {
     Conv2d: _conv2d,
     AvgPool2d: _avg_pool2d,
     MaxPool2d: _max_pool2d,
+    LeakyReLU: _leaky_relu,
+    Hardtanh: _hardtanh,
 }
 
 
