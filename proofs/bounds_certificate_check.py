@@ -249,8 +249,6 @@ def _decode(v: Any, dtype: str, what: str) -> Fraction:
     return -val if sign else val
 
 
-
-
 def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,
                 cur: list[Any]) -> None:  # fmt: skip
     """Validate a max pooling's witness: per output [k, dominates, u] with k in the window,

@@ -172,5 +172,3 @@ def pool_slopes(val: Any, windows: list[list[int]], rows: int, where: str) -> li
             row.append(lam)
         out.append(row)
     return out
-
-
