@@ -4,6 +4,7 @@ run kills a cheap mutant in a copy (the working tree is left untouched)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,30 @@ def test_the_baseline_passes_unmutated() -> None:
 
     r = run_baseline(ROOT, REDUCED, timeout=300)
     assert r.id == "baseline" and r.status == "survived", r
+
+
+def test_a_mutants_own_suite_flags_reach_the_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Mutant.suite` (the run covering the mutant's file, e.g. an engine's judge) is appended
+    to the suite's flags, after the caller's; a mutant without one runs the plain suite."""
+    import subprocess
+
+    from conformance.mutate import harness
+
+    seen: list[list[str]] = []
+
+    real = subprocess.run
+
+    def fake_run(cmd: list[str], **kw: Any) -> Any:
+        if "conformance" not in cmd:
+            return real(cmd, **kw)  # the copy's `git ls-files`
+        seen.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(harness.subprocess, "run", fake_run)
+    (own,) = [m for m in CATALOGUE if m.suite]
+    (plain,) = by_id("fanin_last_wins")
+    assert run_mutant(ROOT, own, ["--seed", "3"]).status == "survived"
+    assert run_mutant(ROOT, plain, ["--seed", "3"]).status == "survived"
+    tail = seen[0][seen[0].index("conformance") + 1 :]
+    assert tail[: 2 + len(own.suite)] == ["--seed", "3", *own.suite]
+    assert "--engine" not in seen[1]

@@ -87,12 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             with open(a.results, "a") as f:
                 f.write(json.dumps(asdict(r)) + "\n")
 
-    if a.baseline:
-        base = run_baseline(Path(a.root).resolve(), suite_args)
+    # the default suite, and each mutant's own suite run, must pass unmutated
+    for own in sorted({m.suite for m in mutants}) if a.baseline else []:
+        base = run_baseline(Path(a.root).resolve(), [*suite_args, *own])
         if base.status != "survived":
             print(
-                f"baseline: the unmutated suite does not pass ({base.status}: "
-                f"{', '.join(base.killed_by) or base.detail}); no kill would mean anything",
+                f"baseline: the unmutated suite {' '.join(own) or '(default)'} does not pass "
+                f"({base.status}: {', '.join(base.killed_by) or base.detail}); no kill would "
+                "mean anything",
                 file=sys.stderr,
             )
             return 2

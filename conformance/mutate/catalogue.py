@@ -26,6 +26,7 @@ class Mutant:
     replacement: str
     description: str
     bug_class: str
+    suite: tuple[str, ...] = ()  # flags of the suite run that covers the file (default: none)
 
 
 _EW = "runtime/kernels/elementwise.py"
@@ -220,8 +221,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "tape_no_fanin_fold",
         _TAPE,
-        "distinct = single or len(set(arg_ids)) == len(arg_ids)",
-        "distinct = True",
+        "if len(set(arg_ids)) == len(arg_ids) and len(per_arg) == len(arg_ids):",
+        "if len(per_arg) == len(arg_ids):",
         "the tape emits one pair per argument for repeated arguments (no fan-in fold)",
         "repeated arguments",
     ),
@@ -709,9 +710,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "runtime/interop/onnx_export.py",
         'flags = {k: int(bool(a.get(k))) for k in ("exclusive", "reverse")}',
         'flags = {k: int(bool(a.get(k))) for k in ("exclusive",)}',
-        "to_onnx writes CumSum without its reverse attribute (killed by the onnxruntime "
-        "engine's judge: --engine onnxruntime --ops cumsum)",
+        "to_onnx writes CumSum without its reverse attribute (the export is judged by the "
+        "onnxruntime engine's run, not by the default suite)",
         "attributes lost",
+        suite=("--engine", "onnxruntime", "--ops", "cumsum"),
     ),
 )
 

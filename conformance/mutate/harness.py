@@ -5,8 +5,9 @@ Invariants:
   untracked-but-not-ignored) into a fresh temporary directory, `apply` edits the copy.
 - A mutant whose snippet is missing, or found more than once, is "not applicable": an
   error of the catalogue, never counted as killed or survived.
-- The suite runs as a subprocess (`python -m conformance <suite args> --fail-fast
-  --report ...`: it stops at the first failing property, the verdict is the same) with
+- The suite runs as a subprocess (`python -m conformance <suite args> <the mutant's own
+  suite flags, `Mutant.suite`: e.g. the onnxruntime engine's run for the ONNX export>
+  --fail-fast --report ...`: it stops at the first failing property, the verdict is the same) with
   the copy as its working directory and first on `sys.path`: exit 1 = killed (the report
   names the failing properties), 0 = survived, anything else (crash, timeout) = "error".
 - `time_to_kill` is the suite's own time up to and including the first failing property
@@ -115,7 +116,8 @@ def run_mutant(
             return MutantResult(mid, "not-applicable", detail=str(e))
         report = Path(tmp) / "report"
         env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
-        cmd = [sys.executable, "-m", "conformance", *suite_args, "--fail-fast"]
+        own = m.suite if m is not None else ()  # the suite run covering the mutant's file
+        cmd = [sys.executable, "-m", "conformance", *suite_args, *own, "--fail-fast"]
         cmd += ["--report", str(report)]
         t0 = time.perf_counter()
         try:
