@@ -31,6 +31,7 @@ from runtime.nn import (
 )
 from runtime.trainer import Result
 from runtime.verification import VerificationError, verify
+from tests.cert_forge import resign
 
 
 def _result(model: Sequential, state: list[Any], dtype: str) -> Result:
@@ -222,15 +223,6 @@ def test_tiny_max_pool_net_every_bfloat16_input() -> None:
         assert Fraction(float(out[:, j].max())) <= v.runtime.upper[j] <= crown.runtime.upper[j]
 
 
-def _rehash(cert: dict[str, Any]) -> dict[str, Any]:
-    text = json.dumps(cert["network"], sort_keys=True, separators=(",", ":"))
-    cert["model_hash"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    cert["digest"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return cert
-
-
 def test_forged_conv_certificates_are_refused() -> None:
     model = Sequential(Conv2d(1, 2, 2, padding=1), ReLU(), Flatten(), Linear(18, 2))
     res = _result(model, _rand_state(model, np.random.default_rng(2)), "float32")
@@ -241,7 +233,7 @@ def test_forged_conv_certificates_are_refused() -> None:
         c = copy.deepcopy(good)
         edit(c["network"]["stages"][0])
         with pytest.raises(CertificateError, match=match):
-            check_certificate(_rehash(c))
+            check_certificate(resign(c, network=True))
 
     refused(lambda s: s.update(in_shape=[1, 2, 3]), "does not hold 4 inputs")
     refused(lambda s: s.update(stride=[2, 2]), "does not match|expected|not sound")

@@ -8,9 +8,7 @@ enclosure and refuses a forged intercept.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
 from fractions import Fraction
 from typing import Any
 
@@ -22,6 +20,7 @@ from runtime.backends import get_backend
 from runtime.nn import GELU, Linear, Sequential
 from runtime.trainer import Result
 from runtime.verification import verify
+from tests.cert_forge import resign
 
 
 def _net(dtype: str) -> Result:
@@ -57,13 +56,6 @@ def test_gelu_slopes_are_sound_and_tighter() -> None:
     assert "holds" in check_certificate(al.certificate())
 
 
-def _resign(cert: dict[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    cert["digest"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return cert
-
-
 def test_forged_gelu_line_is_refused() -> None:
     cert = verify(_net("float32"), np.array([0.3, -0.4, 0.1]), 0.5,
                   algorithm="alpha-crown").certificate()  # fmt: skip
@@ -74,4 +66,4 @@ def test_forged_gelu_line_is_refused() -> None:
     e = c2["levels"]["real"]["alpha"]["lower"]["2"][r][j]
     e[1] = str(Fraction(e[1]) + Fraction(1, 2**20))  # the lower intercept raised
     with pytest.raises(CertificateError, match="not valid"):
-        check_certificate(_resign(c2))
+        check_certificate(resign(c2))

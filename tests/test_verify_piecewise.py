@@ -8,9 +8,7 @@ checker re-validates the certificates and refuses forged relaxations and slopes.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
 from fractions import Fraction
 from typing import Any
 
@@ -30,6 +28,7 @@ from runtime.verification.network import Stage
 from runtime.verification.relaxations import relax
 from spec.domains import BFLOAT16, BINARY32
 from spec.errors import TorchLeanError
+from tests.cert_forge import resign
 
 
 def _result(model: Sequential, dtype: str, seed: int, kernels: str = "ordered") -> Result:
@@ -215,18 +214,11 @@ def test_alpha_crown_optimises_leaky_slopes() -> None:
 # --------------------------------------------------------------------------- forgeries
 
 
-def _resign(cert: dict[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    cert["digest"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return cert
-
-
 def _refused(good: dict[str, Any], edit: Any, match: str) -> None:
     c2 = copy.deepcopy(good)
     edit(c2)
     with pytest.raises(CertificateError, match=match):
-        check_certificate(_resign(c2))
+        check_certificate(resign(c2))
 
 
 def _find(cert: dict[str, Any], level: str, op: str, pick: Any) -> tuple[int, int]:

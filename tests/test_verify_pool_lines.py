@@ -9,9 +9,7 @@ outside [0, 1] or of the wrong window size.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
 from fractions import Fraction
 from typing import Any
 
@@ -26,6 +24,7 @@ from runtime.nn import Conv2d, Flatten, Linear, MaxPool2d, ReLU, Sequential
 from runtime.trainer import Result
 from runtime.verification import verify
 from runtime.verification.pool_lines import intercept
+from tests.cert_forge import resign
 
 F = Fraction
 
@@ -92,13 +91,6 @@ def test_alpha_pool_lines_are_sound_and_tighter(dtype: str) -> None:
     assert "holds" in check_certificate(al.certificate())
 
 
-def _resign(cert: dict[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    cert["digest"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return cert
-
-
 def test_forged_pool_slopes_are_refused() -> None:
     good = verify(_net("float32"), np.full((1, 4, 4), 0.5), 0.1, algorithm="alpha-crown")
     cert = good.certificate()
@@ -110,7 +102,7 @@ def test_forged_pool_slopes_are_refused() -> None:
         c2 = copy.deepcopy(cert)
         f(c2["levels"]["real"]["alpha"]["upper"][key][0])
         with pytest.raises(CertificateError, match=match):
-            check_certificate(_resign(c2))
+            check_certificate(resign(c2))
 
     edit(lambda row: row[0].__setitem__(0, "3/2"), r"not in \[0, 1\]")
     edit(lambda row: row[0].append("0/1"), "expected")

@@ -10,7 +10,6 @@ and the checker refuses forged DAG certificates; an ONNX residual model goes thr
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import json
 from fractions import Fraction
@@ -28,6 +27,7 @@ from runtime.nn import Conv2d, Flatten, Linear, ReLU, Residual, Sequential, Tanh
 from runtime.trainer import Result
 from runtime.verification import verify
 from runtime.verification.network import network_json
+from tests.cert_forge import resign
 
 
 def _result(model: Sequential, state: list[Any], dtype: str, kernels: str = "ordered") -> Result:
@@ -43,18 +43,9 @@ def _golden() -> Result:
     return _result(model, [W, b, [[1.0, 1.0]], [0.0]], "float64")
 
 
-def _redigest(cert: dict[str, Any]) -> dict[str, Any]:
-    text = json.dumps(cert["network"], sort_keys=True, separators=(",", ":"))
-    cert["model_hash"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    body = {k: v for k, v in cert.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    cert["digest"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return cert
-
-
 def _refused(cert: dict[str, Any], match: str) -> None:
     with pytest.raises(CertificateError, match=match):
-        check_certificate(_redigest(cert))
+        check_certificate(resign(cert, network=True))
 
 
 def test_residual_runs_in_the_session_in_both_profiles() -> None:
