@@ -176,11 +176,12 @@ def test_leaves(mode: str) -> None:
     s = Session(mode=mode)
     src = f32([1.0, 2.0])
     x = s.input(src, name="x")
-    y = s.input([3.0, 4.0], requires_grad=True)
+    y = s.input([3.0, 4.0], requires_grad=False)
     c = s.const([0.5, 0.25])
     src[0] = 100.0  # input() copied the value
     assert s.get_value(x).tolist() == [1.0, 2.0]
-    assert [s.tape.nodes[i].requires_grad for i in (x.id, y.id, c.id)] == [False, True, False]
+    # a gradient-enabled session's inputs track gradients unless told otherwise
+    assert [s.tape.nodes[i].requires_grad for i in (x.id, y.id, c.id)] == [True, False, False]
     assert x.shape == (2,) and x.owner == s.owner and x.generation == 0
     with pytest.raises(TorchLeanError, match="no silent casts"):
         s.input(np.array([1.0, 2.0]))  # a float64 array into a float32 session

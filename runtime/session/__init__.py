@@ -19,7 +19,7 @@ from .ir import SessionIR, SessionIRState
 from .link import GraphExport, LinkCheck, RecordedGraph
 from .params import Cell, Param, ParameterStore, canonical_indices, group_leaves
 from .recording import Recording
-from .streams import RandomStreams, Rng
+from .streams import RandomStreams, Rng, RngState
 
 __all__ = [
     "Cell",
@@ -33,6 +33,7 @@ __all__ = [
     "RecordedGraph",
     "Recording",
     "Rng",
+    "RngState",
     "Session",
     "SessionIR",
     "SessionIRState",

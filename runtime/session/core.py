@@ -14,6 +14,16 @@ Invariants:
   before the first op node, and supports forward mode.
 - Gradients are returned as a dense list indexed by tape id, never stored on tensors. After
   a backward, frozen nodes get zero gradients unless the frozen node is the output itself.
+  TorchLean's `grad` is "the non-mutating counterpart of reading x.grad": every array a
+  session hands out (gradient entries, tangents, values) is a fresh copy, so no caller edit
+  reaches the session, the caller's seed or another returned entry. A gradient list stays
+  valid for its generation however many ops follow (see `gradients`).
+- Leaves track gradients when the session does (TorchLean's `gradEnabled`: "Whether newly
+  recorded leaves track gradients. Inference sessions set this to false: ... parameter and
+  input leaves are recorded with requiresGrad = false"): `input` defaults to
+  `requires_grad=True` in a gradient-enabled session; `const` leaves never track.
+- One rule for a Python scalar given as an op argument, at any position: eager, a frozen
+  leaf; typed graph, a `const` graph node (so forward mode's leaves are the caller's).
 - Parameters alias only when they share the same storage cells (never by value or name).
 - Devices: `device="cuda"` runs the eager session on the CuPy backend (`runtime.backends.cuda`);
   there is no silent CPU fallback. Tape values and returned gradients are device arrays;
@@ -66,7 +76,13 @@ from .calls import (
     op_arguments,
     rng_guard,
 )
-from .gradients import GradientList, check_gradient_list, learning_rate
+from .gradients import (
+    GradientList,
+    apply_hook,
+    check_gradient_list,
+    gradient_list_length,
+    learning_rate,
+)
 from .handles import (
     NatRef,
     TensorRef,
@@ -252,8 +268,17 @@ class Session:
     def _leaf(self, value: Any, requires_grad: bool, name: str) -> TensorRef:
         return self._ref(self._recording.leaf(value, requires_grad and self.grad_enabled, name))
 
-    def input(self, value: Any, name: str | None = None, requires_grad: bool = False) -> TensorRef:
-        return self._leaf(self._array(value, "input"), requires_grad, name or "input")
+    def input(
+        self, value: Any, name: str | None = None, requires_grad: bool | None = None
+    ) -> TensorRef:
+        """An input leaf holding a copy of `value`. TorchLean (`gradEnabled`): "Whether
+        newly recorded leaves track gradients. Inference sessions set this to false: ...
+        parameter and input leaves are recorded with requiresGrad = false": in a session
+        with gradients enabled an input tracks gradients unless `requires_grad=False`
+        (data that no gradient is wanted for, as PyTorch's default for data tensors); in
+        an inference session no leaf does."""
+        rg = True if requires_grad is None else check_flag(requires_grad, "input: requires_grad")
+        return self._leaf(self._array(value, "input"), rg, name or "input")
 
     def const(self, value: Any, what: str = "const") -> TensorRef:
         """A frozen constant: a leaf before any op; in typed-graph mode after ops, a `const`
@@ -310,8 +335,17 @@ class Session:
         """A gradient or seed as a backend array (see `params.grad_array`)."""
         return grad_array(self.backend, self.dtype, g, what)
 
+    def _owned(self, g: Any) -> Any:
+        """A fresh array holding `g`: what a caller receives is never session state."""
+        return self.ctx.xp.array(g, copy=True)
+
     def _gradients(self, grads: Sequence[Any]) -> GradientList:
-        return GradientList(grads, self.owner, self.generation)
+        """The caller's list: every entry a fresh array of its own (the sweep shares arrays
+        between entries, with the caller's seed and with the session's cached constants;
+        none of that reaches the caller, and no edit of an entry reaches the session or
+        another entry)."""
+        owned = self._owned
+        return GradientList([owned(g) for g in grads], self.owner, self.generation)
 
     def backward_dense_all(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
@@ -319,7 +353,14 @@ class Session:
         """TorchLean's `backwardDenseAll`: one gradient per tape id (a `GradientList`);
         with `hook`, see `backward_dense_all_with_hook`."""
         i = self._check(out, "backward_dense_all")
-        return self._gradients(self.tape.backward_dense_all(i, self._seed(i, seed), hook))
+        dense = self.tape.backward_dense_all(i, self._seed(i, seed))
+        if hook is None:
+            return self._gradients(dense)
+        # the hook sees fresh arrays (an in-place hook cannot reach the session), and its
+        # results are copied in turn (a hook may return one array for several ids)
+        owned = [self._owned(g) for g in dense]
+        names = [n.name for n in self.tape.nodes]
+        return self._gradients(apply_hook(hook, owned, names, self.ctx.exact, self.ctx.arr))
 
     def backward_scalar_dense_all(self, loss: TensorRef) -> GradientList:
         """TorchLean's `backwardScalarDenseAll`: `backward_dense_all(loss, 1)` for a scalar
@@ -347,12 +388,19 @@ class Session:
     def grad(self, grads: Sequence[Any], x: TensorRef) -> Any:
         """TorchLean's `grad`: the entry of `x` in a dense gradient list. A `GradientList`
         of another session or generation is refused (`StaleHandleError`, as `sgd_step_all`
-        does), and so is a list whose length is not the tape's or whose entry at `x` does
-        not have `x`'s shape and the session's dtype (`ShapeError`)."""
+        does); one of this generation stays valid however many ops follow its backward
+        (TorchLean's list is indexed by node id, and the ids it holds keep their meaning).
+        A list whose length is not its tape's (a plain list: the tape's now), an `x`
+        recorded after the list's backward, or an entry without `x`'s shape and the
+        session's dtype raise `ShapeError`."""
         i = self._check(x, "grad")
         check_gradient_list(grads, self.owner, self.generation, "grad")
-        if len(grads) != len(self.tape):
-            raise ShapeError(f"grad: {len(grads)} gradients for a tape of {len(self.tape)}")
+        n = gradient_list_length(grads, len(self.tape), "grad")
+        if i >= n:
+            raise ShapeError(
+                f"grad: TensorRef %{i} was recorded after this list's backward (the list "
+                f"holds ids 0..{n - 1}); run a backward again for it"
+            )
         g = grads[i]
         self.tape.check_grad(i, g, "grad")
         return g
@@ -383,7 +431,7 @@ class Session:
         if len(dxs) != n:
             raise ShapeError(f"jvp_dense_all: {len(dxs)} tangents for {n} leaves")
         tans = {i: self._seed(i, dx) for i, dx in enumerate(dxs)}
-        return self.tape.forward_tangents(tans)[oi]
+        return self._owned(self.tape.forward_tangents(tans)[oi])
 
     def jvp_leaf(self, out: TensorRef, x: TensorRef, dx: Any) -> Any:
         """TorchLean's `jvpLeaf`: the tangent of `out` when leaf `x` moves along `dx` and
@@ -392,7 +440,7 @@ class Session:
         oi, xi = self._check(out, "jvp_leaf"), self._check(x, "jvp_leaf")
         if xi >= self._num_leaves():
             raise TorchLeanError(f"jvp_leaf: %{xi} is not a leaf")
-        return self.tape.forward_tangents({xi: self._seed(xi, dx)})[oi]
+        return self._owned(self.tape.forward_tangents({xi: self._seed(xi, dx)})[oi])
 
     def jvp_scalar_leaf(self, loss: TensorRef, x: TensorRef, dx: Any) -> Any:
         """TorchLean's `jvpScalarLeaf`: `jvp_leaf` for a scalar `loss`, returned as a scalar
@@ -427,7 +475,14 @@ class Session:
         return self._ref(self._recording.record(op, args, attrs))
 
     def _coerce(self, x: Any, what: str) -> int:
+        """The tape id of an op argument. One rule for a Python scalar, whatever its
+        position and whether ops came before: eager, a frozen leaf; typed graph, a `const`
+        graph node (never a leaf, so `jvp_dense_all` takes tangents for the caller's leaves
+        only)."""
         if is_scalar(x):
+            if self._recording.typed:
+                arr = self._array(x, what)
+                return self._record("const", [], typed_const_attrs(arr, self.dtype)).id
             return self.const(x, what).id
         return self._check(x, what)
 

@@ -7,6 +7,12 @@ Invariants:
   the tape length at the time (`tape_len`). `check_gradient_list` refuses a list from
   another session or another generation (`StaleHandleError`); a plain list or tuple built by
   the caller carries no provenance and is validated element by element as before.
+- A `GradientList` stays valid for its generation however many ops follow its backward:
+  it holds the ids of the tape it was made on, which keep their meaning
+  (`gradient_list_length`); a node recorded later has no entry (it cannot have reached the
+  output the backward started from). A plain list must match the tape's length now.
+- Every entry of a list a session returns is an array of its own (a copy, made by the
+  session): no caller edit of an entry reaches the session, another entry or the seed.
 - The gradient hook follows TorchLean's `backwardDenseAllWithHook` (seed 001,
   `Internal.applyGradHook`): the backward runs to completion first, then `apply_hook` maps
   the hook pointwise over the dense array, in id order, checking that each result keeps
@@ -35,7 +41,14 @@ from ..backends.base import DTYPE_DOMAIN
 from ..engine.tape import apply_hook
 from .handles import TensorRef
 
-__all__ = ["GradientList", "apply_hook", "check_gradient_list", "grad", "learning_rate"]
+__all__ = [
+    "GradientList",
+    "apply_hook",
+    "check_gradient_list",
+    "grad",
+    "gradient_list_length",
+    "learning_rate",
+]
 
 
 class GradientList(list[Any]):
@@ -64,6 +77,23 @@ def check_gradient_list(grads: Any, owner: int, generation: int, what: str) -> N
             f"{what}: stale gradient list from generation {grads.generation}; current "
             f"generation is {generation} (reset_tape invalidates earlier gradients)"
         )
+
+
+def gradient_list_length(grads: Any, tape_len: int, what: str) -> int:
+    """How many ids `grads` holds, checked: a `GradientList` holds the ids of the tape it
+    was made on (its `tape_len`, a prefix of the tape now: ops recorded after its backward
+    do not invalidate it); a plain sequence carries no provenance and must hold one entry
+    per node of the tape now. Else `ShapeError`."""
+    n = len(grads)
+    if isinstance(grads, GradientList):
+        if n != grads.tape_len or n > tape_len:
+            raise ShapeError(
+                f"{what}: a gradient list made for {grads.tape_len} nodes now holds {n} "
+                f"entries (the tape has {tape_len})"
+            )
+    elif n != tape_len:
+        raise ShapeError(f"{what}: {n} gradients for a tape of {tape_len}")
+    return n
 
 
 def grad(grads: Any, x: TensorRef) -> Any:

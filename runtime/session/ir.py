@@ -5,7 +5,8 @@ Invariants:
 - `SessionIR(...)` and `SessionIR.new(...)` are a `Session` in mode "typed_graph" on the CPU
   (TorchLean's `SessionIR.new`: a session over the empty state); every method, including
   `backward_dense_all`, `backward_scalar_dense_all`, `grad` and forward mode, is the
-  Session's own.
+  Session's own; `SessionIR.grad(grads, x)` read on the class (no session) is TorchLean's
+  session-free `grad`.
 - `SessionIRState` is the recorded state of such a session (`RecordedGraph`: the spec graph,
   its leaf values, the integer environment and the dtype); `SessionIRState.empty(dtype)` is
   TorchLean's `SessionIRState.empty` (no leaves, no nodes, no environment), which is what a
@@ -38,8 +39,21 @@ class SessionIRState(RecordedGraph):
         return cls(Graph(()), [], [], dtype)
 
 
+class _SessionFreeOrBound:
+    """`grad` as TorchLean spells it on both sides: `SessionIR.grad(grads, x)` (read on the
+    class) is the session-free `grad`; `s.grad(grads, x)` (read on a session) is the
+    session's own `Session.grad`, which also checks `x` and the list against the session."""
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return grad
+        return Session.grad.__get__(obj, owner)
+
+
 class SessionIR(Session):
     """TorchLean's `SessionIR`: the typed-graph `Session` (CPU), under its own name."""
+
+    grad = _SessionFreeOrBound()
 
     def __init__(
         self,

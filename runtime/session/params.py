@@ -12,7 +12,9 @@ Invariants:
   one copy is current; a device update (`sgd_step_all`) marks the host stale; every public
   read synchronises.
 - `sgd_step_all` validates everything (session kind, gradient count, each gradient's shape
-  and dtype, exact elements) before it mutates any parameter; the gradients of leaves that
+  and dtype, exact elements) before it mutates any parameter; a `GradientList` of the
+  current generation covers the leaves recorded before its backward (a leaf recorded later
+  has a zero gradient and is not updated through it); the gradients of leaves that
   alias one storage are summed in leaf order and the current storage updated once.
 """
 
@@ -31,6 +33,7 @@ from spec.errors import ShapeError, StaleHandleError, TorchLeanError
 from ..backends.base import NUMPY, Backend
 from ..engine.context import KernelContext
 from ..engine.tape import Tape
+from .gradients import gradient_list_length
 
 __all__ = [
     "Cell",
@@ -273,20 +276,19 @@ class ParameterStore:
         """p <- p - g*lr for every parameter used on `tape`; the gradients of leaves that
         alias one storage are summed (leaf order) and the *current* storage updated once.
         Everything is validated before anything is mutated."""
-        if len(grads) != len(tape):
-            raise ShapeError(
-                f"sgd_step_all: {len(grads)} gradients for a tape of {len(tape)} nodes"
-            )
+        n = gradient_list_length(grads, len(tape), "sgd_step_all")
         ctx, backend = self._ctx, self._backend
-        garr = {leaf: grad_array(backend, self._dtype, grads[leaf]) for leaf in self._leaf_param}
-        for leaf in self._leaf_param:
+        # a leaf recorded after the list's backward has no entry: its gradient is zero
+        leaf_param = {leaf: p for leaf, p in self._leaf_param.items() if leaf < n}
+        garr = {leaf: grad_array(backend, self._dtype, grads[leaf]) for leaf in leaf_param}
+        for leaf in leaf_param:
             tape.check_grad(leaf, garr[leaf], "sgd_step_all")
             if ctx.exact:
                 check_exact_elems(grads[leaf], f"sgd_step_all: gradient for node {leaf}")
         lr_c = ctx.const(Fraction(lr))
         updates = []
-        for first, leaves in group_leaves(self._leaf_param):
-            p = self._leaf_param[first]
+        for first, leaves in group_leaves(leaf_param):
+            p = leaf_param[first]
             if not p.requires_grad:
                 continue
             g = garr[leaves[0]]

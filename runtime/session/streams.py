@@ -7,6 +7,7 @@ Invariants:
 - Random tensors come from `runtime.engine.rng` (vectorised SplitMix64, the same bits as
   `spec.rng` on every backend); object dtypes use `spec.rng` directly.
 - `fresh_seed` is the only entropy source: 64 bits from the operating system.
+- `RngState` (TorchLean's name) and `Rng` are one class.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..backends.base import DTYPE_DOMAIN, OBJECT_DTYPES, from_spec
 from ..engine.context import KernelContext
 from ..engine.rng import keep_mask, uniform01
 
-__all__ = ["RandomStreams", "Rng"]
+__all__ = ["RandomStreams", "Rng", "RngState"]
 
 
 @dataclass
@@ -40,6 +41,10 @@ class Rng:
         k = srng.key_of(self.seed, self.counter)
         self.counter += 1
         return k
+
+
+RngState = Rng
+"""TorchLean's name for the RNG state (seed and counter): the same class as `Rng`."""
 
 
 class RandomStreams:
