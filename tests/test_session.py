@@ -482,7 +482,7 @@ def test_detach_typed_graph() -> None:
 def test_backward_hand_values(mode: str) -> None:
     s = Session(mode=mode, dtype="exact")
     x = s.input([1, 2, 3], requires_grad=True)
-    w = s.input([2, F(1, 2), -1])  # frozen
+    w = s.input([2, F(1, 2), -1], requires_grad=False)  # frozen
     y = s.mul(x, x)
     z = s.mul(y, w)
     loss = s.sum(z)
