@@ -2,7 +2,8 @@
 
 Invariants:
 - `list [NAME ...]` prints every (or every selected) theorem: name, evidence, status, scope;
-  `show NAME ...` prints the selected theorems in full (a NAME may be an alias).
+  `show NAME ...` prints the selected theorems in full (a NAME may be an alias, also under
+  its fully qualified TorchLean name, `TORCHLEAN_QUALIFIED`).
 - `check [NAME ...] [--quick] [--certificate PATH] [--against PATH] [--jobs N]
   [--witnesses] [--time-scale X]` re-runs the checks, each in a worker under its time limit
   (a theorem past it is "undecided (time limit)" and fails the run; `--witnesses` also runs
@@ -37,6 +38,7 @@ from conformance.distributed.flags import add_cluster_arguments, count_type, use
 
 from . import run_certificate
 from .catalogue import CheckResult, ProofError, Theorem, select
+from .graph_laws import TORCHLEAN_LINK_NAME
 from .runner import default_jobs, run_theorems
 from .theorem_shards import run_theorems_sharded
 
@@ -331,8 +333,25 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if cmp.clean else 1
 
 
+TORCHLEAN_QUALIFIED = {
+    TORCHLEAN_LINK_NAME: f"Runtime.Autograd.Torch.{TORCHLEAN_LINK_NAME}",
+}
+"""TorchLean's fully qualified name of each alias the catalogue cites by its short name:
+`show` accepts either and prints both under `aliases`."""
+
+
+def _unqualified(name: str) -> str:
+    """A TorchLean fully qualified name as its short alias (any other name unchanged)."""
+    short = {q: a for a, q in TORCHLEAN_QUALIFIED.items()}
+    return short.get(name, name)
+
+
+def _qualified_aliases(aliases: Sequence[str]) -> list[str]:
+    return [*aliases, *(TORCHLEAN_QUALIFIED[a] for a in aliases if a in TORCHLEAN_QUALIFIED)]
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
-    for t in select(args.names):
+    for t in select([_unqualified(n) for n in args.names]):
         sys.stdout.write(
             f"{t.name}\n  status:     {t.status}\n  evidence:   {' + '.join(t.evidence)}\n"
             f"  statement:  {t.statement}\n  formula:    {t.formula}\n"
@@ -341,7 +360,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         if t.references:
             sys.stdout.write(f"  references: {', '.join(t.references)}\n")
         if t.aliases:
-            sys.stdout.write(f"  aliases:    {', '.join(t.aliases)}\n")
+            sys.stdout.write(f"  aliases:    {', '.join(_qualified_aliases(t.aliases))}\n")
     return 0
 
 

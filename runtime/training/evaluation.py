@@ -195,7 +195,9 @@ class Evaluator:
     def out(self, v: Any, typed: bool) -> Any:
         if typed:
             a = np.asarray(v)
-            return a.reshape(()).item() if a.dtype == object and a.shape == () else a
+            # a 0-d result is a scalar of the dtype: np.float32 / np.float64 / ..., and
+            # for "exact" its Fraction (`a[()]` is the element itself for object arrays)
+            return a[()] if a.shape == () else a
         a = to_f64(v)
         return float(a) if a.shape == () else a
 

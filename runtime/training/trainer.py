@@ -16,7 +16,9 @@ Invariants:
 - Boundary: `open()` takes Python floats (binary64) and returns Python floats / float64
   arrays (exact conversions for every IEEE dtype); `open_typed(dtype)` keeps the scalar
   (arrays of the dtype, Fractions for "exact") in inputs, state, predictions, losses,
-  reports and checkpoints.
+  reports and checkpoints; a scalar result (`loss`, `eval`, `step(loss=True)`) is a scalar
+  of the dtype (`np.float32`, `np.float64`, ..., a `Fraction` for "exact"), never a 0-d
+  array, as the session's `jvp_scalar_leaf` returns.
 - `step` is one update: per-sample gradients at the same parameter point, summed left to
   right, multiplied by fl(1/n) (not for n = 1); tied parameters get the sum (leaf order) of
   their occurrences' gradients and one update. Stateful layers run in training mode and
@@ -386,8 +388,9 @@ class TrainingSession:
                 leaves.setdefault(k, []).append(ref.id)
                 r.append(ref)
             refs.append(r)
-        xr = s.input(xv)
-        tr = s.input(tv)
+        # data leaves: no gradient is wanted for them (the step reads the parameters' only)
+        xr = s.input(xv, requires_grad=False)
+        tr = s.input(tv, requires_grad=False)
         f = Forward(s, True)
         y = self.model.run(f, refs, xr)
         loss = LOSSES[self.objective](s, y, tr)
