@@ -80,7 +80,7 @@ def test_one_group_is_layer_norm_of_the_flattened_value(vals: list[int], shape: 
     s = Session(dtype="float64")
     a = s.input(x)
     c, d = shape[1], int(np.prod(shape[1:]))
-    gn = s.group_norm(a, s.input(np.ones(c)), s.input(np.zeros(c)), num_groups=1)
+    gn = s.group_norm(a, 1, s.input(np.ones(c)), s.input(np.zeros(c)))
     ln = s.layer_norm(s.reshape(a, (shape[0], d)), s.input(np.ones(d)), s.input(np.zeros(d)))
     assert np.array_equal(s.get_value(gn).reshape(shape[0], d), s.get_value(ln))
 
@@ -90,13 +90,13 @@ def test_bad_attributes_are_refused() -> None:
     x = s.input(np.zeros((1, 4, 2)))
     w, b = s.input(np.ones(4)), s.input(np.zeros(4))
     with pytest.raises(GraphError, match="num_groups"):
-        s.group_norm(x, w, b, num_groups=3)
+        s.group_norm(x, 3, w, b)
     with pytest.raises(GraphError, match="eps"):
-        s.instance_norm(x, w, b, eps=Q(0))
+        s.instance_norm(x, weight=w, bias=b, eps=Q(0))
     with pytest.raises(ShapeError, match="instance_norm"):
-        s.instance_norm(s.input(np.zeros((2, 4))), w, b)
+        s.instance_norm(s.input(np.zeros((2, 4))), weight=w, bias=b)
     with pytest.raises(ShapeError, match="weight and bias"):
-        s.group_norm(x, s.input(np.ones(2)), s.input(np.zeros(2)), num_groups=2)
+        s.group_norm(x, 2, s.input(np.ones(2)), s.input(np.zeros(2)))
 
 
 # --------------------------------------------------------------------------- PyTorch

@@ -363,7 +363,7 @@ def _expand(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 def _gelu(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
     approx = a.get("approximate", "none")
     if approx == "tanh":
-        return E.node("gelu", xs[0])
+        return E.node("gelu", xs[0], approximate="tanh")
     if approx != "none":
         raise InvalidModelError(f"Gelu approximate={approx!r}")
     if "erf" in OPS:

@@ -46,6 +46,10 @@ Invariants:
   `tensor_ref` does); every other call (and every failing check) goes through
   `Session.op`'s full argument handling, so the errors are the same. `Session.op` is the
   reference the op methods must equal (tests/test_session_fastpath_kernels.py).
+- Op methods take the table's order (tensors, then attributes) except where PyTorch's
+  differs: `torch_calls.TORCH_METHODS` (`group_norm`, `instance_norm`) take
+  `torch.nn.functional`'s signature and defaults; `Session.op(name, ...)` is always the
+  table's order.
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +100,7 @@ from .link import GraphExport, LinkCheck, RecordedGraph
 from .params import Param, ParameterStore, check_exact_elems, frozen_copy, grad_array, is_scalar
 from .recording import Mark, Recording, typed_const_attrs
 from .streams import RandomStreams, Rng
+from .torch_calls import TORCH_METHODS
 
 __all__ = ["Session"]
 
@@ -474,16 +480,30 @@ class Session:
         """Validate, run on the tape, and (typed graph) record: all or nothing."""
         return self._ref(self._recording.record(op, args, attrs))
 
+    def frozen_const(self, value: Any, what: str = "const") -> TensorRef:
+        """A constant an op call adds (a Python scalar argument, a default weight), one rule
+        whatever its position and whether ops came before: eager, a frozen leaf; typed
+        graph, a `const` graph node (never a leaf, so `jvp_dense_all` takes tangents for
+        the caller's leaves only)."""
+        if self._recording.typed:
+            arr = self._array(value, what)
+            return self._record("const", [], typed_const_attrs(arr, self.dtype))
+        return self.const(value, what)
+
+    @contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """Drop everything recorded in the body when it raises."""
+        mark = self._recording.mark()
+        try:
+            yield
+        except BaseException:
+            self._rollback(mark)
+            raise
+
     def _coerce(self, x: Any, what: str) -> int:
-        """The tape id of an op argument. One rule for a Python scalar, whatever its
-        position and whether ops came before: eager, a frozen leaf; typed graph, a `const`
-        graph node (never a leaf, so `jvp_dense_all` takes tangents for the caller's leaves
-        only)."""
+        """The tape id of an op argument; a Python scalar becomes a `frozen_const`."""
         if is_scalar(x):
-            if self._recording.typed:
-                arr = self._array(x, what)
-                return self._record("const", [], typed_const_attrs(arr, self.dtype)).id
-            return self.const(x, what).id
+            return self.frozen_const(x, what).id
         return self._check(x, what)
 
     def op(self, name: str, *given: Any, **attrs: Any) -> TensorRef:
@@ -738,9 +758,9 @@ def _op_method(name: str) -> Callable[..., TensorRef]:
 
 
 # Every op of the table is a Session method with the table's name (const and detach have
-# their own methods above).
+# their own methods above); the ops of `TORCH_METHODS` take F's signature.
 for _name in OPS:
     if _name not in ("const", "detach"):
         if hasattr(Session, _name):
             raise TorchLeanError(f"op {_name!r} clashes with a Session attribute")
-        setattr(Session, _name, _op_method(_name))
+        setattr(Session, _name, TORCH_METHODS.get(_name) or _op_method(_name))

@@ -335,9 +335,16 @@ class Hardtanh(Layer):
 
 
 class GELU(_Elementwise):
-    """The table's gelu (tanh form)."""
+    """gelu's tanh form (`approximate="tanh"`, named in the call): the verifier's GELU
+    relaxations (`runtime.verification`) are for this form. PyTorch's `nn.GELU()` default
+    is the erf form: a deliberate difference (docs/ARCHITECTURE.md)."""
 
     op = "gelu"
+
+    def forward(
+        self, f: Forward, state: list[TensorRef], slots: list[int], x: TensorRef
+    ) -> TensorRef:
+        return f.s.op("gelu", x, approximate="tanh")
 
 
 class Tanh(_Elementwise):
