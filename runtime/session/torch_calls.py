@@ -6,6 +6,10 @@ Invariants:
   records the table op (`Session.op(name, ...)` keeps the table's order: tensor arguments,
   then attributes). Each method validates its arguments before anything is recorded, and
   the constants it adds are dropped again when the op fails (all or nothing).
+- `batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+  momentum=0.1, eps=None)` is `F.batch_norm`: evaluation mode (the default) is the table's
+  `batch_norm_eval`, training mode the table's `batch_norm` (batch statistics; running
+  statistics must be None since none are updated).
 - `group_norm(input, num_groups, weight=None, bias=None, eps=None)` and
   `instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
   use_input_stats=True, momentum=0.1, eps=None)` are `F.group_norm` / `F.instance_norm`:
@@ -97,7 +101,41 @@ def instance_norm(
         return self.op("instance_norm", input, w, b, **_eps(eps))
 
 
+def batch_norm(
+    self: Any,
+    input: Any,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any = None,
+    bias: Any = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: Any = None,
+) -> TensorRef:
+    """`F.batch_norm(input, running_mean, running_var, weight=None, bias=None,
+    training=False, momentum=0.1, eps=1e-5)`. Evaluation (`training=False`, F's default):
+    the table's `batch_norm_eval` with the given running statistics. Training: the table's
+    `batch_norm` (batch statistics), which updates no running statistics: they must be
+    None, and eps the table's 1e-5 (else `TorchLeanError`, never ignored)."""
+    if training is True:
+        if running_mean is not None or running_var is not None or eps is not None:
+            raise TorchLeanError(
+                "batch_norm(training=True): running statistics are not updated and eps is "
+                "the table's 1e-5; pass running_mean=None, running_var=None and no eps"
+            )
+    elif training is not False:
+        raise TorchLeanError(f"batch_norm: training must be a bool, got {training!r}")
+    _channels("batch_norm", input)
+    self._check(input, "batch_norm: input 0")
+    with self.all_or_nothing():
+        w, b = _affine(self, "batch_norm", input, weight, bias)
+        if training:
+            return self.op("batch_norm", input, w, b)
+        return self.op("batch_norm_eval", input, running_mean, running_var, w, b, **_eps(eps))
+
+
 TORCH_METHODS: dict[str, Callable[..., TensorRef]] = {
+    "batch_norm": batch_norm,
     "group_norm": group_norm,
     "instance_norm": instance_norm,
 }
