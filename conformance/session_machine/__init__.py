@@ -27,6 +27,12 @@ a trainer lane (an exact `TrainingSession` whose parameters the machine models) 
 training, setting its state and finishing in any order while every `Result` keeps the
 state of its `finish()`.
 
+What a caller does with results has rules too (`aliasing`): every returned array (gradient
+entries, the seed, a `vjp` entry, a value) is edited in place and the session re-checked;
+ops are recorded after a backward and the kept list read again; Python scalars are placed
+at every argument position of binary ops (one const node, no leaf, in a typed graph); and
+inputs made without `requires_grad` must track gradients.
+
 `run_session_machine(max_examples, seed)` runs the machine and returns a report `Row`.
 
 Layout: `model` (the lanes, value conversions, `Val`, `ParamModel`), `oracles` (the checks:

@@ -24,6 +24,7 @@ from runtime.session import Session, TensorRef
 from spec import rng as srng
 from spec.errors import DomainError, GraphError, HookError, ShapeError, StaleHandleError
 
+from .aliasing import AliasRules
 from .fidelity import FidelityRules
 from .model import (
     BINARY,
@@ -51,7 +52,7 @@ from .model import (
 __all__ = ["SessionMachine"]
 
 
-class SessionMachine(FidelityRules, RuleBasedStateMachine):
+class SessionMachine(AliasRules, FidelityRules, RuleBasedStateMachine):
     """See the module docstring."""
 
     def __init__(self) -> None:
@@ -163,13 +164,13 @@ class SessionMachine(FidelityRules, RuleBasedStateMachine):
     def new_input(self, data: Any) -> None:
         shape = data.draw(st.sampled_from(SHAPES), label="shape")
         vals = self._draw_values(data, shape, "values")
-        rg = data.draw(st.booleans(), label="requires_grad")
-        refs = self._new_leaf(
-            lambda lane: self.s[lane].input(lane_array(lane, vals, shape), requires_grad=rg)
-        )
+        rg = data.draw(st.sampled_from([True, False, None]), label="requires_grad")
+        kw = {} if rg is None else {"requires_grad": rg}  # None: the session's default
+        refs = self._new_leaf(lambda lane: self.s[lane].input(lane_array(lane, vals, shape), **kw))
         for lane, r in refs.items():
             assert r.shape == shape
-            assert self.s[lane].tape.nodes[r.id].requires_grad is rg
+            # gradient-enabled sessions: an input made without requires_grad tracks them
+            assert self.s[lane].tape.nodes[r.id].requires_grad is (rg is not False)
             assert value_key(self.s[lane].get_value(r)) == value_key(lane_array(lane, vals, shape))
         if refs:
             self.values.append(Val(refs, shape))
