@@ -123,18 +123,18 @@ def test_var_std_logsumexp_golden() -> None:
 # --------------------------------------------------------------------------- gelu forms
 
 
-def test_gelu_default_is_the_tanh_form_and_none_is_erf() -> None:
+def test_gelu_default_is_the_erf_form_and_tanh_is_named() -> None:
     xs = [-3.0, -0.5, 0.25, 2.0]
     s = Session(dtype="float64", kernels="ordered")
     x = s.input(_f64(xs))
-    old = s.get_value(s.gelu(x))
+    default = s.get_value(s.gelu(x))
+    erf_form = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in xs]
+    assert np.allclose(default, erf_form, rtol=4e-16, atol=0)  # F.gelu's default
+    assert np.array_equal(default, s.get_value(s.gelu(x, approximate="none")))
+    tanh = s.get_value(s.gelu(x, approximate="tanh"))
     c, k = 0.7978845608028654, 0.044715
     tanh_form = [0.5 * v * (1 + math.tanh(c * (v + k * v**3))) for v in xs]
-    assert np.allclose(old, tanh_form, rtol=4e-16, atol=0)
-    assert np.array_equal(old, s.get_value(s.gelu(x, approximate="tanh")))
-    exact = s.get_value(s.gelu(x, approximate="none"))
-    erf_form = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in xs]
-    assert np.allclose(exact, erf_form, rtol=4e-16, atol=0)
+    assert np.allclose(tanh, tanh_form, rtol=4e-16, atol=0)
     with pytest.raises(GraphError, match="approximate"):
         s.gelu(x, approximate="sigmoid")
     with pytest.raises(GraphError, match="alpha"):

@@ -177,7 +177,7 @@ def test_a_leaf_used_after_the_backward_is_not_stepped() -> None:
 
 
 def test_a_stale_list_is_still_refused() -> None:
-    s, x, y = square_sum("eager", "float64")
+    s, _, y = square_sum("eager", "float64")
     g = s.backward_scalar_dense_all(y)
     s.reset_tape()
     x2 = s.input(a("float64", [1, 2]))

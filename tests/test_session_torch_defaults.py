@@ -81,8 +81,7 @@ def required_call(name: str) -> tuple[list[np.ndarray], list[Any]]:
         vals = [v for _, vs in sm.args for v in vs]
         if set(req) <= set(sm.attrs) and all(isinstance(v, Fraction) for v in vals):
             xs = [
-                np.array([float(v) for v in vs], dtype=np.float64).reshape(sh)
-                for sh, vs in sm.args
+                np.array([float(v) for v in vs], dtype=np.float64).reshape(sh) for sh, vs in sm.args
             ]
             return xs, [_value(sm.attrs[k]) for k in req]
     raise AssertionError(f"{name}: no sample gives its required attributes")

@@ -3,10 +3,11 @@ them while recording more ops, and pass Python scalars at any argument position.
 
 Invariants:
 - `edit_results` (a drawn value) and the invariant `newest_results_are_not_state` (the
-  newest value, after every step): in each lane, a backward's list, its seed, a `vjp` entry and a value read
-  back are edited in place (every element overwritten); then the same backward with an
-  equal fresh seed returns bit for bit the list from before the edits, every value the
-  machine holds reads back unchanged, and no two entries of one list share memory
+  newest value, after every step): in each lane, a backward's list, its seed, a `vjp`
+  entry and a value read back are edited in place (every element overwritten); then the
+  same backward with an equal fresh seed returns bit for bit the list from before the
+  edits, every value the machine holds reads back unchanged, and no two entries of one
+  list share memory
   (TorchLean's `grad` is "the non-mutating counterpart of reading x.grad").
 - `list_after_ops`: a list of the current generation, kept while more ops are recorded,
   still answers `Session.grad` and the session-free `grad` with its own entries at every
@@ -36,7 +37,7 @@ from runtime.session import grad
 from .model import MODE, lane_array, size_of, value_key
 from .oracles import SessionOracles
 
-__all__ = ["AliasRules", "SCALAR_OPS"]
+__all__ = ["SCALAR_OPS", "AliasRules"]
 
 SCALAR_OPS = ("add", "sub", "mul", "maximum")
 JUNK = Fraction(-7, 2)
@@ -136,6 +137,7 @@ class AliasRules(SessionOracles):
         for lane, n in leaves.items():
             s = self.s[lane]
             assert s.graph().graph.num_inputs == n, f"{lane}: a scalar became a leaf"
-            dxs = [lane_array(lane, [Fraction(0)] * size_of(sh), sh) for sh in s.graph().graph.inputs]
+            dxs = [
+                lane_array(lane, [Fraction(0)] * size_of(sh), sh) for sh in s.graph().graph.inputs
+            ]
             s.jvp_dense_all(y.refs[lane], dxs)
-
