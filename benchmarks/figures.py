@@ -219,7 +219,7 @@ def fig_memory(cfg: dict[str, Any], have_torch: bool) -> dict[str, Any]:
     init = mlp_init(cfg["sizes"], cfg["batch"], "float32")
     s = Session(mode="eager", dtype="float32")
     params = [(s.param(w), s.param(b)) for w, b in init.params]
-    x, t = s.input(init.x), s.input(init.t)
+    x, t = s.input(init.x, requires_grad=False), s.input(init.t, requires_grad=False)
     needed = [x.id, t.id]
     h = x
     for i, (wp, bp) in enumerate(params):

@@ -116,7 +116,7 @@ def our_mlp(
 
     def run() -> Any:
         s.reset_tape()
-        x, t = s.input(init.x), s.input(init.t)
+        x, t = s.input(init.x, requires_grad=False), s.input(init.t, requires_grad=False)
         used = [(s.use(w), s.use(b)) for w, b in params]  # typed graph: leaves first
         h = x
         for i, (w, b) in enumerate(used):

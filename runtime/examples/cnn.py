@@ -78,7 +78,8 @@ def train(steps: int = 300, batch: int = 25, lr: float = 0.2) -> dict[str, Any]:
     for step in range(steps):
         k = (step * batch) % len(xs)
         s.reset_tape()
-        x, t = s.input(xs[k : k + batch]), s.input(ts[k : k + batch])
+        x = s.input(xs[k : k + batch], requires_grad=False)
+        t = s.input(ts[k : k + batch], requires_grad=False)
         loss = s.cross_entropy(_forward(s, ps, x), t)
         s.sgd_step_all(lr, s.backward_scalar_dense_all(loss))
         losses.append(float(s.get_value(loss)))

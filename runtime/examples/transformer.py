@@ -63,7 +63,7 @@ def train(steps: int = 300, batch: int = 16, lr: float = 0.5) -> dict[str, Any]:
     for step in range(steps):
         tok, tgt = make_data(batch, seed=1000 + step)
         s.reset_tape()
-        loss = s.cross_entropy(_forward(s, ps, tok), s.input(tgt))
+        loss = s.cross_entropy(_forward(s, ps, tok), s.input(tgt, requires_grad=False))
         s.sgd_step_all(lr, s.backward_scalar_dense_all(loss))
         losses.append(float(s.get_value(loss)))
     tok, tgt = make_data(128, seed=7)
