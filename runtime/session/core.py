@@ -341,17 +341,18 @@ class Session:
         """A gradient or seed as a backend array (see `params.grad_array`)."""
         return grad_array(self.backend, self.dtype, g, what)
 
-    def _owned(self, g: Any) -> Any:
-        """A fresh array holding `g`: what a caller receives is never session state."""
-        return self.ctx.xp.array(g, copy=True)
+    @staticmethod
+    def _owned(g: Any) -> Any:
+        """A fresh array holding `g` (NumPy and CuPy arrays alike): what a caller receives
+        is never session state."""
+        return g.copy()
 
     def _gradients(self, grads: Sequence[Any]) -> GradientList:
         """The caller's list: every entry a fresh array of its own (the sweep shares arrays
         between entries, with the caller's seed and with the session's cached constants;
         none of that reaches the caller, and no edit of an entry reaches the session or
         another entry)."""
-        owned = self._owned
-        return GradientList([owned(g) for g in grads], self.owner, self.generation)
+        return GradientList([g.copy() for g in grads], self.owner, self.generation)
 
     def backward_dense_all(
         self, out: TensorRef, seed: Any, hook: Callable[[int, Any], Any] | None = None
