@@ -19,6 +19,7 @@ import pytest
 
 from runtime.backends import DTYPE_DOMAIN, to_spec
 from runtime.session import Cell, Param, Session, canonical_indices, group_leaves
+from runtime.session.torch_calls import TORCH_METHODS
 from spec.errors import ShapeError, StaleHandleError, TorchLeanError
 from spec.graph import backprop_all_ctx
 from spec.ops import OPS
@@ -200,9 +201,13 @@ def _run_op(
     s = Session(mode=mode, dtype="float32", kernels="ordered")
     refs = [s.input(v, requires_grad=f) for v, f in zip(args, flags, strict=True)]
     n = len(s.tape)
-    # every op is a session method of the table's name (const: `s.const` makes leaves)
-    method = s.op if name == "const" else getattr(s, name)
-    out = method(*refs, **attrs) if name != "const" else method(name, **attrs)
+    # every op is a session method of the table's name (const: `s.const` makes leaves);
+    # the methods with F's signature (`TORCH_METHODS`) are called in the table's order
+    # through `s.op`
+    if name == "const" or name in TORCH_METHODS:
+        out = s.op(name, *refs, **attrs)
+    else:
+        out = getattr(s, name)(*refs, **attrs)
     assert len(s.tape) == n + 1, f"{name}: exactly one node must be appended"
     assert out.id == n
     return s, refs, out
