@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proofs.cli import main as proofs_main
 from runtime.nn import Linear, Sequential
@@ -324,3 +326,38 @@ def test_batch_norm_takes_f_order(mode: str, dtype: str) -> None:
     assert np.allclose(tr, [-one, -one, one, one], rtol=tol, atol=tol)
     with pytest.raises(TorchLeanError, match="running statistics"):
         s.batch_norm(x, m, v, training=True)
+
+
+# --------------------------------------------------------------------------- a property
+STEP = st.tuples(
+    st.sampled_from(("add", "sub", "mul")),
+    st.sampled_from([0, 1]),
+    st.sampled_from([None, 2, Fraction(1, 2), -1.5]),  # None: the previous value
+)
+
+
+def _program(mode: str, dtype: str, steps: list[Any]) -> tuple[Session, list[Any], Any]:
+    s = Session(mode, dtype=dtype)
+    vals = [s.input(a(dtype, [1, -2])), s.input(a(dtype, [0.5, 3]))]
+    for op, pos, c in steps:
+        x = vals[-1]
+        other = vals[-2] if c is None else c
+        vals.append(getattr(s, op)(*((other, x) if pos == 0 else (x, other))))
+    return s, vals, s.backward_dense_all(vals[-1], a(dtype, [1, 1]))
+
+
+@given(steps=st.lists(STEP, min_size=1, max_size=6), more=st.integers(0, 3))
+def test_lists_are_private_and_stay_valid(steps: list[Any], more: int) -> None:
+    """Random chains of binary ops with Python scalars at either position: both modes give
+    the same gradients bit for bit, the typed graph has only the caller's two leaves, no
+    two entries share memory, and the list answers `grad` after `more` further ops."""
+    for dtype in FLOATS:
+        (se, ve, ge), (st_, vt, gt) = (_program(m, dtype, steps) for m in MODES)
+        assert [e.tobytes() for e in ge] == [e.tobytes() for e in gt]
+        assert st_.graph().graph.num_inputs == 2
+        for s, vals, g in ((se, ve, ge), (st_, vt, gt)):
+            assert not any(np.shares_memory(u, v) for u, v in itertools.combinations(g, 2))
+            for _ in range(more):
+                s.neg(vals[-1])
+            for v in vals:
+                assert s.grad(g, v).tobytes() == g[v.id].tobytes()
