@@ -47,7 +47,7 @@ Invariants:
   `Session.op`'s full argument handling, so the errors are the same. `Session.op` is the
   reference the op methods must equal (tests/test_session_fastpath_kernels.py).
 - Op methods take the table's order (tensors, then attributes) except where PyTorch's
-  differs: `torch_calls.TORCH_METHODS` (`group_norm`, `instance_norm`) take
+  differs: `torch_calls.TORCH_METHODS` (`batch_norm`, `group_norm`, `instance_norm`) take
   `torch.nn.functional`'s signature and defaults; `Session.op(name, ...)` is always the
   table's order.
 """
