@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtime.interop import limits
 from runtime.interop.core import ModelImportError
@@ -507,3 +509,82 @@ def test_model_mode_refuses_a_scheduler(model: Path, tmp_path: Path, capsys: Any
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--scheduler" in err
     assert not (tmp_path / "r.json").exists()
+
+
+# --------------------------------------------------------------------------- ONNX Gradient
+
+_NAMES = st.sampled_from(["a", "b", "c", "s", "q", "nope", "", "da", "a/b", "\u0660"])
+_TRAIN = "ai.onnx.preview.training"
+
+
+def _gradient_model(ins: list[str], outs: list[str], attrs: list[Any], version: int) -> Any:
+    """s = sum(a * b) (and an unused input q) followed by one Gradient node as given."""
+    F = TensorProto.FLOAT
+    node = helper.make_node("Gradient", ins, outs, name="g", domain=_TRAIN)
+    node.attribute.extend(attrs)
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["a", "b"], ["c"]),
+         helper.make_node("ReduceSum", ["c"], ["s"], keepdims=0), node],
+        "g", [helper.make_tensor_value_info(n, F, [2]) for n in ("a", "b", "q")],
+        [helper.make_tensor_value_info("s", F, [])]
+        + [helper.make_tensor_value_info(o, F, [2]) for o in dict.fromkeys(outs) if o],
+    )  # fmt: skip
+    ops = [helper.make_opsetid("", 13), helper.make_opsetid(_TRAIN, version)]
+    m = helper.make_model(g, opset_imports=ops)
+    m.ir_version = 8
+    return m
+
+
+@given(
+    xs=st.lists(_NAMES, max_size=3),
+    zs=st.one_of(st.none(), st.lists(_NAMES, max_size=2)),
+    y=st.one_of(_NAMES, st.integers(-1, 3), st.lists(_NAMES, max_size=2)),
+    ins=st.lists(_NAMES, max_size=4),
+    outs=st.lists(st.sampled_from(["da", "db", "dq", ""]), max_size=3),
+    version=st.sampled_from([1, 1, 1, 0, 2]),
+    xs_as_ints=st.booleans(),
+)
+def test_fuzz_gradient_node_inputs(
+    xs: list[str],
+    zs: list[str] | None,
+    y: Any,
+    ins: list[str],
+    outs: list[str],
+    version: int,
+    xs_as_ints: bool,
+) -> None:
+    from runtime.interop import from_onnx
+
+    attrs = [helper.make_attribute("xs", [len(x) for x in xs] if xs_as_ints and xs else xs,
+                                   attr_type=None if xs_as_ints and xs else
+                                   onnx.AttributeProto.STRINGS)]  # fmt: skip
+    if zs is not None:
+        attrs.append(helper.make_attribute("zs", zs, attr_type=onnx.AttributeProto.STRINGS))
+    if isinstance(y, list):
+        attrs.append(helper.make_attribute("y", y, attr_type=onnx.AttributeProto.STRINGS))
+    else:
+        attrs.append(helper.make_attribute("y", y))
+    try:
+        m = _gradient_model(ins, outs, attrs, version)
+    except ValueError:  # onnx.helper itself refuses to build it
+        return
+    try:
+        imp = from_onnx(m)
+    except TorchLeanError:
+        return
+    if any(outs):  # (a node without named outputs computes nothing and is not imported)
+        assert imp.outputs and xs and set(xs) <= {"a", "b", "q"} and y == "s"
+
+
+@pytest.mark.parametrize("through", [False, True], ids=["y_is_its_output", "y_reads_it"])
+def test_gradient_y_through_its_own_output_is_refused(through: bool) -> None:
+    from runtime.interop import from_onnx
+
+    attrs = [helper.make_attribute("xs", ["a", "b"], attr_type=onnx.AttributeProto.STRINGS),
+             helper.make_attribute("y", "t" if through else "da")]  # fmt: skip
+    m = _gradient_model(["a", "b"], ["da"], attrs, 1)
+    if through:  # t = sum(da): y's sub-graph would contain the Gradient node itself
+        m.graph.node.append(helper.make_node("ReduceSum", ["da"], ["t"], keepdims=0))
+        m.graph.output.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, []))
+    with pytest.raises(TorchLeanError, match="an output of the Gradient node itself"):
+        from_onnx(m)
