@@ -42,7 +42,7 @@ HEAD = "(declare-const X_0 Real)\n(declare-const Y_0 Real)\n"
 BOX2 = "(assert (<= X_0 2))\n(assert (>= X_0 2))\n"  # the box is the single point X_0 = 2
 
 
-def _identity_model(dtype: Any = np.float32) -> bytes:
+def identity_model(dtype: Any = np.float32) -> bytes:
     """Y = X (one input, one output): a Gemm with weight 1 and bias 0."""
     code = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
     W, b = np.ones((1, 1), dtype), np.zeros(1, dtype)
@@ -58,7 +58,7 @@ def _identity_model(dtype: Any = np.float32) -> bytes:
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
     p = tmp_path / "id.onnx"
-    p.write_bytes(_identity_model())
+    p.write_bytes(identity_model())
     return p
 
 

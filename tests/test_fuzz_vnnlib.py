@@ -24,7 +24,7 @@ from runtime.verification.vnnlib import Property, VNNLibError, parse_vnnlib
 
 onnx = pytest.importorskip("onnx", reason="needs the onnx package")
 
-from tests.test_bad_inputs_verifier import _identity_model  # noqa: E402
+from tests.test_bad_inputs_verifier import identity_model  # noqa: E402
 
 VALID = """; a property on Y = X
 (declare-const X_0 Real)
@@ -110,7 +110,7 @@ def test_fuzz_malformations_are_refused(kind: str, k: int) -> None:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: Any) -> Path:
     p = tmp_path_factory.mktemp("model") / "id.onnx"
-    p.write_bytes(_identity_model())
+    p.write_bytes(identity_model())
     return p
 
 
