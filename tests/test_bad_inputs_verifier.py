@@ -144,6 +144,29 @@ def test_deep_nesting_is_refused_without_recursion(op: str) -> None:
         parse_vnnlib(text)
 
 
+@pytest.mark.parametrize("op", ["+", "and", "or"])
+def test_a_raised_depth_cap_evaluates_without_recursion(op: str, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TORCHLEAN_VNNLIB_MAX_DEPTH", "20000")
+    n = 5000
+    if op == "+":
+        text = HEAD + BOX2 + "(assert (<= " + "(+ " * n + "Y_0" + ")" * n + " 1))\n"
+    else:
+        text = HEAD + BOX2 + "(assert " + f"({op} " * n + "(<= Y_0 1)" + ")" * n + ")\n"
+    p = parse_vnnlib(text)
+    assert p.disjuncts == ((((Fraction(1),), Fraction(1)),),)
+
+
+def test_the_caps_name_how_to_raise_them(monkeypatch: Any) -> None:
+    text = _or_of_products(2, 64)  # 8,192 conjunctions
+    with pytest.raises(VNNLibError, match="raise with TORCHLEAN_VNNLIB_MAX_DISJUNCTS"):
+        parse_vnnlib(text)
+    monkeypatch.setenv("TORCHLEAN_VNNLIB_MAX_DISJUNCTS", "10000")
+    assert len(parse_vnnlib(text).disjuncts) == 8192
+    monkeypatch.setenv("TORCHLEAN_VNNLIB_MAX_DISJUNCTS", "lots")
+    with pytest.raises(VNNLibError, match="TORCHLEAN_VNNLIB_MAX_DISJUNCTS='lots'"):
+        parse_vnnlib(text)
+
+
 def test_nesting_at_the_limit_is_accepted() -> None:
     depth = MAX_DEPTH - 3  # (assert (<= (+ ... Y_0 ...) 1)) adds three levels
     term = "(+ " * depth + "Y_0" + ")" * depth

@@ -14,12 +14,14 @@ Invariants:
   coefficients added (`(+ Y_0 Y_0)` is `(* 2 Y_0)`).
 - Bounded work, each bound checked before the work it bounds: the text at most
   `MAX_BYTES` bytes of UTF-8 (`read_vnnlib`: a regular file, never a FIFO or device);
-  s-expressions read without recursion and nested at most `MAX_DEPTH` deep; a number
+  s-expressions read and evaluated without recursion (explicit stacks), nested at most
+  `MAX_DEPTH` deep; a number
   literal at most `MAX_NUMBER_CHARS` characters with a decimal exponent of magnitude at
   most `MAX_EXPONENT` (checked before the exact conversion); the disjunctive normal
   form's number of conjunctions (at most `MAX_DISJUNCTS`) and of rows over all of them
   (at most `MAX_ROWS`) computed from the formula before it is expanded; distinct
-  rows times outputs at most `MAX_ENTRIES` before the dense rows are built.
+  rows times outputs at most `MAX_ENTRIES` before the dense rows are built. Each cap is
+  raised by the environment variable `TORCHLEAN_VNNLIB_<cap>` (`cap`), read at each use.
 - Input constraints are bounds `X_i <= c` / `X_i >= c` on one variable (coefficient 1) in
   top-level asserts or top-level `and`s; every X_i needs both bounds (the box
   `lower <= X <= upper`, exact). An atom mixing X and Y, or an input constraint inside an
@@ -35,7 +37,9 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -45,6 +49,7 @@ from spec.safe_files import read_text
 from .core import VerificationError
 
 __all__ = [
+    "CAPS",
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_DISJUNCTS",
@@ -55,6 +60,7 @@ __all__ = [
     "Property",
     "Row",
     "VNNLibError",
+    "cap",
     "parse_vnnlib",
     "read_vnnlib",
 ]
@@ -68,6 +74,9 @@ MAX_EXPONENT = 1000
 MAX_DISJUNCTS = 4096
 MAX_ROWS = 2**20
 MAX_ENTRIES = 2**24
+CAPS = ("MAX_BYTES", "MAX_DEPTH", "MAX_NUMBER_CHARS", "MAX_EXPONENT", "MAX_DISJUNCTS",
+        "MAX_ROWS", "MAX_ENTRIES")  # fmt: skip
+"""The caps; each is raised by the environment variable TORCHLEAN_VNNLIB_<cap>."""
 LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
            "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}  # fmt: skip
 """The largest finite value of each IEEE dtype a property may be checked against."""
@@ -79,6 +88,26 @@ _NUM = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?", re.A
 
 class VNNLibError(VerificationError):
     """A VNN-LIB file outside the supported subset (the message names the line)."""
+
+
+def cap(name: str) -> int:
+    """The cap `name` (one of `CAPS`) in force: the environment variable
+    TORCHLEAN_VNNLIB_<name> when set, else the module's default."""
+    raw = os.environ.get(f"TORCHLEAN_VNNLIB_{name}")
+    if raw is None:
+        return int(globals()[name])
+    try:
+        v = int(raw)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise VNNLibError(f"TORCHLEAN_VNNLIB_{name}={raw!r}: expected an integer >= 1")
+    return v
+
+
+def _how(name: str, sep: str = " (") -> str:
+    end = "" if sep == ";" else ")"
+    return f"{sep} raise with TORCHLEAN_VNNLIB_{name}{end}"
 
 
 @dataclass(frozen=True)
@@ -130,11 +159,14 @@ class _Parse:
 
 def _parse_sexps(text: str) -> list[Any]:
     stack: list[_Sexp] = [_Sexp([], 0)]
+    depth = cap("MAX_DEPTH")
     for ln, raw in enumerate(text.splitlines(), start=1):
         for tok in _TOKEN.findall(raw.split(";", 1)[0]):
             if tok == "(":
-                if len(stack) > MAX_DEPTH:
-                    raise VNNLibError(f"line {ln}: nested deeper than {MAX_DEPTH} levels")
+                if len(stack) > depth:
+                    raise VNNLibError(
+                        f"line {ln}: nested deeper than {depth} levels{_how('MAX_DEPTH')}"
+                    )
                 stack.append(_Sexp([], ln))
             elif tok == ")":
                 if len(stack) == 1:
@@ -164,15 +196,44 @@ def _number(tok: str, ln: int) -> Fraction | None:
     m = _NUM.fullmatch(tok)
     if m is None:
         return None
-    if len(tok) > MAX_NUMBER_CHARS:
-        raise VNNLibError(f"line {ln}: a number of {len(tok)} characters (at most "
-                          f"{MAX_NUMBER_CHARS})")  # fmt: skip
-    if m.group(2) is not None and abs(int(m.group(2))) > MAX_EXPONENT:
-        raise VNNLibError(f"line {ln}: the exponent of {tok[:40]!r} is beyond +-{MAX_EXPONENT}")
+    chars, top = cap("MAX_NUMBER_CHARS"), cap("MAX_EXPONENT")
+    if len(tok) > chars:
+        raise VNNLibError(f"line {ln}: a number of {len(tok)} characters (at most {chars}"
+                          f"{_how('MAX_NUMBER_CHARS', ';')})")  # fmt: skip
+    if m.group(2) is not None and abs(int(m.group(2))) > top:
+        raise VNNLibError(f"line {ln}: the exponent of {tok[:40]!r} is beyond +-{top}"
+                          f"{_how('MAX_EXPONENT')}")  # fmt: skip
     return Fraction(tok)
 
 
-def _term(e: Any, ps: _Parse) -> Linear:
+def _fold(root: Any, children: Callable[[Any], list[Any]],
+          combine: Callable[[Any, list[Any]], Any]) -> Any:  # fmt: skip
+    """`combine(e, [results of children(e)])` over the tree, post-order, without recursion
+    (an explicit stack: any nesting the depth cap admits is safe)."""
+    out: list[Any] = []
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            k = len(children(e))
+            args = out[len(out) - k :]
+            del out[len(out) - k :]
+            out.append(combine(e, args))
+        else:
+            stack.append((e, True))
+            stack.extend((c, False) for c in reversed(children(e)))
+    return out[0]
+
+
+def _term_args(e: Any) -> list[Any]:
+    return e.items[1:] if isinstance(e, _Sexp) else []
+
+
+def _term(root: Any, ps: _Parse) -> Linear:
+    return _fold(root, _term_args, lambda e, args: _term_node(e, args, ps))
+
+
+def _term_node(e: Any, args: list[Linear], ps: _Parse) -> Linear:
     ln = _line(e)
     if isinstance(e, tuple):
         tok = e[0]
@@ -186,9 +247,9 @@ def _term(e: Any, ps: _Parse) -> Linear:
             raise VNNLibError(f"line {ln}: undeclared variable {tok!r}")
         raise VNNLibError(f"line {ln}: unknown term {tok!r}")
     op = _head(e)
-    if op not in _TERMS or len(e.items) < 2:
+    if op not in _TERMS or not args:
         raise VNNLibError(f"line {ln}: unsupported term ({op or '?'} ...)")
-    out = _TERMS[op]([_term(a, ps) for a in e.items[1:]], ln)
+    out = _TERMS[op](args, ln)
     for v in (out[1], *out[0].values()):
         ps.note(ln, v)
     return out
@@ -247,39 +308,51 @@ def _connective(e: Any) -> str:
     return op if op in ("and", "or") else ""
 
 
-def _size(e: Any) -> tuple[int, int]:
+def _formula_args(e: Any) -> list[Any]:
+    return e.items[1:] if _connective(e) else []
+
+
+def _size(root: Any) -> tuple[int, int]:
     """(conjunctions, rows over all of them) of the formula's disjunctive normal form,
     computed without expanding it; refused as soon as either passes its cap."""
+    return _fold(root, _formula_args, _size_node)
+
+
+def _size_node(e: Any, parts: list[tuple[int, int]]) -> tuple[int, int]:
     op = _connective(e)
     if not op:
         return 1, 1
-    parts = [_size(a) for a in e.items[1:]]
     if op == "or":
         d, r = sum(p[0] for p in parts), sum(p[1] for p in parts)
     else:
         d, r = 1, 0
         for pd, pr in parts:  # rows of A x B: rows(A) * |B| + |A| * rows(B)
             d, r = d * pd, r * pd + d * pr
-            _cap(d, r, _line(e))
-    _cap(d, r, _line(e))
+            _check_size(d, r, _line(e))
+    _check_size(d, r, _line(e))
     return d, r
 
 
-def _cap(d: int, r: int, ln: int) -> None:
-    if d > MAX_DISJUNCTS:
-        raise VNNLibError(f"line {ln}: more than {MAX_DISJUNCTS} disjuncts")
-    if r > MAX_ROWS:
-        raise VNNLibError(f"line {ln}: more than {MAX_ROWS} rows in the disjunctive normal form")
+def _check_size(d: int, r: int, ln: int) -> None:
+    if d > cap("MAX_DISJUNCTS"):
+        raise VNNLibError(f"line {ln}: more than {cap('MAX_DISJUNCTS')} disjuncts"
+                          f"{_how('MAX_DISJUNCTS')}")  # fmt: skip
+    if r > cap("MAX_ROWS"):
+        raise VNNLibError(f"line {ln}: more than {cap('MAX_ROWS')} rows in the disjunctive "
+                          f"normal form{_how('MAX_ROWS')}")  # fmt: skip
 
 
 DNF = list[list[tuple[Linear, int]]]  # conjunctions of (atom, line)
 
 
-def _dnf(e: Any, ps: _Parse) -> DNF:
+def _dnf(root: Any, ps: _Parse) -> DNF:
+    return _fold(root, _formula_args, lambda e, parts: _dnf_node(e, parts, ps))
+
+
+def _dnf_node(e: Any, parts: list[DNF], ps: _Parse) -> DNF:
     op = _connective(e)
     if not op:
         return [[(_atom(e, ps), _line(e))]]
-    parts = [_dnf(a, ps) for a in e.items[1:]]
     if op == "or":
         return [c for p in parts for c in p]
     out: DNF = [[]]
@@ -346,7 +419,7 @@ def _statements(text: str, ps: _Parse, box: list[dict[int, Fraction]]) -> DNF:
         elif head == "assert" and len(e.items) == 2:
             d, r = _size(e.items[1])
             total = (total[0] * d, total[1] * d + total[0] * r)
-            _cap(*total, _line(e))
+            _check_size(*total, _line(e))
             conj = _dnf(e.items[1], ps)
             if len(conj) == 1:  # a plain conjunction: its input bounds shape the box
                 conj = [_split(conj[0], box, True, ps)]
@@ -383,9 +456,10 @@ def _rows(out: DNF, n_out: int, ps: _Parse) -> tuple[tuple[Row, ...], ...]:
     """The dense rows, each distinct atom converted once (conjunctions share them)."""
     split = [_split(conj, [{}, {}], False, ps) for conj in out]
     distinct = {id(atom): atom for conj in split for atom, _ in conj}
-    if len(distinct) * n_out > MAX_ENTRIES:
+    if len(distinct) * n_out > cap("MAX_ENTRIES"):
         raise VNNLibError(f"{len(distinct)} distinct output constraints over {n_out} outputs: "
-                          f"more than {MAX_ENTRIES} coefficients")  # fmt: skip
+                          f"more than {cap('MAX_ENTRIES')} coefficients"
+                          f"{_how('MAX_ENTRIES')}")  # fmt: skip
     dense: dict[int, Row] = {}
     for key, (v, c) in distinct.items():
         a = [Fraction(0)] * n_out
@@ -396,6 +470,11 @@ def _rows(out: DNF, n_out: int, ps: _Parse) -> tuple[tuple[Row, ...], ...]:
 
 
 def read_vnnlib(path: str, dtype: str | None = None) -> Property:
-    """`parse_vnnlib` of a file's text: a regular file of at most `MAX_BYTES` bytes of
+    """`parse_vnnlib` of a file's text: a regular file of at most `cap("MAX_BYTES")` bytes of
     UTF-8 (see `spec.safe_files.read_text`)."""
-    return parse_vnnlib(read_text(path, MAX_BYTES, error=VNNLibError), dtype)
+    top = cap("MAX_BYTES")
+
+    def too_big(size: int) -> VNNLibError:
+        return VNNLibError(f"{path}: {size} bytes (at most {top}{_how('MAX_BYTES', ';')})")
+
+    return parse_vnnlib(read_text(path, top, error=VNNLibError, too_big=too_big), dtype)
