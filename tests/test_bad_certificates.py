@@ -265,3 +265,25 @@ def test_fuzz_mutated_certificate_files(cert: Any, data: Any, tmp_path_factory: 
         assert parse(bytes(text).decode("utf-8")) == cert
     else:
         assert rc in (1, 2)
+
+
+def test_check_file_api_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    from proofs.bounds_certificate_check import check_file
+    from spec.errors import TorchLeanError
+
+    p = tmp_path / "fifo"
+    os.mkfifo(p)
+    got: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            check_file(str(p))
+        except BaseException as e:  # handed to the test thread
+            got.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "check_file blocked"
+    assert isinstance(got[0], CertificateError) and isinstance(got[0], TorchLeanError)
+    assert "not a regular file" in str(got[0])
