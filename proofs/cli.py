@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from conformance.distributed.flags import add_cluster_arguments, count_type, uses_cluster
 from spec.errors import TorchLeanError
-from spec.safe_files import read_text
+from spec.safe_files import check_destination, read_text
 
 from . import run_certificate
 from .catalogue import CheckResult, ProofError, Theorem, select
@@ -138,6 +138,8 @@ class _Progress:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     ths = select(args.names)
+    if args.certificate != "-":  # the destination, before any theorem runs
+        check_destination(args.certificate, error=ProofError)
     against = run_certificate.load(args.against) if args.against else None
     run = _run_check(ths, args)
     mode = "quick" if args.quick else "full"

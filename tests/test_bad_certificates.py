@@ -287,3 +287,20 @@ def test_check_file_api_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
     assert not t.is_alive(), "check_file blocked"
     assert isinstance(got[0], CertificateError) and isinstance(got[0], TorchLeanError)
     assert "not a regular file" in str(got[0])
+
+
+def test_proof_run_certificate_destination_is_checked_before_the_run(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    import proofs.cli as cli
+
+    def never(*a: Any, **k: Any) -> None:
+        raise AssertionError("theorems ran before the destination was checked")
+
+    monkeypatch.setattr(cli, "_run_check", never)
+    rc = proofs_main(["check", "--quick", "--certificate", str(tmp_path / "no" / "c.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "does not exist" in err
+    os.symlink(tmp_path / "t.json", tmp_path / "l.json")
+    assert proofs_main(["check", "--quick", "--certificate", str(tmp_path / "l.json")]) == 2
+    assert "symbolic link" in capsys.readouterr().err and not (tmp_path / "t.json").exists()
