@@ -297,7 +297,7 @@ def test_proof_run_certificate_destination_is_checked_before_the_run(
     def never(*a: Any, **k: Any) -> None:
         raise AssertionError("theorems ran before the destination was checked")
 
-    monkeypatch.setattr(cli, "_run_check", never)
+    monkeypatch.setattr(cli, "run_theorems", never)
     rc = proofs_main(["check", "--quick", "--certificate", str(tmp_path / "no" / "c.json")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "does not exist" in err
