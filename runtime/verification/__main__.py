@@ -41,9 +41,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _write_certificates(prefix: str, r: VnnResult) -> None:
-    for i, cert in enumerate(r.certificates):
-        text = json.dumps(cert, indent=1, sort_keys=True) + "\n"
-        write_atomic(f"{prefix}.{i}.json", text)
+    """Every destination checked first, then each file written atomically."""
+    paths = [f"{prefix}.{i}.json" for i in range(len(r.certificates))]
+    for path in paths:
+        check_destination(path)
+    for path, cert in zip(paths, r.certificates, strict=True):
+        write_atomic(path, json.dumps(cert, indent=1, sort_keys=True) + "\n")
 
 
 def _run(a: Any) -> VnnResult:
