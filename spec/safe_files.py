@@ -58,9 +58,11 @@ def _why(e: OSError) -> str:
 
 def _open_regular(path: str, error: type[TorchLeanError]) -> tuple[int, os.stat_result]:
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not isinstance(path, (str, os.PathLike)):
+        raise error(f"{path!r}: an input path must be a str or os.PathLike")
     try:
         fd = os.open(path, flags)
-    except (OSError, ValueError) as e:  # ValueError: an embedded NUL
+    except (OSError, ValueError, TypeError) as e:  # ValueError: an embedded NUL
         why = _why(e) if isinstance(e, OSError) else str(e)
         raise error(f"{path}: cannot read ({why})") from None
     st = os.fstat(fd)

@@ -611,3 +611,10 @@ def test_gradient_y_through_its_own_output_is_refused(through: bool) -> None:
         m.graph.output.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, []))
     with pytest.raises(TorchLeanError, match="an output of the Gradient node itself"):
         from_onnx(m)
+
+
+@pytest.mark.parametrize("path", [None, 3, "", "a\x00b", b"x"])
+def test_bad_path_values_are_torchlean_errors(path: Any) -> None:
+    for fn in (read_vnnlib, limits.read_file, lambda p: write_atomic(p, "x")):
+        with pytest.raises(TorchLeanError):
+            fn(path)
