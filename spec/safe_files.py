@@ -1,6 +1,7 @@
 """Reading untrusted files and writing results, one error path for both.
 
-Public: `read_bytes` / `read_text` (bounded readers), `check_destination` and
+Public: `read_bytes` / `read_text` (bounded readers), `open_regular` (the same checks, a
+file object for readers that seek), `check_destination` and
 `write_atomic` (the writers' two halves), the errors `FileReadError` and `FileWriteError`.
 
 Invariants:
@@ -27,6 +28,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable
+from typing import BinaryIO
 
 from .errors import TorchLeanError
 
@@ -35,6 +37,7 @@ __all__ = [
     "FileReadError",
     "FileWriteError",
     "check_destination",
+    "open_regular",
     "read_bytes",
     "read_text",
     "write_atomic",
@@ -70,6 +73,27 @@ def _open_regular(path: str, error: type[TorchLeanError]) -> tuple[int, os.stat_
         os.close(fd)
         raise error(f"{path}: not a regular file (devices, FIFOs, sockets, directories refused)")
     return fd, st
+
+
+def open_regular(
+    path: str,
+    cap: int,
+    *,
+    error: type[TorchLeanError] = FileReadError,
+    too_big: Callable[[int], TorchLeanError] | None = None,
+) -> BinaryIO:
+    """The regular file `path` opened for binary reading (non-blocking open, checked on the
+    opened descriptor), its size at most `cap` (else `too_big(size)` or `error`); for
+    readers that seek (zip archives) instead of reading everything."""
+    fd, st = _open_regular(path, error)
+    if st.st_size > cap:
+        os.close(fd)
+        raise (
+            too_big(st.st_size)
+            if too_big
+            else error(f"{path}: {st.st_size} bytes exceeds the limit of {cap} bytes")
+        )
+    return os.fdopen(fd, "rb")
 
 
 def read_bytes(

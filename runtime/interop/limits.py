@@ -18,7 +18,8 @@ Invariants:
   FIFOs, sockets, directories) before reading, checks the size against `max_file_bytes`
   first, then reads in chunks up to the real size (memory follows the file, never the
   cap); a file that grows past the cap while read is still refused.
-- `load_npz` reads the file with `read_file`, never unpickles (object arrays are refused)
+- `load_npz` opens the file with the same checks (`spec.safe_files.open_regular`, size
+  capped by `max_file_bytes`), never unpickles (object arrays are refused)
   and refuses complex arrays (they have no value in the real domains); a corrupt member
   (bad CRC, truncated data), an encrypted one or an unknown compression method is a
   `ModelImportError` naming the member.
@@ -27,7 +28,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import zipfile
 import zlib
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from spec.safe_files import read_bytes
+from spec.safe_files import open_regular, read_bytes
 
 from .core import ModelImportError
 
@@ -202,32 +202,41 @@ def _member(info: zipfile.ZipInfo) -> str:
 def load_npz(path: str) -> dict[str, np.ndarray]:
     """Named real arrays from the `.npz` file `path`; every member's shape and dtype are
     read from its header and checked against the caps before its data is inflated."""
-    data = read_file(path)
+    cap = current().max_file_bytes
+
+    def too_big(size: int) -> LimitError:
+        return _exceeds(f"{path} has", size, "max_file_bytes", cap)
+
+    with open_regular(path, cap, error=ModelImportError, too_big=too_big) as fh:
+        try:
+            zf = zipfile.ZipFile(fh)
+        except _ZIP_ERRORS as e:
+            raise ModelImportError(f"{path}: not an .npz file ({type(e).__name__}: {e})") from None
+        with zf:
+            _check_npz_headers(zf, path)
+            return {_member(info): _npz_array(zf, info, path) for info in zf.infolist()}
+
+
+def _check_npz_headers(zf: zipfile.ZipFile, path: str) -> None:
+    total = 0
+    for info in zf.infolist():
+        shape, dtype = _npz_header(zf, info, path)
+        what = f"{path}: array {_member(info)!r}"
+        if dtype.hasobject:
+            raise ModelImportError(f"{what} holds Python objects (refused: no unpickling)")
+        if dtype.kind not in "biuf":
+            raise ModelImportError(
+                f"{what} has dtype {dtype} (expected a real number or boolean array)"
+            )
+        total += check_elements(shape, what)
+        check_total(total, f"{path}: the arrays")
+
+
+def _npz_array(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        with zf.open(info) as f:
+            return np.lib.format.read_array(f, allow_pickle=False)
     except _ZIP_ERRORS as e:
-        raise ModelImportError(f"{path}: not an .npz file ({type(e).__name__}: {e})") from None
-    out: dict[str, np.ndarray] = {}
-    with zf:
-        total = 0
-        infos = zf.infolist()
-        for info in infos:
-            shape, dtype = _npz_header(zf, info, path)
-            what = f"{path}: array {_member(info)!r}"
-            if dtype.hasobject:
-                raise ModelImportError(f"{what} holds Python objects (refused: no unpickling)")
-            if dtype.kind not in "biuf":
-                raise ModelImportError(
-                    f"{what} has dtype {dtype} (expected a real number or boolean array)"
-                )
-            total += check_elements(shape, what)
-            check_total(total, f"{path}: the arrays")
-        for info in infos:
-            try:
-                with zf.open(info) as f:
-                    out[_member(info)] = np.lib.format.read_array(f, allow_pickle=False)
-            except _ZIP_ERRORS as e:
-                raise ModelImportError(
-                    f"{path}: array {_member(info)!r} is corrupt ({type(e).__name__}: {e})"
-                ) from None
-    return out
+        raise ModelImportError(
+            f"{path}: array {_member(info)!r} is corrupt ({type(e).__name__}: {e})"
+        ) from None
