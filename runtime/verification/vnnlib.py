@@ -81,6 +81,7 @@ LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
            "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}  # fmt: skip
 """The largest finite value of each IEEE dtype a property may be checked against."""
 
+_ZERO, _ONE = Fraction(0), Fraction(1)
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _VAR = re.compile(r"([XY])_(0|[1-9][0-9]*)", re.ASCII)
 _NUM = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?", re.ASCII)
@@ -151,9 +152,11 @@ class _Parse:
     def __init__(self) -> None:
         self.declared: dict[str, int] = {}
         self.mags: dict[int, Fraction] = {}
+        self.chars, self.exponent = cap("MAX_NUMBER_CHARS"), cap("MAX_EXPONENT")
 
     def note(self, ln: int, v: Fraction) -> None:
-        if abs(v) > self.mags.get(ln, Fraction(0)):
+        # magnitudes below 2**15 are in range of every dtype of LARGEST: skipped cheaply
+        if abs(v.numerator) > v.denominator << 15 and abs(v) > self.mags.get(ln, _ZERO):
             self.mags[ln] = abs(v)
 
 
@@ -190,13 +193,13 @@ def _head(e: Any) -> str:
     return ""
 
 
-def _number(tok: str, ln: int) -> Fraction | None:
+def _number(tok: str, ln: int, ps: _Parse) -> Fraction | None:
     """The exact value of a number literal (None when `tok` is not one), its size bounded
     before the conversion."""
     m = _NUM.fullmatch(tok)
     if m is None:
         return None
-    chars, top = cap("MAX_NUMBER_CHARS"), cap("MAX_EXPONENT")
+    chars, top = ps.chars, ps.exponent
     if len(tok) > chars:
         raise VNNLibError(f"line {ln}: a number of {len(tok)} characters (at most {chars}"
                           f"{_how('MAX_NUMBER_CHARS', ';')})")  # fmt: skip
@@ -238,8 +241,8 @@ def _term_node(e: Any, args: list[Linear], ps: _Parse) -> Linear:
     if isinstance(e, tuple):
         tok = e[0]
         if tok in ps.declared:
-            return {tok: Fraction(1)}, Fraction(0)
-        v = _number(tok, ln)
+            return {tok: _ONE}, _ZERO
+        v = _number(tok, ln, ps)
         if v is not None:
             ps.note(ln, v)
             return {}, v
@@ -249,10 +252,7 @@ def _term_node(e: Any, args: list[Linear], ps: _Parse) -> Linear:
     op = _head(e)
     if op not in _TERMS or not args:
         raise VNNLibError(f"line {ln}: unsupported term ({op or '?'} ...)")
-    out = _TERMS[op](args, ln)
-    for v in (out[1], *out[0].values()):
-        ps.note(ln, v)
-    return out
+    return _TERMS[op](args, ln)
 
 
 def _plus(args: list[Linear], ln: int) -> Linear:
@@ -278,11 +278,11 @@ _TERMS = {"+": _plus, "-": _minus, "*": _times}
 
 def _sum(args: list[Linear], signs: list[int]) -> Linear:
     out: dict[str, Fraction] = {}
-    const = Fraction(0)
+    const = _ZERO
     for (v, c), s in zip(args, signs, strict=True):
         const += s * c
         for x, a in v.items():
-            out[x] = out.get(x, Fraction(0)) + s * a
+            out[x] = out.get(x, _ZERO) + s * a
     return {x: a for x, a in out.items() if a != 0}, const
 
 
@@ -357,8 +357,19 @@ def _dnf_node(e: Any, parts: list[DNF], ps: _Parse) -> DNF:
         return [c for p in parts for c in p]
     out: DNF = [[]]
     for p in parts:
-        out = [a + b for a in out for b in p]
+        out = _conjoin(out, p)
     return out
+
+
+def _conjoin(out: DNF, p: DNF) -> DNF:
+    """`out` AND `p` in disjunctive normal form, in order. A single conjunction extends
+    each of out's (distinct, unshared) lists in place: linear in the rows added, where
+    re-copying every conjunction per part would be quadratic in a long `and`."""
+    if len(p) == 1:
+        for c in out:
+            c.extend(p[0])
+        return out
+    return [a + b for a in out for b in p]
 
 
 def _declare(e: Any, ps: _Parse) -> None:
@@ -423,7 +434,7 @@ def _statements(text: str, ps: _Parse, box: list[dict[int, Fraction]]) -> DNF:
             conj = _dnf(e.items[1], ps)
             if len(conj) == 1:  # a plain conjunction: its input bounds shape the box
                 conj = [_split(conj[0], box, True, ps)]
-            out = [a + b for a in out for b in conj]
+            out = _conjoin(out, conj)
         else:
             raise VNNLibError(f"line {_line(e)}: expected declare-const or assert")
     return out
@@ -462,7 +473,7 @@ def _rows(out: DNF, n_out: int, ps: _Parse) -> tuple[tuple[Row, ...], ...]:
                           f"{_how('MAX_ENTRIES')}")  # fmt: skip
     dense: dict[int, Row] = {}
     for key, (v, c) in distinct.items():
-        a = [Fraction(0)] * n_out
+        a = [_ZERO] * n_out
         for x, k in v.items():
             a[ps.declared[x]] += k
         dense[key] = (tuple(a), -c)
