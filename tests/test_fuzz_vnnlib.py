@@ -90,9 +90,11 @@ def test_fuzz_mutated_property(data: Any) -> None:
 _MALFORM = {
     "alias_suffix": lambda t, k: t.replace("(+ Y_0 Y_0)", f"(+ Y_0 Y_{'0' * (k + 2)})"),
     "arabic_digit": lambda t, k: t.replace("(* 3 Y_0)", "(* 3 Y_\u0660)"),
-    "unbalanced": lambda t, k: t[: t.rindex(")") - k] + t[t.rindex(")") - k + 1 :]
-    if t[t.rindex(")") - k] == ")"
-    else t + "(",
+    "unbalanced": lambda t, k: (
+        t[: t.rindex(")") - k] + t[t.rindex(")") - k + 1 :]
+        if t[t.rindex(")") - k] == ")"
+        else t + "("
+    ),
     "unknown_op": lambda t, k: t.replace("(* 3 Y_0)", ["(/ 3 Y_0)", "(= Y_0 3)", "(^ Y_0)"][k]),
     "big_literal": lambda t, k: t.replace("2.5", ["1e1001", "1" * 1001, "2.5e-1001"][k]),
     "out_of_range": lambda t, k: t.replace("2.5", ["1e39", "4e38", "-1e300"][k]),
@@ -140,3 +142,50 @@ def test_fuzz_cli_answers_only_what_parses(model: Path, tokens: list[str],
             assert out.split("\n")[0] in ("sat", "unsat", "unknown") and err == ""
         else:
             assert out == "" and err.count("\n") == 1
+
+
+def _formulas() -> st.SearchStrategy[Any]:
+    """Trees of and / or over atoms Y_0 <= k (k an int naming the atom)."""
+    atoms = st.integers(0, 9)
+    return st.recursive(
+        atoms,
+        lambda kids: st.tuples(
+            st.sampled_from(["and", "or"]), st.lists(kids, min_size=1, max_size=3)
+        ),
+        max_leaves=12,
+    )
+
+
+def _text(f: Any) -> str:
+    if isinstance(f, int):
+        return f"(<= Y_0 {f})"
+    return f"({f[0]} " + " ".join(_text(k) for k in f[1]) + ")"
+
+
+def _expand(f: Any) -> list[tuple[int, ...]]:
+    """The reference disjunctive normal form, written plainly (recursive, copying)."""
+    if isinstance(f, int):
+        return [(f,)]
+    parts = [_expand(k) for k in f[1]]
+    if f[0] == "or":
+        return [c for p in parts for c in p]
+    out: list[tuple[int, ...]] = [()]
+    for p in parts:
+        out = [a + b for a in out for b in p]
+    return out
+
+
+@given(st.lists(_formulas(), min_size=1, max_size=3))
+def test_fuzz_dnf_matches_a_plain_expansion(asserts: list[Any]) -> None:
+    want: list[tuple[int, ...]] = [()]
+    for f in asserts:
+        want = [a + b for a in want for b in _expand(f)]
+    text = "(declare-const X_0 Real)\n(declare-const Y_0 Real)\n(assert (<= X_0 1))\n"
+    text += "(assert (>= X_0 0))\n" + "".join(f"(assert {_text(f)})\n" for f in asserts)
+    try:
+        p = parse_vnnlib(text)
+    except VNNLibError as e:  # only the size caps may refuse a well-formed formula
+        assert "more than" in str(e) and len(want) > 4096
+        return
+    got = [tuple(int(d) for _, d in conj) for conj in p.disjuncts]
+    assert got == want
