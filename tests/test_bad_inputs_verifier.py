@@ -618,3 +618,13 @@ def test_bad_path_values_are_torchlean_errors(path: Any) -> None:
     for fn in (read_vnnlib, limits.read_file, lambda p: write_atomic(p, "x")):
         with pytest.raises(TorchLeanError):
             fn(path)
+
+
+@pytest.mark.parametrize(
+    "argv", [["m"], ["m", "p", "--timeout", "-1"], ["m", "p", "--timeout", "nan"], ["--bogus"]]
+)
+def test_cli_usage_errors_are_one_line(argv: list[str], capsys: Any) -> None:
+    with pytest.raises(SystemExit) as e:
+        verify_main(argv)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == "" and err.count("\n") == 1 and "error:" in err

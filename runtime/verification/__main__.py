@@ -31,8 +31,15 @@ def _seconds(text: str) -> float:
     return v
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (`prog: error: message`) and exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m runtime.verification", description=__doc__)
+    ap = _OneLineParser(prog="python -m runtime.verification", description=__doc__)
     ap.add_argument("model")
     ap.add_argument("property")
     ap.add_argument("--timeout", type=_seconds, default=60.0)
