@@ -107,8 +107,10 @@ def cap(name: str) -> int:
 
 
 def _how(name: str, sep: str = " (") -> str:
-    end = "" if sep == ";" else ")"
-    return f"{sep} raise with TORCHLEAN_VNNLIB_{name}{end}"
+    """How to raise the cap `name`: " (raise with ...)", or "; raise with ..." inside an
+    open parenthesis (`sep` ";")."""
+    how = f"raise with TORCHLEAN_VNNLIB_{name}"
+    return f"; {how}" if sep == ";" else f" ({how})"
 
 
 @dataclass(frozen=True)
