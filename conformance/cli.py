@@ -424,7 +424,11 @@ def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
         "numpy": _version("numpy"),
         "torchlean": _version("torchlean"),
     }
-    jpath, mpath = write_reports(rows, a.report, meta)
+    try:
+        jpath, mpath = write_reports(rows, a.report, meta)
+    except TorchLeanError as e:  # spec.safe_files.FileWriteError: a full disk, a link
+        print(f"python -m conformance: {e}", file=sys.stderr)
+        return 2
     total = sum(r.cases for r in rows)
     print(f"\n{total} cases, {len(failed)} failing properties; reports: {jpath}, {mpath}")
     if total == 0:

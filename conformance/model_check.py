@@ -176,11 +176,17 @@ _ALGEBRAIC = _algebraic()
 
 def run_model_file(a: argparse.Namespace) -> int:
     """Import `a.model` (with `a.inputs`; `a.trust_pickle` for a `.pt2` needing full
-    pickle), run the properties, report; 2 with one stderr line if the report cannot be
-    written, the model cannot be imported, or its graph has nothing to check."""
+    pickle), run the properties, report; 2 with one stderr line if `--scheduler` is given
+    (this mode uses no cluster), the report cannot be written, the model cannot be
+    imported, or its graph has nothing to check."""
     from .cli import check_report_path, report
 
     try:
+        if getattr(a, "scheduler", None) is not None:
+            raise TorchLeanError(
+                f"--scheduler {a.scheduler!r}: the model mode runs in this process and uses "
+                "no cluster; drop --scheduler"
+            )
         check_report_path(a.report)
         imp = _load(a)
     except TorchLeanError as e:

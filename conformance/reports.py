@@ -6,7 +6,10 @@ Invariants:
   and the plug-in namespace's call counts.
 - `write_reports` writes the JSON (`{"meta": ..., "rows": [...]}`, rows as dataclass dicts,
   in the given order) and the Markdown (the table, the namespace coverage when a row has
-  counts, one section per failure); it imports nothing of the suite.
+  counts, one section per failure); it imports nothing of the suite. Both files are
+  written atomically (`spec.safe_files.write_atomic`: a temporary file and a rename, never
+  through a symbolic link); a failure (a full disk, a missing directory) is one
+  `FileWriteError` line and leaves any earlier report whole.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from spec.safe_files import check_destination, write_atomic
 
 __all__ = ["Row", "coverage_table", "write_reports"]
 
@@ -68,10 +73,12 @@ def coverage_table(rows: Sequence[Row]) -> str:
 
 
 def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tuple[str, str]:
-    """Write `<prefix>.json` and `<prefix>.md`; return their paths."""
+    """Write `<prefix>.json` and `<prefix>.md` atomically; return their paths
+    (`spec.safe_files.FileWriteError` when either cannot be written)."""
     jpath, mpath = f"{prefix}.json", f"{prefix}.md"
-    with open(jpath, "w") as f:
-        json.dump({"meta": meta, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    check_destination(jpath)
+    check_destination(mpath)
+    write_atomic(jpath, json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1))
     parts = [
         "# Conformance report",
         "",
@@ -110,6 +117,5 @@ def write_reports(rows: Sequence[Row], prefix: str, meta: dict[str, Any]) -> tup
                 "```",
                 "",
             ]
-    with open(mpath, "w") as f:
-        f.write("\n".join(parts))
+    write_atomic(mpath, "\n".join(parts))
     return jpath, mpath

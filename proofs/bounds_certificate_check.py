@@ -5,8 +5,8 @@ A certificate (format `torchlean_output_bounds_v1`, written by
 outputs over an L-infinity box, at level `real` (the real-valued network) and `runtime`
 (the ordered-kernel execution in the network's dtype). This module re-validates it without
 importing `runtime`: it decodes the weights from their bit patterns itself, and uses only
-gmpy2, `fractions` and the spec's GELU constants. (Not to be confused with
-`proofs/certificate.py`, the certificate of a proof run.)
+gmpy2, `fractions`, the spec's GELU constants and `spec.safe_files` (to read a file).
+(Not to be confused with `proofs/certificate.py`, the certificate of a proof run.)
 
 Invariants (what `check_certificate` establishes before it accepts):
 - the `digest` is the sha256 of the certificate without it (any edit is detected), and
@@ -83,6 +83,8 @@ import hashlib
 import json
 from fractions import Fraction
 from typing import Any
+
+from spec.safe_files import read_text
 
 from .bounds_certificate_ia import (
     AFFINE,
@@ -754,11 +756,9 @@ def _check(cert: Any) -> str:
 
 
 def check_file(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(MAX_BYTES + 1)
-    except (OSError, ValueError) as e:
-        raise CertificateError(f"{path}: cannot read a JSON certificate: {e}") from None
+    """`check_certificate` of a file: a regular file (never a FIFO or device) of at most
+    MAX_BYTES of UTF-8 (`spec.safe_files.read_text`)."""
+    text = read_text(path, MAX_BYTES, error=CertificateError)
     try:
         cert = parse(text)
     except CertificateError as e:

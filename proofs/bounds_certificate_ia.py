@@ -39,6 +39,7 @@ from typing import Any
 import gmpy2
 from gmpy2 import mpfr
 
+from spec.errors import TorchLeanError
 from spec.ops import GELU_C, GELU_K
 
 __all__ = [
@@ -84,7 +85,7 @@ MAX_RATIONAL_CHARS = 2000
 characters: binary64 values and 160-bit bounds)."""
 
 
-class CertificateError(Exception):
+class CertificateError(TorchLeanError):
     """The certificate is malformed or does not hold."""
 
 

@@ -15,9 +15,12 @@ Invariants:
   every check passed, 1 when one failed, 2 on a usage error (e.g. an unknown name).
 - `verify PATH` re-hashes the sources and checks a certificate's digest without running
   anything: exit 0 when the digest matches and no theorem is stale, 1 otherwise.
-- `check-cert FILE` re-validates an output-bound certificate written by
-  `runtime.verification` (`proofs.bounds_certificate_check`, independent of the code that
-  wrote it): exit 0 when it holds, 1 when it is rejected (the reason on stderr).
+- `check-cert FILE [--max-width N] [--max-work N]` re-validates an output-bound
+  certificate written by `runtime.verification` (`proofs.bounds_certificate_check`,
+  independent of the code that wrote it): exit 0 when it holds, 1 when it is rejected (the
+  reason on stderr), 2 with one line when the file is not a regular file of at most the
+  checker's MAX_BYTES of UTF-8 (`spec.safe_files.read_text`: a FIFO never blocks) or when
+  `proofs.cert_work` estimates more work than its caps, before any check starts.
 - `readme` prints the theorem table that `proofs/README.md` embeds.
 - Only this module writes to the terminal.
 - Each `_cmd_*` command is a thin sequence of parse / run / report helpers; the parser is
@@ -35,10 +38,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from conformance.distributed.flags import add_cluster_arguments, count_type, uses_cluster
+from spec.errors import TorchLeanError
+from spec.safe_files import check_destination, read_text
 
 from . import run_certificate
 from .catalogue import CheckResult, ProofError, Theorem, select
 from .graph_laws import TORCHLEAN_LINK_NAME
+from .cert_work import ENV_OPS, ENV_WIDTH, MAX_OPS, MAX_WIDTH, CertificateWorkError, check_work
 from .runner import default_jobs, run_theorems
 from .theorem_shards import run_theorems_sharded
 
@@ -134,6 +140,8 @@ class _Progress:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     ths = select(args.names)
+    if args.certificate != "-":  # the destination, before any theorem runs
+        check_destination(args.certificate, error=ProofError)
     against = run_certificate.load(args.against) if args.against else None
     run = _run_check(ths, args)
     mode = "quick" if args.quick else "full"
@@ -376,14 +384,52 @@ def readme_table() -> str:
 
 
 def _cmd_check_cert(args: argparse.Namespace) -> int:
-    from .bounds_certificate_check import CertificateError, check_file
+    """0 and the summary when the certificate holds; 1 when it is rejected; 2 (one line)
+    when the file cannot be read or demands more work than the caps allow."""
+    from .bounds_certificate_check import MAX_BYTES, CertificateError, check_certificate, parse
 
     try:
-        sys.stdout.write(check_file(args.path) + "\n")
+        text = read_text(args.path, MAX_BYTES)
+    except TorchLeanError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    try:
+        cert = parse(text)
+        check_work(cert, args.max_width, args.max_work)
+        sys.stdout.write(check_certificate(cert) + "\n")
     except CertificateError as e:
-        sys.stderr.write(f"certificate rejected: {e}\n")
+        sys.stderr.write(f"certificate rejected: {args.path}: {e}\n")
         return 1
+    except CertificateWorkError as e:
+        sys.stderr.write(f"error: {args.path}: {e}\n")
+        return 2
     return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
+
+
+def _add_check_cert(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path")
+    p.add_argument(
+        "--max-width",
+        type=_positive,
+        default=None,
+        help=f"widest value a certificate may declare (default {MAX_WIDTH}, or {ENV_WIDTH})",
+    )
+    p.add_argument(
+        "--max-work",
+        type=_positive,
+        default=None,
+        help=f"most rational operations a check may take (default {MAX_OPS:.0e}, or {ENV_OPS})",
+    )
 
 
 def _cmd_readme(args: argparse.Namespace) -> int:
@@ -450,7 +496,7 @@ _COMMANDS: tuple[_Command, ...] = (
     ("show", "print theorems in full (statement, formula, scope)", _add_show, _cmd_show),
     ("check", "re-run checks and write a certificate", _add_check, _cmd_check),
     ("verify", "check a certificate's digest and staleness", _add_path, _cmd_verify),
-    ("check-cert", "re-validate an output-bound certificate", _add_path, _cmd_check_cert),
+    ("check-cert", "re-validate an output-bound certificate", _add_check_cert, _cmd_check_cert),
     ("readme", "print the theorem table for proofs/README.md", _add_nothing, _cmd_readme),
 )
 """The subcommands: name, help, argument adder, command function (in `--help` order)."""

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spec.safe_files import read_text, write_atomic
+
 from .records import EVIDENCE_KINDS, CheckResult, ProofError, Theorem
 
 __all__ = [
@@ -172,16 +174,22 @@ def build(
     return cert
 
 
+MAX_BYTES = 64 * 2**20
+"""The largest proof-run certificate `load` reads."""
+
+
 def write(cert: Mapping[str, Any], path: str | Path) -> None:
-    Path(path).write_text(
-        json.dumps(cert, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    """Write atomically (`spec.safe_files.write_atomic`: no link followed; a full disk is
+    one `ProofError`)."""
+    text = json.dumps(cert, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    write_atomic(str(path), text, error=ProofError)
 
 
 def load(path: str | Path) -> dict[str, Any]:
+    text = read_text(str(path), MAX_BYTES, error=ProofError)
     try:
-        cert = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        cert = json.loads(text)
+    except ValueError as e:
         raise ProofError(f"cannot read certificate {path}: {e}") from None
     except RecursionError:
         raise ProofError(f"cannot read certificate {path}: JSON nested too deeply") from None

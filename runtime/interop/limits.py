@@ -14,23 +14,30 @@ Invariants:
 - Every check raises `LimitError` (a `ModelImportError`, hence a `TorchLeanError`) whose
   message names what was too large, the cap, and how to raise it; a check never allocates
   the thing it checks.
-- `read_file` refuses anything that is not a regular file (devices, FIFOs, sockets,
-  directories) before opening it, and reads at most `max_file_bytes + 1` bytes, so a file
-  that grows while read is still refused. `load_npz` never unpickles (object arrays are
-  refused) and refuses complex arrays (they have no value in the real domains).
+- `read_file` opens non-blocking and refuses anything that is not a regular file (devices,
+  FIFOs, sockets, directories) before reading, checks the size against `max_file_bytes`
+  first, then reads in chunks up to the real size (memory follows the file, never the
+  cap); a file that grows past the cap while read is still refused.
+- `load_npz` opens the file with the same checks (`spec.safe_files.open_regular`, size
+  capped by `max_file_bytes`), never unpickles (object arrays are refused)
+  and refuses complex arrays (they have no value in the real domains); a corrupt member
+  (bad CRC, truncated data), an encrypted one or an unknown compression method is a
+  `ModelImportError` naming the member.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
+
+from spec.safe_files import open_regular, read_bytes
 
 from .core import ModelImportError
 
@@ -157,74 +164,79 @@ def check_trips(n: int, what: str) -> None:
         raise _exceeds(f"{what} runs", n, "max_loop_trips", cap)
 
 
-def _regular(path: str) -> os.stat_result:
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise ModelImportError(f"{path}: cannot read ({e.strerror or e})") from e
-    if not stat.S_ISREG(st.st_mode):
-        raise ModelImportError(f"{path}: not a regular file (devices, pipes, directories refused)")
-    return st
-
-
 def read_file(path: str) -> bytes:
-    """The bytes of the regular file `path`, at most `max_file_bytes` of them."""
+    """The bytes of the regular file `path`, at most `max_file_bytes` of them, read in
+    chunks up to the file's real size (`spec.safe_files.read_bytes`)."""
     cap = current().max_file_bytes
-    st = _regular(path)
-    if st.st_size > cap:
-        raise _exceeds(f"{path} has", st.st_size, "max_file_bytes", cap)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(cap + 1)
-    except OSError as e:
-        raise ModelImportError(f"{path}: cannot read ({e.strerror or e})") from e
-    if len(data) > cap:
-        raise _exceeds(f"{path} has more than", cap, "max_file_bytes", cap)
-    return data
+
+    def too_big(size: int) -> LimitError:
+        return _exceeds(f"{path} has", size, "max_file_bytes", cap)
+
+    return read_bytes(path, cap, error=ModelImportError, too_big=too_big)
+
+
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError,
+               ValueError, OSError, EOFError, zlib.error)  # fmt: skip
+"""What zipfile and NumPy raise on a corrupt, encrypted or unsupported member."""
 
 
 def _npz_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> tuple[Any, ...]:
-    with zf.open(info) as f:
-        try:
+    try:
+        with zf.open(info) as f:
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
                 shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
             else:
                 shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
-        except (ValueError, OSError) as e:
-            raise ModelImportError(f"{path}: member {info.filename!r} is not an array: {e}") from e
+    except _ZIP_ERRORS as e:
+        raise ModelImportError(
+            f"{path}: member {info.filename!r} is not a readable array ({type(e).__name__}: {e})"
+        ) from None
     return shape, dtype
+
+
+def _member(info: zipfile.ZipInfo) -> str:
+    return info.filename[:-4] if info.filename.endswith(".npy") else info.filename
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
     """Named real arrays from the `.npz` file `path`; every member's shape and dtype are
     read from its header and checked against the caps before its data is inflated."""
-    _regular(path)
+    cap = current().max_file_bytes
+
+    def too_big(size: int) -> LimitError:
+        return _exceeds(f"{path} has", size, "max_file_bytes", cap)
+
+    with open_regular(path, cap, error=ModelImportError, too_big=too_big) as fh:
+        try:
+            zf = zipfile.ZipFile(fh)
+        except _ZIP_ERRORS as e:
+            raise ModelImportError(f"{path}: not an .npz file ({type(e).__name__}: {e})") from None
+        with zf:
+            _check_npz_headers(zf, path)
+            return {_member(info): _npz_array(zf, info, path) for info in zf.infolist()}
+
+
+def _check_npz_headers(zf: zipfile.ZipFile, path: str) -> None:
+    total = 0
+    for info in zf.infolist():
+        shape, dtype = _npz_header(zf, info, path)
+        what = f"{path}: array {_member(info)!r}"
+        if dtype.hasobject:
+            raise ModelImportError(f"{what} holds Python objects (refused: no unpickling)")
+        if dtype.kind not in "biuf":
+            raise ModelImportError(
+                f"{what} has dtype {dtype} (expected a real number or boolean array)"
+            )
+        total += check_elements(shape, what)
+        check_total(total, f"{path}: the arrays")
+
+
+def _npz_array(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> np.ndarray:
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise ModelImportError(f"{path}: not an .npz file ({e})") from e
-    out: dict[str, np.ndarray] = {}
-    with zf:
-        total = 0
-        infos = zf.infolist()
-        for info in infos:
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            shape, dtype = _npz_header(zf, info, path)
-            what = f"{path}: array {name!r}"
-            if dtype.hasobject:
-                raise ModelImportError(f"{what} holds Python objects (refused: no unpickling)")
-            if dtype.kind not in "biuf":
-                raise ModelImportError(
-                    f"{what} has dtype {dtype} (expected a real number or boolean array)"
-                )
-            total += check_elements(shape, what)
-            check_total(total, f"{path}: the arrays")
-        for info in infos:
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            with zf.open(info) as f:
-                try:
-                    out[name] = np.lib.format.read_array(f, allow_pickle=False)
-                except (ValueError, OSError, EOFError) as e:
-                    raise ModelImportError(f"{path}: array {name!r} is corrupt: {e}") from e
-    return out
+        with zf.open(info) as f:
+            return np.lib.format.read_array(f, allow_pickle=False)
+    except _ZIP_ERRORS as e:
+        raise ModelImportError(
+            f"{path}: array {_member(info)!r} is corrupt ({type(e).__name__}: {e})"
+        ) from None

@@ -81,10 +81,16 @@ def _parse(node: Any, a: dict[str, Any], version: int) -> tuple[list[str], list[
 
 
 def _cut(
-    y: str, stop: set[str], producers: Mapping[str, Any], free: set[str], known: Iterable[str]
+    y: str,
+    stop: set[str],
+    producers: Mapping[str, Any],
+    free: set[str],
+    known: Iterable[str],
+    this: Any = None,
 ) -> list[Any]:
     """The nodes computing `y` from `stop`, in graph order; refuses a dependence on a model
-    input outside `stop` or on a name nobody defines."""
+    input outside `stop`, on a name nobody defines, or on the Gradient node `this` itself
+    (a cycle through its own outputs)."""
     have = set(known)
     seen: set[str] = set()
     nodes: dict[int, Any] = {}
@@ -103,6 +109,10 @@ def _cut(
             if name in have:
                 continue  # an initializer: a constant of the sub-graph
             raise InvalidModelError(f"Gradient: {name!r} is not a value of the graph")
+        if this is not None and node[1] == this:
+            raise InvalidModelError(
+                f"Gradient: y {y!r} depends on {name!r}, an output of the Gradient node itself"
+            )
         nodes[node[0]] = node[1]
         todo.extend(node[1].input)
     return [nodes[k] for k in sorted(nodes)]
@@ -139,7 +149,7 @@ def gradient_step(
         local[name] = E.node("reshape", v, shape=tuple(E.shape(v)))
     local.update(zip(zs, vals[len(xs) :], strict=True))
     scope = ChainMap(local, dict(env))
-    for sub in _cut(y, set(xs + zs), producers, free, env):
+    for sub in _cut(y, set(xs + zs), producers, free, env, node):
         scope.update(zip(sub.output, walk(sub, scope), strict=False))
     yv = scope.get(y)
     if isinstance(yv, GradValue):

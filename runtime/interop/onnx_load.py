@@ -17,7 +17,8 @@ Invariants:
   of the default domain; sequence, map, optional, sparse or string values and UNDEFINED
   element types at the model's inputs and outputs; an input without a shape or with a
   negative dimension; a name written twice; an input used before it is defined (dangling,
-  or a cycle); a non-UTF-8 string attribute; a NaN or infinite float attribute; whatever
+  or a cycle); a tensor of an unknown or UNDEFINED element type; a non-UTF-8 string
+  attribute; a NaN or infinite float attribute; whatever
   the onnx checker (with full shape inference) rejects; and any value whose inferred
   static size exceeds the caps (`limits`).
 - Shape inference runs on `_shape_view(m)`: the model with each float initializer of more
@@ -156,6 +157,22 @@ def _safe_path(base: str, location: str, what: str) -> str:
     return cur
 
 
+def _itemsize(t: Any, what: str) -> int:
+    """The bytes per element of an external tensor's element type (UNDEFINED, STRING and
+    unknown codes refused: their raw data has no fixed size)."""
+    onnx = _onnx()
+    code = t.data_type
+    try:
+        if code in (onnx.TensorProto.UNDEFINED, onnx.TensorProto.STRING):
+            raise KeyError(code)
+        return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(code)).itemsize)
+    except (KeyError, TypeError, ValueError):
+        raise ModelImportError(
+            f"{what}: tensor {t.name!r}: external data of element type {code} (not a "
+            "fixed-size numeric ONNX type)"
+        ) from None
+
+
 def _fill_external(t: Any, base: str, what: str) -> None:
     onnx = _onnx()
     info = {e.key: e.value for e in t.external_data}
@@ -166,12 +183,17 @@ def _fill_external(t: Any, base: str, what: str) -> None:
     except ValueError as e:
         raise ModelImportError(f"{what}: tensor {t.name!r}: bad external offset/length") from e
     n = limits.check_elements(list(t.dims), f"{what}: tensor {t.name!r}")
-    itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    want = n * itemsize
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags)
+    want = n * _itemsize(t, what)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise ModelImportError(f"{what}: tensor {t.name!r}: cannot read {path!r} ({e})") from None
     with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelImportError(f"{what}: tensor {t.name!r}: {path!r} is not a regular file")
+        size = st.st_size
         length = want if length is None else length
         if offset < 0 or length != want or offset + length > size:
             raise ModelImportError(
@@ -192,6 +214,7 @@ def validate(m: Any) -> dict[str, tuple[int, ...]]:
     limits.check_nodes(len(m.graph.node), "the ONNX graph")
     _io_types(m)
     _structure(m.graph)
+    _tensor_types(m)
     for n in m.graph.node:
         _node_attrs(n)
     onnx = _onnx()
@@ -290,6 +313,22 @@ def _structure(g: Any) -> None:
     for vi in g.output:
         if vi.name not in defined:
             raise ModelImportError(f"ONNX model output {vi.name!r} is never defined")
+
+
+def _tensor_types(m: Any) -> None:
+    """Every tensor of the model (initializers, attributes, subgraphs) has a known element
+    type other than UNDEFINED."""
+    onnx = _onnx()
+    for t in _tensors(m):
+        code = t.data_type
+        try:
+            known = code != onnx.TensorProto.UNDEFINED and bool(
+                onnx.helper.tensor_dtype_to_np_dtype(code)
+            )
+        except (KeyError, TypeError, ValueError):
+            known = False
+        if not known:
+            raise ModelImportError(f"ONNX tensor {t.name!r} has unknown element type {code}")
 
 
 def _node_attrs(n: Any) -> None:

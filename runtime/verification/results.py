@@ -16,9 +16,12 @@ Invariants:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
+
+from spec.safe_files import write_atomic
 
 from .core import CERT_FORMAT, frac_str, sha
 
@@ -165,9 +168,10 @@ class VerificationResult:
         return cert
 
     def save_certificate(self, path: Any) -> None:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.certificate(), fh, indent=1, sort_keys=True)
-            fh.write("\n")
+        """Write `certificate()` to `path` atomically (`spec.safe_files.write_atomic`: never
+        through a symbolic link; any failure is a `FileWriteError`, the old file kept)."""
+        text = json.dumps(self.certificate(), indent=1, sort_keys=True) + "\n"
+        write_atomic(os.fspath(path), text)
 
 
 def statement(level: str, dtype: str, kernels: str) -> str:

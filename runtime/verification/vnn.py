@@ -156,6 +156,7 @@ def decide(net: Network, p: Property, timeout: float) -> VnnResult:
             f"the property has {len(p.lower)} inputs and {p.n_out} outputs, the network "
             f"{net.n_in} and {net.n_out}"
         )
+    p.check_dtype(net.result.dtype)
     hit = _attack(net, p, [])
     if hit is not None:
         return hit
