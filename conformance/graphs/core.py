@@ -62,7 +62,7 @@ __all__ = [
     "is_algebraic",
     "materialize_args",
     "register",
-    "unary",
+    "unary_builder",
 ]
 
 MAX_ELEMENTS = 12
@@ -258,7 +258,7 @@ Builder = Callable[[Ctx], bool]
 # --------------------------------------------------------------------------- shared builders
 
 
-def unary(op: str) -> Builder:
+def unary_builder(op: str) -> Builder:
     def build(c: Ctx) -> bool:
         x = c.pick()
         if x is None or not c.room(1):
