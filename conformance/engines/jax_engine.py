@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from functools import partial, reduce
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,8 +37,8 @@ from .base import (
     mha_body,
     pair,
     prelu_shape,
-    select_index,
 )
+from .common import dotted, math_ops, namespace_ops, numpy_style_ops, operator_ops, ops_table
 
 try:
     import jax
@@ -404,124 +404,92 @@ def _jbn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
     return (x - m.reshape(shape)) * inv * g.reshape(shape) + b.reshape(shape)
 
 
-OPS: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": lambda a, b: jnp.maximum(a, b),
-    "minimum": lambda a, b: jnp.minimum(a, b),
-    "neg": lambda x: -x,
-    "scale": lambda x, c: x * float(c),
-    "relu": lambda x: jax.nn.relu(x),
-    "abs": lambda x: jnp.abs(x),
-    "clamp": lambda x, lo, hi: jnp.clip(x, float(lo), float(hi)),
-    "sqrt": lambda x: jnp.sqrt(x),
-    "detach": lambda x: jax.lax.stop_gradient(x),
-    "inv": lambda x: jnp.reciprocal(x),
-    "exp": lambda x: jnp.exp(x),
-    "log": lambda x: jnp.log(x),
-    "tanh": lambda x: jnp.tanh(x),
-    "sin": lambda x: jnp.sin(x),
-    "cos": lambda x: jnp.cos(x),
-    "sigmoid": lambda x: jax.nn.sigmoid(x),
-    "softplus": lambda x: jax.nn.softplus(x),
-    "gelu": lambda x, approximate="tanh": jax.nn.gelu(x, approximate=approximate == "tanh"),
-    "silu": lambda x: jax.nn.silu(x),
-    "safe_log": lambda x: jnp.log(jnp.maximum(x, 2.0**-24)),
-    "sum": lambda x: jnp.sum(x),
-    "reduce_sum": lambda x, axis: jnp.sum(x, axis=axis),
-    "mean": lambda x: jnp.mean(x),
-    "reduce_mean": lambda x, axis: jnp.mean(x, axis=axis),
-    "reduce_max": lambda x, axis: jnp.max(x, axis=axis),
-    "matmul": lambda a, b: jnp.matmul(a, b),
-    "linear": lambda x, w, b: x @ w.T + b,
-    "reshape": lambda x, shape: jnp.reshape(x, shape),
-    "swap_adjacent": lambda x, axis: jnp.swapaxes(x, axis, axis + 1),
-    "transpose": lambda x: jnp.swapaxes(x, -2, -1),
-    "broadcast_to": lambda x, shape: jnp.broadcast_to(x, shape),
-    "concat": lambda *xs: jnp.concatenate(xs, 0),
-    "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
-    "index_select": lambda x, indices: x[np.array(list(indices), dtype=np.int64)],
-    "scatter_add": _scatter_add,
-    "gather": _gather,
-    "softmax": lambda x: jax.nn.softmax(x, axis=-1),
-    "log_softmax": lambda x: jax.nn.log_softmax(x, axis=-1),
-    "mse_loss": lambda y, t: jnp.mean((y - t) ** 2),
-    "cross_entropy": _cross_entropy,
-    "layer_norm": lambda x, g, b: _norm(x, g, b, -1, (-1,)),
-    "batch_norm": _batch_norm,
-    "avg_pool2d": _avg_pool2d,
-    "max_pool2d": _max_pool2d,
-    "conv2d": _conv2d,
-    "conv_transpose2d": _conv_transpose2d,
-    "mask_neg_inf": _mask_neg_inf,
-    "scaled_dot_product_attention": _sdpa,
-    "multi_head_attention": _mha,
-    "embedding": lambda table, indices, shape=None: table[
-        np.array(list(indices), dtype=np.int64).reshape(
-            shape if shape is not None else (len(indices),)
-        )
-    ],
-    "conv1d": _conv_nd(1),
-    "conv3d": _conv_nd(3),
-    "conv_transpose1d": _conv_t_nd(1),
-    "conv_transpose3d": _conv_t_nd(3),
-    "avg_pool1d": partial(_avg_pool_nd, 1),
-    "avg_pool3d": partial(_avg_pool_nd, 3),
-    "max_pool1d": partial(_max_pool_nd, 1),
-    "max_pool3d": partial(_max_pool_nd, 3),
-    "pad": _pad,
-    # issue 28 (appended)
-    "leaky_relu": lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, float(negative_slope)),
-    "sign": lambda x: jnp.sign(x),
-    "hardtanh": lambda x, min_val=-1, max_val=1: jnp.clip(x, float(min_val), float(max_val)),
-    "relu6": lambda x: jax.nn.relu6(x),
-    "hardsigmoid": lambda x: jax.nn.hard_sigmoid(x),
-    "hardswish": lambda x: jax.nn.hard_swish(x),
-    "softsign": lambda x: jax.nn.soft_sign(x),
-    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
-    "maximum_n": lambda *xs: reduce(jnp.maximum, xs),
-    "minimum_n": lambda *xs: reduce(jnp.minimum, xs),
-    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
-    "var": lambda x, dim, correction=1: jnp.var(x, axis=dim, ddof=correction),
-    "std": lambda x, dim, correction=1: jnp.std(x, axis=dim, ddof=correction),
-    "erf": lambda x: jax.lax.erf(x),
-    "log1p": lambda x: jnp.log1p(x),
-    "expm1": lambda x: jnp.expm1(x),
-    "elu": lambda x, alpha=1: jax.nn.elu(x, float(alpha)),
-    "celu": lambda x, alpha=1: jax.nn.celu(x, float(alpha)),
-    "selu": lambda x: jax.nn.selu(x),
-    "mish": lambda x: jax.nn.mish(x),
-    "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
-    "prelu": lambda x, w: jnp.where(x > 0, x, jnp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
-    "where": lambda a, b, mask, mask_shape: jnp.where(
-        np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
-    ),
-    "pow": lambda x, exponent: jnp.power(x, float(exponent)),
-    "pow_tensor": lambda a, b: jnp.power(a, b),
-    **{f"adaptive_{k}_pool{n}d": _adaptive_pool(k, n) for k in ("avg", "max") for n in (1, 2, 3)},
-    # this round's movement, cumsum and norm ops (appended; JAX has no LRN)
-    "narrow": lambda x, dim, start, length: jax.lax.slice_in_dim(
-        x, start, start + length, axis=dim
-    ),
-    "flip": lambda x, dims: jnp.flip(x, tuple(dims)) if dims else x,
-    "roll": lambda x, shifts, dims=None: (
-        jnp.roll(x, tuple(shifts), tuple(dims)) if dims else jnp.roll(x, int(shifts[0]))
-    ),
-    "tile": lambda x, dims: jnp.tile(x, tuple(dims)),
-    "repeat_interleave": lambda x, repeats, dim=None: jnp.repeat(
-        x,
-        int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats),
-        axis=dim,
-        total_repeat_length=(x.size if dim is None else x.shape[dim]) * int(repeats[0])
-        if len(repeats) == 1
-        else int(sum(repeats)),
-    ),
-    "cumsum": _jcumsum,
-    "batch_norm_eval": _jbn_eval,
-}
+OPS: dict[str, Callable[..., Any]] = ops_table(
+    operator_ops(),
+    namespace_ops(lambda: jnp),
+    numpy_style_ops(lambda: jnp),
+    math_ops("jax", lambda s, x: dotted(jax, s)(x)),
+    {
+        "relu": lambda x: jax.nn.relu(x),
+        "clamp": lambda x, lo, hi: jnp.clip(x, float(lo), float(hi)),
+        "detach": lambda x: jax.lax.stop_gradient(x),
+        "sigmoid": lambda x: jax.nn.sigmoid(x),
+        "softplus": lambda x: jax.nn.softplus(x),
+        "gelu": lambda x, approximate="tanh": jax.nn.gelu(x, approximate=approximate == "tanh"),
+        "silu": lambda x: jax.nn.silu(x),
+        "safe_log": lambda x: jnp.log(jnp.maximum(x, 2.0**-24)),
+        "linear": lambda x, w, b: x @ w.T + b,
+        "index_select": lambda x, indices: x[np.array(list(indices), dtype=np.int64)],
+        "scatter_add": _scatter_add,
+        "gather": _gather,
+        "softmax": lambda x: jax.nn.softmax(x, axis=-1),
+        "log_softmax": lambda x: jax.nn.log_softmax(x, axis=-1),
+        "cross_entropy": _cross_entropy,
+        "layer_norm": lambda x, g, b: _norm(x, g, b, -1, (-1,)),
+        "batch_norm": _batch_norm,
+        "avg_pool2d": _avg_pool2d,
+        "max_pool2d": _max_pool2d,
+        "conv2d": _conv2d,
+        "conv_transpose2d": _conv_transpose2d,
+        "mask_neg_inf": _mask_neg_inf,
+        "scaled_dot_product_attention": _sdpa,
+        "multi_head_attention": _mha,
+        "embedding": lambda table, indices, shape=None: table[
+            np.array(list(indices), dtype=np.int64).reshape(
+                shape if shape is not None else (len(indices),)
+            )
+        ],
+        "conv1d": _conv_nd(1),
+        "conv3d": _conv_nd(3),
+        "conv_transpose1d": _conv_t_nd(1),
+        "conv_transpose3d": _conv_t_nd(3),
+        "avg_pool1d": partial(_avg_pool_nd, 1),
+        "avg_pool3d": partial(_avg_pool_nd, 3),
+        "max_pool1d": partial(_max_pool_nd, 1),
+        "max_pool3d": partial(_max_pool_nd, 3),
+        "pad": _pad,
+        "leaky_relu": lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, float(negative_slope)),
+        "hardtanh": lambda x, min_val=-1, max_val=1: jnp.clip(x, float(min_val), float(max_val)),
+        "relu6": lambda x: jax.nn.relu6(x),
+        "hardsigmoid": lambda x: jax.nn.hard_sigmoid(x),
+        "hardswish": lambda x: jax.nn.hard_swish(x),
+        "softsign": lambda x: jax.nn.soft_sign(x),
+        "elu": lambda x, alpha=1: jax.nn.elu(x, float(alpha)),
+        "celu": lambda x, alpha=1: jax.nn.celu(x, float(alpha)),
+        "selu": lambda x: jax.nn.selu(x),
+        "mish": lambda x: jax.nn.mish(x),
+        "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
+        "prelu": lambda x, w: jnp.where(x > 0, x, jnp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
+        "where": lambda a, b, mask, mask_shape: jnp.where(
+            np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
+        ),
+        "pow": lambda x, exponent: jnp.power(x, float(exponent)),
+        **{
+            f"adaptive_{k}_pool{n}d": _adaptive_pool(k, n)
+            for k in ("avg", "max")
+            for n in (1, 2, 3)
+        },
+        # JAX has no LRN
+        "narrow": lambda x, dim, start, length: jax.lax.slice_in_dim(
+            x, start, start + length, axis=dim
+        ),
+        "flip": lambda x, dims: jnp.flip(x, tuple(dims)) if dims else x,
+        "roll": lambda x, shifts, dims=None: (
+            jnp.roll(x, tuple(shifts), tuple(dims)) if dims else jnp.roll(x, int(shifts[0]))
+        ),
+        "tile": lambda x, dims: jnp.tile(x, tuple(dims)),
+        "repeat_interleave": lambda x, repeats, dim=None: jnp.repeat(
+            x,
+            int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats),
+            axis=dim,
+            total_repeat_length=(x.size if dim is None else x.shape[dim]) * int(repeats[0])
+            if len(repeats) == 1
+            else int(sum(repeats)),
+        ),
+        "cumsum": _jcumsum,
+        "batch_norm_eval": _jbn_eval,
+    },
+)
 
 
 class JaxEngine(Engine):

@@ -20,7 +20,9 @@ Invariants (besides those of `conformance.graphs`, stated in its docstring):
   `GRAPH_OPS` (`DERIVED_ORDER`, in table order), so the draws of every seed over the ops of
   `SAMPLING_ORDER` are unchanged by them; while every composite has a hand-written builder
   `DERIVED_ORDER` is empty. A hand-written builder wins over the derived one (it adds hard
-  cases); primitives always need a hand-written one.
+  cases). A primitive that is one math function (`OpDef.math`) without a hand-written
+  builder gets one derived from its record's domain (`math_builder`), drawn in
+  `DERIVED_ORDER` as well; every other primitive needs a hand-written one.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ __all__ = [
     "guarded_unary",
     "is_algebraic",
     "materialize_args",
+    "math_builder",
     "register",
     "unary_builder",
 ]
@@ -505,18 +508,35 @@ def derived_builder(op: OpDef) -> Builder | None:
     return build
 
 
-DERIVED_ORDER: tuple[str, ...] = tuple(
-    name
-    for name, d in OPS.items()
-    if d.kind == "composite" and name not in SAMPLING_ORDER and _derived_configs(d)
-)
-"""Composites without a hand-written builder (not in `SAMPLING_ORDER`) whose builder is
-derived from their samples, in table order; drawn after every op of `SAMPLING_ORDER`."""
+def math_builder(op: OpDef) -> Builder | None:
+    """The builder of a primitive that is one math function (`OpDef.math`), derived from
+    its record's domain: any drawn value when the function is real on the whole line, a
+    value clamped into (0, ∞) (`Ctx.positive`) when its domain is (lo, ∞) with lo <= 0.
+    None for another domain (the op then needs a hand-written builder, which the
+    completeness check names)."""
+    if op.math is None or op.kind != "primitive":
+        return None
+    lo, hi = op.math.domain
+    if hi is not None or (lo is not None and lo > 0):
+        return None
+    return unary_builder(op.name) if lo is None else guarded_unary(op.name, always=True)
+
+
+def _derived(op: OpDef) -> Builder | None:
+    return derived_builder(op) if op.kind == "composite" else math_builder(op)
+
+
+_DERIVED = {name: _derived(d) for name, d in OPS.items() if name not in SAMPLING_ORDER}
+
+DERIVED_ORDER: tuple[str, ...] = tuple(name for name, b in _DERIVED.items() if b is not None)
+"""The ops without a hand-written builder (not in `SAMPLING_ORDER`) whose builder is
+derived from their table entry (composites from their samples, math primitives from their
+record's domain), in table order; drawn after every op of `SAMPLING_ORDER`."""
 
 for _name in DERIVED_ORDER:
-    _derived = derived_builder(OPS[_name])
-    assert _derived is not None
-    BUILDERS[_name] = _derived
+    _b = _DERIVED[_name]
+    assert _b is not None
+    BUILDERS[_name] = _b
 
 GRAPH_OPS: tuple[str, ...] = tuple(op for op in SAMPLING_ORDER if op in OPS) + DERIVED_ORDER
 """Every op the generator can build, in sampling order (simplest first), then the

@@ -1,0 +1,117 @@
+"""The op entries the judged engines share, keyed by op; each adapter overrides only where
+its spelling or convention differs.
+
+Invariants:
+- `operator_ops()` are the ops every adapter writes with Python operators and indexing
+  (`a + b`, `x[start:stop]`, ...): the same entry serves torch, JAX, tinygrad and autograd.
+- `namespace_ops(ns)` are the ops spelled alike in an array namespace `ns` (torch,
+  jax.numpy, autograd.numpy): `ns.maximum`, `ns.abs`, `ns.reshape`, ...; `numpy_style_ops(ns)`
+  the ones spelled alike in NumPy-style namespaces only (jax.numpy, autograd.numpy:
+  `axis=`, `ddof=`, `swapaxes`, `concatenate`, `power`).
+- `math_ops(engine, call)` derives one entry per op of the table that is one math function
+  (`OpDef.math`) and whose record spells it for `engine` (`MathFn.engines`): x ->
+  `call(spelling, x)`. An engine missing from the record does not cover the op.
+- `ops_table(*parts)` merges the parts left to right (a later part overrides an earlier
+  one): an adapter's table is `ops_table(shared..., its own entries)`.
+- A namespace is read when an entry is called, never at import: an adapter module imports
+  without its package installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial, reduce
+from typing import Any
+
+from spec.ops import OPS
+
+from .base import select_index
+
+__all__ = [
+    "dotted",
+    "math_ops",
+    "namespace_ops",
+    "numpy_style_ops",
+    "operator_ops",
+    "ops_table",
+]
+
+Table = dict[str, Callable[..., Any]]
+
+
+def dotted(root: Any, path: str) -> Any:
+    """`root.a.b.c` for path "a.b.c"."""
+    return reduce(getattr, path.split("."), root)
+
+
+def _sum_all(*xs: Any) -> Any:
+    return reduce(lambda a, b: a + b, xs)
+
+
+def operator_ops() -> Table:
+    return {
+        "add": lambda a, b: a + b,
+        "sub": lambda a, b: a - b,
+        "mul": lambda a, b: a * b,
+        "div": lambda a, b: a / b,
+        "neg": lambda x: -x,
+        "scale": lambda x, c: x * float(c),
+        "slice": lambda x, start, stop: x[start:stop],
+        "select": lambda x, index=None, env_slot=None, env=(): x[
+            select_index(index, env_slot, env)
+        ],
+        "add_n": _sum_all,
+        "mean_n": lambda *xs: _sum_all(*xs) / len(xs),
+    }
+
+
+def namespace_ops(ns: Callable[[], Any]) -> Table:
+    """`ns()` returns the namespace (called per entry call, so a missing package is only an
+    error when an op runs)."""
+    return {
+        "maximum": lambda a, b: ns().maximum(a, b),
+        "minimum": lambda a, b: ns().minimum(a, b),
+        "abs": lambda x: ns().abs(x),
+        "sqrt": lambda x: ns().sqrt(x),
+        "inv": lambda x: ns().reciprocal(x),
+        "sign": lambda x: ns().sign(x),
+        "matmul": lambda a, b: ns().matmul(a, b),
+        "reshape": lambda x, shape: ns().reshape(x, shape),
+        "broadcast_to": lambda x, shape: ns().broadcast_to(x, shape),
+        "maximum_n": lambda *xs: reduce(ns().maximum, xs),
+        "minimum_n": lambda *xs: reduce(ns().minimum, xs),
+        "sum": lambda x: ns().sum(x),
+        "mean": lambda x: ns().mean(x),
+    }
+
+
+def numpy_style_ops(ns: Callable[[], Any]) -> Table:
+    return {
+        "reduce_sum": lambda x, axis: ns().sum(x, axis=axis),
+        "reduce_mean": lambda x, axis: ns().mean(x, axis=axis),
+        "reduce_max": lambda x, axis: ns().max(x, axis=axis),
+        "swap_adjacent": lambda x, axis: ns().swapaxes(x, axis, axis + 1),
+        "transpose": lambda x: ns().swapaxes(x, -2, -1),
+        "concat": lambda *xs: ns().concatenate(xs, 0),
+        "mse_loss": lambda y, t: ns().mean((y - t) ** 2),
+        "var": lambda x, dim, correction=1: ns().var(x, axis=dim, ddof=correction),
+        "std": lambda x, dim, correction=1: ns().std(x, axis=dim, ddof=correction),
+        "pow_tensor": lambda a, b: ns().power(a, b),
+    }
+
+
+def math_ops(engine: str, call: Callable[[str, Any], Any]) -> Table:
+    """One entry per math-function op of the table that `engine` spells (see above)."""
+    out: Table = {}
+    for name, op in OPS.items():
+        fn = op.math
+        if fn is not None and op.kind == "primitive" and engine in fn.engines:
+            out[name] = partial(call, fn.engines[engine])
+    return out
+
+
+def ops_table(*parts: Mapping[str, Callable[..., Any]]) -> Table:
+    out: Table = {}
+    for part in parts:
+        out.update(part)
+    return out
