@@ -12,7 +12,12 @@ Invariants:
   (`OpDef.math`) and whose record spells it for `engine` (`MathFn.engines`): x ->
   `call(spelling, x)`. An engine missing from the record does not cover the op.
 - `ops_table(*parts)` merges the parts left to right (a later part overrides an earlier
-  one): an adapter's table is `ops_table(shared..., its own entries)`.
+  one): an adapter's table is `ops_table(shared..., its own entries)`. An elementwise
+  composite of the table (tag "elementwise") that no part spells, and whose inlined body
+  (at its first sample) holds no `const`, gets an entry derived from its body
+  (`body_entry`): the body's primitives run in order, each through the engine's own entry,
+  so the engine is judged on the spec's composition of its own primitives. A body node
+  the engine does not spell raises `Unsupported` (the case's refusal).
 - A namespace is read when an entry is called, never at import: an adapter module imports
   without its package installed.
 """
@@ -23,11 +28,14 @@ from collections.abc import Callable, Mapping
 from functools import partial, reduce
 from typing import Any
 
+from spec.graph import Graph
+from spec.inline import inline
 from spec.ops import OPS
 
-from .base import select_index
+from .base import Unsupported, select_index
 
 __all__ = [
+    "body_entry",
     "dotted",
     "math_ops",
     "namespace_ops",
@@ -110,8 +118,44 @@ def math_ops(engine: str, call: Callable[[str, Any], Any]) -> Table:
     return out
 
 
+def _body(name: str, shapes: list[Any], attrs: Mapping[str, Any]) -> Graph:
+    body = OPS[name].body
+    assert body is not None
+    g, value_map = inline(body(shapes, dict(attrs)))
+    assert value_map[-1] == len(g.shapes) - 1
+    return g
+
+
+def body_entry(name: str, table: Mapping[str, Callable[..., Any]]) -> Callable[..., Any]:
+    """The entry of composite `name` that runs its inlined body through `table`."""
+
+    def run(*arrays: Any, **attrs: Any) -> Any:
+        g = _body(name, [tuple(a.shape) for a in arrays], attrs)
+        vals = list(arrays)
+        for node in g.nodes:
+            f = table.get(node.op)
+            if f is None:
+                raise Unsupported(f"{name}: its body's {node.op!r} has no entry in this engine")
+            vals.append(f(*(vals[i] for i in node.args), **dict(node.attrs)))
+        return vals[-1]
+
+    return run
+
+
+def _runs_by_body(name: str) -> bool:
+    op = OPS[name]
+    if op.kind != "composite" or "elementwise" not in op.tags or not op.samples:
+        return False
+    shapes = [tuple(shape) for shape, _ in op.samples[0].args]
+    g = _body(name, shapes, op.samples[0].attrs)
+    return all(n.op != "const" for n in g.nodes)
+
+
 def ops_table(*parts: Mapping[str, Callable[..., Any]]) -> Table:
     out: Table = {}
     for part in parts:
         out.update(part)
+    for name in OPS:
+        if name not in out and _runs_by_body(name):
+            out[name] = body_entry(name, out)
     return out
