@@ -143,6 +143,7 @@ from spec.mathfns import MathFn
 from spec.ops.builders import composite, elementwise1, second_arg, second_point
 from spec.ops.table import arg, sample
 
+# spec/ops/transcendental.py: the math-function record and the primitive's table entry
 ATAN = MathFn(
     name="atan", mpfr="atan", sympy=sympy.atan, derivative=lambda x: 1 / (1 + x**2),
     mpmath="atan", numpy=("arctan", "atan"), array_api="atan",
@@ -157,7 +158,7 @@ elementwise1(
     samples=(sample(arg((3,), -1, Fraction(1, 2), 2)), second_point(second_arg())),
 )
 
-
+# spec/ops/elementwise.py: the composite's table entry
 composite(
     name="square", family="elementwise", arity=1,
     body=lambda b, xs, a: b.node("mul", xs[0], xs[0]),
@@ -165,6 +166,7 @@ composite(
     samples=(sample(arg((3,), -1, Fraction(1, 2), 2)), second_point(second_arg())),
 )
 
+# runtime/kernels/transcendental.py: the primitive's kernel (there family=__name__)
 from runtime.kernels.builders import unary_kernel
 
 unary_kernel(
