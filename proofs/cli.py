@@ -17,7 +17,10 @@ Invariants:
 - `check-cert FILE` re-validates an output-bound certificate written by
   `runtime.verification` (`proofs.bounds_certificate_check`, independent of the code that
   wrote it): exit 0 when it holds, 1 when it is rejected (the reason on stderr).
-- `readme` prints the theorem table that `proofs/README.md` embeds.
+- `readme` writes every generated part of the docs (`proofs.generated`: docs/OPS.md, the
+  theorem table of proofs/README.md, README.md's op count, docs/ARCHITECTURE.md's family
+  table); `--check` writes nothing and exits 1 when one is stale; `--print` prints the
+  theorem table only.
 - Only this module writes to the terminal.
 - Each `_cmd_*` command is a thin sequence of parse / run / report helpers; the parser is
   built from one table of subcommands (`_COMMANDS`).
@@ -37,6 +40,7 @@ from conformance.distributed.flags import add_cluster_arguments, count_type, use
 
 from . import run_certificate
 from .catalogue import CheckResult, ProofError, Theorem, select
+from .generated import readme_table, stale, write_all
 from .runner import default_jobs, run_theorems
 from .theorem_shards import run_theorems_sharded
 
@@ -345,17 +349,6 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def readme_table() -> str:
-    """The Markdown table of every theorem (embedded in proofs/README.md)."""
-    lines = ["| theorem | evidence | status | scope |", "|---|---|---|---|"]
-    for t in select(()):
-        scope = t.scope.shapes if t.name.startswith("op.") else t.scope.graphs
-        scope = _short(scope.replace("|", "\\|"), 160)
-        ev = _short(t.evidence_label().replace("|", "\\|"), 120)
-        lines.append(f"| `{t.name}` | {ev} | {t.status} | {scope} |")
-    return "\n".join(lines)
-
-
 def _cmd_check_cert(args: argparse.Namespace) -> int:
     from .bounds_certificate_check import CertificateError, check_file
 
@@ -368,8 +361,23 @@ def _cmd_check_cert(args: argparse.Namespace) -> int:
 
 
 def _cmd_readme(args: argparse.Namespace) -> int:
-    sys.stdout.write(readme_table() + "\n")
+    if args.print:
+        sys.stdout.write(readme_table() + "\n")
+        return 0
+    if args.check:
+        old = stale()
+        for path in old:
+            sys.stderr.write(f"{path}: its generated part differs from the code\n")
+        return 1 if old else 0
+    for path in write_all():
+        sys.stdout.write(f"wrote {path}\n")
     return 0
+
+
+def _add_readme(p: argparse.ArgumentParser) -> None:
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    how.add_argument("--print", action="store_true", help="print the theorem table only")
 
 
 def _add_list(p: argparse.ArgumentParser) -> None:
@@ -432,7 +440,13 @@ _COMMANDS: tuple[_Command, ...] = (
     ("check", "re-run checks and write a certificate", _add_check, _cmd_check),
     ("verify", "check a certificate's digest and staleness", _add_path, _cmd_verify),
     ("check-cert", "re-validate an output-bound certificate", _add_path, _cmd_check_cert),
-    ("readme", "print the theorem table for proofs/README.md", _add_nothing, _cmd_readme),
+    (
+        "readme",
+        "write the generated docs (docs/OPS.md, the theorem table of proofs/README.md, "
+        "README.md's op count, docs/ARCHITECTURE.md's family table)",
+        _add_readme,
+        _cmd_readme,
+    ),
 )
 """The subcommands: name, help, argument adder, command function (in `--help` order)."""
 
