@@ -145,14 +145,24 @@ from spec.ops.table import arg, sample
 
 # spec/ops/transcendental.py: the math-function record and the primitive's table entry
 ATAN = MathFn(
-    name="atan", mpfr="atan", sympy=sympy.atan, derivative=lambda x: 1 / (1 + x**2),
-    mpmath="atan", numpy=("arctan", "atan"), array_api="atan",
+    name="atan",
+    mpfr="atan",
+    sympy=sympy.atan,
+    derivative=lambda x: 1 / (1 + x**2),
+    mpmath="atan",
+    numpy=("arctan", "atan"),
+    array_api="atan",
     ulps={"float64": 4.0, "float32": 4.0, "bfloat16": 1.0, "float16": 1.0},
-    hard=(-1e30, 1e-30, 1e30), exact={Fraction(0): Fraction(0)},
+    hard=(-1e30, 1e-30, 1e30),
+    exact={Fraction(0): Fraction(0)},
     engines={"torch": "atan", "jax": "numpy.arctan", "autograd": "arctan"},
 )
 elementwise1(
-    name="atan", family="transcendental", math=ATAN, reads="x", algebraic=False,
+    name="atan",
+    family="transcendental",
+    math=ATAN,
+    reads="x",
+    algebraic=False,
     push=lambda D, x, y, t, a: D.div(t, D.add(D.one(), D.mul(x, x))),
     doc="atan(x), correctly rounded; derivative div(t, add(1, mul(x, x)))",
     samples=(sample(arg((3,), -1, Fraction(1, 2), 2)), second_point(second_arg())),
@@ -160,9 +170,12 @@ elementwise1(
 
 # spec/ops/elementwise.py: the composite's table entry
 composite(
-    name="square", family="elementwise", arity=1,
+    name="square",
+    family="elementwise",
+    arity=1,
     body=lambda b, xs, a: b.node("mul", xs[0], xs[0]),
-    tags=frozenset({"elementwise"}), doc="mul(x, x)",
+    tags=frozenset({"elementwise"}),
+    doc="mul(x, x)",
     samples=(sample(arg((3,), -1, Fraction(1, 2), 2)), second_point(second_arg())),
 )
 
@@ -170,7 +183,9 @@ composite(
 from runtime.kernels.builders import unary_kernel
 
 unary_kernel(
-    family="runtime.kernels.transcendental", name="atan", reads="x",
+    family="runtime.kernels.transcendental",
+    name="atan",
+    reads="x",
     f=lambda c, x, a: c.unary("atan", x),
     push=lambda c, x, y, t, a: c.div(t, c.const(1) + x * x),
 )
