@@ -18,6 +18,8 @@ Invariants:
   (`body_entry`): the body's primitives run in order, each through the engine's own entry,
   so the engine is judged on the spec's composition of its own primitives. A body node
   the engine does not spell raises `Unsupported` (the case's refusal).
+- `Window` reads a convolution's or pool's attributes once (nd-int tuples, PyTorch's
+  defaults), so every adapter's conv and pool entries take `**attrs`.
 - A namespace is read when an entry is called, never at import: an adapter module imports
   without its package installed.
 """
@@ -35,10 +37,12 @@ from spec.ops import OPS
 from .base import Unsupported, select_index
 
 __all__ = [
+    "Window",
     "body_entry",
     "dotted",
     "math_ops",
     "namespace_ops",
+    "nd_ints",
     "numpy_style_ops",
     "operator_ops",
     "ops_table",
@@ -149,6 +153,65 @@ def _runs_by_body(name: str) -> bool:
     shapes = [tuple(shape) for shape, _ in op.samples[0].args]
     g = _body(name, shapes, op.samples[0].attrs)
     return all(n.op != "const" for n in g.nodes)
+
+
+def nd_ints(v: Any, nd: int, default: Any) -> Any:
+    """An nd-int attribute (one int meaning all nd), or `default` when absent."""
+    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
+
+
+class Window:
+    """The attributes of a convolution or pool over nd spatial axes, read once: every
+    engine's conv and pool entries take `(x, w, b=None, **attrs)` / `(x, **attrs)` and read
+    them here, each in its own spelling."""
+
+    def __init__(
+        self,
+        nd: int,
+        kernel_size: Any = None,
+        stride: Any = None,
+        padding: Any = None,
+        dilation: Any = None,
+        groups: Any = None,
+        output_padding: Any = None,
+        ceil_mode: Any = None,
+        count_include_pad: Any = None,
+        divisor_override: Any = None,
+    ) -> None:
+        self.nd = nd
+        self.kernel = nd_ints(kernel_size, nd, (1,) * nd)
+        self.given_stride = nd_ints(stride, nd, None)  # None: the op's default
+        self.stride = self.given_stride or (1,) * nd
+        self.padding = tuple(int(p) for p in padding) if padding else ()
+        self.dilation = nd_ints(dilation, nd, (1,) * nd)
+        self.groups = int(groups or 1)
+        self.output_padding = nd_ints(output_padding, nd, (0,) * nd)
+        self.ceil_mode = bool(ceil_mode)
+        self.count_include_pad = count_include_pad is not False
+        self.divisor_override = int(divisor_override) if divisor_override else None
+
+    @property
+    def pool_stride(self) -> tuple[int, ...]:
+        return self.given_stride or self.kernel
+
+    @property
+    def asymmetric(self) -> bool:
+        p, nd = self.padding, self.nd
+        return len(p) == 2 * nd and p[:nd] != p[nd:]
+
+    def pads(self) -> list[tuple[int, int]]:
+        """(begin, end) per axis from nd ints (symmetric) or 2*nd (begins, then ends)."""
+        p, nd = self.padding, self.nd
+        if len(p) == 2 * nd:
+            return [(p[a], p[nd + a]) for a in range(nd)]
+        return [(q, q) for q in nd_ints(p, nd, (0,) * nd)]
+
+    def begins(self) -> tuple[int, ...]:
+        return tuple(lo for lo, _ in self.pads())
+
+    def flat_pads(self) -> tuple[int, ...]:
+        """F.pad's (and tinygrad's) order: (begin, end) from the last axis backwards."""
+        return tuple(v for lo, hi in reversed(self.pads()) for v in (lo, hi))
 
 
 def ops_table(*parts: Mapping[str, Callable[..., Any]]) -> Table:

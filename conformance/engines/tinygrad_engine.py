@@ -29,13 +29,11 @@ from .base import (
     Engine,
     EngineUnavailable,
     Unsupported,
-    batched,
     keep_mask,
     mha_body,
-    pair,
     prelu_shape,
 )
-from .common import dotted, math_ops, operator_ops, ops_table
+from .common import Window, dotted, math_ops, nd_ints, operator_ops, ops_table
 
 try:
     import tinygrad
@@ -61,98 +59,25 @@ def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     return xp.gather(-1, idx).reshape(*lead, *shape)
 
 
-@batched
-def _conv2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-) -> Any:
-    return x.conv2d(
-        w,
-        b,
-        groups=groups or 1,
-        stride=pair(stride, 1),
-        dilation=pair(dilation, 1),
-        padding=pair(padding, 0),
-    )
-
-
-@batched
-def _conv_transpose2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-    output_padding: Any = None,
-) -> Any:
-    return x.conv_transpose2d(
-        w,
-        b,
-        groups=groups or 1,
-        stride=pair(stride, 1),
-        dilation=pair(dilation, 1),
-        padding=pair(padding, 0),
-        output_padding=pair(output_padding, 0),
-    )
-
-
-def _pool(method: str) -> Callable[..., Any]:
-    """`Tensor.max_pool2d` / `Tensor.avg_pool2d` (stride default = kernel, avg counts the
-    zero padding: tinygrad's defaults, the same as the spec's)."""
-
-    def run(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
-            dilation: Any = None, **rest: Any) -> Any:  # fmt: skip
-        return _pool_nd(method, 2, x, kernel_size, stride, padding, dilation, **rest)
-
-    return run
-
-
-def _nd(v: Any, nd: int, default: Any) -> Any:
-    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
-
-
-def _tg_padding(padding: Any, nd: int) -> Any:
+def _tg_padding(c: Window) -> Any:
     """nd ints (symmetric) as they are; 2*nd (begins, then ends) in tinygrad's (and F.pad's)
     order: (begin, end) pairs from the last axis backwards."""
-    if not padding or len(padding) != 2 * nd:
-        return _nd(padding, nd, 0)
-    out: list[int] = []
-    for ax in reversed(range(nd)):
-        out += [int(padding[ax]), int(padding[nd + ax])]
-    return tuple(out)
+    return c.flat_pads() if len(c.padding) == 2 * c.nd else nd_ints(c.padding, c.nd, 0)
 
 
-def _pool_nd(
-    method: str,
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    ceil_mode: Any = None,
-    count_include_pad: Any = None,
-    divisor_override: Any = None,
-) -> Any:
+def _pool_nd(method: str, nd: int, x: Any, **attrs: Any) -> Any:
     """tinygrad's N-d `max_pool2d` / `avg_pool2d` (ceil_mode, count_include_pad are its
     own arguments; it has no divisor_override: refused)."""
-    if divisor_override:
+    c = Window(nd, **attrs)
+    if c.divisor_override:
         raise Unsupported("tinygrad's avg_pool2d has no divisor_override")
-    k = _nd(kernel_size, nd, 1)
-    extra = {} if method == "max_pool2d" else {"count_include_pad": count_include_pad is not False}
+    extra = {} if method == "max_pool2d" else {"count_include_pad": c.count_include_pad}
     return getattr(x, method)(
-        k,
-        stride=_nd(stride, nd, k),
-        dilation=_nd(dilation, nd, 1),
-        padding=_tg_padding(padding, nd),
-        ceil_mode=bool(ceil_mode),
+        c.kernel,
+        stride=c.pool_stride,
+        dilation=c.dilation,
+        padding=_tg_padding(c),
+        ceil_mode=c.ceil_mode,
         **extra,
     )
 
@@ -167,48 +92,28 @@ def _unbatched(nd: int, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _conv_nd(nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        dilation: Any = None,
-        groups: Any = None,
-    ) -> Any:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
         return x.conv2d(
-            w,
-            b,
-            groups=groups or 1,
-            stride=_nd(stride, nd, 1),
-            dilation=_nd(dilation, nd, 1),
-            padding=_tg_padding(padding, nd),
+            w, b, groups=c.groups, stride=c.stride, dilation=c.dilation, padding=_tg_padding(c)
         )
 
     return _unbatched(nd, run)
 
 
 def _conv_t_nd(nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        output_padding: Any = None,
-        groups: Any = None,
-        dilation: Any = None,
-    ) -> Any:
-        if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        if c.asymmetric:
             raise Unsupported("tinygrad's conv_transpose2d takes symmetric padding")
         return x.conv_transpose2d(
             w,
             b,
-            groups=groups or 1,
-            stride=_nd(stride, nd, 1),
-            dilation=_nd(dilation, nd, 1),
-            padding=_nd(padding[:nd] if padding else None, nd, 0),
-            output_padding=_nd(output_padding, nd, 0),
+            groups=c.groups,
+            stride=c.stride,
+            dilation=c.dilation,
+            padding=c.begins(),
+            output_padding=c.output_padding,
         )
 
     return _unbatched(nd, run)
@@ -331,10 +236,10 @@ OPS: dict[str, Callable[..., Any]] = ops_table(
         "cross_entropy": lambda x, t: x.cross_entropy(t),
         "layer_norm": _layer_norm,
         "batch_norm": _batch_norm,
-        "conv2d": _conv2d,
-        "conv_transpose2d": _conv_transpose2d,
-        "avg_pool2d": _pool("avg_pool2d"),
-        "max_pool2d": _pool("max_pool2d"),
+        "conv2d": _conv_nd(2),
+        "conv_transpose2d": _conv_t_nd(2),
+        "avg_pool2d": partial(_pool_nd, "avg_pool2d", 2),
+        "max_pool2d": partial(_pool_nd, "max_pool2d", 2),
         "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
             TT(
                 np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=x.device

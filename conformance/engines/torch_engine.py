@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .base import Engine, EngineUnavailable, keep_mask, mha_body
-from .common import dotted, math_ops, namespace_ops, operator_ops, ops_table
+from .common import Window, dotted, math_ops, namespace_ops, nd_ints, operator_ops, ops_table
 
 try:
     import torch
@@ -46,10 +46,6 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: A
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=sc)
 
 
-def _pair(v: Any, default: int) -> Any:
-    return default if v is None else tuple(v)
-
-
 def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     lead = tuple(x.shape[:-1])
     xp = F.pad(x, (0, 1))  # index M reads this +0
@@ -57,142 +53,56 @@ def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     return torch.gather(xp, -1, idx).reshape(*lead, *shape)
 
 
-def _conv_transpose2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-    output_padding: Any = None,
-) -> Any:
-    # PyTorch's argument order: stride, padding, output_padding, groups, dilation
-    return F.conv_transpose2d(
-        x,
-        w,
-        b,
-        _pair(stride, 1),
-        _pair(padding, 0),
-        _pair(output_padding, 0),
-        groups or 1,
-        _pair(dilation, 1),
-    )
+def _adaptive(name: str, x: Any, output_size: Any) -> Any:
+    return getattr(F, name)(x, tuple(output_size))
 
 
-def _nd(v: Any, nd: int, default: Any) -> Any:
-    """An nd-int attribute as PyTorch takes it (absent: `default`)."""
-    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
-
-
-def _sym_pad(x: Any, padding: Any, nd: int, fill: float = 0.0) -> tuple[Any, Any]:
-    """(input, symmetric padding): 2*nd asymmetric pads (begins, then ends) become an
-    explicit `F.pad` with `fill` and padding 0, as a user would write it."""
-    if not padding or len(padding) != 2 * nd or padding[:nd] == padding[nd:]:
-        return x, _nd(padding[:nd] if padding else padding, nd, 0)
-    pairs: list[int] = []
-    for ax in reversed(range(nd)):
-        pairs += [int(padding[ax]), int(padding[nd + ax])]
-    return F.pad(x, pairs, value=fill), 0
-
-
-def _conv(fn: Any, nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        dilation: Any = None,
-        groups: Any = None,
-    ) -> Any:
-        x, p = _sym_pad(x, padding, nd)
-        return fn(x, w, b, _nd(stride, nd, 1), p, _nd(dilation, nd, 1), groups or 1)
+def _conv(name: str, nd: int) -> Callable[..., Any]:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        if c.asymmetric:  # begins != ends: an explicit F.pad, as a user would write it
+            x, p = F.pad(x, c.flat_pads()), 0
+        else:
+            p = c.begins()
+        return getattr(F, name)(x, w, b, c.stride, p, c.dilation, c.groups)
 
     return run
 
 
-def _conv_t(fn: Any, nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        output_padding: Any = None,
-        groups: Any = None,
-        dilation: Any = None,
-    ) -> Any:
-        if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
-            y = fn(
-                x,
-                w,
-                b,
-                _nd(stride, nd, 1),
-                0,
-                _nd(output_padding, nd, 0),
-                groups or 1,
-                _nd(dilation, nd, 1),
-            )
-            crop = tuple(
-                slice(int(padding[a]), y.shape[-nd + a] - int(padding[nd + a])) for a in range(nd)
-            )
-            return y[(..., *crop)]
-        p = _nd(padding[:nd] if padding else padding, nd, 0)
-        return fn(
-            x,
-            w,
-            b,
-            _nd(stride, nd, 1),
-            p,
-            _nd(output_padding, nd, 0),
-            groups or 1,
-            _nd(dilation, nd, 1),
-        )
+def _conv_t(name: str, nd: int) -> Callable[..., Any]:
+    """PyTorch's argument order (stride, padding, output_padding, groups, dilation); begins
+    != ends: padding 0, then the output cropped by the pads."""
+
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        p = 0 if c.asymmetric else c.begins()
+        y = getattr(F, name)(x, w, b, c.stride, p, c.output_padding, c.groups, c.dilation)
+        if not c.asymmetric:
+            return y
+        crop = tuple(slice(lo, y.shape[-nd + a] - hi) for a, (lo, hi) in enumerate(c.pads()))
+        return y[(..., *crop)]
 
     return run
 
 
-def _avg_pool(
-    fn: Any,
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    ceil_mode: Any = None,
-    count_include_pad: Any = None,
-    divisor_override: Any = None,
-) -> Any:
-    return fn(
-        x,
-        _nd(kernel_size, nd, 1),
-        _nd(stride, nd, None),
-        _nd(padding, nd, 0),
-        bool(ceil_mode),
-        count_include_pad is not False,
-        *((int(divisor_override),) if divisor_override else ()),
-    )
+def _avg_pool(name: str, nd: int) -> Callable[..., Any]:
+    def run(x: Any, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        p = nd_ints(c.padding, nd, (0,) * nd)
+        extra = (c.divisor_override,) if c.divisor_override else ()
+        f = getattr(F, name)
+        return f(x, c.kernel, c.given_stride, p, c.ceil_mode, c.count_include_pad, *extra)
+
+    return run
 
 
-def _max_pool(
-    fn: Any,
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    ceil_mode: Any = None,
-) -> Any:
-    return fn(
-        x,
-        _nd(kernel_size, nd, 1),
-        _nd(stride, nd, None),
-        _nd(padding, nd, 0),
-        _nd(dilation, nd, 1),
-        bool(ceil_mode),
-    )
+def _max_pool(name: str, nd: int) -> Callable[..., Any]:
+    def run(x: Any, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        p = nd_ints(c.padding, nd, (0,) * nd)
+        return getattr(F, name)(x, c.kernel, c.given_stride, p, c.dilation, c.ceil_mode)
+
+    return run
 
 
 _mha = partial(
@@ -262,12 +172,10 @@ OPS: dict[str, Callable[..., Any]] = ops_table(
         "cross_entropy": lambda x, t: F.cross_entropy(x, t),
         "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5),
         "batch_norm": lambda x, g, b: F.batch_norm(x, None, None, g, b, training=True, eps=1e-5),
-        "conv2d": lambda x, w, b=None, stride=None, padding=None, dilation=None, groups=None: (
-            F.conv2d(x, w, b, _pair(stride, 1), _pair(padding, 0), _pair(dilation, 1), groups or 1)
-        ),
-        "conv_transpose2d": _conv_transpose2d,
-        "avg_pool2d": lambda x, dilation=None, **a: _avg_pool(F.avg_pool2d, 2, x, **a),
-        "max_pool2d": lambda x, **a: _max_pool(F.max_pool2d, 2, x, **a),
+        "conv2d": _conv("conv2d", 2),
+        "conv_transpose2d": _conv_t("conv_transpose2d", 2),
+        "avg_pool2d": _avg_pool("avg_pool2d", 2),
+        "max_pool2d": _max_pool("max_pool2d", 2),
         "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
             ~torch.tensor(list(mask), dtype=torch.bool, device=x.device).reshape(mask_shape),
             float("-inf"),
@@ -277,20 +185,19 @@ OPS: dict[str, Callable[..., Any]] = ops_table(
         "embedding": lambda table, indices, shape=None: F.embedding(
             _idx(table, indices).reshape(shape if shape is not None else (len(indices),)), table
         ),
-        "conv1d": _conv(F.conv1d, 1),
-        "conv3d": _conv(F.conv3d, 3),
-        "conv_transpose1d": _conv_t(F.conv_transpose1d, 1),
-        "conv_transpose3d": _conv_t(F.conv_transpose3d, 3),
-        "avg_pool1d": lambda x, **a: _avg_pool(F.avg_pool1d, 1, x, **a),
-        "avg_pool3d": lambda x, **a: _avg_pool(F.avg_pool3d, 3, x, **a),
-        "max_pool1d": lambda x, **a: _max_pool(F.max_pool1d, 1, x, **a),
-        "max_pool3d": lambda x, **a: _max_pool(F.max_pool3d, 3, x, **a),
-        "adaptive_avg_pool1d": lambda x, output_size: F.adaptive_avg_pool1d(x, tuple(output_size)),
-        "adaptive_avg_pool2d": lambda x, output_size: F.adaptive_avg_pool2d(x, tuple(output_size)),
-        "adaptive_avg_pool3d": lambda x, output_size: F.adaptive_avg_pool3d(x, tuple(output_size)),
-        "adaptive_max_pool1d": lambda x, output_size: F.adaptive_max_pool1d(x, tuple(output_size)),
-        "adaptive_max_pool2d": lambda x, output_size: F.adaptive_max_pool2d(x, tuple(output_size)),
-        "adaptive_max_pool3d": lambda x, output_size: F.adaptive_max_pool3d(x, tuple(output_size)),
+        "conv1d": _conv("conv1d", 1),
+        "conv3d": _conv("conv3d", 3),
+        "conv_transpose1d": _conv_t("conv_transpose1d", 1),
+        "conv_transpose3d": _conv_t("conv_transpose3d", 3),
+        "avg_pool1d": _avg_pool("avg_pool1d", 1),
+        "avg_pool3d": _avg_pool("avg_pool3d", 3),
+        "max_pool1d": _max_pool("max_pool1d", 1),
+        "max_pool3d": _max_pool("max_pool3d", 3),
+        **{
+            f"adaptive_{k}_pool{n}d": partial(_adaptive, f"adaptive_{k}_pool{n}d")
+            for k in ("avg", "max")
+            for n in (1, 2, 3)
+        },
         "pad": lambda x, pad, mode=None, value=None: F.pad(
             x, tuple(pad), mode=mode or "constant", value=None if value is None else float(value)
         ),
