@@ -1,4 +1,4 @@
-"""The layout's invariants, checked on the source tree (issue 14).
+"""The layout's invariants, checked on the source tree.
 
 - Layering: `spec` imports nothing from `runtime`, `conformance`, `proofs` or `benchmarks`;
   `runtime` nothing from `conformance`, `proofs` or `benchmarks`; `conformance` nothing from

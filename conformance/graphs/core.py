@@ -393,7 +393,6 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "adaptive_avg_pool3d",
     "adaptive_max_pool3d",
     "pad",
-    # issue 28 (appended, so the draws of the ops above keep their indices)
     "leaky_relu",
     "sign",
     "hardtanh",
