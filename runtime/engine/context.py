@@ -368,9 +368,10 @@ class KernelContext:
 
     def unary(self, fn: str, x: Any) -> Any:
         """A math function of `spec.mathfns` (exp, log, tanh, ...): correctly rounded
-        (ordered) or libm (fast: the NumPy ufunc its record names, the backend's array-API
-        function elsewhere). A function NumPy lacks (erf) takes, in `fast`, the C library's
-        binary64 function on the host, rounded once into the dtype."""
+        (ordered) or libm (fast: the NumPy ufunc its record names; on another backend the
+        namespace's function of the first of the record's NumPy and array-API names it
+        has). A function NumPy lacks (erf) takes, in `fast`, the C library's binary64
+        function on the host, rounded once into the dtype."""
         if self.exact:
             return self._exact_map(fn, x)
         if self.ordered:
@@ -384,7 +385,13 @@ class KernelContext:
             y64 = host64(fn, h)
             y = round_f64(y64, self.dtype) if self.dtype != "float64" else y64
             return self.arr(y) if self.backend.is_numpy else self.backend.from_host(y)
-        y = ufunc(x) if self.numpy_fast else getattr(self.xp, record(fn).array_api)(x)
+        if self.numpy_fast:
+            y = ufunc(x)
+        else:  # the backend's spelling: NumPy's names first, then the array API's
+            rec = record(fn)
+            y = getattr(
+                self.xp, next(n for n in (*rec.numpy, rec.array_api) if hasattr(self.xp, n))
+            )(x)
         return y if type(y) is self.atype else self.arr(y)
 
     def pow(self, a: Any, b: Any) -> Any:
