@@ -4,8 +4,9 @@ Invariants:
 - A record holds everything about the function that is not a rule of some op: its
   spellings (MPFR through gmpy2, sympy, mpmath, NumPy, the array API, each judged engine),
   its derivative (a sympy expression, checked against sympy's derivative of the sympy
-  spelling by a test), its real domain, its hard points, its fast-profile ULP budget per
-  IEEE dtype and its exact rational points. Every *registration* a function needs is derived
+  spelling by a test), its real domain, its hard points (drawn as consts by a derived
+  graph builder), its fast-profile ULP budget per IEEE dtype and its exact rational
+  points. Every *registration* a function needs is derived
   from it: the `Domain` methods (`spec.domains.add_math_function`), the correctly rounded
   evaluation (`runtime.engine.crmath`), the fast-profile budget and bound
   (`conformance.bounds.core`), the graph builder (`conformance.graphs.core`), the law

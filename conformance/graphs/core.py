@@ -27,6 +27,7 @@ Invariants (besides those of `conformance.graphs`, stated in its docstring):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -509,16 +510,34 @@ def derived_builder(op: OpDef) -> Builder | None:
 
 def math_builder(op: OpDef) -> Builder | None:
     """The builder of a primitive that is one math function (`OpDef.math`), derived from
-    its record's domain: any drawn value when the function is real on the whole line, a
-    value clamped into (0, ∞) (`Ctx.positive`) when its domain is (lo, ∞) with lo <= 0.
-    None for another domain (the op then needs a hand-written builder, which the
-    completeness check names)."""
+    its record: its operand any drawn value when the function is real on the whole line, a
+    value clamped into (0, ∞) (`Ctx.positive`) when its domain is (lo, ∞) with lo <= 0;
+    one time in four (within the node budget) a const of the record's finite hard points
+    inside its domain (mixed with small rationals on the whole line). None for another
+    domain (the op then needs a hand-written builder, which the completeness check names)."""
     if op.math is None or op.kind != "primitive":
         return None
     lo, hi = op.math.domain
     if hi is not None or (lo is not None and lo > 0):
         return None
-    return unary_builder(op.name) if lo is None else guarded_unary(op.name, always=True)
+    base = unary_builder(op.name) if lo is None else guarded_unary(op.name, always=True)
+    hard = [Fraction(h) for h in op.math.hard if math.isfinite(h) and (lo is None or h > lo)]
+    if not hard:
+        return base
+    points = st.sampled_from(hard) | RAT if lo is None else st.sampled_from(hard)
+
+    def build(c: Ctx) -> bool:
+        if not c.room(2) or c.draw(st.integers(0, 3)) != 3:
+            return base(c)
+        x = c.pick()
+        if x is None:
+            return False
+        n = size(c.shapes[x])
+        vals = c.draw(st.lists(points, min_size=n, max_size=n))
+        c.add(op.name, c.add("const", shape=c.shapes[x], values=vals))
+        return True
+
+    return build
 
 
 def _derived(op: OpDef) -> Builder | None:
