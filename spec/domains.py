@@ -549,8 +549,10 @@ def _symbolic(fn: MathFn) -> Callable[[SymbolicDomain, Any], Any]:
 def add_math_function(fn: MathFn) -> MathFn:
     """Add a math-function record to `spec.mathfns.MATH_FNS` and derive its domain methods
     (`D.<name>(a)`); a name added twice, or one that is already a domain method, raises."""
-    if fn.name in MATH_FNS or hasattr(Domain, fn.name):
+    if fn.name in MATH_FNS:
         raise DomainError(f"math function {fn.name!r} added twice")
+    if hasattr(Domain, fn.name):
+        raise DomainError(f"math function {fn.name!r}: a Domain method of that name exists")
     MATH_FNS[fn.name] = fn
     setattr(Domain, fn.name, _refused(fn.name))
     setattr(RationalDomain, fn.name, _rational(fn))

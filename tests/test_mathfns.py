@@ -87,9 +87,22 @@ def test_a_missing_budget_or_record_is_an_error_not_zero() -> None:
     assert ulp_budget("float32", "exp") == 4.0 and ulp_budget("float16", "pow") == 1.0
 
 
-def test_a_record_added_twice_raises() -> None:
+def test_a_record_added_twice_or_shadowing_a_method_raises() -> None:
     with pytest.raises(DomainError, match="added twice"):
         add_math_function(MATH_FNS["exp"])
+    sqrt = MathFn(
+        name="sqrt",
+        mpfr="sqrt",
+        sympy=sympy.sqrt,
+        derivative=lambda x: 1 / (2 * sympy.sqrt(x)),
+        mpmath="sqrt",
+        numpy=("sqrt",),
+        array_api="sqrt",
+        ulps={},
+    )
+    with pytest.raises(DomainError, match="a Domain method of that name exists"):
+        add_math_function(sqrt)
+    assert "sqrt" not in MATH_FNS
 
 
 def test_crmath_evaluates_every_record_correctly_rounded() -> None:
