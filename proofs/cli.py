@@ -21,7 +21,10 @@ Invariants:
   reason on stderr), 2 with one line when the file is not a regular file of at most the
   checker's MAX_BYTES of UTF-8 (`spec.safe_files.read_text`: a FIFO never blocks) or when
   `proofs.cert_work` estimates more work than its caps, before any check starts.
-- `readme` prints the theorem table that `proofs/README.md` embeds.
+- `readme` writes every generated part of the docs (`proofs.generated`: docs/OPS.md, the
+  theorem table of proofs/README.md, README.md's op count, docs/ARCHITECTURE.md's family
+  table); `--check` writes nothing and exits 1 when one is stale; `--print` prints the
+  theorem table only.
 - Only this module writes to the terminal.
 - Each `_cmd_*` command is a thin sequence of parse / run / report helpers; the parser is
   built from one table of subcommands (`_COMMANDS`).
@@ -43,8 +46,9 @@ from spec.safe_files import check_destination, read_text
 
 from . import run_certificate
 from .catalogue import CheckResult, ProofError, Theorem, select
-from .graph_laws import TORCHLEAN_LINK_NAME
 from .cert_work import ENV_OPS, ENV_WIDTH, MAX_OPS, MAX_WIDTH, CertificateWorkError, check_work
+from .generated import readme_table, stale, write_all
+from .graph_laws import TORCHLEAN_LINK_NAME
 from .runner import default_jobs, run_theorems
 from .theorem_shards import run_theorems_sharded
 
@@ -372,17 +376,6 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def readme_table() -> str:
-    """The Markdown table of every theorem (embedded in proofs/README.md)."""
-    lines = ["| theorem | evidence | status | scope |", "|---|---|---|---|"]
-    for t in select(()):
-        scope = t.scope.shapes if t.name.startswith("op.") else t.scope.graphs
-        scope = _short(scope.replace("|", "\\|"), 160)
-        ev = _short(t.evidence_label().replace("|", "\\|"), 120)
-        lines.append(f"| `{t.name}` | {ev} | {t.status} | {scope} |")
-    return "\n".join(lines)
-
-
 def _cmd_check_cert(args: argparse.Namespace) -> int:
     """0 and the summary when the certificate holds; 1 when it is rejected; 2 (one line)
     when the file cannot be read or demands more work than the caps allow."""
@@ -433,8 +426,23 @@ def _add_check_cert(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_readme(args: argparse.Namespace) -> int:
-    sys.stdout.write(readme_table() + "\n")
+    if args.print:
+        sys.stdout.write(readme_table() + "\n")
+        return 0
+    if args.check:
+        old = stale()
+        for path in old:
+            sys.stderr.write(f"{path}: its generated part differs from the code\n")
+        return 1 if old else 0
+    for path in write_all():
+        sys.stdout.write(f"wrote {path}\n")
     return 0
+
+
+def _add_readme(p: argparse.ArgumentParser) -> None:
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    how.add_argument("--print", action="store_true", help="print the theorem table only")
 
 
 def _add_list(p: argparse.ArgumentParser) -> None:
@@ -497,7 +505,13 @@ _COMMANDS: tuple[_Command, ...] = (
     ("check", "re-run checks and write a certificate", _add_check, _cmd_check),
     ("verify", "check a certificate's digest and staleness", _add_path, _cmd_verify),
     ("check-cert", "re-validate an output-bound certificate", _add_check_cert, _cmd_check_cert),
-    ("readme", "print the theorem table for proofs/README.md", _add_nothing, _cmd_readme),
+    (
+        "readme",
+        "write the generated docs (docs/OPS.md, the theorem table of proofs/README.md, "
+        "README.md's op count, docs/ARCHITECTURE.md's family table)",
+        _add_readme,
+        _cmd_readme,
+    ),
 )
 """The subcommands: name, help, argument adder, command function (in `--help` order)."""
 

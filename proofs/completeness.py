@@ -1,9 +1,15 @@
 """Which pieces of each op of the table are missing in some layer (a half-added op).
 
 Invariants:
-- The pieces an op needs follow from its `OpDef` alone (its kind). A primitive needs
-  samples (an ordinary point first), a hand-written runtime kernel, a fast-profile bound, a
-  graph builder, a place in `conformance.graphs.SAMPLING_ORDER` and a proof law. A
+- The pieces an op needs follow from its `OpDef` alone (its kind and its math-function
+  record). A primitive needs samples (an ordinary point first), a hand-written runtime
+  kernel, a fast-profile bound, a graph builder, a place in the draw order
+  (`conformance.graphs.SAMPLING_ORDER`, or `DERIVED_ORDER` for a derived builder) and a
+  proof law. A primitive that is one math function (`OpDef.math`) gets its bound, graph
+  builder (for a domain of the real line or (lo, ∞) with lo <= 0), law and engine entries
+  derived from its record, and needs a complete record: a ULP budget for every dtype of
+  `spec.mathfns.BUDGET_DTYPES` (a missing one is named, never read as 0) and a wide
+  evaluation for `runtime.engine.crmath` (a NumPy spelling present here, or `python=`). A
   composite needs only its table entry with samples: its kernel is derived from its body
   (`runtime.kernels.table.add_composite_kernels`), its graph builder from its samples
   (`conformance.graphs.core.derived_builder`, unless one is hand-written) and its law from
@@ -21,9 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from conformance.bounds import BOUNDS
-from conformance.graphs import SAMPLING_ORDER
+from conformance.graphs import DERIVED_ORDER, SAMPLING_ORDER
 from conformance.graphs.core import BUILDERS
 from runtime.kernels import KERNELS
+from spec.mathfns import BUDGET_DTYPES, numpy_name
 from spec.ops import OPS, OpDef
 
 from .laws import LAWS
@@ -92,9 +99,26 @@ PIECES = (
         "SAMPLING_ORDER entry",
         ("primitive",),
         "appended to SAMPLING_ORDER in conformance/graphs/core.py",
-        lambda op: op.name in SAMPLING_ORDER,
+        lambda op: op.name in SAMPLING_ORDER or op.name in DERIVED_ORDER,
     ),
     Piece("proof law", ("primitive",), "law(op=..., ...) in proofs/laws/F.py", _has_law),
+    *(
+        Piece(
+            f"ULP budget for {dt}",
+            ("primitive",),
+            f"ulps={{..., {dt!r}: K}} in its MathFn record (math= of its register in "
+            "spec/ops/F.py)",
+            lambda op, dt=dt: op.math is None or dt in op.math.ulps,
+        )
+        for dt in BUDGET_DTYPES
+    ),
+    Piece(
+        "wide evaluation for crmath",
+        ("primitive",),
+        "numpy=(...) naming a NumPy function of this NumPy, or python= naming a math "
+        "function, in its MathFn record (math= of its register in spec/ops/F.py)",
+        lambda op: op.math is None or numpy_name(op.math) is not None or bool(op.math.python),
+    ),
     Piece(
         "derived graph builder",
         ("composite",),

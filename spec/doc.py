@@ -1,4 +1,5 @@
-"""Generated documentation: the op table as Markdown (`python -m spec.doc > docs/OPS.md`).
+"""Generated documentation: the op table as Markdown (docs/OPS.md, written with the other
+generated docs by `python -m proofs readme`; `python -m spec.doc` prints it).
 
 Invariant: docs/OPS.md is exactly `op_table_markdown()` (a test checks it), so the docs
 cannot drift from the table.
@@ -15,7 +16,7 @@ def op_table_markdown() -> str:
     lines = [
         "# The op table",
         "",
-        "Generated from `spec.ops.OPS` by `python -m spec.doc > docs/OPS.md`; do not edit.",
+        "Generated from `spec.ops.OPS` by `python -m proofs readme`; do not edit.",
         "Composite ops are defined by a body of other ops; that composition is normative.",
         "Each op is defined in `spec/ops/<family>.py`; rows are in family order.",
         "",

@@ -1,11 +1,16 @@
 """Scalar domains: exact rationals, bit-exact IEEE emulations (MPFR via gmpy2), symbolic.
 
 Invariants:
-- Every IEEE primitive (+ - * / sqrt exp log tanh sin cos erf log1p expm1 pow and every
+- Every IEEE primitive (+ - * / sqrt pow, every math function of `spec.mathfns` and every
   conversion) is computed exactly by MPFR and rounded **once** to nearest-even in the
   target format, with gradual underflow (subnormals), overflow to +-inf, and IEEE signed
-  zeros. Transcendentals are therefore correctly rounded. erf, log1p, expm1 and pow are not
-  abstract: a domain that lacks them raises `DomainError` naming the function.
+  zeros. Transcendentals are therefore correctly rounded. pow and the math functions are
+  not abstract: a domain that lacks them raises `DomainError` naming the function.
+- The math functions (exp, log, tanh, sin, cos, erf, log1p, expm1 and any record added
+  later) are methods derived from their `MathFn` record by `add_math_function`: MPFR's
+  function of the record's `mpfr` name in the IEEE domains, its `sympy` spelling in
+  `SYMBOLIC`, its `exact` points in `RATIONAL` (elsewhere `DomainError`), and a refusal
+  naming the function in any other `Domain` that does not define it itself.
 - pow(a, b) follows C99 Annex F / IEEE 754 pow (MPFR's mpfr_pow): pow(x, ±0) = 1 and
   pow(1, y) = 1 even for NaN, a finite negative base to a finite non-integer is NaN,
   pow(±0, y < 0) is ±inf (the sign kept for odd integers). `RATIONAL` is exact for integer
@@ -27,13 +32,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gmpy2
 import sympy
 
 from .errors import DomainError
+from .mathfns import BUILTIN, MATH_FNS, MathFn
 
 __all__ = [
     "BFLOAT16",
@@ -47,6 +54,7 @@ __all__ = [
     "IEEEDomain",
     "RationalDomain",
     "SymbolicDomain",
+    "add_math_function",
     "domain_by_name",
     "round_rational_to_format",
 ]
@@ -74,16 +82,6 @@ class Domain(ABC):
     def neg(self, a: Any) -> Any: ...
     @abstractmethod
     def sqrt(self, a: Any) -> Any: ...
-    @abstractmethod
-    def exp(self, a: Any) -> Any: ...
-    @abstractmethod
-    def log(self, a: Any) -> Any: ...
-    @abstractmethod
-    def tanh(self, a: Any) -> Any: ...
-    @abstractmethod
-    def sin(self, a: Any) -> Any: ...
-    @abstractmethod
-    def cos(self, a: Any) -> Any: ...
     @abstractmethod
     def abs(self, a: Any) -> Any: ...
     @abstractmethod
@@ -117,17 +115,12 @@ class Domain(ABC):
     def default_epsilon(self) -> Any:
         """The domain's default epsilon (clamps log arguments, e.g. in `rng.normal`)."""
 
-    # erf, log1p and expm1 (the activations' functions, issue 28) are not abstract: a
-    # domain without them (the fast profile's ball model) refuses them by name.
-    def erf(self, a: Any) -> Any:
-        raise DomainError(f"{self.name}: erf is not defined in this domain")
+    if TYPE_CHECKING:
+        # the math functions of `spec.mathfns` (exp, log, ...) are installed per class by
+        # `add_math_function`: `D.<name>(a)` for every record
+        def __getattr__(self, name: str) -> Callable[..., Any]: ...
 
-    def log1p(self, a: Any) -> Any:
-        raise DomainError(f"{self.name}: log1p is not defined in this domain")
-
-    def expm1(self, a: Any) -> Any:
-        raise DomainError(f"{self.name}: expm1 is not defined in this domain")
-
+    # pow is not abstract: a domain without it (the fast profile's ball model) refuses it
     def pow(self, a: Any, b: Any) -> Any:
         raise DomainError(f"{self.name}: pow is not defined in this domain")
 
@@ -189,49 +182,6 @@ class RationalDomain(Domain):
         if n * n != a.numerator or d * d != a.denominator:
             raise DomainError(f"rational: sqrt({a}) is irrational")
         return Fraction(n, d)
-
-    def _transcendental(self, fn: str, a: Fraction) -> Fraction:
-        raise DomainError(f"rational: {fn}({a}) is not exact; use an IEEE or symbolic domain")
-
-    def exp(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(1)
-        return self._transcendental("exp", a)
-
-    def log(self, a: Fraction) -> Fraction:
-        if a == 1:
-            return Fraction(0)
-        return self._transcendental("log", a)
-
-    def tanh(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(0)
-        return self._transcendental("tanh", a)
-
-    def sin(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(0)
-        return self._transcendental("sin", a)
-
-    def cos(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(1)
-        return self._transcendental("cos", a)
-
-    def erf(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(0)
-        return self._transcendental("erf", a)
-
-    def log1p(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(0)
-        return self._transcendental("log1p", a)
-
-    def expm1(self, a: Fraction) -> Fraction:
-        if a == 0:
-            return Fraction(0)
-        return self._transcendental("expm1", a)
 
     def pow(self, a: Fraction, b: Fraction) -> Fraction:
         """a**b exactly: integer b (0**0 = 1), or an exact root of a >= 0."""
@@ -376,30 +326,6 @@ class IEEEDomain(Domain):
     def sqrt(self, a: Any) -> Any:
         return self.ctx.sqrt(a)
 
-    def exp(self, a: Any) -> Any:
-        return self.ctx.exp(a)
-
-    def log(self, a: Any) -> Any:
-        return self.ctx.log(a)
-
-    def tanh(self, a: Any) -> Any:
-        return self.ctx.tanh(a)
-
-    def sin(self, a: Any) -> Any:
-        return self.ctx.sin(a)
-
-    def cos(self, a: Any) -> Any:
-        return self.ctx.cos(a)
-
-    def erf(self, a: Any) -> Any:
-        return self.ctx.erf(a)
-
-    def log1p(self, a: Any) -> Any:
-        return self.ctx.log1p(a)
-
-    def expm1(self, a: Any) -> Any:
-        return self.ctx.expm1(a)
-
     def pow(self, a: Any, b: Any) -> Any:
         return self.ctx.pow(a, b)
 
@@ -522,30 +448,6 @@ class SymbolicDomain(Domain):
     def sqrt(self, a: Any) -> Any:
         return sympy.sqrt(a)
 
-    def exp(self, a: Any) -> Any:
-        return sympy.exp(a)
-
-    def log(self, a: Any) -> Any:
-        return sympy.log(a)
-
-    def tanh(self, a: Any) -> Any:
-        return sympy.tanh(a)
-
-    def sin(self, a: Any) -> Any:
-        return sympy.sin(a)
-
-    def cos(self, a: Any) -> Any:
-        return sympy.cos(a)
-
-    def erf(self, a: Any) -> Any:
-        return sympy.erf(a)
-
-    def log1p(self, a: Any) -> Any:
-        return sympy.log(1 + a)
-
-    def expm1(self, a: Any) -> Any:
-        return sympy.exp(a) - 1
-
     def pow(self, a: Any, b: Any) -> Any:
         return sympy.Pow(a, b)
 
@@ -609,3 +511,55 @@ def domain_by_name(name: str) -> Domain:
         return DOMAINS[key]
     except KeyError:
         raise DomainError(f"unknown domain {name!r}; known: {sorted(DOMAINS)}") from None
+
+
+def _refused(name: str) -> Callable[[Domain, Any], Any]:
+    def method(self: Domain, a: Any) -> Any:
+        raise DomainError(f"{self.name}: {name} is not defined in this domain")
+
+    return method
+
+
+def _rational(fn: MathFn) -> Callable[[RationalDomain, Fraction], Fraction]:
+    def method(self: RationalDomain, a: Fraction) -> Fraction:
+        hit = fn.exact.get(a)
+        if hit is None:
+            raise DomainError(
+                f"rational: {fn.name}({a}) is not exact; use an IEEE or symbolic domain"
+            )
+        return hit
+
+    return method
+
+
+def _ieee(fn: MathFn) -> Callable[[IEEEDomain, Any], Any]:
+    def method(self: IEEEDomain, a: Any) -> Any:
+        return getattr(self.ctx, fn.mpfr)(a)
+
+    return method
+
+
+def _symbolic(fn: MathFn) -> Callable[[SymbolicDomain, Any], Any]:
+    def method(self: SymbolicDomain, a: Any) -> Any:
+        return fn.sympy(a)
+
+    return method
+
+
+def add_math_function(fn: MathFn) -> MathFn:
+    """Add a math-function record to `spec.mathfns.MATH_FNS` and derive its domain methods
+    (`D.<name>(a)`); a name added twice, or one that is already a domain method, raises."""
+    if fn.name in MATH_FNS:
+        raise DomainError(f"math function {fn.name!r} added twice")
+    if hasattr(Domain, fn.name):
+        raise DomainError(f"math function {fn.name!r}: a Domain method of that name exists")
+    MATH_FNS[fn.name] = fn
+    setattr(Domain, fn.name, _refused(fn.name))
+    setattr(RationalDomain, fn.name, _rational(fn))
+    setattr(IEEEDomain, fn.name, _ieee(fn))
+    setattr(SymbolicDomain, fn.name, _symbolic(fn))
+    return fn
+
+
+for _fn in BUILTIN:
+    add_math_function(_fn)

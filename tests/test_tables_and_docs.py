@@ -75,6 +75,33 @@ def test_bound_check_catches_a_wrong_result(monkeypatch) -> None:  # type: ignor
     assert "exp" in (rep.first_violation or "")
 
 
+def test_every_generated_doc_equals_the_code() -> None:
+    """docs/OPS.md, the theorem table, README.md's op count and docs/ARCHITECTURE.md's
+    family table are what `python -m proofs readme` writes."""
+    from proofs.generated import stale
+
+    assert stale() == []
+
+
+def test_proofs_readme_writes_the_stale_parts(tmp_path: Path) -> None:
+    """The command writes (not only prints): a copy of the docs with a wrong op count and
+    family table gets both rewritten, and nothing else changes."""
+    import shutil
+
+    from proofs.generated import GENERATED, op_count, write_all
+
+    for g in GENERATED:
+        (tmp_path / g.path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / g.path, tmp_path / g.path)
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace(op_count(), "The table holds 103 ops."))
+    arch = tmp_path / "docs" / "ARCHITECTURE.md"
+    arch.write_text(arch.read_text().replace("| `embed` |", "| `embedding` |"))
+    assert write_all(tmp_path) == ["README.md", "docs/ARCHITECTURE.md"]
+    for g in GENERATED:
+        assert (tmp_path / g.path).read_text() == (ROOT / g.path).read_text(), g.path
+
+
 def test_proofs_readme_table_is_generated_from_the_registry() -> None:
     from proofs.cli import readme_table
 

@@ -13,7 +13,7 @@ absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subn
 | reduce_max, mask_neg_inf, where (a selected input element or −∞) | 0 (exact) |
 | add, sub, mul, div, sqrt, clamp, const, prelu | u·|y| + η/2 (correctly rounded) |
 | scale | 2.01·u·|y| + (|x| + 1)·η (the constant c is rounded first) |
-| exp, log, tanh, sin, cos, erf, log1p, expm1 | K·ulp(y), K from `ULP_BUDGET` (data, per dtype) |
+| an op with a math record (exp log tanh sin cos erf log1p expm1 ...) | K·ulp(y) (derived) |
 | pow_tensor | K·ulp(y), K the budget of pow |
 | pow(x, p), p̂ = p rounded | 4K·ulp(y) + 2|δ|·|y| + K·η, |δ| <= |p − p̂|·(|e| + 2)·ln 2 |
 | leaky_relu | 2.01·u·|y| + (|x| + 1)·η (as scale); sign: 0 |
@@ -24,6 +24,9 @@ absorbs its own rounding. With u = 2**-p the unit roundoff, η the smallest subn
 | matmul (k terms), linear (k terms + bias) | γ_{k+1}·(Σ|a_p·b_p| + |bias|) + (k+1)·η |
 | softmax (n per row) | 1.01·(2·max|z| + 4K + n + 2)·u·y_j + η, z = x − max |
 | log_softmax | 1.01·u·(|z_j| + |y_j| + 2K·|log s| + max|z| + 2K + n) + η |
+
+An op with a math-function record (`spec.mathfns`) has no entry of its own: its bound is
+`core.math_bound` with K its record's ULP budget for the dtype (`core.ulp_budget`).
 
 A result may be ±inf where the bound's magnitude reaches the overflow threshold, and must
 be NaN exactly where y is NaN.
@@ -49,12 +52,23 @@ from __future__ import annotations
 from spec.ops import families_holding, load_families
 
 from .check import BoundReport, check_bounds
-from .core import BOUNDS, HP, TRANSCENDENTAL, ULP_BUDGET, BoundFn, node_bound, register
+from .core import (
+    BOUNDS,
+    HP,
+    TRANSCENDENTAL,
+    ULP_BUDGET,
+    BoundFn,
+    derive_math_bounds,
+    node_bound,
+    register,
+    ulp_budget,
+)
 from .derivatives import check_derivative_bounds
 
 # The families holding a primitive have a module of bounds (registered on import); a family
 # of composites only has none (its ops are inlined and their primitives checked).
 load_families(__name__, families_holding(("primitive",)))
+derive_math_bounds()
 
 __all__ = [
     "BOUNDS",
@@ -67,4 +81,5 @@ __all__ = [
     "check_derivative_bounds",
     "node_bound",
     "register",
+    "ulp_budget",
 ]

@@ -32,7 +32,7 @@ from spec.inline import inline
 from spec.ops import get_op
 from spec.tensor import Tensor
 
-from .core import HP, ULP_BUDGET, exact_q, fmt, node_bound, ulp
+from .core import HP, exact_q, fmt, libm_of, node_bound, ulp, ulp_budget
 
 __all__ = ["BoundReport", "check_bounds"]
 
@@ -93,11 +93,8 @@ def check_bounds(
             want = op.forward(HP, args, dict(node.attrs), env)
         except TorchLeanError:
             continue
-        # the libm function behind an op (log_softmax also calls log: same budget per dtype)
-        fn = "exp" if node.op in ("sigmoid", "softmax", "log_softmax") else node.op
-        fn = "expm1" if node.op in ("elu", "celu") else fn
-        fn = "pow" if node.op == "pow_tensor" else fn
-        budget = K if kernels == "ordered" else ULP_BUDGET[dtype].get(fn, 0.0)
+        fn = libm_of(op)  # the libm function behind the op; None: the bound reads no K
+        budget = K if kernels == "ordered" or fn is None else ulp_budget(dtype, fn)
         bounds = node_bound(node.op)(f, args, want, dict(node.attrs), budget)
         rep.nodes += 1
         for e, (w, got, (bnd, mag)) in enumerate(

@@ -10,6 +10,9 @@ Invariants:
   the 2**-200 slack for `HP`'s own rounding and decides the overflow allowance.
 - The helpers below are exact: rationals (`Fraction`), never floats. `exact_q` maps inf/NaN
   to None and `magnitude` maps them to 10**400 (a bound that absorbs any finite error).
+- An op with a math-function record (`OpDef.math`) and no bound of its own gets
+  `math_bound` (K·ulp(y)) from `derive_math_bounds`; K is `ulp_budget(dtype, fn)`, read from
+  the record (a missing budget raises, never a silent 0).
 - `node_bound(op)` raises `TorchLeanError` for an op without a stated bound (composite ops
   are inlined into primitives before checking, so only primitives need one).
 """
@@ -25,42 +28,89 @@ import gmpy2
 
 from spec.domains import IEEEDomain
 from spec.errors import TorchLeanError
+from spec.mathfns import BUDGET_DTYPES, MATH_FNS
+from spec.ops import OPS, OpDef
 from spec.tensor import Tensor
 
 __all__ = [
     "BOUNDS",
     "EXACT",
     "HP",
+    "LIBM_OF",
+    "POW_ULPS",
     "TRANSCENDENTAL",
     "ULP_BUDGET",
     "BoundFn",
     "Fmt",
+    "derive_math_bounds",
     "elementwise",
     "exact_q",
     "fmt",
     "gamma",
+    "libm_of",
     "magnitude",
+    "math_bound",
     "node_bound",
     "register",
     "sum_like",
     "ulp",
+    "ulp_budget",
 ]
 
 HP = IEEEDomain("hp256", 256, 24)
-# ULP budgets of the fast profile's transcendental functions, per dtype (NumPy on CPU).
-# float32: NumPy's SIMD float32 routines are within 4 ulp; bfloat16/float16 are computed
-# in float32 and rounded once (< 1 ulp); float64: libm/SVML within 4 ulp.
-# log1p and expm1 as exp and log; erf is the C library's binary64 erf (glibc: <= 2 ulp),
-# rounded once into float32/bfloat16/float16 (< 1 ulp there).
-_FNS = ("exp", "log", "tanh", "sin", "cos", "log1p", "expm1")
-# pow (NumPy's power: glibc pow/powf, documented within 1 ulp; SIMD builds within 4 ulp) as
-# exp; bfloat16/float16 are computed in float32 and rounded once.
-ULP_BUDGET: dict[str, dict[str, float]] = {
-    "float64": {**dict.fromkeys(_FNS, 4.0), "erf": 4.0, "pow": 4.0},
-    "float32": {**dict.fromkeys(_FNS, 4.0), "erf": 1.0, "pow": 4.0},
-    "bfloat16": {**dict.fromkeys(_FNS, 1.0), "erf": 1.0, "pow": 1.0},
-    "float16": {**dict.fromkeys(_FNS, 1.0), "erf": 1.0, "pow": 1.0},
+
+POW_ULPS = {"float64": 4.0, "float32": 4.0, "bfloat16": 1.0, "float16": 1.0}
+"""The fast profile's budget of pow (NumPy's power: glibc pow/powf, documented within 1 ulp;
+SIMD builds within 4 ulp; bfloat16/float16 computed in float32 and rounded once)."""
+
+LIBM_OF = {
+    "sigmoid": "exp",
+    "softmax": "exp",
+    "log_softmax": "exp",
+    "elu": "expm1",
+    "celu": "expm1",
+    "pow": "pow",
+    "pow_tensor": "pow",
 }
+"""The libm function behind an op that is not itself a math function (log_softmax also
+calls log: same budget per dtype); an op with a `math` record uses its record's."""
+
+
+def libm_of(op: OpDef) -> str | None:
+    """The libm function whose budget an op's bound reads (None: the bound reads none)."""
+    return op.math.name if op.math is not None else LIBM_OF.get(op.name)
+
+
+def ulp_budget(dtype: str, fn: str) -> float:
+    """The fast profile's ULP budget of libm function `fn` in `dtype`: its record's
+    (`spec.mathfns.MathFn.ulps`), or `POW_ULPS`; a missing one raises, naming where to add
+    it (never a silent 0)."""
+    if fn == "pow":
+        return POW_ULPS[dtype]
+    rec = MATH_FNS.get(fn)
+    if rec is None:
+        raise TorchLeanError(f"no math-function record for {fn!r}: no ULP budget to read")
+    if dtype not in rec.ulps:
+        raise TorchLeanError(
+            f"math function {fn!r} states no fast-profile ULP budget for {dtype}: add "
+            f"ulps={{..., {dtype!r}: K}} to its MathFn record"
+        )
+    return rec.ulps[dtype]
+
+
+def _budgets() -> dict[str, dict[str, float]]:
+    return {
+        dt: {
+            **{n: f.ulps[dt] for n, f in MATH_FNS.items() if dt in f.ulps},
+            "pow": POW_ULPS[dt],
+        }
+        for dt in BUDGET_DTYPES
+    }
+
+
+ULP_BUDGET: dict[str, dict[str, float]] = _budgets()
+"""dtype -> libm function -> fast-profile ULP budget, derived from the math-function records
+(as they stood when this module was imported) and `POW_ULPS`; `ulp_budget` reads them live."""
 TRANSCENDENTAL = ("exp", "log", "tanh", "sin", "cos")
 
 
@@ -147,6 +197,24 @@ def register(*, name: str, bound: BoundFn) -> None:
     if name in BOUNDS:
         raise TorchLeanError(f"fast-profile bound for op {name!r} registered twice")
     BOUNDS[name] = bound
+
+
+def math_bound(f: Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
+    """K·ulp(y) per element (0 where y is ±inf or NaN): one libm call within K ulp."""
+    out = []
+    for v in y.data:
+        q = exact_q(v)
+        u = ulp(f, q) if q is not None else Fraction(0)
+        out.append((Fraction(K) * u, magnitude(v)))
+    return out
+
+
+def derive_math_bounds() -> None:
+    """Register `math_bound` for every op of the table that is a math function (`math`
+    record) and has no bound of its own (run once the family modules are loaded)."""
+    for name, op in OPS.items():
+        if op.math is not None and op.kind == "primitive" and name not in BOUNDS:
+            register(name=name, bound=math_bound)
 
 
 def node_bound(op: str) -> BoundFn:

@@ -1,10 +1,10 @@
 """Fast-profile bounds of the transcendental family.
 
 Invariants:
-- exp, log, tanh, sin, cos: K·ulp(y), K the function's ulp budget for the dtype
-  (`ULP_BUDGET`; 0.5 under the ordered kernels); 0 where y is ±inf or NaN.
+- exp, log, tanh, sin, cos, erf, log1p, expm1 have math-function records: their bound,
+  K·ulp(y) (K the record's budget for the dtype; 0.5 under the ordered kernels; 0 where y
+  is ±inf or NaN), is `core.math_bound`, registered by `core.derive_math_bounds`.
 - sigmoid = 1/(1 + exp(−x)): (2K + 2.01)·u·|y| + η, K the budget of exp.
-- erf, log1p, expm1: K·ulp(y) as the functions above (K from `ULP_BUDGET`).
 - elu = α̂·expm1(x) for x <= 0 (α̂ = α rounded, then the product rounded):
   (2K + 2.01)·u·|y| + (K·|α| + 1)·η, K the budget of expm1; exact (0) for x > 0.
 - celu = α̂·expm1(x/α̂): the quotient's rounding and α̂'s each move expm1's value by at most
@@ -28,7 +28,7 @@ import gmpy2
 
 from spec.tensor import Tensor
 
-from .core import TRANSCENDENTAL, Fmt, exact_q, magnitude, register, ulp
+from .core import Fmt, exact_q, magnitude, math_bound, register, ulp
 
 __all__: list[str] = []
 
@@ -38,15 +38,6 @@ def _sigmoid(f: Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: floa
     # the division round once each.
     a = (2 * Fraction(K) + Fraction(201, 100)) * f.u
     return [(a * magnitude(v) + f.eta, magnitude(v)) for v in y.data]
-
-
-def _transcendental(f: Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
-    out = []
-    for v in y.data:
-        q = exact_q(v)
-        u = ulp(f, q) if q is not None else Fraction(0)
-        out.append((Fraction(K) * u, magnitude(v)))
-    return out
 
 
 def _alpha_expm1(extra: int) -> Any:
@@ -67,8 +58,6 @@ def _alpha_expm1(extra: int) -> Any:
     return fn
 
 
-for _name in (*TRANSCENDENTAL, "erf", "log1p", "expm1"):
-    register(name=_name, bound=_transcendental)
 register(name="elu", bound=_alpha_expm1(2))
 register(name="celu", bound=_alpha_expm1(4))
 register(name="sigmoid", bound=_sigmoid)
@@ -104,4 +93,4 @@ def _pow(f: Fmt, xs: list[Tensor], y: Tensor, attrs: dict[str, Any], K: float):
 
 
 register(name="pow", bound=_pow)
-register(name="pow_tensor", bound=_transcendental)
+register(name="pow_tensor", bound=math_bound)

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, Unsupported, prelu_shape, select_index
+from .base import Engine, EngineUnavailable, Unsupported, prelu_shape
+from .common import dotted, math_ops, namespace_ops, numpy_style_ops, operator_ops, ops_table
 
 try:
     import autograd
@@ -110,81 +111,51 @@ def _ag_bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
     return (x - anp.reshape(m, shape)) / den * anp.reshape(g, shape) + anp.reshape(b, shape)
 
 
-OPS: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": lambda a, b: anp.maximum(a, b),
-    "minimum": lambda a, b: anp.minimum(a, b),
-    "neg": lambda x: -x,
-    "scale": lambda x, c: x * _c(x, float(c)),
-    "relu": lambda x: anp.maximum(x, _c(x, 0.0)),
-    "abs": lambda x: anp.abs(x),
-    "clamp": lambda x, lo, hi: anp.clip(x, _c(x, float(lo)), _c(x, float(hi))),
-    "sqrt": lambda x: anp.sqrt(x),
-    "inv": lambda x: anp.reciprocal(x),
-    "exp": lambda x: anp.exp(x),
-    "log": lambda x: anp.log(x),
-    "tanh": lambda x: anp.tanh(x),
-    "sin": lambda x: anp.sin(x),
-    "cos": lambda x: anp.cos(x),
-    "sigmoid": lambda x: _c(x, 1.0) / (_c(x, 1.0) + anp.exp(-x)),
-    "softplus": lambda x: anp.logaddexp(x, _c(x, 0.0)),
-    "sum": lambda x: anp.sum(x),
-    "reduce_sum": lambda x, axis: anp.sum(x, axis=axis),
-    "mean": lambda x: anp.mean(x),
-    "reduce_mean": lambda x, axis: anp.mean(x, axis=axis),
-    "reduce_max": lambda x, axis: anp.max(x, axis=axis),
-    "matmul": lambda a, b: anp.matmul(a, b),
-    "reshape": lambda x, shape: anp.reshape(x, shape),
-    "swap_adjacent": lambda x, axis: anp.swapaxes(x, axis, axis + 1),
-    "transpose": lambda x: anp.swapaxes(x, -2, -1),
-    "broadcast_to": lambda x, shape: anp.broadcast_to(x, shape),
-    "concat": lambda *xs: anp.concatenate(xs, 0),
-    "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
-    "gather": _gather,
-    "mse_loss": lambda y, t: anp.mean((y - t) ** 2),
-    # issue 28 (appended): NumPy formulas differentiated by autograd
-    "leaky_relu": lambda x, negative_slope=0.01: anp.where(
-        x > 0, x, x * _c(x, float(negative_slope))
-    ),
-    "sign": lambda x: anp.sign(x),
-    "hardtanh": lambda x, min_val=-1, max_val=1: anp.clip(
-        x, _c(x, float(min_val)), _c(x, float(max_val))
-    ),
-    "relu6": lambda x: anp.clip(x, _c(x, 0.0), _c(x, 6.0)),
-    "softsign": lambda x: x / (_c(x, 1.0) + anp.abs(x)),
-    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
-    "maximum_n": lambda *xs: reduce(anp.maximum, xs),
-    "minimum_n": lambda *xs: reduce(anp.minimum, xs),
-    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / _c(xs[0], float(len(xs))),
-    "var": lambda x, dim, correction=1: anp.var(x, axis=dim, ddof=correction),
-    "std": lambda x, dim, correction=1: anp.std(x, axis=dim, ddof=correction),
-    "log1p": lambda x: anp.log1p(x),
-    "expm1": lambda x: anp.expm1(x),
-    "elu": lambda x, alpha=1: anp.where(x > 0, x, _c(x, float(alpha)) * anp.expm1(x)),
-    "hardsigmoid": lambda x: anp.clip(x + _c(x, 3.0), _c(x, 0.0), _c(x, 6.0)) / _c(x, 6.0),
-    "hardswish": lambda x: x * anp.clip(x + _c(x, 3.0), _c(x, 0.0), _c(x, 6.0)) / _c(x, 6.0),
-    "celu": lambda x, alpha=1: anp.where(
-        x > 0, x, _c(x, float(alpha)) * anp.expm1(x / _c(x, float(alpha)))
-    ),
-    "selu": lambda x: _c(x, _SELU_SCALE) * anp.where(x > 0, x, _c(x, _SELU_ALPHA) * anp.expm1(x)),
-    "mish": lambda x: x * anp.tanh(anp.logaddexp(x, _c(x, 0.0))),
-    "prelu": lambda x, w: anp.where(x > 0, x, anp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
-    "where": _where,
-    "pow": lambda x, exponent: anp.power(x, _c(x, float(exponent))),
-    "pow_tensor": lambda a, b: anp.power(a, b),
-    # this round's movement, cumsum and norm ops (appended; no LRN in NumPy)
-    "narrow": _ag_narrow,
-    "flip": _ag_flip,
-    "roll": _ag_roll,
-    "tile": _ag_tile,
-    "repeat_interleave": _ag_repeat_interleave,
-    "cumsum": _ag_cumsum,
-    "batch_norm_eval": _ag_bn_eval,
-}
+OPS: dict[str, Callable[..., Any]] = ops_table(
+    {k: v for k, v in operator_ops().items() if k not in ("scale", "mean_n")},
+    namespace_ops(lambda: anp),
+    numpy_style_ops(lambda: anp),
+    math_ops("autograd", lambda s, x: dotted(anp, s)(x)),
+    {
+        "scale": lambda x, c: x * _c(x, float(c)),
+        "relu": lambda x: anp.maximum(x, _c(x, 0.0)),
+        "clamp": lambda x, lo, hi: anp.clip(x, _c(x, float(lo)), _c(x, float(hi))),
+        "sigmoid": lambda x: _c(x, 1.0) / (_c(x, 1.0) + anp.exp(-x)),
+        "softplus": lambda x: anp.logaddexp(x, _c(x, 0.0)),
+        "gather": _gather,
+        # NumPy formulas differentiated by autograd
+        "leaky_relu": lambda x, negative_slope=0.01: anp.where(
+            x > 0, x, x * _c(x, float(negative_slope))
+        ),
+        "hardtanh": lambda x, min_val=-1, max_val=1: anp.clip(
+            x, _c(x, float(min_val)), _c(x, float(max_val))
+        ),
+        "relu6": lambda x: anp.clip(x, _c(x, 0.0), _c(x, 6.0)),
+        "softsign": lambda x: x / (_c(x, 1.0) + anp.abs(x)),
+        "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / _c(xs[0], float(len(xs))),
+        "elu": lambda x, alpha=1: anp.where(x > 0, x, _c(x, float(alpha)) * anp.expm1(x)),
+        "hardsigmoid": lambda x: anp.clip(x + _c(x, 3.0), _c(x, 0.0), _c(x, 6.0)) / _c(x, 6.0),
+        "hardswish": lambda x: x * anp.clip(x + _c(x, 3.0), _c(x, 0.0), _c(x, 6.0)) / _c(x, 6.0),
+        "celu": lambda x, alpha=1: anp.where(
+            x > 0, x, _c(x, float(alpha)) * anp.expm1(x / _c(x, float(alpha)))
+        ),
+        "selu": lambda x: (
+            _c(x, _SELU_SCALE) * anp.where(x > 0, x, _c(x, _SELU_ALPHA) * anp.expm1(x))
+        ),
+        "mish": lambda x: x * anp.tanh(anp.logaddexp(x, _c(x, 0.0))),
+        "prelu": lambda x, w: anp.where(x > 0, x, anp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
+        "where": _where,
+        "pow": lambda x, exponent: anp.power(x, _c(x, float(exponent))),
+        # no LRN in NumPy
+        "narrow": _ag_narrow,
+        "flip": _ag_flip,
+        "roll": _ag_roll,
+        "tile": _ag_tile,
+        "repeat_interleave": _ag_repeat_interleave,
+        "cumsum": _ag_cumsum,
+        "batch_norm_eval": _ag_bn_eval,
+    },
+)
 if ag_special is not None:
     OPS["erf"] = lambda x: ag_special.erf(x)
     OPS["logsumexp"] = lambda x, dim: ag_special.logsumexp(x, axis=dim)

@@ -75,8 +75,9 @@ _CHAIN_STAGES = {"multi_head_attention": 3}  # `_SUMS`-like stages in sequence (
 def budget_class(op: str) -> str | None:
     """The budget class of `op`, derived from the op table where it has the information
     (family, kind, tags): "norm" (family norm), "chain" (attention family, reduction tag),
-    "sums" (reduction or loss tag), "shape" (structural or index tag), "transcendental" /
-    "composite" (transcendental family: primitive / composite); "exact", "rounded", the
+    "sums" (reduction or loss tag), "shape" (structural or index tag), "transcendental"
+    (an op with a math-function record, or a transcendental-family primitive) /
+    "composite" (transcendental family: composite); "exact", "rounded", the
     rounded elementwise composites and the additive folds by name (above); None for an op
     without arguments or class (the default budget)."""
     d = OPS.get(op)
@@ -98,6 +99,8 @@ def budget_class(op: str) -> str | None:
         return "sums"
     if d.tags & {"structural", "index"}:
         return "shape"
+    if d.math is not None:  # one math function elementwise (`spec.mathfns` record)
+        return "transcendental"
     if d.family == "transcendental":
         composite = d.kind == "composite" or op in _COMPOSITE_PRIMITIVES
         return "composite" if composite else "transcendental"

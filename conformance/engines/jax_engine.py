@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from functools import partial, reduce
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -32,12 +32,19 @@ from .base import (
     CompileCache,
     Engine,
     EngineUnavailable,
-    batched,
     keep_mask,
     mha_body,
     pair,
     prelu_shape,
-    select_index,
+)
+from .common import (
+    Window,
+    dotted,
+    math_ops,
+    namespace_ops,
+    numpy_style_ops,
+    operator_ops,
+    ops_table,
 )
 
 try:
@@ -68,67 +75,6 @@ def _gather(x: Any, indices: Any, shape: Any) -> Any:
     return out.reshape((*lead, *tuple(shape)))
 
 
-_NCHW = ("NCHW", "OIHW", "NCHW")
-
-
-def _bias(y: Any, b: Any) -> Any:
-    return y if b is None else y + b.reshape(-1, 1, 1)
-
-
-@batched
-def _conv2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-) -> Any:
-    ph, pw = pair(padding, 0)
-    y = jax.lax.conv_general_dilated(
-        x,
-        w,
-        pair(stride, 1),
-        [(ph, ph), (pw, pw)],
-        rhs_dilation=pair(dilation, 1),
-        dimension_numbers=_NCHW,
-        feature_group_count=groups or 1,
-    )
-    return _bias(y, b)
-
-
-@batched
-def _conv_transpose2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-    output_padding: Any = None,
-) -> Any:
-    g = groups or 1
-    cin, cog, kh, kw = w.shape
-    # (C_in, C_out/G, kh, kw) -> (C_out, C_in/G, kh, kw), each kernel flipped in h and w
-    wt = w.reshape(g, cin // g, cog, kh, kw).transpose(0, 2, 1, 3, 4)
-    wt = wt.reshape(g * cog, cin // g, kh, kw)[:, :, ::-1, ::-1]
-    (dh, dw), (ph, pw), (oh, ow) = pair(dilation, 1), pair(padding, 0), pair(output_padding, 0)
-    lo_h, lo_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
-    y = jax.lax.conv_general_dilated(
-        x,
-        wt,
-        (1, 1),
-        [(lo_h, lo_h + oh), (lo_w, lo_w + ow)],
-        lhs_dilation=pair(stride, 1),
-        rhs_dilation=(dh, dw),
-        dimension_numbers=_NCHW,
-        feature_group_count=g,
-    )
-    return _bias(y, b)
-
-
 def _window(x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> dict[str, Any]:
     """`lax.reduce_window`'s arguments for a 2-D pool over the last two axes."""
     lead = (1,) * (x.ndim - 2)
@@ -146,7 +92,8 @@ def _max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = Non
                 dilation: Any = None, ceil_mode: Any = None) -> Any:  # fmt: skip
     """`lax.reduce_window` with `lax.max` from -inf (flax's max_pool)."""
     if ceil_mode:
-        return _max_pool_nd(2, x, kernel_size, stride, padding, dilation, ceil_mode)
+        return _max_pool_nd(2, x, kernel_size=kernel_size, stride=stride, padding=padding,
+                            dilation=dilation, ceil_mode=ceil_mode)  # fmt: skip
     w = _window(x, kernel_size, stride, padding, dilation)
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, **w)
 
@@ -156,58 +103,37 @@ def _avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = Non
     """`lax.reduce_window` with `lax.add` from 0, divided by the window's size (flax's
     avg_pool; the zero padding counted, as the spec's)."""
     if any(v is not None for v in rest.values()):
-        return _avg_pool_nd(2, x, kernel_size, stride, padding, **rest)
+        return _avg_pool_nd(2, x, kernel_size=kernel_size, stride=stride, padding=padding, **rest)
     w = _window(x, kernel_size, stride, padding, dilation)
     s = jax.lax.reduce_window(x, 0.0, jax.lax.add, **w)
     return s / math.prod(pair(kernel_size, 1))
 
 
-def _nd(v: Any, nd: int, default: Any) -> Any:
-    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
-
-
-def _pads_nd(padding: Any, nd: int) -> list[tuple[int, int]]:
-    """(begin, end) per axis from nd ints (symmetric) or 2*nd (begins, then ends)."""
-    if padding and len(padding) == 2 * nd:
-        return [(int(padding[a]), int(padding[nd + a])) for a in range(nd)]
-    return [(p, p) for p in _nd(padding, nd, (0,) * nd)]
-
-
-def _pool_window(
-    nd: int, x: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: Any
-) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+def _pool_window(c: Window, x: Any) -> tuple[dict[str, Any], list[tuple[int, int]]]:
     """`lax.reduce_window` arguments over the last nd axes; ceil mode adds the end padding
     its last window needs (PyTorch's output length: a window starting in the end padding
     is dropped). Returns them and the (begin, end) pads before that extra."""
-    k = _nd(kernel_size, nd, (1,) * nd)
-    st, dl, pads = _nd(stride, nd, k), _nd(dilation, nd, (1,) * nd), _pads_nd(padding, nd)
-    full = []
-    for n, kk, ss, dd, (lo, hi) in zip(x.shape[-nd:], k, st, dl, pads, strict=True):
+    nd, pads, full = c.nd, c.pads(), []
+    for n, kk, ss, dd, (lo, hi) in zip(
+        x.shape[-nd:], c.kernel, c.pool_stride, c.dilation, pads, strict=True
+    ):
         eff = dd * (kk - 1) + 1
-        o = (n + lo + hi - eff + (ss - 1 if ceil_mode else 0)) // ss + 1
-        if ceil_mode and (o - 1) * ss >= n + lo:
+        o = (n + lo + hi - eff + (ss - 1 if c.ceil_mode else 0)) // ss + 1
+        if c.ceil_mode and (o - 1) * ss >= n + lo:
             o -= 1
         full.append((lo, max(hi, (o - 1) * ss + eff - n - lo)))
     lead = (1,) * (x.ndim - nd)
     w = {
-        "window_dimensions": lead + k,
-        "window_strides": lead + st,
+        "window_dimensions": lead + c.kernel,
+        "window_strides": lead + c.pool_stride,
         "padding": [(0, 0)] * len(lead) + full,
-        "window_dilation": lead + dl,
+        "window_dilation": lead + c.dilation,
     }
     return w, pads
 
 
-def _max_pool_nd(
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    ceil_mode: Any = None,
-) -> Any:
-    w, _ = _pool_window(nd, x, kernel_size, stride, padding, dilation, ceil_mode)
+def _max_pool_nd(nd: int, x: Any, **attrs: Any) -> Any:
+    w, _ = _pool_window(Window(nd, **attrs), x)
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, **w)
 
 
@@ -234,25 +160,17 @@ def _adaptive_pool(kind: str, nd: int) -> Callable[..., Any]:
     return run
 
 
-def _avg_pool_nd(
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    ceil_mode: Any = None,
-    count_include_pad: Any = None,
-    divisor_override: Any = None,
-) -> Any:
+def _avg_pool_nd(nd: int, x: Any, **attrs: Any) -> Any:
     """The window sum, divided by PyTorch's divisor: divisor_override, or the window sum of
     ones over the input (plus its padding with count_include_pad)."""
-    w, pads = _pool_window(nd, x, kernel_size, stride, padding, None, ceil_mode)
+    c = Window(nd, **{**attrs, "dilation": None})
+    w, pads = _pool_window(c, x)
     s = jax.lax.reduce_window(x, 0.0, jax.lax.add, **w)
-    if divisor_override:
-        return s / float(divisor_override)
+    if c.divisor_override:
+        return s / float(c.divisor_override)
     spatial = {k: v[-nd:] for k, v in w.items()}
     ones = jnp.ones(x.shape[-nd:], dtype=x.dtype)
-    if count_include_pad is not False:  # the padding counts; ceil mode's extra does not
+    if c.count_include_pad:  # the padding counts; ceil mode's extra does not
         ones = jnp.pad(ones, pads, constant_values=1)
         extra = [(0, full[1] - p[1]) for full, p in zip(spatial["padding"], pads, strict=True)]
         spatial["padding"] = extra
@@ -263,24 +181,17 @@ def _avg_pool_nd(
 def _conv_nd(nd: int) -> Callable[..., Any]:
     dn = ("NC" + "DHW"[3 - nd :], "OI" + "DHW"[3 - nd :], "NC" + "DHW"[3 - nd :])
 
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        dilation: Any = None,
-        groups: Any = None,
-    ) -> Any:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
         single = x.ndim == nd + 1
         y = jax.lax.conv_general_dilated(
             x[None] if single else x,
             w,
-            _nd(stride, nd, (1,) * nd),
-            _pads_nd(padding, nd),
-            rhs_dilation=_nd(dilation, nd, (1,) * nd),
+            c.stride,
+            c.pads(),
+            rhs_dilation=c.dilation,
             dimension_numbers=dn,
-            feature_group_count=groups or 1,
+            feature_group_count=c.groups,
         )
         y = y if b is None else y + b.reshape((-1,) + (1,) * nd)
         return y[0] if single else y
@@ -291,34 +202,25 @@ def _conv_nd(nd: int) -> Callable[..., Any]:
 def _conv_t_nd(nd: int) -> Callable[..., Any]:
     dn = ("NC" + "DHW"[3 - nd :], "OI" + "DHW"[3 - nd :], "NC" + "DHW"[3 - nd :])
 
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        output_padding: Any = None,
-        groups: Any = None,
-        dilation: Any = None,
-    ) -> Any:
-        """As conv_transpose2d: the flipped, regrouped kernel over the lhs-dilated input."""
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        """The flipped, regrouped kernel over the lhs-dilated input."""
+        c = Window(nd, **attrs)
         single = x.ndim == nd + 1
-        g = groups or 1
+        g = c.groups
         cin, cog, ks = w.shape[0], w.shape[1], w.shape[2:]
         wt = w.reshape(g, cin // g, cog, *ks).swapaxes(1, 2).reshape(g * cog, cin // g, *ks)
         wt = wt[(slice(None), slice(None), *(slice(None, None, -1),) * nd)]
-        dl, op_ = _nd(dilation, nd, (1,) * nd), _nd(output_padding, nd, (0,) * nd)
         pads = [
             (d * (k - 1) - lo, d * (k - 1) - hi + e)
-            for d, k, (lo, hi), e in zip(dl, ks, _pads_nd(padding, nd), op_, strict=True)
+            for d, k, (lo, hi), e in zip(c.dilation, ks, c.pads(), c.output_padding, strict=True)
         ]
         y = jax.lax.conv_general_dilated(
             x[None] if single else x,
             wt,
             (1,) * nd,
             pads,
-            lhs_dilation=_nd(stride, nd, (1,) * nd),
-            rhs_dilation=dl,
+            lhs_dilation=c.stride,
+            rhs_dilation=c.dilation,
             dimension_numbers=dn,
             feature_group_count=g,
         )
@@ -404,124 +306,92 @@ def _jbn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
     return (x - m.reshape(shape)) * inv * g.reshape(shape) + b.reshape(shape)
 
 
-OPS: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": lambda a, b: jnp.maximum(a, b),
-    "minimum": lambda a, b: jnp.minimum(a, b),
-    "neg": lambda x: -x,
-    "scale": lambda x, c: x * float(c),
-    "relu": lambda x: jax.nn.relu(x),
-    "abs": lambda x: jnp.abs(x),
-    "clamp": lambda x, lo, hi: jnp.clip(x, float(lo), float(hi)),
-    "sqrt": lambda x: jnp.sqrt(x),
-    "detach": lambda x: jax.lax.stop_gradient(x),
-    "inv": lambda x: jnp.reciprocal(x),
-    "exp": lambda x: jnp.exp(x),
-    "log": lambda x: jnp.log(x),
-    "tanh": lambda x: jnp.tanh(x),
-    "sin": lambda x: jnp.sin(x),
-    "cos": lambda x: jnp.cos(x),
-    "sigmoid": lambda x: jax.nn.sigmoid(x),
-    "softplus": lambda x: jax.nn.softplus(x),
-    "gelu": lambda x, approximate="tanh": jax.nn.gelu(x, approximate=approximate == "tanh"),
-    "silu": lambda x: jax.nn.silu(x),
-    "safe_log": lambda x: jnp.log(jnp.maximum(x, 2.0**-24)),
-    "sum": lambda x: jnp.sum(x),
-    "reduce_sum": lambda x, axis: jnp.sum(x, axis=axis),
-    "mean": lambda x: jnp.mean(x),
-    "reduce_mean": lambda x, axis: jnp.mean(x, axis=axis),
-    "reduce_max": lambda x, axis: jnp.max(x, axis=axis),
-    "matmul": lambda a, b: jnp.matmul(a, b),
-    "linear": lambda x, w, b: x @ w.T + b,
-    "reshape": lambda x, shape: jnp.reshape(x, shape),
-    "swap_adjacent": lambda x, axis: jnp.swapaxes(x, axis, axis + 1),
-    "transpose": lambda x: jnp.swapaxes(x, -2, -1),
-    "broadcast_to": lambda x, shape: jnp.broadcast_to(x, shape),
-    "concat": lambda *xs: jnp.concatenate(xs, 0),
-    "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
-    "index_select": lambda x, indices: x[np.array(list(indices), dtype=np.int64)],
-    "scatter_add": _scatter_add,
-    "gather": _gather,
-    "softmax": lambda x: jax.nn.softmax(x, axis=-1),
-    "log_softmax": lambda x: jax.nn.log_softmax(x, axis=-1),
-    "mse_loss": lambda y, t: jnp.mean((y - t) ** 2),
-    "cross_entropy": _cross_entropy,
-    "layer_norm": lambda x, g, b: _norm(x, g, b, -1, (-1,)),
-    "batch_norm": _batch_norm,
-    "avg_pool2d": _avg_pool2d,
-    "max_pool2d": _max_pool2d,
-    "conv2d": _conv2d,
-    "conv_transpose2d": _conv_transpose2d,
-    "mask_neg_inf": _mask_neg_inf,
-    "scaled_dot_product_attention": _sdpa,
-    "multi_head_attention": _mha,
-    "embedding": lambda table, indices, shape=None: table[
-        np.array(list(indices), dtype=np.int64).reshape(
-            shape if shape is not None else (len(indices),)
-        )
-    ],
-    "conv1d": _conv_nd(1),
-    "conv3d": _conv_nd(3),
-    "conv_transpose1d": _conv_t_nd(1),
-    "conv_transpose3d": _conv_t_nd(3),
-    "avg_pool1d": partial(_avg_pool_nd, 1),
-    "avg_pool3d": partial(_avg_pool_nd, 3),
-    "max_pool1d": partial(_max_pool_nd, 1),
-    "max_pool3d": partial(_max_pool_nd, 3),
-    "pad": _pad,
-    # issue 28 (appended)
-    "leaky_relu": lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, float(negative_slope)),
-    "sign": lambda x: jnp.sign(x),
-    "hardtanh": lambda x, min_val=-1, max_val=1: jnp.clip(x, float(min_val), float(max_val)),
-    "relu6": lambda x: jax.nn.relu6(x),
-    "hardsigmoid": lambda x: jax.nn.hard_sigmoid(x),
-    "hardswish": lambda x: jax.nn.hard_swish(x),
-    "softsign": lambda x: jax.nn.soft_sign(x),
-    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
-    "maximum_n": lambda *xs: reduce(jnp.maximum, xs),
-    "minimum_n": lambda *xs: reduce(jnp.minimum, xs),
-    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
-    "var": lambda x, dim, correction=1: jnp.var(x, axis=dim, ddof=correction),
-    "std": lambda x, dim, correction=1: jnp.std(x, axis=dim, ddof=correction),
-    "erf": lambda x: jax.lax.erf(x),
-    "log1p": lambda x: jnp.log1p(x),
-    "expm1": lambda x: jnp.expm1(x),
-    "elu": lambda x, alpha=1: jax.nn.elu(x, float(alpha)),
-    "celu": lambda x, alpha=1: jax.nn.celu(x, float(alpha)),
-    "selu": lambda x: jax.nn.selu(x),
-    "mish": lambda x: jax.nn.mish(x),
-    "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
-    "prelu": lambda x, w: jnp.where(x > 0, x, jnp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
-    "where": lambda a, b, mask, mask_shape: jnp.where(
-        np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
-    ),
-    "pow": lambda x, exponent: jnp.power(x, float(exponent)),
-    "pow_tensor": lambda a, b: jnp.power(a, b),
-    **{f"adaptive_{k}_pool{n}d": _adaptive_pool(k, n) for k in ("avg", "max") for n in (1, 2, 3)},
-    # this round's movement, cumsum and norm ops (appended; JAX has no LRN)
-    "narrow": lambda x, dim, start, length: jax.lax.slice_in_dim(
-        x, start, start + length, axis=dim
-    ),
-    "flip": lambda x, dims: jnp.flip(x, tuple(dims)) if dims else x,
-    "roll": lambda x, shifts, dims=None: (
-        jnp.roll(x, tuple(shifts), tuple(dims)) if dims else jnp.roll(x, int(shifts[0]))
-    ),
-    "tile": lambda x, dims: jnp.tile(x, tuple(dims)),
-    "repeat_interleave": lambda x, repeats, dim=None: jnp.repeat(
-        x,
-        int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats),
-        axis=dim,
-        total_repeat_length=(x.size if dim is None else x.shape[dim]) * int(repeats[0])
-        if len(repeats) == 1
-        else int(sum(repeats)),
-    ),
-    "cumsum": _jcumsum,
-    "batch_norm_eval": _jbn_eval,
-}
+OPS: dict[str, Callable[..., Any]] = ops_table(
+    operator_ops(),
+    namespace_ops(lambda: jnp),
+    numpy_style_ops(lambda: jnp),
+    math_ops("jax", lambda s, x: dotted(jax, s)(x)),
+    {
+        "relu": lambda x: jax.nn.relu(x),
+        "clamp": lambda x, lo, hi: jnp.clip(x, float(lo), float(hi)),
+        "detach": lambda x: jax.lax.stop_gradient(x),
+        "sigmoid": lambda x: jax.nn.sigmoid(x),
+        "softplus": lambda x: jax.nn.softplus(x),
+        "gelu": lambda x, approximate="tanh": jax.nn.gelu(x, approximate=approximate == "tanh"),
+        "silu": lambda x: jax.nn.silu(x),
+        "safe_log": lambda x: jnp.log(jnp.maximum(x, 2.0**-24)),
+        "linear": lambda x, w, b: x @ w.T + b,
+        "index_select": lambda x, indices: x[np.array(list(indices), dtype=np.int64)],
+        "scatter_add": _scatter_add,
+        "gather": _gather,
+        "softmax": lambda x: jax.nn.softmax(x, axis=-1),
+        "log_softmax": lambda x: jax.nn.log_softmax(x, axis=-1),
+        "cross_entropy": _cross_entropy,
+        "layer_norm": lambda x, g, b: _norm(x, g, b, -1, (-1,)),
+        "batch_norm": _batch_norm,
+        "avg_pool2d": _avg_pool2d,
+        "max_pool2d": _max_pool2d,
+        "conv2d": _conv_nd(2),
+        "conv_transpose2d": _conv_t_nd(2),
+        "mask_neg_inf": _mask_neg_inf,
+        "scaled_dot_product_attention": _sdpa,
+        "multi_head_attention": _mha,
+        "embedding": lambda table, indices, shape=None: table[
+            np.array(list(indices), dtype=np.int64).reshape(
+                shape if shape is not None else (len(indices),)
+            )
+        ],
+        "conv1d": _conv_nd(1),
+        "conv3d": _conv_nd(3),
+        "conv_transpose1d": _conv_t_nd(1),
+        "conv_transpose3d": _conv_t_nd(3),
+        "avg_pool1d": partial(_avg_pool_nd, 1),
+        "avg_pool3d": partial(_avg_pool_nd, 3),
+        "max_pool1d": partial(_max_pool_nd, 1),
+        "max_pool3d": partial(_max_pool_nd, 3),
+        "pad": _pad,
+        "leaky_relu": lambda x, negative_slope=0.01: jax.nn.leaky_relu(x, float(negative_slope)),
+        "hardtanh": lambda x, min_val=-1, max_val=1: jnp.clip(x, float(min_val), float(max_val)),
+        "relu6": lambda x: jax.nn.relu6(x),
+        "hardsigmoid": lambda x: jax.nn.hard_sigmoid(x),
+        "hardswish": lambda x: jax.nn.hard_swish(x),
+        "softsign": lambda x: jax.nn.soft_sign(x),
+        "elu": lambda x, alpha=1: jax.nn.elu(x, float(alpha)),
+        "celu": lambda x, alpha=1: jax.nn.celu(x, float(alpha)),
+        "selu": lambda x: jax.nn.selu(x),
+        "mish": lambda x: jax.nn.mish(x),
+        "logsumexp": lambda x, dim: jax.nn.logsumexp(x, axis=dim),
+        "prelu": lambda x, w: jnp.where(x > 0, x, jnp.reshape(w, prelu_shape(x.ndim, w.size)) * x),
+        "where": lambda a, b, mask, mask_shape: jnp.where(
+            np.array(list(mask), dtype=bool).reshape(tuple(mask_shape)), a, b
+        ),
+        "pow": lambda x, exponent: jnp.power(x, float(exponent)),
+        **{
+            f"adaptive_{k}_pool{n}d": _adaptive_pool(k, n)
+            for k in ("avg", "max")
+            for n in (1, 2, 3)
+        },
+        # JAX has no LRN
+        "narrow": lambda x, dim, start, length: jax.lax.slice_in_dim(
+            x, start, start + length, axis=dim
+        ),
+        "flip": lambda x, dims: jnp.flip(x, tuple(dims)) if dims else x,
+        "roll": lambda x, shifts, dims=None: (
+            jnp.roll(x, tuple(shifts), tuple(dims)) if dims else jnp.roll(x, int(shifts[0]))
+        ),
+        "tile": lambda x, dims: jnp.tile(x, tuple(dims)),
+        "repeat_interleave": lambda x, repeats, dim=None: jnp.repeat(
+            x,
+            int(repeats[0]) if len(repeats) == 1 else np.asarray(repeats),
+            axis=dim,
+            total_repeat_length=(x.size if dim is None else x.shape[dim]) * int(repeats[0])
+            if len(repeats) == 1
+            else int(sum(repeats)),
+        ),
+        "cumsum": _jcumsum,
+        "batch_norm_eval": _jbn_eval,
+    },
+)
 
 
 class JaxEngine(Engine):

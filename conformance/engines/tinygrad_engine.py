@@ -29,13 +29,11 @@ from .base import (
     Engine,
     EngineUnavailable,
     Unsupported,
-    batched,
     keep_mask,
     mha_body,
-    pair,
     prelu_shape,
-    select_index,
 )
+from .common import Window, dotted, math_ops, nd_ints, operator_ops, ops_table
 
 try:
     import tinygrad
@@ -61,98 +59,25 @@ def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     return xp.gather(-1, idx).reshape(*lead, *shape)
 
 
-@batched
-def _conv2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-) -> Any:
-    return x.conv2d(
-        w,
-        b,
-        groups=groups or 1,
-        stride=pair(stride, 1),
-        dilation=pair(dilation, 1),
-        padding=pair(padding, 0),
-    )
-
-
-@batched
-def _conv_transpose2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-    output_padding: Any = None,
-) -> Any:
-    return x.conv_transpose2d(
-        w,
-        b,
-        groups=groups or 1,
-        stride=pair(stride, 1),
-        dilation=pair(dilation, 1),
-        padding=pair(padding, 0),
-        output_padding=pair(output_padding, 0),
-    )
-
-
-def _pool(method: str) -> Callable[..., Any]:
-    """`Tensor.max_pool2d` / `Tensor.avg_pool2d` (stride default = kernel, avg counts the
-    zero padding: tinygrad's defaults, the same as the spec's)."""
-
-    def run(x: Any, kernel_size: Any, stride: Any = None, padding: Any = None,
-            dilation: Any = None, **rest: Any) -> Any:  # fmt: skip
-        return _pool_nd(method, 2, x, kernel_size, stride, padding, dilation, **rest)
-
-    return run
-
-
-def _nd(v: Any, nd: int, default: Any) -> Any:
-    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
-
-
-def _tg_padding(padding: Any, nd: int) -> Any:
+def _tg_padding(c: Window) -> Any:
     """nd ints (symmetric) as they are; 2*nd (begins, then ends) in tinygrad's (and F.pad's)
     order: (begin, end) pairs from the last axis backwards."""
-    if not padding or len(padding) != 2 * nd:
-        return _nd(padding, nd, 0)
-    out: list[int] = []
-    for ax in reversed(range(nd)):
-        out += [int(padding[ax]), int(padding[nd + ax])]
-    return tuple(out)
+    return c.flat_pads() if len(c.padding) == 2 * c.nd else nd_ints(c.padding, c.nd, 0)
 
 
-def _pool_nd(
-    method: str,
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    ceil_mode: Any = None,
-    count_include_pad: Any = None,
-    divisor_override: Any = None,
-) -> Any:
+def _pool_nd(method: str, nd: int, x: Any, **attrs: Any) -> Any:
     """tinygrad's N-d `max_pool2d` / `avg_pool2d` (ceil_mode, count_include_pad are its
     own arguments; it has no divisor_override: refused)."""
-    if divisor_override:
+    c = Window(nd, **attrs)
+    if c.divisor_override:
         raise Unsupported("tinygrad's avg_pool2d has no divisor_override")
-    k = _nd(kernel_size, nd, 1)
-    extra = {} if method == "max_pool2d" else {"count_include_pad": count_include_pad is not False}
+    extra = {} if method == "max_pool2d" else {"count_include_pad": c.count_include_pad}
     return getattr(x, method)(
-        k,
-        stride=_nd(stride, nd, k),
-        dilation=_nd(dilation, nd, 1),
-        padding=_tg_padding(padding, nd),
-        ceil_mode=bool(ceil_mode),
+        c.kernel,
+        stride=c.pool_stride,
+        dilation=c.dilation,
+        padding=_tg_padding(c),
+        ceil_mode=c.ceil_mode,
         **extra,
     )
 
@@ -167,48 +92,28 @@ def _unbatched(nd: int, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _conv_nd(nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        dilation: Any = None,
-        groups: Any = None,
-    ) -> Any:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
         return x.conv2d(
-            w,
-            b,
-            groups=groups or 1,
-            stride=_nd(stride, nd, 1),
-            dilation=_nd(dilation, nd, 1),
-            padding=_tg_padding(padding, nd),
+            w, b, groups=c.groups, stride=c.stride, dilation=c.dilation, padding=_tg_padding(c)
         )
 
     return _unbatched(nd, run)
 
 
 def _conv_t_nd(nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        output_padding: Any = None,
-        groups: Any = None,
-        dilation: Any = None,
-    ) -> Any:
-        if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        if c.asymmetric:
             raise Unsupported("tinygrad's conv_transpose2d takes symmetric padding")
         return x.conv_transpose2d(
             w,
             b,
-            groups=groups or 1,
-            stride=_nd(stride, nd, 1),
-            dilation=_nd(dilation, nd, 1),
-            padding=_nd(padding[:nd] if padding else None, nd, 0),
-            output_padding=_nd(output_padding, nd, 0),
+            groups=c.groups,
+            stride=c.stride,
+            dilation=c.dilation,
+            padding=c.begins(),
+            output_padding=c.output_padding,
         )
 
     return _unbatched(nd, run)
@@ -291,119 +196,107 @@ def _tg_bn_eval(x: Any, m: Any, v: Any, g: Any, b: Any, eps: Any = None) -> Any:
     return x.batchnorm(g, b, m, (v + (1e-5 if eps is None else float(eps))).rsqrt())
 
 
-OPS: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": lambda a, b: a.maximum(b),
-    "minimum": lambda a, b: a.minimum(b),
-    "neg": lambda x: -x,
-    "scale": lambda x, c: x * float(c),
-    "relu": lambda x: x.relu(),
-    "abs": lambda x: x.abs(),
-    "clamp": lambda x, lo, hi: x.clamp(float(lo), float(hi)),
-    "sqrt": lambda x: x.sqrt(),
-    "detach": lambda x: x.detach(),
-    "inv": lambda x: x.reciprocal(),
-    "exp": lambda x: x.exp(),
-    "log": lambda x: x.log(),
-    "tanh": lambda x: x.tanh(),
-    "sin": lambda x: x.sin(),
-    "cos": lambda x: x.cos(),
-    "sigmoid": lambda x: x.sigmoid(),
-    "softplus": lambda x: x.softplus(),
-    "gelu": lambda x, approximate="tanh": (
-        x.gelu() if approximate == "tanh" else x * 0.5 * (1 + (x * 0.7071067811865476).erf())
-    ),
-    "silu": lambda x: x.silu(),
-    "safe_log": lambda x: x.maximum(2.0**-24).log(),
-    "sum": lambda x: x.sum(),
-    "reduce_sum": lambda x, axis: x.sum(axis),
-    "mean": lambda x: x.mean(),
-    "reduce_mean": lambda x, axis: x.mean(axis),
-    "reduce_max": lambda x, axis: x.max(axis),
-    "matmul": lambda a, b: a.matmul(b),
-    "linear": lambda x, w, b: x.linear(w.transpose(), b),  # nn.Linear's call
-    "reshape": lambda x, shape: x.reshape(shape),
-    "swap_adjacent": lambda x, axis: x.transpose(axis, axis + 1),
-    "transpose": lambda x: x.transpose(-2, -1),
-    "broadcast_to": lambda x, shape: x.expand(shape),
-    "concat": lambda *xs: xs[0].cat(*xs[1:], dim=0),
-    "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
-    "index_select": lambda x, indices: x[_ints(x, indices)],
-    "scatter_add": _scatter_add,
-    "gather": _gather,
-    "softmax": lambda x: x.softmax(-1),
-    "log_softmax": lambda x: x.log_softmax(-1),
-    "mse_loss": lambda y, t: ((y - t) * (y - t)).mean(),
-    "cross_entropy": lambda x, t: x.cross_entropy(t),
-    "layer_norm": _layer_norm,
-    "batch_norm": _batch_norm,
-    "conv2d": _conv2d,
-    "conv_transpose2d": _conv_transpose2d,
-    "avg_pool2d": _pool("avg_pool2d"),
-    "max_pool2d": _pool("max_pool2d"),
-    "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
-        TT(
-            np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=x.device
-        ).logical_not(),
-        float("-inf"),
-    ),
-    "scaled_dot_product_attention": _sdpa,
-    "multi_head_attention": _mha,
-    "embedding": _embedding,
-    "conv1d": _conv_nd(1),
-    "conv3d": _conv_nd(3),
-    "conv_transpose1d": _conv_t_nd(1),
-    "conv_transpose3d": _conv_t_nd(3),
-    "avg_pool1d": _unbatched(1, partial(_pool_nd, "avg_pool2d", 1)),
-    "avg_pool3d": partial(_pool_nd, "avg_pool2d", 3),
-    "max_pool1d": _unbatched(1, partial(_pool_nd, "max_pool2d", 1)),
-    "max_pool3d": partial(_pool_nd, "max_pool2d", 3),
-    "pad": _pad,
-    # issue 28 (appended; tinygrad has no log1p or expm1)
-    "leaky_relu": lambda x, negative_slope=0.01: x.leaky_relu(float(negative_slope)),
-    "sign": lambda x: x.sign(),
-    "hardtanh": lambda x, min_val=-1, max_val=1: x.hardtanh(float(min_val), float(max_val)),
-    "relu6": lambda x: x.relu6(),
-    "hardsigmoid": lambda x: x.hardsigmoid(),
-    "hardswish": lambda x: x.hardswish(),
-    "softsign": lambda x: x.softsign(),
-    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
-    "maximum_n": lambda *xs: reduce(lambda a, b: a.maximum(b), xs),
-    "minimum_n": lambda *xs: reduce(lambda a, b: a.minimum(b), xs),
-    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
-    "var": lambda x, dim, correction=1: x.var(dim, correction=correction),
-    "std": lambda x, dim, correction=1: x.std(dim, correction=correction),
-    "erf": lambda x: x.erf(),
-    "elu": lambda x, alpha=1: x.elu(float(alpha)),
-    "celu": lambda x, alpha=1: x.celu(float(alpha)),
-    "selu": lambda x: x.selu(),
-    "mish": lambda x: x.mish(),
-    "logsumexp": lambda x, dim: x.logsumexp(dim),
-    "prelu": lambda x, w: (x > 0).where(x, w.reshape(prelu_shape(x.ndim, w.numel())) * x),
-    "where": lambda a, b, mask, mask_shape: TT(
-        np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=a.device
-    ).where(a, b),
-    "pow": lambda x, exponent: x.pow(float(exponent)),
-    "pow_tensor": lambda a, b: a.pow(b),
-    # this round's movement, cumsum and norm ops (appended; tinygrad has no LRN)
-    "narrow": lambda x, dim, start, length: x.shrink(
-        tuple((start, start + length) if a == dim else None for a in range(x.ndim))
-    ),
-    "flip": lambda x, dims: x.flip(tuple(dims)) if dims else x,
-    "roll": lambda x, shifts, dims=None: (
-        x.roll(tuple(shifts), tuple(dims))
-        if dims
-        else x.flatten().roll(int(shifts[0]), 0).reshape(x.shape)
-    ),
-    "tile": lambda x, dims: x.repeat(tuple((1,) * (x.ndim - len(dims)) + tuple(dims))),
-    "repeat_interleave": _tg_repeat_interleave,
-    "cumsum": _tg_cumsum,
-    "batch_norm_eval": _tg_bn_eval,
-}
+OPS: dict[str, Callable[..., Any]] = ops_table(
+    operator_ops(),
+    math_ops("tinygrad", lambda s, x: dotted(x, s)()),
+    {
+        "maximum": lambda a, b: a.maximum(b),
+        "minimum": lambda a, b: a.minimum(b),
+        "relu": lambda x: x.relu(),
+        "abs": lambda x: x.abs(),
+        "clamp": lambda x, lo, hi: x.clamp(float(lo), float(hi)),
+        "sqrt": lambda x: x.sqrt(),
+        "detach": lambda x: x.detach(),
+        "inv": lambda x: x.reciprocal(),
+        "sigmoid": lambda x: x.sigmoid(),
+        "softplus": lambda x: x.softplus(),
+        "gelu": lambda x, approximate="tanh": (
+            x.gelu() if approximate == "tanh" else x * 0.5 * (1 + (x * 0.7071067811865476).erf())
+        ),
+        "silu": lambda x: x.silu(),
+        "safe_log": lambda x: x.maximum(2.0**-24).log(),
+        "sum": lambda x: x.sum(),
+        "reduce_sum": lambda x, axis: x.sum(axis),
+        "mean": lambda x: x.mean(),
+        "reduce_mean": lambda x, axis: x.mean(axis),
+        "reduce_max": lambda x, axis: x.max(axis),
+        "matmul": lambda a, b: a.matmul(b),
+        "linear": lambda x, w, b: x.linear(w.transpose(), b),  # nn.Linear's call
+        "reshape": lambda x, shape: x.reshape(shape),
+        "swap_adjacent": lambda x, axis: x.transpose(axis, axis + 1),
+        "transpose": lambda x: x.transpose(-2, -1),
+        "broadcast_to": lambda x, shape: x.expand(shape),
+        "concat": lambda *xs: xs[0].cat(*xs[1:], dim=0),
+        "index_select": lambda x, indices: x[_ints(x, indices)],
+        "scatter_add": _scatter_add,
+        "gather": _gather,
+        "softmax": lambda x: x.softmax(-1),
+        "log_softmax": lambda x: x.log_softmax(-1),
+        "mse_loss": lambda y, t: ((y - t) * (y - t)).mean(),
+        "cross_entropy": lambda x, t: x.cross_entropy(t),
+        "layer_norm": _layer_norm,
+        "batch_norm": _batch_norm,
+        "conv2d": _conv_nd(2),
+        "conv_transpose2d": _conv_t_nd(2),
+        "avg_pool2d": partial(_pool_nd, "avg_pool2d", 2),
+        "max_pool2d": partial(_pool_nd, "max_pool2d", 2),
+        "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
+            TT(
+                np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=x.device
+            ).logical_not(),
+            float("-inf"),
+        ),
+        "scaled_dot_product_attention": _sdpa,
+        "multi_head_attention": _mha,
+        "embedding": _embedding,
+        "conv1d": _conv_nd(1),
+        "conv3d": _conv_nd(3),
+        "conv_transpose1d": _conv_t_nd(1),
+        "conv_transpose3d": _conv_t_nd(3),
+        "avg_pool1d": _unbatched(1, partial(_pool_nd, "avg_pool2d", 1)),
+        "avg_pool3d": partial(_pool_nd, "avg_pool2d", 3),
+        "max_pool1d": _unbatched(1, partial(_pool_nd, "max_pool2d", 1)),
+        "max_pool3d": partial(_pool_nd, "max_pool2d", 3),
+        "pad": _pad,
+        # tinygrad has no log1p or expm1
+        "leaky_relu": lambda x, negative_slope=0.01: x.leaky_relu(float(negative_slope)),
+        "sign": lambda x: x.sign(),
+        "hardtanh": lambda x, min_val=-1, max_val=1: x.hardtanh(float(min_val), float(max_val)),
+        "relu6": lambda x: x.relu6(),
+        "hardsigmoid": lambda x: x.hardsigmoid(),
+        "hardswish": lambda x: x.hardswish(),
+        "softsign": lambda x: x.softsign(),
+        "maximum_n": lambda *xs: reduce(lambda a, b: a.maximum(b), xs),
+        "minimum_n": lambda *xs: reduce(lambda a, b: a.minimum(b), xs),
+        "var": lambda x, dim, correction=1: x.var(dim, correction=correction),
+        "std": lambda x, dim, correction=1: x.std(dim, correction=correction),
+        "elu": lambda x, alpha=1: x.elu(float(alpha)),
+        "celu": lambda x, alpha=1: x.celu(float(alpha)),
+        "selu": lambda x: x.selu(),
+        "mish": lambda x: x.mish(),
+        "logsumexp": lambda x, dim: x.logsumexp(dim),
+        "prelu": lambda x, w: (x > 0).where(x, w.reshape(prelu_shape(x.ndim, w.numel())) * x),
+        "where": lambda a, b, mask, mask_shape: TT(
+            np.array(list(mask), bool).reshape(tuple(mask_shape)).tolist(), device=a.device
+        ).where(a, b),
+        "pow": lambda x, exponent: x.pow(float(exponent)),
+        "pow_tensor": lambda a, b: a.pow(b),
+        # tinygrad has no LRN
+        "narrow": lambda x, dim, start, length: x.shrink(
+            tuple((start, start + length) if a == dim else None for a in range(x.ndim))
+        ),
+        "flip": lambda x, dims: x.flip(tuple(dims)) if dims else x,
+        "roll": lambda x, shifts, dims=None: (
+            x.roll(tuple(shifts), tuple(dims))
+            if dims
+            else x.flatten().roll(int(shifts[0]), 0).reshape(x.shape)
+        ),
+        "tile": lambda x, dims: x.repeat(tuple((1,) * (x.ndim - len(dims)) + tuple(dims))),
+        "repeat_interleave": _tg_repeat_interleave,
+        "cumsum": _tg_cumsum,
+        "batch_norm_eval": _tg_bn_eval,
+    },
+)
 
 _DT = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 _UINT = {"float64": "uint64", "float32": "uint32", "bfloat16": "uint16", "float16": "uint16"}

@@ -13,12 +13,13 @@ without torch installed works; constructing the engine raises `EngineUnavailable
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial, reduce
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Engine, EngineUnavailable, keep_mask, mha_body, select_index
+from .base import Engine, EngineUnavailable, keep_mask, mha_body
+from .common import Window, dotted, math_ops, namespace_ops, nd_ints, operator_ops, ops_table
 
 try:
     import torch
@@ -45,10 +46,6 @@ def _sdpa(q: Any, k: Any, v: Any, mask: Any = None, causal: Any = None, scale: A
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=sc)
 
 
-def _pair(v: Any, default: int) -> Any:
-    return default if v is None else tuple(v)
-
-
 def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     lead = tuple(x.shape[:-1])
     xp = F.pad(x, (0, 1))  # index M reads this +0
@@ -56,142 +53,56 @@ def _gather(x: Any, indices: Sequence[int], shape: Sequence[int]) -> Any:
     return torch.gather(xp, -1, idx).reshape(*lead, *shape)
 
 
-def _conv_transpose2d(
-    x: Any,
-    w: Any,
-    b: Any = None,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    groups: Any = None,
-    output_padding: Any = None,
-) -> Any:
-    # PyTorch's argument order: stride, padding, output_padding, groups, dilation
-    return F.conv_transpose2d(
-        x,
-        w,
-        b,
-        _pair(stride, 1),
-        _pair(padding, 0),
-        _pair(output_padding, 0),
-        groups or 1,
-        _pair(dilation, 1),
-    )
+def _adaptive(name: str, x: Any, output_size: Any) -> Any:
+    return getattr(F, name)(x, tuple(output_size))
 
 
-def _nd(v: Any, nd: int, default: Any) -> Any:
-    """An nd-int attribute as PyTorch takes it (absent: `default`)."""
-    return default if not v else tuple(int(t) for t in v) * (nd if len(v) == 1 else 1)
-
-
-def _sym_pad(x: Any, padding: Any, nd: int, fill: float = 0.0) -> tuple[Any, Any]:
-    """(input, symmetric padding): 2*nd asymmetric pads (begins, then ends) become an
-    explicit `F.pad` with `fill` and padding 0, as a user would write it."""
-    if not padding or len(padding) != 2 * nd or padding[:nd] == padding[nd:]:
-        return x, _nd(padding[:nd] if padding else padding, nd, 0)
-    pairs: list[int] = []
-    for ax in reversed(range(nd)):
-        pairs += [int(padding[ax]), int(padding[nd + ax])]
-    return F.pad(x, pairs, value=fill), 0
-
-
-def _conv(fn: Any, nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        dilation: Any = None,
-        groups: Any = None,
-    ) -> Any:
-        x, p = _sym_pad(x, padding, nd)
-        return fn(x, w, b, _nd(stride, nd, 1), p, _nd(dilation, nd, 1), groups or 1)
+def _conv(name: str, nd: int) -> Callable[..., Any]:
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        if c.asymmetric:  # begins != ends: an explicit F.pad, as a user would write it
+            x, p = F.pad(x, c.flat_pads()), 0
+        else:
+            p = c.begins()
+        return getattr(F, name)(x, w, b, c.stride, p, c.dilation, c.groups)
 
     return run
 
 
-def _conv_t(fn: Any, nd: int) -> Callable[..., Any]:
-    def run(
-        x: Any,
-        w: Any,
-        b: Any = None,
-        stride: Any = None,
-        padding: Any = None,
-        output_padding: Any = None,
-        groups: Any = None,
-        dilation: Any = None,
-    ) -> Any:
-        if padding and len(padding) == 2 * nd and padding[:nd] != padding[nd:]:
-            y = fn(
-                x,
-                w,
-                b,
-                _nd(stride, nd, 1),
-                0,
-                _nd(output_padding, nd, 0),
-                groups or 1,
-                _nd(dilation, nd, 1),
-            )
-            crop = tuple(
-                slice(int(padding[a]), y.shape[-nd + a] - int(padding[nd + a])) for a in range(nd)
-            )
-            return y[(..., *crop)]
-        p = _nd(padding[:nd] if padding else padding, nd, 0)
-        return fn(
-            x,
-            w,
-            b,
-            _nd(stride, nd, 1),
-            p,
-            _nd(output_padding, nd, 0),
-            groups or 1,
-            _nd(dilation, nd, 1),
-        )
+def _conv_t(name: str, nd: int) -> Callable[..., Any]:
+    """PyTorch's argument order (stride, padding, output_padding, groups, dilation); begins
+    != ends: padding 0, then the output cropped by the pads."""
+
+    def run(x: Any, w: Any, b: Any = None, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        p = 0 if c.asymmetric else c.begins()
+        y = getattr(F, name)(x, w, b, c.stride, p, c.output_padding, c.groups, c.dilation)
+        if not c.asymmetric:
+            return y
+        crop = tuple(slice(lo, y.shape[-nd + a] - hi) for a, (lo, hi) in enumerate(c.pads()))
+        return y[(..., *crop)]
 
     return run
 
 
-def _avg_pool(
-    fn: Any,
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    ceil_mode: Any = None,
-    count_include_pad: Any = None,
-    divisor_override: Any = None,
-) -> Any:
-    return fn(
-        x,
-        _nd(kernel_size, nd, 1),
-        _nd(stride, nd, None),
-        _nd(padding, nd, 0),
-        bool(ceil_mode),
-        count_include_pad is not False,
-        *((int(divisor_override),) if divisor_override else ()),
-    )
+def _avg_pool(name: str, nd: int) -> Callable[..., Any]:
+    def run(x: Any, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        p = nd_ints(c.padding, nd, (0,) * nd)
+        extra = (c.divisor_override,) if c.divisor_override else ()
+        f = getattr(F, name)
+        return f(x, c.kernel, c.given_stride, p, c.ceil_mode, c.count_include_pad, *extra)
+
+    return run
 
 
-def _max_pool(
-    fn: Any,
-    nd: int,
-    x: Any,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = None,
-    dilation: Any = None,
-    ceil_mode: Any = None,
-) -> Any:
-    return fn(
-        x,
-        _nd(kernel_size, nd, 1),
-        _nd(stride, nd, None),
-        _nd(padding, nd, 0),
-        _nd(dilation, nd, 1),
-        bool(ceil_mode),
-    )
+def _max_pool(name: str, nd: int) -> Callable[..., Any]:
+    def run(x: Any, **attrs: Any) -> Any:
+        c = Window(nd, **attrs)
+        p = nd_ints(c.padding, nd, (0,) * nd)
+        return getattr(F, name)(x, c.kernel, c.given_stride, p, c.dilation, c.ceil_mode)
+
+    return run
 
 
 _mha = partial(
@@ -230,136 +141,105 @@ def _lrn(x: Any, size: int, alpha: Any = None, beta: Any = None, k: Any = None) 
     return F.local_response_norm(x, int(size), float(a), float(b), 1.0 if kk is None else float(kk))
 
 
-OPS: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": lambda a, b: torch.maximum(a, b),
-    "minimum": lambda a, b: torch.minimum(a, b),
-    "neg": lambda x: -x,
-    "scale": lambda x, c: x * _f(c),
-    "relu": lambda x: torch.relu(x),
-    "abs": lambda x: torch.abs(x),
-    "clamp": lambda x, lo, hi: torch.clamp(x, _f(lo), _f(hi)),
-    "sqrt": lambda x: torch.sqrt(x),
-    "detach": lambda x: x.detach(),
-    "inv": lambda x: torch.reciprocal(x),
-    "exp": lambda x: torch.exp(x),
-    "log": lambda x: torch.log(x),
-    "tanh": lambda x: torch.tanh(x),
-    "sin": lambda x: torch.sin(x),
-    "cos": lambda x: torch.cos(x),
-    "sigmoid": lambda x: torch.sigmoid(x),
-    "softplus": lambda x: F.softplus(x),
-    "gelu": lambda x, approximate="tanh": F.gelu(x, approximate=approximate),
-    "silu": lambda x: F.silu(x),
-    "safe_log": lambda x: torch.log(torch.clamp(x, min=2.0**-24)),
-    "sum": lambda x: torch.sum(x),
-    "reduce_sum": lambda x, axis: torch.sum(x, dim=axis),
-    "mean": lambda x: torch.mean(x),
-    "reduce_mean": lambda x, axis: torch.mean(x, dim=axis),
-    "reduce_max": lambda x, axis: torch.amax(x, dim=axis),
-    "matmul": lambda a, b: torch.matmul(a, b),
-    "linear": lambda x, w, b: F.linear(x, w, b),
-    "reshape": lambda x, shape: x.reshape(shape),
-    "swap_adjacent": lambda x, axis: x.transpose(axis, axis + 1),
-    "transpose": lambda x: x.transpose(-2, -1),
-    "broadcast_to": lambda x, shape: torch.broadcast_to(x, shape),
-    "concat": lambda *xs: torch.cat(xs, 0),
-    "slice": lambda x, start, stop: x[start:stop],
-    "select": lambda x, index=None, env_slot=None, env=(): x[select_index(index, env_slot, env)],
-    "index_select": lambda x, indices: torch.index_select(x, 0, _idx(x, indices)),
-    "scatter_add": lambda x, indices, size: torch.zeros(
-        (size, *x.shape[1:]), dtype=x.dtype, device=x.device
-    ).index_add(0, _idx(x, indices), x),
-    "gather": _gather,
-    "softmax": lambda x: torch.softmax(x, -1),
-    "log_softmax": lambda x: torch.log_softmax(x, -1),
-    "mse_loss": lambda y, t: F.mse_loss(y, t),
-    "cross_entropy": lambda x, t: F.cross_entropy(x, t),
-    "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5),
-    "batch_norm": lambda x, g, b: F.batch_norm(x, None, None, g, b, training=True, eps=1e-5),
-    "conv2d": lambda x, w, b=None, stride=None, padding=None, dilation=None, groups=None: F.conv2d(
-        x, w, b, _pair(stride, 1), _pair(padding, 0), _pair(dilation, 1), groups or 1
-    ),
-    "conv_transpose2d": _conv_transpose2d,
-    "avg_pool2d": lambda x, dilation=None, **a: _avg_pool(F.avg_pool2d, 2, x, **a),
-    "max_pool2d": lambda x, **a: _max_pool(F.max_pool2d, 2, x, **a),
-    "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
-        ~torch.tensor(list(mask), dtype=torch.bool, device=x.device).reshape(mask_shape),
-        float("-inf"),
-    ),
-    "scaled_dot_product_attention": _sdpa,
-    "multi_head_attention": _mha,
-    "embedding": lambda table, indices, shape=None: F.embedding(
-        _idx(table, indices).reshape(shape if shape is not None else (len(indices),)), table
-    ),
-    "conv1d": _conv(F.conv1d, 1),
-    "conv3d": _conv(F.conv3d, 3),
-    "conv_transpose1d": _conv_t(F.conv_transpose1d, 1),
-    "conv_transpose3d": _conv_t(F.conv_transpose3d, 3),
-    "avg_pool1d": lambda x, **a: _avg_pool(F.avg_pool1d, 1, x, **a),
-    "avg_pool3d": lambda x, **a: _avg_pool(F.avg_pool3d, 3, x, **a),
-    "max_pool1d": lambda x, **a: _max_pool(F.max_pool1d, 1, x, **a),
-    "max_pool3d": lambda x, **a: _max_pool(F.max_pool3d, 3, x, **a),
-    "adaptive_avg_pool1d": lambda x, output_size: F.adaptive_avg_pool1d(x, tuple(output_size)),
-    "adaptive_avg_pool2d": lambda x, output_size: F.adaptive_avg_pool2d(x, tuple(output_size)),
-    "adaptive_avg_pool3d": lambda x, output_size: F.adaptive_avg_pool3d(x, tuple(output_size)),
-    "adaptive_max_pool1d": lambda x, output_size: F.adaptive_max_pool1d(x, tuple(output_size)),
-    "adaptive_max_pool2d": lambda x, output_size: F.adaptive_max_pool2d(x, tuple(output_size)),
-    "adaptive_max_pool3d": lambda x, output_size: F.adaptive_max_pool3d(x, tuple(output_size)),
-    "pad": lambda x, pad, mode=None, value=None: F.pad(
-        x, tuple(pad), mode=mode or "constant", value=None if value is None else float(value)
-    ),
-    # issue 28 (appended)
-    "leaky_relu": lambda x, negative_slope=0.01: F.leaky_relu(x, _f(negative_slope)),
-    "sign": lambda x: torch.sign(x),
-    "hardtanh": lambda x, min_val=-1, max_val=1: F.hardtanh(x, _f(min_val), _f(max_val)),
-    "relu6": lambda x: F.relu6(x),
-    "hardsigmoid": lambda x: F.hardsigmoid(x),
-    "hardswish": lambda x: F.hardswish(x),
-    "softsign": lambda x: F.softsign(x),
-    "add_n": lambda *xs: reduce(lambda a, b: a + b, xs),
-    "maximum_n": lambda *xs: reduce(torch.maximum, xs),
-    "minimum_n": lambda *xs: reduce(torch.minimum, xs),
-    "mean_n": lambda *xs: reduce(lambda a, b: a + b, xs) / len(xs),
-    "var": lambda x, dim, correction=1: torch.var(x, dim=dim, correction=correction),
-    "std": lambda x, dim, correction=1: torch.std(x, dim=dim, correction=correction),
-    "erf": lambda x: torch.erf(x),
-    "log1p": lambda x: torch.log1p(x),
-    "expm1": lambda x: torch.expm1(x),
-    "elu": lambda x, alpha=1: F.elu(x, _f(alpha)),
-    "celu": lambda x, alpha=1: F.celu(x, _f(alpha)),
-    "selu": lambda x: F.selu(x),
-    "mish": lambda x: F.mish(x),
-    "logsumexp": lambda x, dim: torch.logsumexp(x, dim),
-    "instance_norm": lambda x, g, b, eps=None: F.instance_norm(
-        x, weight=g, bias=b, eps=1e-5 if eps is None else float(eps)
-    ),
-    "group_norm": lambda x, g, b, num_groups, eps=None: F.group_norm(
-        x, int(num_groups), g, b, eps=1e-5 if eps is None else float(eps)
-    ),
-    "prelu": lambda x, w: F.prelu(x, w),
-    "where": lambda a, b, mask, mask_shape: torch.where(
-        torch.tensor(list(mask), dtype=torch.bool, device=a.device).reshape(mask_shape), a, b
-    ),
-    "pow": lambda x, exponent: torch.pow(x, _f(exponent)),
-    "pow_tensor": lambda a, b: torch.pow(a, b),
-    # this round's movement, cumsum and norm ops (appended)
-    "narrow": lambda x, dim, start, length: torch.narrow(x, dim, start, length),
-    "flip": lambda x, dims: torch.flip(x, tuple(dims)),
-    "roll": lambda x, shifts, dims=None: (
-        torch.roll(x, tuple(shifts), tuple(dims)) if dims else torch.roll(x, int(shifts[0]))
-    ),
-    "tile": lambda x, dims: torch.tile(x, tuple(dims)),
-    "repeat_interleave": lambda x, repeats, dim=None: torch.repeat_interleave(
-        x, int(repeats[0]) if len(repeats) == 1 else _idx(x, repeats), dim
-    ),
-    "cumsum": _cumsum,
-    "batch_norm_eval": _bn_eval,
-    "local_response_norm": _lrn,
-}
+OPS: dict[str, Callable[..., Any]] = ops_table(
+    operator_ops(),
+    namespace_ops(lambda: torch),
+    math_ops("torch", lambda s, x: dotted(torch, s)(x)),
+    {
+        "relu": lambda x: torch.relu(x),
+        "clamp": lambda x, lo, hi: torch.clamp(x, _f(lo), _f(hi)),
+        "detach": lambda x: x.detach(),
+        "sigmoid": lambda x: torch.sigmoid(x),
+        "softplus": lambda x: F.softplus(x),
+        "gelu": lambda x, approximate="tanh": F.gelu(x, approximate=approximate),
+        "silu": lambda x: F.silu(x),
+        "safe_log": lambda x: torch.log(torch.clamp(x, min=2.0**-24)),
+        "reduce_sum": lambda x, axis: torch.sum(x, dim=axis),
+        "reduce_mean": lambda x, axis: torch.mean(x, dim=axis),
+        "reduce_max": lambda x, axis: torch.amax(x, dim=axis),
+        "linear": lambda x, w, b: F.linear(x, w, b),
+        "swap_adjacent": lambda x, axis: x.transpose(axis, axis + 1),
+        "transpose": lambda x: x.transpose(-2, -1),
+        "concat": lambda *xs: torch.cat(xs, 0),
+        "index_select": lambda x, indices: torch.index_select(x, 0, _idx(x, indices)),
+        "scatter_add": lambda x, indices, size: torch.zeros(
+            (size, *x.shape[1:]), dtype=x.dtype, device=x.device
+        ).index_add(0, _idx(x, indices), x),
+        "gather": _gather,
+        "softmax": lambda x: torch.softmax(x, -1),
+        "log_softmax": lambda x: torch.log_softmax(x, -1),
+        "mse_loss": lambda y, t: F.mse_loss(y, t),
+        "cross_entropy": lambda x, t: F.cross_entropy(x, t),
+        "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5),
+        "batch_norm": lambda x, g, b: F.batch_norm(x, None, None, g, b, training=True, eps=1e-5),
+        "conv2d": _conv("conv2d", 2),
+        "conv_transpose2d": _conv_t("conv_transpose2d", 2),
+        "avg_pool2d": _avg_pool("avg_pool2d", 2),
+        "max_pool2d": _max_pool("max_pool2d", 2),
+        "mask_neg_inf": lambda x, mask, mask_shape: x.masked_fill(
+            ~torch.tensor(list(mask), dtype=torch.bool, device=x.device).reshape(mask_shape),
+            float("-inf"),
+        ),
+        "scaled_dot_product_attention": _sdpa,
+        "multi_head_attention": _mha,
+        "embedding": lambda table, indices, shape=None: F.embedding(
+            _idx(table, indices).reshape(shape if shape is not None else (len(indices),)), table
+        ),
+        "conv1d": _conv("conv1d", 1),
+        "conv3d": _conv("conv3d", 3),
+        "conv_transpose1d": _conv_t("conv_transpose1d", 1),
+        "conv_transpose3d": _conv_t("conv_transpose3d", 3),
+        "avg_pool1d": _avg_pool("avg_pool1d", 1),
+        "avg_pool3d": _avg_pool("avg_pool3d", 3),
+        "max_pool1d": _max_pool("max_pool1d", 1),
+        "max_pool3d": _max_pool("max_pool3d", 3),
+        **{
+            f"adaptive_{k}_pool{n}d": partial(_adaptive, f"adaptive_{k}_pool{n}d")
+            for k in ("avg", "max")
+            for n in (1, 2, 3)
+        },
+        "pad": lambda x, pad, mode=None, value=None: F.pad(
+            x, tuple(pad), mode=mode or "constant", value=None if value is None else float(value)
+        ),
+        "leaky_relu": lambda x, negative_slope=0.01: F.leaky_relu(x, _f(negative_slope)),
+        "hardtanh": lambda x, min_val=-1, max_val=1: F.hardtanh(x, _f(min_val), _f(max_val)),
+        "relu6": lambda x: F.relu6(x),
+        "hardsigmoid": lambda x: F.hardsigmoid(x),
+        "hardswish": lambda x: F.hardswish(x),
+        "softsign": lambda x: F.softsign(x),
+        "var": lambda x, dim, correction=1: torch.var(x, dim=dim, correction=correction),
+        "std": lambda x, dim, correction=1: torch.std(x, dim=dim, correction=correction),
+        "elu": lambda x, alpha=1: F.elu(x, _f(alpha)),
+        "celu": lambda x, alpha=1: F.celu(x, _f(alpha)),
+        "selu": lambda x: F.selu(x),
+        "mish": lambda x: F.mish(x),
+        "logsumexp": lambda x, dim: torch.logsumexp(x, dim),
+        "instance_norm": lambda x, g, b, eps=None: F.instance_norm(
+            x, weight=g, bias=b, eps=1e-5 if eps is None else float(eps)
+        ),
+        "group_norm": lambda x, g, b, num_groups, eps=None: F.group_norm(
+            x, int(num_groups), g, b, eps=1e-5 if eps is None else float(eps)
+        ),
+        "prelu": lambda x, w: F.prelu(x, w),
+        "where": lambda a, b, mask, mask_shape: torch.where(
+            torch.tensor(list(mask), dtype=torch.bool, device=a.device).reshape(mask_shape), a, b
+        ),
+        "pow": lambda x, exponent: torch.pow(x, _f(exponent)),
+        "pow_tensor": lambda a, b: torch.pow(a, b),
+        "narrow": lambda x, dim, start, length: torch.narrow(x, dim, start, length),
+        "flip": lambda x, dims: torch.flip(x, tuple(dims)),
+        "roll": lambda x, shifts, dims=None: (
+            torch.roll(x, tuple(shifts), tuple(dims)) if dims else torch.roll(x, int(shifts[0]))
+        ),
+        "tile": lambda x, dims: torch.tile(x, tuple(dims)),
+        "repeat_interleave": lambda x, repeats, dim=None: torch.repeat_interleave(
+            x, int(repeats[0]) if len(repeats) == 1 else _idx(x, repeats), dim
+        ),
+        "cumsum": _cumsum,
+        "batch_norm_eval": _bn_eval,
+        "local_response_norm": _lrn,
+    },
+)
 
 
 class TorchEngine(Engine):

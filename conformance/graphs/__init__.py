@@ -61,7 +61,7 @@ local module into its draws, so adding any module can change generated cases).
 Layout (one module per op family, the same names as `spec/ops/`): `core` holds the builder
 context (`Ctx`), the shape helpers, the normative `SAMPLING_ORDER`, the builder table
 (`BUILDERS`, filled by keyword `register(name=..., build=...)`, plus the builders derived
-for composites without one, `DERIVED_ORDER`) and `graphs()`; `values`
+for composites and math primitives without one, `DERIVED_ORDER`) and `graphs()`; `values`
 holds the element, tensor and case strategies; each family module registers the graph
 builders of its ops. Importing this package imports the module of every family of the op
 table (`spec.ops.families_holding`) and checks that exactly the ops of `SAMPLING_ORDER`

@@ -20,11 +20,14 @@ Invariants (besides those of `conformance.graphs`, stated in its docstring):
   `GRAPH_OPS` (`DERIVED_ORDER`, in table order), so the draws of every seed over the ops of
   `SAMPLING_ORDER` are unchanged by them; while every composite has a hand-written builder
   `DERIVED_ORDER` is empty. A hand-written builder wins over the derived one (it adds hard
-  cases); primitives always need a hand-written one.
+  cases). A primitive that is one math function (`OpDef.math`) without a hand-written
+  builder gets one derived from its record's domain (`math_builder`), drawn in
+  `DERIVED_ORDER` as well; every other primitive needs a hand-written one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -61,8 +64,9 @@ __all__ = [
     "guarded_unary",
     "is_algebraic",
     "materialize_args",
+    "math_builder",
     "register",
-    "unary",
+    "unary_builder",
 ]
 
 MAX_ELEMENTS = 12
@@ -258,7 +262,7 @@ Builder = Callable[[Ctx], bool]
 # --------------------------------------------------------------------------- shared builders
 
 
-def unary(op: str) -> Builder:
+def unary_builder(op: str) -> Builder:
     def build(c: Ctx) -> bool:
         x = c.pick()
         if x is None or not c.room(1):
@@ -390,7 +394,6 @@ SAMPLING_ORDER: tuple[str, ...] = (
     "adaptive_avg_pool3d",
     "adaptive_max_pool3d",
     "pad",
-    # issue 28 (appended, so the draws of the ops above keep their indices)
     "leaky_relu",
     "sign",
     "hardtanh",
@@ -505,18 +508,53 @@ def derived_builder(op: OpDef) -> Builder | None:
     return build
 
 
-DERIVED_ORDER: tuple[str, ...] = tuple(
-    name
-    for name, d in OPS.items()
-    if d.kind == "composite" and name not in SAMPLING_ORDER and _derived_configs(d)
-)
-"""Composites without a hand-written builder (not in `SAMPLING_ORDER`) whose builder is
-derived from their samples, in table order; drawn after every op of `SAMPLING_ORDER`."""
+def math_builder(op: OpDef) -> Builder | None:
+    """The builder of a primitive that is one math function (`OpDef.math`), derived from
+    its record: its operand any drawn value when the function is real on the whole line, a
+    value clamped into (0, ∞) (`Ctx.positive`) when its domain is (lo, ∞) with lo <= 0;
+    one time in four (within the node budget) a const of the record's finite hard points
+    inside its domain (mixed with small rationals on the whole line). None for another
+    domain (the op then needs a hand-written builder, which the completeness check names)."""
+    if op.math is None or op.kind != "primitive":
+        return None
+    lo, hi = op.math.domain
+    if hi is not None or (lo is not None and lo > 0):
+        return None
+    base = unary_builder(op.name) if lo is None else guarded_unary(op.name, always=True)
+    hard = [Fraction(h) for h in op.math.hard if math.isfinite(h) and (lo is None or h > lo)]
+    if not hard:
+        return base
+    points = st.sampled_from(hard) | RAT if lo is None else st.sampled_from(hard)
+
+    def build(c: Ctx) -> bool:
+        if not c.room(2) or c.draw(st.integers(0, 3)) != 3:
+            return base(c)
+        x = c.pick()
+        if x is None:
+            return False
+        n = size(c.shapes[x])
+        vals = c.draw(st.lists(points, min_size=n, max_size=n))
+        c.add(op.name, c.add("const", shape=c.shapes[x], values=vals))
+        return True
+
+    return build
+
+
+def _derived(op: OpDef) -> Builder | None:
+    return derived_builder(op) if op.kind == "composite" else math_builder(op)
+
+
+_DERIVED = {name: _derived(d) for name, d in OPS.items() if name not in SAMPLING_ORDER}
+
+DERIVED_ORDER: tuple[str, ...] = tuple(name for name, b in _DERIVED.items() if b is not None)
+"""The ops without a hand-written builder (not in `SAMPLING_ORDER`) whose builder is
+derived from their table entry (composites from their samples, math primitives from their
+record's domain), in table order; drawn after every op of `SAMPLING_ORDER`."""
 
 for _name in DERIVED_ORDER:
-    _derived = derived_builder(OPS[_name])
-    assert _derived is not None
-    BUILDERS[_name] = _derived
+    _b = _DERIVED[_name]
+    assert _b is not None
+    BUILDERS[_name] = _b
 
 GRAPH_OPS: tuple[str, ...] = tuple(op for op in SAMPLING_ORDER if op in OPS) + DERIVED_ORDER
 """Every op the generator can build, in sampling order (simplest first), then the

@@ -32,7 +32,7 @@ from .core import (
     broadcast_partners,
     guarded_unary,
     register,
-    unary,
+    unary_builder,
 )
 
 __all__: list[str] = []
@@ -95,19 +95,19 @@ def _const(c: Ctx) -> bool:
 
 register(name="add", build=_binary("add"))
 register(name="mul", build=_binary("mul"))
-register(name="neg", build=unary("neg"))
+register(name="neg", build=unary_builder("neg"))
 register(name="sub", build=_binary("sub"))
 register(name="scale", build=_scale)
-register(name="relu", build=unary("relu"))
-register(name="abs", build=unary("abs"))
+register(name="relu", build=unary_builder("relu"))
+register(name="abs", build=unary_builder("abs"))
 register(name="maximum", build=_binary("maximum"))
 register(name="minimum", build=_binary("minimum"))
 register(name="clamp", build=_clamp)
-register(name="detach", build=unary("detach"))
+register(name="detach", build=unary_builder("detach"))
 register(name="const", build=_const)
 register(name="div", build=_binary("div", positive_rhs=True))
 register(name="inv", build=guarded_unary("inv", always=False))
-register(name="sqrt", build=unary("sqrt"))
+register(name="sqrt", build=unary_builder("sqrt"))
 
 
 # --------------------------------------------------------------------------- issue 28

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from spec.shape import size
 
-from .core import Builder, Ctx, register, unary
+from .core import Builder, Ctx, register, unary_builder
 
 __all__: list[str] = []
 
@@ -50,7 +50,7 @@ def _reduce_max(c: Ctx) -> bool:
     return True
 
 
-register(name="sum", build=unary("sum"))
+register(name="sum", build=unary_builder("sum"))
 register(name="reduce_sum", build=_reduce("reduce_sum"))
 register(name="mean", build=_mean)
 register(name="reduce_mean", build=_reduce("reduce_mean"))

@@ -31,21 +31,21 @@ from .core import (
     broadcast_partners,
     guarded_unary,
     register,
-    unary,
+    unary_builder,
 )
 
 __all__: list[str] = []
 
-register(name="exp", build=unary("exp"))
-register(name="tanh", build=unary("tanh"))
-register(name="sin", build=unary("sin"))
-register(name="cos", build=unary("cos"))
-register(name="safe_log", build=unary("safe_log"))
+register(name="exp", build=unary_builder("exp"))
+register(name="tanh", build=unary_builder("tanh"))
+register(name="sin", build=unary_builder("sin"))
+register(name="cos", build=unary_builder("cos"))
+register(name="safe_log", build=unary_builder("safe_log"))
 register(name="log", build=guarded_unary("log", always=True))
-register(name="sigmoid", build=unary("sigmoid"))
-register(name="softplus", build=unary("softplus"))
-register(name="silu", build=unary("silu"))
-register(name="gelu", build=unary("gelu"))
+register(name="sigmoid", build=unary_builder("sigmoid"))
+register(name="softplus", build=unary_builder("softplus"))
+register(name="silu", build=unary_builder("silu"))
+register(name="gelu", build=unary_builder("gelu"))
 
 
 def _alpha(op: str, alphas: st.SearchStrategy) -> Builder:
@@ -59,13 +59,13 @@ def _alpha(op: str, alphas: st.SearchStrategy) -> Builder:
     return build
 
 
-register(name="erf", build=unary("erf"))
-register(name="log1p", build=unary("log1p"))
-register(name="expm1", build=unary("expm1"))
+register(name="erf", build=unary_builder("erf"))
+register(name="log1p", build=unary_builder("log1p"))
+register(name="expm1", build=unary_builder("expm1"))
 register(name="elu", build=_alpha("elu", RAT))
 register(name="celu", build=_alpha("celu", POS_RAT))
-register(name="selu", build=unary("selu"))
-register(name="mish", build=unary("mish"))
+register(name="selu", build=unary_builder("selu"))
+register(name="mish", build=unary_builder("mish"))
 
 _Q = Fraction
 _EXPONENTS = st.sampled_from(

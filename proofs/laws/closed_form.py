@@ -7,7 +7,7 @@ Invariants:
   cotangent g, `vjp(x, g)_i[k]` equals ∂/∂X_i[k] Σ_j definition(x)_j · g_j, both sides
   rewritten in the region's coordinates X through ψ. sympy's `diff` of the definition is
   the closed form; nothing of `spec` but the VJP under test is evaluated.
-- This is independent of the shared `push` of `spec.ops.builders.unary` (whose JVP and VJP
+- This is independent of the shared `push` of `spec.ops.builders.elementwise1` (whose JVP and VJP
   agree by construction, so the adjoint law cannot see a wrong push) and of a composite's
   body (which its runtime kernel runs, so the kernel laws cannot see a wrong body).
 - Identities are decided by `proofs.decide.decide_zero`, with the numeric fallback where

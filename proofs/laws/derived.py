@@ -1,4 +1,9 @@
-"""Laws derived from the op table for composites that have no hand-written law.
+"""Laws derived from the op table for composites and math primitives without a written law.
+
+A primitive that is one math function (`OpDef.math`, a `spec.mathfns.MathFn` record) gets
+its law from the record (`math_law`): over the record's open domain, the definition is the
+record's sympy spelling, so the derivative obligation compares the spec's JVP and VJP with
+sympy's derivative of it.
 
 A composite's semantics is its body graph (`spec.ops.builders.composite`), so the law it
 needs follows from its table entry alone: on each sample point of its `samples=` record
@@ -22,19 +27,23 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
+
+import sympy
 
 from spec.domains import SYMBOLIC
 from spec.graph import Graph, GraphBuilder, backprop_ctx, eval_graph, jvp_ctx
 from spec.inline import inline
+from spec.mathfns import MathFn
 from spec.ops import OPS, OpDef
 from spec.shape import Shape
 from spec.tensor import Tensor, TensorPack
 
 from ..decide import as_array
-from .core import LAWS, Arr, Case, OpLaw, arr, fixed
+from .core import LAWS, UNARY_SHAPES, Arr, Case, OpLaw, arr, fixed, free, pattern, ufunc
 
-__all__ = ["derived_law", "write_derived_laws"]
+__all__ = ["derived_law", "math_law", "write_derived_laws"]
 
 S = SYMBOLIC
 
@@ -112,13 +121,49 @@ def derived_law(op: OpDef) -> OpLaw | None:
     )
 
 
+def _domain_region(lo: Fraction | None, hi: Fraction | None) -> Any:
+    """The law's region over a math function's open domain (lo, hi)."""
+    if lo is None and hi is None:
+        return free()
+    if hi is None:
+        return pattern(("above", lo))
+    if lo is None:
+        return pattern(("below", hi))
+    return pattern(("between", lo, hi))
+
+
+def math_law(op: OpDef) -> OpLaw | None:
+    """The law of a primitive that is one math function (`OpDef.math`), derived from its
+    record: over its open domain, the forward is the record's sympy spelling and the
+    derivative that of the definition (the record's `derivative`, stated in the text)."""
+    fn = op.math
+    if fn is None or op.kind != "primitive":
+        return None
+    region = _domain_region(*fn.domain)
+    x = sympy.Symbol("x", real=True)
+    spelled = fn.sympy
+    return OpLaw(
+        op=op.name,
+        cases=tuple(Case((s,), region) for s in UNARY_SHAPES),
+        definition_text=f"{fn.sympy(x)} elementwise (sympy), on its domain {_interval(fn)}",
+        derivative_text=f"jvp = ({fn.derivative(x)})·dx",
+        definition=lambda v, a, e: ufunc(spelled, 1)(v[0]),
+    )
+
+
+def _interval(fn: MathFn) -> str:
+    lo, hi = fn.domain
+    return f"({'-oo' if lo is None else lo}, {'oo' if hi is None else hi})"
+
+
 def write_derived_laws() -> tuple[str, ...]:
-    """Write the derived law of every composite without a law; return their names."""
+    """Write the derived law of every composite and math primitive without a law; return
+    their names."""
     written = []
     for name, op in OPS.items():
         if name in LAWS:
             continue
-        derived = derived_law(op)
+        derived = derived_law(op) or math_law(op)
         if derived is not None:
             LAWS[name] = derived
             written.append(name)

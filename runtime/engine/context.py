@@ -56,7 +56,7 @@ from ..backends.base import (
     round_f64,
 )
 from . import compiled as _compiled_mod
-from .crmath import cr_apply, cr_pow, erf64
+from .crmath import cr_apply, cr_pow, host64, libm_ufunc, record
 
 __all__ = ["PROFILES", "KernelContext", "fp_enter", "fp_exit", "fp_quiet"]
 
@@ -152,7 +152,7 @@ class KernelContext:
         # NumPy fast paths: IEEE dtypes on the NumPy backend call NumPy directly.
         self.numpy_fast = backend.is_numpy and not self.exact
         # ... and in the `fast` profile, where `unary`/`sqrt` are NumPy's own functions: a
-        # kernel may call the NumPy function itself (`kernels.builders.unary`'s `ufunc`).
+        # kernel may call the NumPy function itself (`kernels.builders.unary_kernel`'s `ufunc`).
         self.numpy_libm = self.numpy_fast and not self.ordered
         # `ordered` folds and matmul through the compiled kernels (float64/float32 NumPy
         # arrays; `runtime.engine.compiled`): compiled=False forces the NumPy reference
@@ -367,9 +367,11 @@ class KernelContext:
         return self.arr(acc)
 
     def unary(self, fn: str, x: Any) -> Any:
-        """exp, log, tanh, sin, cos, erf, log1p, expm1: correctly rounded (ordered) or libm
-        (fast). erf has no NumPy ufunc: `fast` takes the C library's binary64 erf on the
-        host, rounded once into the dtype."""
+        """A math function of `spec.mathfns` (exp, log, tanh, ...): correctly rounded
+        (ordered) or libm (fast: the NumPy ufunc its record names; on another backend the
+        namespace's function of the first of the record's NumPy and array-API names it
+        has). A function NumPy lacks (erf) takes, in `fast`, the C library's binary64
+        function on the host, rounded once into the dtype."""
         if self.exact:
             return self._exact_map(fn, x)
         if self.ordered:
@@ -377,12 +379,19 @@ class KernelContext:
                 h = cr_apply(fn, self.backend.to_host(x), self.dtype)
                 return self.backend.from_host(np.asarray(h))
             return self.arr(cr_apply(fn, x, self.dtype))
-        if fn == "erf":
+        ufunc = libm_ufunc(fn)
+        if ufunc is None:
             h = self.backend.to_host(x) if not self.backend.is_numpy else x
-            y64 = erf64(h)
+            y64 = host64(fn, h)
             y = round_f64(y64, self.dtype) if self.dtype != "float64" else y64
             return self.arr(y) if self.backend.is_numpy else self.backend.from_host(y)
-        y = getattr(np if self.numpy_fast else self.xp, fn)(x)
+        if self.numpy_fast:
+            y = ufunc(x)
+        else:  # the backend's spelling: NumPy's names first, then the array API's
+            rec = record(fn)
+            y = getattr(
+                self.xp, next(n for n in (*rec.numpy, rec.array_api) if hasattr(self.xp, n))
+            )(x)
         return y if type(y) is self.atype else self.arr(y)
 
     def pow(self, a: Any, b: Any) -> Any:

@@ -11,12 +11,16 @@ double-rounded (bfloat16 through float32) lies outside its own boundary interval
 rejected too. Where long double is not wider than binary64, binary64 falls back to MPFR
 for every element (slow, still correct).
 
+The functions are the records of `spec.mathfns.MATH_FNS` (nothing is listed here): the wide
+evaluation of a function is the NumPy ufunc its record names (`numpy_name`), or, where
+NumPy has none, the C library's binary64 function its record names (`python`, one call
+per element), so in binary64 (no wider evaluation available) it is MPFR for every element.
+A name without a record raises `TorchLeanError` saying where to add one.
+
 Assumption (stated, and checked by the opt-in sweep `python -m conformance.sweep`): NumPy's
-float64 and long-double exp, log, tanh, sin, cos, log1p and expm1 err by at most ERR_ULPS
-units in the last place of their own format. glibc documents <= 4 ulp for these functions.
-erf has no NumPy ufunc: its wide evaluation is the C library's binary64 erf (`math.erf`,
-one call per element, <= 2 ulp documented by glibc), so erf in binary64 (no wider erf is
-available) is MPFR for every element.
+float64 and long-double functions (exp, log, tanh, sin, cos, log1p, expm1) and the C
+library's binary64 erf err by at most ERR_ULPS units in the last place of their own
+format. glibc documents <= 4 ulp for these functions (erf <= 2).
 `cr_pow` is the same method for the binary pow (C99 pow, NumPy's `power`: glibc's pow and
 powl are documented within 1 ulp), on broadcast operands.
 """
@@ -30,33 +34,80 @@ from typing import Any
 import numpy as np
 
 from spec.domains import Domain, IEEEDomain
+from spec.errors import TorchLeanError
+from spec.mathfns import MATH_FNS, MathFn, numpy_name
 
 from ..backends.base import DTYPE_DOMAIN, from_spec, np_dtype, round_f64, to_spec
 
-__all__ = ["ERR_ULPS", "FUNCTIONS", "cr_apply", "cr_pow", "erf64", "unsafe_mask", "wide"]
+__all__ = [
+    "ERR_ULPS",
+    "FUNCTIONS",
+    "cr_apply",
+    "cr_pow",
+    "erf64",
+    "functions",
+    "host64",
+    "libm_ufunc",
+    "record",
+    "unsafe_mask",
+    "wide",
+]
 
 ERR_ULPS = 16
-FUNCTIONS = ("exp", "log", "tanh", "sin", "cos", "erf", "log1p", "expm1")
 _LONG_OK = np.finfo(np.longdouble).nmant >= 63
-_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def record(fn: str) -> MathFn:
+    """The math-function record of `fn`, or `TorchLeanError` saying where to add one."""
+    try:
+        return MATH_FNS[fn]
+    except KeyError:
+        raise TorchLeanError(
+            f"runtime.engine.crmath: no math-function record for {fn!r}; add a MathFn for it "
+            "(spec.domains.add_math_function, or the math= of its op's register(...))"
+        ) from None
+
+
+def functions() -> tuple[str, ...]:
+    """Every function with a record, in the order the records were added."""
+    return tuple(MATH_FNS)
+
+
+FUNCTIONS = functions()
+"""The functions with a record when this module was imported (the sweep's default)."""
+
+
+_UFUNCS: dict[str, Callable[[Any], Any] | None] = {}
+
+
+def libm_ufunc(fn: str) -> Callable[[Any], Any] | None:
+    """NumPy's function for fn (its record's first present spelling), or None."""
+    try:
+        return _UFUNCS[fn]
+    except KeyError:
+        name = numpy_name(record(fn))
+        f = _UFUNCS[fn] = None if name is None else getattr(np, name)
+        return f
+
+
+def host64(fn: str, x: Any) -> Any:
+    """The C library's binary64 fn (the record's `python` name) of every element of x (x
+    converted to float64 first), as a float64 array of x's shape."""
+    f = np.frompyfunc(getattr(math, str(record(fn).python)), 1, 1)
+    a = np.asarray(x, dtype=np.float64)
+    return np.asarray(f(a), dtype=np.float64).reshape(a.shape)
 
 
 def erf64(x: Any) -> Any:
-    """The C library's binary64 erf of every element of x (x converted to float64 first),
-    as a float64 array of x's shape."""
-    a = np.asarray(x, dtype=np.float64)
-    return np.asarray(_ERF(a), dtype=np.float64).reshape(a.shape)
-
-
-_WIDE: dict[str, Callable[[Any], Any]] = {"erf": erf64}
-"""Functions NumPy lacks: their binary64 evaluation (no long-double one)."""
+    """The C library's binary64 erf of every element of x."""
+    return host64("erf", x)
 
 
 def wide(fn: str) -> Callable[[Any], Any]:
-    """The wide evaluation of fn: NumPy's ufunc (float64 and long double), or for erf the
-    binary64 `erf64` (a long-double argument is evaluated in binary64)."""
-    f = _WIDE.get(fn)
-    return f if f is not None else getattr(np, fn)
+    """The wide evaluation of fn: NumPy's ufunc (float64 and long double), or where NumPy
+    has none the binary64 `host64` (a long-double argument is evaluated in binary64)."""
+    f = libm_ufunc(fn)
+    return f if f is not None else (lambda x: host64(fn, x))
 
 
 def _quantum(e: Any, D: IEEEDomain, W: Any) -> Any:
@@ -94,10 +145,9 @@ def cr_apply(fn: str, x: Any, dtype: str) -> Any:
     """fn(x) correctly rounded in `dtype` (one of float64/float32/bfloat16/float16)."""
     D = DTYPE_DOMAIN[dtype]
     assert isinstance(D, IEEEDomain)
-    if dtype == "float64" and (not _LONG_OK or fn in _WIDE):
+    if dtype == "float64" and (not _LONG_OK or libm_ufunc(fn) is None):
         return _mpfr_all(fn, x, dtype, D)
-    wide = _WIDE.get(fn)
-    ufunc: Callable[[Any], Any] = getattr(np, fn) if wide is None else wide
+    ufunc = wide(fn)
     W = np.longdouble if dtype == "float64" else np.float64
     with np.errstate(all="ignore"):
         y = np.asarray(ufunc(np.asarray(x).astype(W)))

@@ -4,11 +4,11 @@ Invariants:
 - Every helper performs its spec rule's operation sequence (same operations, same operand
   order, same folds); the profile-dependent pieces live in `KernelContext`.
 - Broadcasting is central: `binary` kernels compute on broadcast operands and
-  `ctx.unbroadcast` reduces cotangents. `unary` maps tangents and cotangents through the
+  `ctx.unbroadcast` reduces cotangents. `unary_kernel` maps tangents and cotangents through the
   same diagonal derivative. Both save only what their derivative reads.
-- `binary`/`unary` register through `table.register` with the caller's `family` (its
+- `binary`/`unary_kernel` register through `table.register` with the caller's `family` (its
   module `__name__`); this module registers no kernel itself.
-- A `unary` kernel given a `ufunc` calls it directly on the NumPy IEEE `fast` context
+- A `unary_kernel` given a `ufunc` calls it directly on the NumPy IEEE `fast` context
   (`ctx.numpy_libm`) and runs its reference, `UNARY_REFERENCE[name]` (through `f`),
   everywhere else; the two are equal bit for bit (tests/test_session_fastpath_kernels.py).
 - Written against `ctx.xp`; NumPy is used only to precompute host structures and where a
@@ -26,6 +26,7 @@ from ..engine.context import KernelContext
 from .table import Attrs, Env, register
 
 __all__ = [
+    "READS",
     "UNARY_REFERENCE",
     "binary",
     "bshape",
@@ -35,7 +36,7 @@ __all__ = [
     "scatter",
     "shape_saved",
     "take",
-    "unary",
+    "unary_kernel",
     "where",
     "zero_like",
 ]
@@ -112,32 +113,37 @@ def pick(c: KernelContext, a: Any, b: Any, larger: bool) -> Any:
 
 
 UNARY_REFERENCE: dict[str, Any] = {}
-"""Per op registered by `unary` with a `ufunc`: the reference forward (through `f`) that the
+"""Per op registered by `unary_kernel` with a `ufunc`: the reference forward (through `f`) that the
 kernel's forward must equal bit for bit (value and saved values) on every context."""
 
 
-def unary(
+READS = {"x": "x", "y": "y", "xy": "x, y", "": "nothing"}
+"""`reads=` of `unary_kernel` (what the derivative reads) -> the kernel's `saves` text."""
+
+
+def unary_kernel(
     *,
     family: str,
     name: str,
     f: Any,
     push: Any,
-    saves: str,
+    reads: str,
     check: Any = None,
-    keep: str = "xy",
     ufunc: Any = None,
 ) -> None:
     """Elementwise unary: y = f(ctx, x, attrs); push(ctx, x, y, t, attrs) maps a tangent
-    or cotangent through the diagonal derivative (same sequence for JVP and VJP). `keep`
-    names what the derivative reads ("x", "y", both or neither); only that is saved, and
-    push receives None for the rest.
+    or cotangent through the diagonal derivative (same sequence for JVP and VJP). `reads`
+    (a key of `READS`: "x", "y", "xy" or "") names what the derivative reads; only that is
+    saved, and push receives None for the rest.
 
     `ufunc` (optional): the NumPy function that `f` calls on the NumPy IEEE `fast` context
     (`ctx.numpy_libm`), e.g. `np.tanh` for `ctx.unary("tanh", x)`. There the forward calls
     it directly, one call per op instead of f's layers (the eager per-op path); everywhere
     else it runs the reference, `UNARY_REFERENCE[name]` (through `f`), which it must equal
     bit for bit (tests/test_session_fastpath_kernels.py)."""
-    kx, ky = "x" in keep, "y" in keep
+    if reads not in READS:
+        raise ValueError(f"kernel {name!r}: reads={reads!r} is not one of {sorted(READS)}")
+    kx, ky = "x" in reads, "y" in reads
 
     def reference(ctx: KernelContext, xs: list[Any], attrs: Attrs, env: Env) -> tuple[Any, Any]:
         x = xs[0]
@@ -176,7 +182,7 @@ def unary(
         forward=forward,
         vjp=vjp,
         jvp=jvp,
-        saves=saves,
+        saves=READS[reads],
         check=check,
     )
 

@@ -6,7 +6,7 @@ Invariants:
 - Each kernel performs its spec rule's operation sequence (same operations, same operand
   order); binary kernels compute on broadcast operands and unbroadcast their cotangents
   (`builders.binary`), unary ones push tangents and cotangents through the same diagonal
-  derivative (`builders.unary`); both save only what their derivative reads.
+  derivative (`builders.unary_kernel`); both save only what their derivative reads.
 - maximum/minimum: NaN propagates (the first operand first), ties return the first operand
   and split the cotangent in halves.
 - `inv`, hardtanh, relu6, hardsigmoid, hardswish, softsign and the variadic add_n,
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.context import KernelContext
-from .builders import binary, pick, unary, where
+from .builders import binary, pick, unary_kernel, where
 from .table import Attrs, Env, register
 
 __all__: list[str] = []
@@ -106,22 +106,20 @@ for _n, _l in (("maximum", True), ("minimum", False)):
     )
 
 
-unary(
+unary_kernel(
     family=__name__,
     name="neg",
     f=lambda c, x, a: -x,
     ufunc=np.negative,
     push=lambda c, x, y, t, a: -t,
-    saves="nothing",
-    keep="",
+    reads="",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="scale",
     f=lambda c, x, a: c.const(a["c"]) * x,
     push=lambda c, x, y, t, a: c.const(a["c"]) * t,
-    saves="nothing",
-    keep="",
+    reads="",
 )
 
 
@@ -139,7 +137,7 @@ def _relu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return where(c, c.const(0) < x, t, x.shape)
 
 
-unary(family=__name__, name="relu", f=_relu, push=_relu_push, saves="x", keep="x")
+unary_kernel(family=__name__, name="relu", f=_relu, push=_relu_push, reads="x")
 
 
 def _abs_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
@@ -147,14 +145,13 @@ def _abs_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return c.xp.where(zero < x, t, where(c, x < zero, -t, x.shape))
 
 
-unary(
+unary_kernel(
     family=__name__,
     name="abs",
     f=lambda c, x, a: c.xp.abs(x) if not c.exact else np.abs(x),
     ufunc=np.abs,
     push=_abs_push,
-    saves="x",
-    keep="x",
+    reads="x",
 )
 
 
@@ -164,15 +161,14 @@ def _clamp(c: KernelContext, x: Any, a: Attrs) -> Any:
     return xp.where(c.isnan(x), x, xp.where(x < lo, lo, xp.where(hi < x, hi, x)))
 
 
-unary(
+unary_kernel(
     family=__name__,
     name="clamp",
     f=_clamp,
     push=lambda c, x, y, t, a: where(
         c, (c.const(a["lo"]) < x) & (x < c.const(a["hi"])), t, x.shape
     ),
-    saves="x",
-    keep="x",
+    reads="x",
 )
 
 
@@ -184,12 +180,12 @@ def _sqrt_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return where(c, pos, c.div(t, den), x.shape)
 
 
-unary(
+unary_kernel(
     family=__name__,
     name="sqrt",
     f=lambda c, x, a: c.sqrt(x),
     push=_sqrt_push,
-    saves="x, y",
+    reads="xy",
     ufunc=np.sqrt,
 )
 
@@ -252,7 +248,7 @@ def _leaky_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return c.xp.where(c.const(0) < x, t, c.const(a["negative_slope"]) * t)
 
 
-unary(family=__name__, name="leaky_relu", f=_leaky, push=_leaky_push, saves="x", keep="x")
+unary_kernel(family=__name__, name="leaky_relu", f=_leaky, push=_leaky_push, reads="x")
 
 
 def _sign(c: KernelContext, x: Any) -> Any:

@@ -2,7 +2,7 @@
 cos erf log1p expm1 elu celu selu mish pow pow_tensor.
 
 Invariants:
-- Every kernel is an elementwise unary (`builders.unary`): the transcendental itself is
+- Every kernel is an elementwise unary (`builders.unary_kernel`): the transcendental itself is
   `ctx.unary` (correctly rounded per profile), its derivative the spec rule's sequence.
 - log's precondition (x > 0, not NaN) is a `check` run by op constructors, not inside
   composite bodies (as in spec).
@@ -27,19 +27,18 @@ from spec.errors import DomainError
 from spec.ops.transcendental import ERF_C
 
 from ..engine.context import KernelContext
-from .builders import binary, unary
+from .builders import binary, unary_kernel
 from .table import Attrs
 
 __all__: list[str] = []
 
-unary(
+unary_kernel(
     family=__name__,
     name="exp",
     f=lambda c, x, a: c.unary("exp", x),
     ufunc=np.exp,
     push=lambda c, x, y, t, a: t * y,
-    saves="y",
-    keep="y",
+    reads="y",
 )
 
 
@@ -56,80 +55,72 @@ def _log_check(ctx: KernelContext, xs: list[Any], attrs: Attrs) -> None:
         )
 
 
-unary(
+unary_kernel(
     family=__name__,
     name="log",
     f=lambda c, x, a: c.unary("log", x),
     ufunc=np.log,
     push=lambda c, x, y, t, a: c.div(t, x),
-    saves="x",
+    reads="x",
     check=_log_check,
-    keep="x",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="tanh",
     f=lambda c, x, a: c.unary("tanh", x),
     ufunc=np.tanh,
     push=lambda c, x, y, t, a: t * (c.const(1) - y * y),
-    saves="y",
-    keep="y",
+    reads="y",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="sigmoid",
     f=lambda c, x, a: c.div(c.const(1), c.const(1) + c.unary("exp", -x)),
     push=lambda c, x, y, t, a: t * (y * (c.const(1) - y)),
-    saves="y",
-    keep="y",
+    reads="y",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="sin",
     f=lambda c, x, a: c.unary("sin", x),
     ufunc=np.sin,
     push=lambda c, x, y, t, a: t * c.unary("cos", x),
-    saves="x",
-    keep="x",
+    reads="x",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="cos",
     f=lambda c, x, a: c.unary("cos", x),
     ufunc=np.cos,
     push=lambda c, x, y, t, a: -(t * c.unary("sin", x)),
-    saves="x",
-    keep="x",
+    reads="x",
 )
 
 
 # --------------------------------------------------------------------------- issue 28
 
-unary(
+unary_kernel(
     family=__name__,
     name="erf",
     f=lambda c, x, a: c.unary("erf", x),
     push=lambda c, x, y, t, a: t * (c.const(ERF_C) * c.unary("exp", -(x * x))),
-    saves="x",
-    keep="x",
+    reads="x",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="log1p",
     f=lambda c, x, a: c.unary("log1p", x),
     ufunc=np.log1p,
     push=lambda c, x, y, t, a: c.div(t, c.const(1) + x),
-    saves="x",
-    keep="x",
+    reads="x",
 )
-unary(
+unary_kernel(
     family=__name__,
     name="expm1",
     f=lambda c, x, a: c.unary("expm1", x),
     ufunc=np.expm1,
     push=lambda c, x, y, t, a: t * c.unary("exp", x),
-    saves="x",
-    keep="x",
+    reads="x",
 )
 
 
@@ -150,8 +141,8 @@ def _celu_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return c.xp.where(c.const(0) < x, t, t * c.unary("exp", c.div(x, c.const(a["alpha"]))))
 
 
-unary(family=__name__, name="elu", f=_elu, push=_elu_push, saves="x", keep="x")
-unary(family=__name__, name="celu", f=_celu, push=_celu_push, saves="x", keep="x")
+unary_kernel(family=__name__, name="elu", f=_elu, push=_elu_push, reads="x")
+unary_kernel(family=__name__, name="celu", f=_celu, push=_celu_push, reads="x")
 
 
 # --------------------------------------------------------------------------- pow
@@ -164,13 +155,12 @@ def _pow_push(c: KernelContext, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return t * (c.const(e) * c.pow(x, c.const(e - 1)))
 
 
-unary(
+unary_kernel(
     family=__name__,
     name="pow",
     f=lambda c, x, a: c.pow(x, c.const(a["exponent"])),
     push=_pow_push,
-    saves="x",
-    keep="x",
+    reads="x",
 )
 
 

@@ -58,10 +58,7 @@ def typed_const_attrs(arr: Any, dtype: str) -> dict[str, Any]:
     t = to_spec(arr, dtype)
     D = DTYPE_DOMAIN[dtype]
     try:
-        values = [
-            v if isinstance(v, Fraction) else D.to_rational(v)  # type: ignore[attr-defined]
-            for v in t.data
-        ]
+        values = [v if isinstance(v, Fraction) else D.to_rational(v) for v in t.data]
     except DomainError as e:
         raise DomainError(f"const: a typed graph const must be finite ({e})") from None
     return {"shape": tuple(arr.shape), "values": values}

@@ -1,8 +1,14 @@
 """Builders and shared helpers of the op families (no op is registered here).
 
 Invariants:
-- `unary`, `elementwise2` and `composite` register one op each through `table.register`,
-  by keyword; every family module builds its ops with them or with `register` directly.
+- `elementwise1`, `elementwise2` and `composite` register one op each through
+  `table.register`, by keyword; every family module builds its ops with them or with
+  `register` directly. `elementwise1`'s `reads=` ("x", "y", "xy" or "") says what its
+  derivative reads, and the op's `saves` text is derived from it.
+- `tags` (a frozenset on the `OpDef`) are read by the judged engines' budgets
+  (`conformance.engines.budgets.budget_class`): "elementwise" (one result element per
+  operand element: `elementwise1` and `elementwise2` set it, a composite names it), and
+  "broadcast" (`elementwise2`: the operands broadcast centrally).
 - `elementwise2` broadcasts centrally: the rule sees one output position at a time and the
   cotangent of a broadcast operand is reduced back by `unbroadcast`.
 - `max_pick` / `max_split` / `max_tangent` are the maximum/minimum conventions shared by
@@ -21,8 +27,9 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from ..domains import Domain
+from ..domains import Domain, add_math_function
 from ..errors import GraphError, ShapeError, op_error
+from ..mathfns import MATH_FNS, MathFn
 from ..shape import Shape, broadcast_shapes, sliding_window_out_dim
 from ..tensor import Tensor
 from .table import (
@@ -41,11 +48,13 @@ from .table import (
 )
 
 __all__ = [
+    "READS",
     "SECOND_NOTE",
     "SECOND_VALUES",
     "broadcast_rule",
     "composite",
     "conv_out_dim",
+    "elementwise1",
     "elementwise2",
     "half",
     "image_dims",
@@ -59,7 +68,6 @@ __all__ = [
     "second_arg",
     "second_point",
     "shape_error",
-    "unary",
     "zeros_like",
 ]
 
@@ -105,14 +113,20 @@ def same_shape(op: str) -> ShapeFn:
     return rule
 
 
-def unary(
+READS = {"x": "x", "y": "y", "xy": "x, y", "": "nothing"}
+"""The `reads=` values of the elementwise builders: what the derivative reads (the operand,
+the result, both or neither) -> the `saves` text of the op."""
+
+
+def elementwise1(
     *,
     name: str,
     family: str,
-    f: Callable[[Domain, Any, Attrs], Any],
     push: Callable[[Domain, Any, Any, Any, Attrs], Any],
-    saves: str,
+    reads: str,
     doc: str,
+    f: Callable[[Domain, Any, Attrs], Any] | None = None,
+    math: MathFn | None = None,
     attrs: tuple[AttrSpec, ...] = (),
     algebraic: bool = True,
     precondition: Callable[[Domain, list[Tensor], Attrs], None] | None = None,
@@ -120,17 +134,34 @@ def unary(
     samples: tuple[Sample, ...] = (),
 ) -> OpDef:
     """An elementwise unary op. `push(D, x, y, t, attrs)` maps a tangent or cotangent `t`
-    through the (diagonal) derivative at x (y = f(x) is the saved output); the same
-    sequence serves the JVP and the VJP."""
+    through the (diagonal) derivative at x; `reads` (a key of `READS`) says whether it
+    reads x, y = f(x) or both (what it does not read is None, and y is not computed for
+    it); the same sequence serves the JVP and the VJP. `math` (a `spec.mathfns.MathFn`)
+    makes the op the math function of that record: f defaults to `D.<name>(x)`, and the
+    record is added to `MATH_FNS` (deriving its domain methods) unless it is there."""
+    if reads not in READS:
+        raise GraphError(f"op {name!r}: reads={reads!r} is not one of {sorted(READS)}")
+    if math is not None and math.name not in MATH_FNS:
+        add_math_function(math)
+    if f is None:
+        if math is None:
+            raise GraphError(f"op {name!r}: elementwise1 needs f= or math=")
+        fname = math.name
+
+        def f(D: Domain, v: Any, a: Attrs) -> Any:
+            return getattr(D, fname)(v)
+
+    fx = f
+    ky = "y" in reads
 
     def forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
-        return xs[0].map(lambda v: f(D, v, a))
+        return xs[0].map(lambda v: fx(D, v, a))
 
     def jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
         x = xs[0]
-        y = forward(D, xs, a, env)
+        ys = forward(D, xs, a, env).data if ky else (None,) * len(x.data)
         data = tuple(
-            push(D, xv, yv, tv, a) for xv, yv, tv in zip(x.data, y.data, dxs[0].data, strict=True)
+            push(D, xv, yv, tv, a) for xv, yv, tv in zip(x.data, ys, dxs[0].data, strict=True)
         )
         return Tensor(x.shape, data)
 
@@ -146,12 +177,13 @@ def unary(
         forward=forward,
         jvp=jvp,
         vjp=vjp,
-        saves=saves,
+        saves=READS[reads],
         doc=doc,
         algebraic=algebraic,
         precondition=precondition,
         tags=frozenset({"elementwise"}),
         samples=samples,
+        math=math,
     )
 
 

@@ -3,7 +3,7 @@ detach const leaky_relu sign hardtanh relu6 hardsigmoid hardswish softsign add_n
 minimum_n mean_n.
 
 Invariants:
-- Binary ops broadcast through `builders.elementwise2`; unary ops are `builders.unary`, one
+- Binary ops broadcast through `builders.elementwise2`; unary ops are `builders.elementwise1`, one
   domain call per element, and their JVP and VJP push through the same diagonal derivative.
 - Conventions: relu'(0) = 0; maximum/minimum ties give each side ḡ·(1/2) (NaN propagates,
   ties, +0 vs −0 included, return a); sqrt' = 0 for x <= 0; clamp' = 0 at the bounds;
@@ -35,6 +35,7 @@ from ..shape import Shape, size
 from ..tensor import Tensor
 from .builders import (
     composite,
+    elementwise1,
     elementwise2,
     max_pick,
     max_split,
@@ -44,7 +45,6 @@ from .builders import (
     second_arg,
     second_point,
     shape_error,
-    unary,
     zeros_like,
 )
 from .table import Attrs, AttrSpec, Env, Sample, arg, register, sample
@@ -219,12 +219,12 @@ _max_family(
 )
 
 
-unary(
+elementwise1(
     name="neg",
     family=FAMILY,
     f=lambda D, x, a: D.neg(x),
     push=lambda D, x, y, t, a: D.neg(t),
-    saves="nothing",
+    reads="",
     doc="-x",
     samples=(
         sample(arg((3,), 1, -2, Fraction(1, 2)), note="generic point"),
@@ -238,12 +238,12 @@ def _scale_c(D: Domain, a: Attrs) -> Any:
     return D.from_rational(a["c"])
 
 
-unary(
+elementwise1(
     name="scale",
     family=FAMILY,
     f=lambda D, x, a: D.mul(_scale_c(D, a), x),
     push=lambda D, x, y, t, a: D.mul(_scale_c(D, a), t),
-    saves="nothing",
+    reads="",
     attrs=(AttrSpec("c", "rational"),),
     doc="c * x, c an exact rational cast into the domain",
     samples=(
@@ -268,12 +268,12 @@ def _relu(D: Domain, x: Any, a: Attrs) -> Any:
     return x if D.lt(D.zero(), x) else D.zero()
 
 
-unary(
+elementwise1(
     name="relu",
     family=FAMILY,
     f=_relu,
     push=lambda D, x, y, t, a: t if D.lt(D.zero(), x) else D.zero(),
-    saves="x",
+    reads="x",
     doc="x if x > 0 else +0 (NaN propagates); relu'(0) = 0",
     samples=(
         sample(arg((4,), -1, 2, Fraction(-1, 2), 3), note="generic point"),
@@ -292,12 +292,12 @@ def _abs_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return D.zero()
 
 
-unary(
+elementwise1(
     name="abs",
     family=FAMILY,
     f=lambda D, x, a: D.abs(x),
     push=_abs_push,
-    saves="x",
+    reads="x",
     doc="|x|; the derivative is sign(x) with 0 at x = 0",
     samples=(
         sample(arg((3,), -1, 2, Fraction(-1, 2)), note="generic point"),
@@ -336,12 +336,12 @@ def _clamp_shape(shapes: list[Shape], a: Attrs) -> Shape:
     return shapes[0]
 
 
-unary(
+elementwise1(
     name="clamp",
     family=FAMILY,
     f=_clamp,
     push=_clamp_push,
-    saves="x",
+    reads="x",
     shape=_clamp_shape,
     attrs=(AttrSpec("lo", "rational"), AttrSpec("hi", "rational")),
     doc="min(max(x, lo), hi) with rational bounds lo <= hi; clamp' = 0 at the bounds",
@@ -375,12 +375,12 @@ def _sqrt_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return D.zero()
 
 
-unary(
+elementwise1(
     name="sqrt",
     family=FAMILY,
     f=lambda D, x, a: D.sqrt(x),
     push=_sqrt_push,
-    saves="x, y",
+    reads="xy",
     doc="sqrt(x); cotangent g/(2*y) for x > 0, else 0",
     algebraic=False,
     samples=(
@@ -493,12 +493,12 @@ def _leaky_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     return D.mul(_slope(D, a), t)
 
 
-unary(
+elementwise1(
     name="leaky_relu",
     family=FAMILY,
     f=_leaky,
     push=_leaky_push,
-    saves="x",
+    reads="x",
     attrs=(AttrSpec("negative_slope", "rational", required=False, default=LEAKY_SLOPE),),
     doc="x if x > 0 else negative_slope * x (NaN propagates); derivative t for x > 0, else "
     "negative_slope * t: the slope at x = 0",

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..domains import Domain
 from ..errors import GraphError, ShapeError
+from ..mathfns import MathFn
 from ..shape import Shape, broadcasts_to, ravel_index, size, unravel_index
 from ..tensor import Tensor, fold_add
 
@@ -174,7 +175,11 @@ def sample(
 @dataclass
 class OpDef:
     """One entry of the op table. `arity` None means variadic (at least one argument);
-    `family` names the module `spec.ops.<family>` that defines the op."""
+    `family` names the module `spec.ops.<family>` that defines the op; `tags` are read by
+    the judged engines' budgets ("elementwise", "broadcast": see `spec.ops.builders`);
+    `math` is the `spec.mathfns.MathFn` record of an op that is one math function
+    elementwise (its domain methods, crmath evaluation, bound, graph builder, law and
+    engine spellings are derived from it)."""
 
     name: str
     arity: int | None
@@ -193,6 +198,7 @@ class OpDef:
     tags: frozenset[str] = field(default_factory=frozenset)
     family: str = ""
     samples: tuple[Sample, ...] = ()
+    math: MathFn | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -224,6 +230,7 @@ def register(
     differentiable: bool = True,
     tags: frozenset[str] = frozenset(),
     samples: tuple[Sample, ...] = (),
+    math: MathFn | None = None,
 ) -> OpDef:
     """Declare one op into `OPS` (a name declared twice raises)."""
     if name in OPS:
@@ -248,6 +255,7 @@ def register(
         tags=tags,
         family=family,
         samples=tuple(samples),
+        math=math,
     )
     OPS[name] = op
     return op

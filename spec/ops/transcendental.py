@@ -36,17 +36,17 @@ from typing import Any
 
 from ..domains import Domain
 from ..errors import DomainError, GraphError, op_error
+from ..mathfns import MATH_FNS
 from ..tensor import Tensor
 from .builders import (
     composite,
+    elementwise1,
     elementwise2,
-    same_shape,
     scalar_const,
     second_arg,
     second_point,
-    unary,
 )
-from .table import Attrs, AttrSpec, Env, Sample, arg, register, sample
+from .table import Attrs, AttrSpec, arg, sample
 
 __all__ = [
     "ERF_C",
@@ -62,12 +62,13 @@ __all__ = [
 FAMILY = "transcendental"
 
 
-unary(
+elementwise1(
     name="exp",
+    math=MATH_FNS["exp"],
     family=FAMILY,
     f=lambda D, x, a: D.exp(x),
     push=lambda D, x, y, t, a: D.mul(t, y),
-    saves="y",
+    reads="y",
     doc="exp(x)",
     algebraic=False,
     samples=(
@@ -85,12 +86,13 @@ def _log_pre(D: Domain, xs: list[Tensor], a: Attrs) -> None:
             )
 
 
-unary(
+elementwise1(
     name="log",
+    math=MATH_FNS["log"],
     family=FAMILY,
     f=lambda D, x, a: D.log(x),
     push=lambda D, x, y, t, a: D.div(t, x),
-    saves="x",
+    reads="x",
     doc="natural log; refuses to build on any input <= 0 or NaN",
     algebraic=False,
     precondition=_log_pre,
@@ -101,12 +103,13 @@ unary(
         ),
     ),
 )
-unary(
+elementwise1(
     name="tanh",
+    math=MATH_FNS["tanh"],
     family=FAMILY,
     f=lambda D, x, a: D.tanh(x),
     push=lambda D, x, y, t, a: D.mul(t, D.sub(D.one(), D.mul(y, y))),
-    saves="y",
+    reads="y",
     doc="tanh(x); derivative 1 - y*y",
     algebraic=False,
     samples=(
@@ -114,12 +117,13 @@ unary(
         second_point(second_arg()),
     ),
 )
-unary(
+elementwise1(
     name="sin",
+    math=MATH_FNS["sin"],
     family=FAMILY,
     f=lambda D, x, a: D.sin(x),
     push=lambda D, x, y, t, a: D.mul(t, D.cos(x)),
-    saves="x",
+    reads="x",
     doc="sin(x)",
     algebraic=False,
     samples=(
@@ -127,12 +131,13 @@ unary(
         second_point(second_arg()),
     ),
 )
-unary(
+elementwise1(
     name="cos",
+    math=MATH_FNS["cos"],
     family=FAMILY,
     f=lambda D, x, a: D.cos(x),
     push=lambda D, x, y, t, a: D.neg(D.mul(t, D.sin(x))),
-    saves="x",
+    reads="x",
     doc="cos(x)",
     algebraic=False,
     samples=(
@@ -149,12 +154,12 @@ def _sigmoid(D: Domain, x: Any, a: Attrs) -> Any:
 # A primitive rather than the composite div(1, add(1, exp(neg x))): composed, the
 # derivative for x < about -88 (binary32) is (-0)*inf = NaN, because exp(-x) overflows.
 # The explicit rule y*(1 - y) stays finite.
-unary(
+elementwise1(
     name="sigmoid",
     family=FAMILY,
     f=_sigmoid,
     push=lambda D, x, y, t, a: D.mul(t, D.mul(y, D.sub(D.one(), y))),
-    saves="y",
+    reads="y",
     doc="div(1, add(1, exp(neg x))); derivative mul(y, sub(1, y))",
     algebraic=False,
     samples=(
@@ -286,8 +291,6 @@ composite(
 )
 
 
-# --------------------------------------------------------------------------- issue 28
-
 _GENERIC = (
     sample(arg((3,), -1, Fraction(1, 2), 2), note="generic point"),
     second_point(second_arg()),
@@ -297,49 +300,13 @@ ERF_C = Fraction("1.128379167095512573896158903121545171688101258657997713688171
 """2/sqrt(pi) to 70 significant digits, as an exact rational (cast once into a domain)."""
 
 
-def _pointwise(
-    *,
-    name: str,
-    f: Any,
-    push: Any,
-    doc: str,
-    samples: tuple[Sample, ...],
-    attrs: tuple[AttrSpec, ...] = (),
-    shape: Any = None,
-) -> None:
-    """An elementwise unary primitive whose derivative `push(D, x, t, attrs)` reads x only
-    (never the forward value): the same sequence serves the JVP and the VJP."""
-
-    def forward(D: Domain, xs: list[Tensor], a: Attrs, env: Env) -> Tensor:
-        return xs[0].map(lambda v: f(D, v, a))
-
-    def jvp(D: Domain, xs: list[Tensor], dxs: list[Tensor], a: Attrs, env: Env) -> Tensor:
-        x = xs[0]
-        return Tensor(
-            x.shape, tuple(push(D, v, t, a) for v, t in zip(x.data, dxs[0].data, strict=True))
-        )
-
-    register(
-        name=name,
-        family=FAMILY,
-        arity=1,
-        attrs=attrs,
-        shape=shape or same_shape(name),
-        forward=forward,
-        jvp=jvp,
-        vjp=lambda D, xs, g, a, env: [jvp(D, xs, [g], a, env)],
-        saves="x",
-        doc=doc,
-        algebraic=False,
-        tags=frozenset({"elementwise"}),
-        samples=samples,
-    )
-
-
-_pointwise(
+elementwise1(
     name="erf",
+    math=MATH_FNS["erf"],
+    family=FAMILY,
+    reads="x",
     f=lambda D, x, a: D.erf(x),
-    push=lambda D, x, t, a: D.mul(t, D.mul(D.from_rational(ERF_C), D.exp(D.neg(D.mul(x, x))))),
+    push=lambda D, x, y, t, a: D.mul(t, D.mul(D.from_rational(ERF_C), D.exp(D.neg(D.mul(x, x))))),
     doc="erf(x), correctly rounded; derivative mul(t, mul(c, exp(neg(mul(x, x))))) with "
     "c = 2/sqrt(pi) cast once",
     samples=(
@@ -351,11 +318,15 @@ _pointwise(
             note="erf(±inf) = ±1, NaN propagates; derivative 0 at ±inf",
         ),
     ),
+    algebraic=False,
 )
-_pointwise(
+elementwise1(
     name="log1p",
+    math=MATH_FNS["log1p"],
+    family=FAMILY,
+    reads="x",
     f=lambda D, x, a: D.log1p(x),
-    push=lambda D, x, t, a: D.div(t, D.add(D.one(), x)),
+    push=lambda D, x, y, t, a: D.div(t, D.add(D.one(), x)),
     doc="log(1 + x), correctly rounded (NaN for x < -1, -inf at -1); derivative div(t, add(1, x))",
     samples=(
         sample(arg((3,), Fraction(-1, 2), Fraction(1, 2), 2), note="generic point"),
@@ -373,11 +344,15 @@ _pointwise(
             note="log1p(-1) = -inf, log1p(x < -1) = NaN, log1p(inf) = inf",
         ),
     ),
+    algebraic=False,
 )
-_pointwise(
+elementwise1(
     name="expm1",
+    math=MATH_FNS["expm1"],
+    family=FAMILY,
+    reads="x",
     f=lambda D, x, a: D.expm1(x),
-    push=lambda D, x, t, a: D.mul(t, D.exp(x)),
+    push=lambda D, x, y, t, a: D.mul(t, D.exp(x)),
     doc="exp(x) - 1, correctly rounded; derivative mul(t, exp(x))",
     samples=(
         *_GENERIC,
@@ -392,6 +367,7 @@ _pointwise(
             note="expm1(-inf) = -1, expm1(inf) = inf, expm1(-200) rounds to -1",
         ),
     ),
+    algebraic=False,
 )
 
 
@@ -401,7 +377,7 @@ def _elu(D: Domain, x: Any, a: Attrs) -> Any:
     return D.mul(D.from_rational(a.get("alpha", 1)), D.expm1(x))
 
 
-def _elu_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
+def _elu_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return t
     return D.mul(t, D.mul(D.from_rational(a.get("alpha", 1)), D.exp(x)))
@@ -412,8 +388,10 @@ _KINK_SAMPLES = (
     sample(arg((2,), -0.0, 1), kind="signed_zero", note="x = -0 gives -0 (alpha > 0)"),
 )
 
-_pointwise(
+elementwise1(
     name="elu",
+    family=FAMILY,
+    reads="x",
     f=_elu,
     push=_elu_push,
     attrs=(AttrSpec("alpha", "rational", required=False, default=Fraction(1)),),
@@ -431,6 +409,7 @@ _pointwise(
         ),
         *_KINK_SAMPLES,
     ),
+    algebraic=False,
 )
 
 
@@ -447,14 +426,16 @@ def _celu(D: Domain, x: Any, a: Attrs) -> Any:
     return D.mul(al, D.expm1(D.div(x, al)))
 
 
-def _celu_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
+def _celu_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     if D.lt(D.zero(), x):
         return t
     return D.mul(t, D.exp(D.div(x, D.from_rational(a.get("alpha", 1)))))
 
 
-_pointwise(
+elementwise1(
     name="celu",
+    family=FAMILY,
+    reads="x",
     f=_celu,
     push=_celu_push,
     shape=_celu_shape,
@@ -473,6 +454,7 @@ _pointwise(
         ),
         *_KINK_SAMPLES,
     ),
+    algebraic=False,
 )
 
 SELU_ALPHA = Fraction(1.6732632423543772)  # PyTorch's binary64 constants, exact rationals
@@ -511,7 +493,7 @@ def _pow_e(D: Domain, a: Attrs, shift: int = 0) -> Any:
     return D.from_rational(Fraction(a["exponent"]) - shift)
 
 
-def _pow_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
+def _pow_push(D: Domain, x: Any, y: Any, t: Any, a: Attrs) -> Any:
     if Fraction(a["exponent"]) == 0:
         return D.zero()
     return D.mul(t, D.mul(_pow_e(D, a), D.pow(x, _pow_e(D, a, 1))))
@@ -519,8 +501,10 @@ def _pow_push(D: Domain, x: Any, t: Any, a: Attrs) -> Any:
 
 _NAN, _INF = float("nan"), float("inf")
 
-_pointwise(
+elementwise1(
     name="pow",
+    family=FAMILY,
+    reads="x",
     f=lambda D, x, a: D.pow(x, _pow_e(D, a)),
     push=_pow_push,
     attrs=(AttrSpec("exponent", "rational"),),
@@ -574,6 +558,7 @@ _pointwise(
             note="NaN**0 = inf**0 = 1",
         ),
     ),
+    algebraic=False,
 )
 
 
