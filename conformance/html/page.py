@@ -44,6 +44,7 @@ __all__ = [
     "package_version",
     "summary_list",
     "table",
+    "write_bundle",
     "write_page",
 ]
 
@@ -121,6 +122,13 @@ def write_page(out_dir: str | os.PathLike[str], name: str, text: str) -> str:
     p = d / name
     p.write_text(text, encoding="utf-8")
     return str(p)
+
+
+def write_bundle(out_dir: str, page: str, files: dict[str, str]) -> str:
+    """Write `files` (relative path -> text) and the page as `out_dir/index.html`; its path."""
+    for rel, text in files.items():
+        write_page(os.path.join(out_dir, os.path.dirname(rel)), os.path.basename(rel), text)
+    return write_page(out_dir, "index.html", page)
 
 
 def package_version(dist: str) -> str:

@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +29,7 @@ from .page import (
     esc,
     summary_list,
     table,
-    write_page,
+    write_bundle,
 )
 
 __all__ = ["op_rows", "replay_command", "suite_html", "write_suite_html"]
@@ -160,7 +159,4 @@ def suite_html(rep: dict[str, Any]) -> tuple[str, dict[str, str]]:
 
 def write_suite_html(rep: dict[str, Any], out_dir: str) -> str:
     """Write the page and its reproducers into `out_dir`; the page's path."""
-    page, files = suite_html(rep)
-    for rel, text in files.items():
-        write_page(os.path.join(out_dir, os.path.dirname(rel)), os.path.basename(rel), text)
-    return write_page(out_dir, "index.html", page)
+    return write_bundle(out_dir, *suite_html(rep))
