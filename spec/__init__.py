@@ -74,6 +74,7 @@ __all__ = [
     "Tensor",
     "TensorPack",
     "TorchLeanError",
+    "__version__",
     "backprop_all_ctx",
     "backprop_ctx",
     "broadcast_shapes",
@@ -94,6 +95,5 @@ __all__ = [
     "sliding_window_out_dim",
     "tensor_from_dict",
     "tensor_to_dict",
-    "__version__",
     "validate_graph",
 ]

@@ -167,7 +167,7 @@ def compare_html(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str]) -
                 ("verdict", verdict),
                 ("changes", len(changes)),
                 *environment(),
-            ]  # fmt: skip
+            ]
         ),
         '<h2 id="changes">Changes</h2>',
         table(("severity", "row", "what"), [(c.severity, c.key, c.what) for c in changes])

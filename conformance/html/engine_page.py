@@ -37,7 +37,16 @@ from .page import (
 
 __all__ = ["budget_text", "engine_html", "replay_command", "write_engine_html"]
 
-_SKIP_META = {"conventions", "dtypes", "ops", "command", "spec_version", "machine"}
+_SKIP_META = {
+    "conventions",
+    "dtypes",
+    "ops",
+    "command",
+    "spec_version",
+    "machine",
+    "python",
+    "numpy",
+}
 
 
 def replay_command(meta: dict[str, Any], path: str) -> str:
