@@ -38,10 +38,10 @@ from typing import Any
 from runtime.backends import Backend, get_backend
 from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
+from spec.report_page import machine
 from spec.version import __version__ as SPEC_VERSION
 
 from .distributed import AUTO, add_cluster_arguments, run_sharded, sharded
-from .html.page import machine
 from .html.suite_page import write_suite_html
 from .reproducer import ReproducerError, read_json, validate, validate_session_machine
 from .suite import (

@@ -22,10 +22,10 @@ import sys
 from typing import Any
 
 from spec.ops import OPS
+from spec.report_page import machine
 from spec.version import __version__ as SPEC_VERSION
 
 from ..html.engine_page import write_engine_html
-from ..html.page import machine
 from . import load_engine
 from .base import Engine, EngineUnavailable
 from .conventions import named_conventions

@@ -12,7 +12,8 @@ Invariants:
   to anchors and to files written beside the page.
 """
 
-from .page import links_of, markdown_html, markdown_tables
+from spec.report_page import links_of, markdown_html, markdown_tables
+
 from .suite_page import suite_html, write_suite_html
 
 __all__ = ["links_of", "markdown_html", "markdown_tables", "suite_html", "write_suite_html"]

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spec.errors import TorchLeanError
-
-from .page import document, environment, summary_list, table, write_page
+from spec.report_page import document, environment, summary_list, table, write_page
 
 __all__ = [
     "Change",

@@ -19,10 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..engines.budgets import budget_for
-from ..engines.tables import cell, render
-from . import plots
-from .page import (
+from spec.report_page import (
     Raw,
     anchor_id,
     code_block,
@@ -34,6 +31,10 @@ from .page import (
     table,
     write_bundle,
 )
+
+from ..engines.budgets import budget_for
+from ..engines.tables import cell, render
+from . import plots
 
 __all__ = ["budget_text", "engine_html", "replay_command", "write_engine_html"]
 

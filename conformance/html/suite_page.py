@@ -19,8 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from . import plots
-from .page import (
+from spec.report_page import (
     Raw,
     anchor_id,
     code_block,
@@ -31,6 +30,8 @@ from .page import (
     table,
     write_bundle,
 )
+
+from . import plots
 
 __all__ = ["op_rows", "replay_command", "suite_html", "write_suite_html"]
 

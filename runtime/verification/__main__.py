@@ -2,15 +2,18 @@
 prints VNN-COMP's result (`sat` with the counterexample, `unsat`, `unknown`); exit status 0
 for any of them, 2 with a one-line error on stderr for a file or network it cannot handle.
 With `--certificate F`, an `unsat` answer writes its certificates as F.0.json, F.1.json ...
-(each checked by `python -m proofs check-cert`)."""
+(each checked by `python -m proofs check-cert`). With `--html DIR` the result is also
+written as a page (`spec.report_page.markdown_page`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 from spec.errors import TorchLeanError
+from spec.report_page import markdown_page
 
 from .vnn import format_result, verify_vnnlib
 
@@ -21,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("property")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--certificate", default=None)
+    ap.add_argument("--html", default=None, metavar="DIR", help="also write the result as a page")
     a = ap.parse_args(argv)
     try:
         r = verify_vnnlib(a.model, a.property, timeout=a.timeout)
@@ -32,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         for i, cert in enumerate(r.certificates):
             with open(f"{a.certificate}.{i}.json", "w", encoding="utf-8") as f:
                 json.dump(cert, f, indent=1, sort_keys=True)
+    if a.html:
+        md = f"`{a.model}` against `{a.property}`:\n\n```\n{format_result(r)}\n```\n"
+        args = sys.argv[1:] if argv is None else argv
+        cmd = shlex.join(["python", "-m", "runtime.verification", *args])
+        markdown_page(a.html, "Verification result", md, {"command": cmd})
     return 0
 
 

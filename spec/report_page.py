@@ -1,5 +1,8 @@
 """The pieces of a static HTML report page: escaping, tables, summaries, a Markdown subset
-rendered to HTML, and writing the page into its directory.
+rendered to HTML, and writing the page into its directory. It lives in the lowest layer
+(with `spec.doc`) so that every layer's command can write its report as a page
+(`markdown_page`: the verification CLI, the zoo, the benchmarks); the conformance pages
+are `conformance.html`.
 
 Invariants:
 - A page is one self-contained file: inline CSS, no script, no external style sheet, font
@@ -27,7 +30,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from spec.version import __version__ as SPEC_VERSION
+from .version import __version__ as SPEC_VERSION
 
 __all__ = [
     "Raw",
@@ -40,6 +43,7 @@ __all__ = [
     "links_of",
     "machine",
     "markdown_html",
+    "markdown_page",
     "markdown_tables",
     "package_version",
     "summary_list",
@@ -129,6 +133,37 @@ def write_bundle(out_dir: str, page: str, files: dict[str, str]) -> str:
     for rel, text in files.items():
         write_page(os.path.join(out_dir, os.path.dirname(rel)), os.path.basename(rel), text)
     return write_page(out_dir, "index.html", page)
+
+
+def markdown_page(
+    out_dir: str,
+    title: str,
+    md: str,
+    meta: dict[str, Any] | None = None,
+    images: dict[str, bytes] | None = None,
+) -> str:
+    """Write a report that its command renders as Markdown as `out_dir/index.html`: the
+    summary (the run's `meta`, its versions and machine), the Markdown body, then each of
+    `images` (file name -> PNG bytes) written beside the page and shown; the page's path."""
+    m = dict(meta or {})
+    cmd = m.pop("command", None)
+    items = [(k, v) for k, v in m.items() if k not in _ENV_KEYS] + environment(m)
+    parts: list[str] = ['<h2 id="summary">Summary</h2>', summary_list(items)]
+    if cmd:
+        parts += ["<p>Reproduce this run:</p>", code_block(cmd)]
+    parts += ['<h2 id="report">Report</h2>', markdown_html(md)]
+    files = {}
+    for name, data in (images or {}).items():
+        files[name] = data
+        parts.append(f'<p><img alt="{esc(name)}" src="{esc(name)}"></p>')
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    return write_page(out_dir, "index.html", document(title, parts))
+
+
+_ENV_KEYS = ("spec_version", "torchlean", "python", "numpy", "machine")
 
 
 def package_version(dist: str) -> str:
