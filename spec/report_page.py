@@ -13,7 +13,8 @@ Invariants:
 - Output is a function of the inputs only: no clock, no random names, dictionaries in
   their given order, so the same report renders to the same bytes.
 - `markdown_html` renders the subset of Markdown the project's generated docs use
-  (headings, paragraphs, `-` lists, fenced code, pipe tables, `code`, **bold**); a pipe
+  (headings, paragraphs, `-` lists, fenced code, pipe tables, `code`, **bold**, links
+  to in-page anchors); a pipe
   table becomes an HTML table with exactly the Markdown cells (`markdown_tables` reads
   them back), so a docs table and its HTML never disagree.
 """
@@ -40,6 +41,7 @@ __all__ = [
     "document",
     "environment",
     "esc",
+    "inline_html",
     "links_of",
     "machine",
     "markdown_html",
@@ -196,14 +198,17 @@ def environment(meta: dict[str, Any] | None = None) -> list[tuple[str, str]]:
 # ---- Markdown subset -------------------------------------------------------------------
 
 
-def _inline(text: str) -> str:
+def inline_html(text: str) -> str:
+    """One line of the Markdown subset: `code`, **bold**, and [text](#anchor) links to
+    anchors of the same page."""
     parts = re.split(r"(`[^`]*`)", text)
     out = []
     for p in parts:
         if len(p) >= 2 and p.startswith("`") and p.endswith("`"):
             out.append(f"<code>{esc(p[1:-1])}</code>")
         else:
-            out.append(re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", esc(p)))
+            t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", esc(p))
+            out.append(re.sub(r"\[([^\]]+)\]\((#[^)\s\"]+)\)", r'<a href="\2">\1</a>', t))
     return "".join(out)
 
 
@@ -238,8 +243,10 @@ def markdown_tables(md: str) -> list[tuple[list[str], list[list[str]]]]:
 
 def _md_table(lines: list[str]) -> str:
     head, rows = _cells(lines[0]), [_cells(x) for x in lines[2:]]
-    th = "".join(f"<th>{_inline(h)}</th>" for h in head)
-    body = "\n".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+    th = "".join(f"<th>{inline_html(h)}</th>" for h in head)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{inline_html(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
     return f"<table>\n<thead><tr>{th}</tr></thead><tbody>\n{body}\n</tbody></table>"
 
 
@@ -256,7 +263,7 @@ def _block(lines: list[str], k: int, out: list[str]) -> int:
     if m:
         n = min(len(m.group(1)) + 1, 6)
         hid = anchor_id(m.group(2).strip().lower())
-        out.append(f'<h{n} id="{esc(hid)}">{_inline(m.group(2))}</h{n}>')
+        out.append(f'<h{n} id="{esc(hid)}">{inline_html(m.group(2))}</h{n}>')
         return k + 1
     if line.lstrip().startswith("|") and k + 1 < len(lines) and _is_rule(lines[k + 1]):
         j = k + 2
@@ -272,14 +279,14 @@ def _block(lines: list[str], k: int, out: list[str]) -> int:
             else:
                 items[-1] += " " + lines[j].strip()
             j += 1
-        out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
+        out.append("<ul>" + "".join(f"<li>{inline_html(i)}</li>" for i in items) + "</ul>")
         return j
     j = k
     para = []
     while j < len(lines) and lines[j].strip() and not _starts_block(lines, j):
         para.append(lines[j].strip())
         j += 1
-    out.append(f"<p>{_inline(' '.join(para))}</p>")
+    out.append(f"<p>{inline_html(' '.join(para))}</p>")
     return max(j, k + 1)
 
 
