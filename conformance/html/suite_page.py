@@ -9,6 +9,8 @@ Invariants:
   focused run (anchor `op-NAME`: cases, failures, worst error as a fraction of its budget,
   max ulp, a plot when matplotlib is present), and each failure (anchor `failure-K`)
   with its shrunk graph, reproducer and the command that replays it from DIR.
+- `DIR/ops.html` is docs/OPS.md rendered from `spec.doc.op_table_markdown`, the code that
+  writes the docs file: the page's op table and the docs never disagree.
 - Wall times are not on the page (the JSON has them): the same report renders to the same
   bytes.
 """
@@ -19,6 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from spec.doc import op_table_markdown
 from spec.report_page import (
     Raw,
     anchor_id,
@@ -26,6 +29,7 @@ from spec.report_page import (
     document,
     environment,
     esc,
+    markdown_html,
     summary_list,
     table,
     write_bundle,
@@ -33,7 +37,7 @@ from spec.report_page import (
 
 from . import plots
 
-__all__ = ["op_rows", "replay_command", "suite_html", "write_suite_html"]
+__all__ = ["op_rows", "op_table_page", "replay_command", "suite_html", "write_suite_html"]
 
 
 def replay_command(repro: dict[str, Any], meta: dict[str, Any], path: str) -> str:
@@ -87,6 +91,7 @@ def _summary(rep: dict[str, Any], ops: dict[str, Any]) -> list[str]:
         summary_list(items),
         "<p>Reproduce this run:</p>",
         code_block(cmd),
+        '<p>The op table (docs/OPS.md) is beside this page: <a href="ops.html">ops.html</a>.</p>',
     ]
 
 
@@ -150,10 +155,16 @@ def _failures(rep: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     return parts, files
 
 
+def op_table_page() -> str:
+    """docs/OPS.md (`spec.doc.op_table_markdown`) as a page: the same cells."""
+    return document("The op table", [markdown_html(op_table_markdown())])
+
+
 def suite_html(rep: dict[str, Any]) -> tuple[str, dict[str, str]]:
     """The page and the files beside it (relative path -> text)."""
     ops = op_rows(rep["rows"])
     fails, files = _failures(rep)
+    files["ops.html"] = op_table_page()
     parts = [*_summary(rep, ops), *_properties(rep["rows"]), *_ops(ops), *fails]
     return document("Conformance report", parts), files
 
