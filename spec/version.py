@@ -56,18 +56,19 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def rule_files() -> list[Path]:
-    """The files of `RULE_SOURCES`, sorted by their path under `spec`."""
-    files = {p for pat in RULE_SOURCES for p in _HERE.glob(pat)}
-    return sorted(files, key=lambda p: p.relative_to(_HERE).as_posix())
+def rule_files(root: Path = _HERE) -> list[Path]:
+    """The files of `RULE_SOURCES` under `root` (the `spec` directory), sorted by path."""
+    files = {p for pat in RULE_SOURCES for p in root.glob(pat)}
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
-def rules_digest() -> str:
-    """SHA-256 over (relative path, syntax tree without docstrings) of every rule file."""
+def rules_digest(root: Path = _HERE) -> str:
+    """SHA-256 over (relative path, syntax tree without docstrings) of every rule file
+    under `root` (the `spec` directory; another root: a copy being compared)."""
     h = hashlib.sha256()
-    for p in rule_files():
+    for p in rule_files(root):
         tree = _strip_docstrings(ast.parse(p.read_text(), filename=str(p)))
-        h.update(p.relative_to(_HERE).as_posix().encode() + b"\0")
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
         h.update(ast.dump(tree, include_attributes=False).encode() + b"\0")
     return h.hexdigest()
 

@@ -64,6 +64,7 @@ def _meta(engine: Engine, a: argparse.Namespace, dtypes: list[str], ops: Any) ->
         "strict_conventions": a.strict_conventions,
         "python": platform.python_version(),
         "conventions": named_conventions(),
+        "engine_arg": a.engine,
         "spec_version": SPEC_VERSION,
         "machine": machine(),
         "command": getattr(a, "command", None),

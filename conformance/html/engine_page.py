@@ -52,7 +52,8 @@ _SKIP_META = {
 
 def replay_command(meta: dict[str, Any], path: str) -> str:
     """The command that replays the engine reproducer saved at `path` (relative)."""
-    cmd = f"python -m conformance --engine {meta['engine']} --replay {path}"
+    name = meta.get("engine_arg") or meta["engine"]
+    cmd = f"python -m conformance --engine {name} --replay {path}"
     return cmd + (" --strict-conventions" if meta.get("strict_conventions") else "")
 
 
