@@ -9,14 +9,14 @@ Invariants:
   formatting, comments or docs leaves it unchanged and any change of code changes it.
 - `RULES_DIGESTS` maps each released version to the digest of its rules; the current
   `__version__` must map to `rules_digest()` (a test), so a rule change without a new
-  version (and a new entry) fails. `python -m spec.version` prints the current digest.
+  version (and a new entry) fails; its message prints the current digest
+  (`python -c 'import spec.version as v; print(v.rules_digest())'`).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import sys
 from pathlib import Path
 
 __all__ = ["RULES_DIGESTS", "RULE_SOURCES", "__version__", "rule_files", "rules_digest"]
@@ -71,7 +71,3 @@ def rules_digest(root: Path = _HERE) -> str:
         h.update(p.relative_to(root).as_posix().encode() + b"\0")
         h.update(ast.dump(tree, include_attributes=False).encode() + b"\0")
     return h.hexdigest()
-
-
-if __name__ == "__main__":
-    sys.stdout.write(f"{__version__} {rules_digest()}\n")
