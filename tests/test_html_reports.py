@@ -11,10 +11,8 @@ command loads it again."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from dataclasses import replace
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from conformance.html.compare import compare
 from conformance.html.suite_page import op_table_page, suite_html
 from spec.doc import op_table_markdown
 from spec.report_page import links_of, markdown_page, markdown_tables
+from tests.html_check import assert_self_contained, parse, plain
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_OPS = ("exp", "add", "neg")
@@ -44,73 +43,6 @@ class NumpyWrap:
 
 OFF_EXP = NumpyWrap(exp=lambda x: np.exp(x) * x.dtype.type(1.01))
 GOOD = NumpyWrap()
-
-
-class _Page(HTMLParser):
-    """Checks that every non-void element is closed in order; collects ids, row ids, the
-    text of each <pre> and the cells of each table."""
-
-    VOID = frozenset({"meta", "img", "br", "hr", "link", "input"})
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stack: list[str] = []
-        self.ids: list[str] = []
-        self.row_ids: list[str] = []
-        self.pres: list[str] = []
-        self.tables: list[list[list[str]]] = []
-        self.tags: set[str] = set()
-        self._text: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.add(tag)
-        a = dict(attrs)
-        if a.get("id"):
-            self.ids.append(str(a["id"]))
-            if tag == "tr":
-                self.row_ids.append(str(a["id"]))
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr":
-            self.tables[-1].append([])
-        if tag in ("pre", "td", "th"):
-            self._text = []
-        if tag not in self.VOID:
-            self.stack.append(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
-        self.stack.pop()
-        if tag in ("td", "th") and self._text is not None:
-            self.tables[-1][-1].append("".join(self._text).strip())
-            self._text = None
-        elif tag == "pre" and self._text is not None:
-            self.pres.append("".join(self._text))
-            self._text = None
-
-    def handle_data(self, data: str) -> None:
-        if self._text is not None:
-            self._text.append(data)
-
-
-def parse(page: str) -> _Page:
-    p = _Page()
-    p.feed(page)
-    p.close()
-    assert p.stack == [], f"unclosed elements {p.stack}"
-    return p
-
-
-def assert_self_contained(page: str, out: Path, ids: list[str]) -> None:
-    assert "<script" not in page.lower()
-    for link in links_of(page):
-        if link.startswith("#"):
-            assert link[1:] in ids, link
-        elif link.startswith("data:image/png;base64,"):
-            continue
-        else:
-            assert "://" not in link and not link.startswith("/"), link
-            assert (out / link).is_file(), f"{link} is not a file the writer put in {out}"
 
 
 # ---------------------------------------------------------------- the suite's page
@@ -241,17 +173,12 @@ def test_compare_refuses_reports_of_different_kinds(tmp_path: Path, capsys: Any)
 # ---------------------------------------------------------------- docs tables and pages
 
 
-def _plain(cell: str) -> str:
-    """A Markdown cell's text as a reader sees it: code and bold marks dropped."""
-    return re.sub(r"\*\*(.+?)\*\*", r"\1", cell.replace("`", ""))
-
-
 def test_the_op_table_page_has_exactly_the_docs_cells() -> None:
     docs = (ROOT / "docs" / "OPS.md").read_text()
     assert docs == op_table_markdown()
     (head, rows), = markdown_tables(docs)  # fmt: skip
     (table,) = parse(op_table_page()).tables
-    unmark = [[_plain(c) for c in r] for r in [head, *rows]]
+    unmark = [[plain(c) for c in r] for r in [head, *rows]]
     assert table == unmark
     assert len(rows) > 100
 
