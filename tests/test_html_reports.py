@@ -192,3 +192,15 @@ def test_markdown_page_writes_images_beside_it(tmp_path: Path) -> None:
     assert (tmp_path / "p.png").read_bytes() == b"\x89PNG"
     assert p.tables[-1] == [["a", "b"], ["x|y", "2"]]
     assert "code <here>" in p.pres and "cmd --x" in p.pres
+
+
+def test_without_matplotlib_the_page_has_tables_only_and_says_so(
+    failing_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conformance.html import plots
+
+    _, out, _ = failing_run
+    rep = json.loads((out.parent / "run.json").read_text())
+    monkeypatch.setattr(plots, "available", lambda: False)
+    page, _ = suite_html(rep)
+    assert plots.NO_PLOTS in page and "<img" not in page and "op-exp" in page
