@@ -107,7 +107,7 @@ def markdown() -> str:
 def html() -> str:
     """The same index as one page (anchors as ids)."""
     ths, rules = entries()
-    parts = [markdown_html("\n".join(_header()[2:]))]
+    parts: list[str] = [markdown_html("\n".join(_header()[2:]))]
     for title, group in (("Theorems", ths), ("Op rules", rules)):
         parts.append(f'<h2 id="{esc(title.lower().replace(" ", "-"))}">{esc(title)}</h2>')
         for e in group:

@@ -134,7 +134,7 @@ def _ops(rep: dict[str, Any]) -> list[str]:
 
 
 def _failures(rep: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    parts, files = ['<h2 id="failures">Failures</h2>'], {}
+    parts, files = ['<h2 id="failures">Failures</h2>'], dict[str, str]()
     failed = [r for r in rep["ops"] if r.get("failure")]
     if not failed:
         return [*parts, "<p>None.</p>"], files

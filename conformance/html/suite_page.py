@@ -131,7 +131,7 @@ def _ops(ops: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _failures(rep: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    parts, files = ['<h2 id="failures">Failures</h2>'], {}
+    parts, files = ['<h2 id="failures">Failures</h2>'], dict[str, str]()
     failed = [r for r in rep["rows"] if r.get("failure")]
     if not failed:
         return [*parts, "<p>None.</p>"], files
