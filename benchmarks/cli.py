@@ -126,10 +126,11 @@ def _choices(known: tuple[str, ...], none_ok: bool) -> Callable[[str], str]:
 def check_outputs(a: argparse.Namespace) -> str:
     """Why the output files cannot be written ('' when they can): checked before the run."""
     html = getattr(a, "html", None)
+    parent = Path(html).resolve().parent if html else None
     if html and Path(html).exists() and not Path(html).is_dir():
         return f"--html {html!r} is not a directory"
-    if html and not Path(html).resolve().parent.is_dir():
-        return f"--html {html!r}: the directory {str(Path(html).resolve().parent)!r} does not exist"
+    if parent is not None and not Path(html).is_dir() and not parent.is_dir():
+        return f"--html {html!r}: the directory {str(parent)!r} does not exist"
     for flag in ("out", "png", "json"):
         path = getattr(a, flag)
         if not path:

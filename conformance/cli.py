@@ -38,7 +38,7 @@ from typing import Any
 from runtime.backends import Backend, get_backend
 from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
-from spec.report_page import machine
+from spec.report_page import machine, page_dir_problem
 from spec.version import __version__ as SPEC_VERSION
 
 from .distributed import AUTO, add_cluster_arguments, run_sharded, sharded
@@ -158,17 +158,10 @@ def check_report_path(prefix: str) -> None:
 
 
 def check_html_dir(path: str | None) -> None:
-    """`TorchLeanError` unless `--html DIR` can be written (DIR is a directory or can be
-    created in an existing, writable parent)."""
-    if path is None:
-        return
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise TorchLeanError(f"--html {path!r} is not a directory")
-    d = path if os.path.isdir(path) else (os.path.dirname(os.path.abspath(path)))
-    if not os.path.isdir(d):
-        raise TorchLeanError(f"--html {path!r}: the directory {d!r} does not exist")
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise TorchLeanError(f"--html {path!r}: the directory {d!r} is not writable")
+    """`TorchLeanError` unless `--html DIR` can be written (`spec.report_page`)."""
+    problem = page_dir_problem(path) if path is not None else ""
+    if problem:
+        raise TorchLeanError(problem)
 
 
 def build_parser() -> argparse.ArgumentParser:

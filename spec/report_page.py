@@ -48,6 +48,7 @@ __all__ = [
     "markdown_page",
     "markdown_tables",
     "package_version",
+    "page_dir_problem",
     "summary_list",
     "table",
     "write_bundle",
@@ -128,6 +129,19 @@ def write_page(out_dir: str | os.PathLike[str], name: str, text: str) -> str:
     p = d / name
     p.write_text(text, encoding="utf-8")
     return str(p)
+
+
+def page_dir_problem(path: str) -> str:
+    """Why `--html PATH` cannot be written ('' when it can): PATH is a directory, or can be
+    created in an existing, writable parent."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"--html {path!r} is not a directory"
+    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        return f"--html {path!r}: the directory {d!r} does not exist"
+    if not os.access(d, os.W_OK | os.X_OK):
+        return f"--html {path!r}: the directory {d!r} is not writable"
+    return ""
 
 
 def write_bundle(out_dir: str, page: str, files: dict[str, str]) -> str:

@@ -204,3 +204,18 @@ def test_without_matplotlib_the_page_has_tables_only_and_says_so(
     monkeypatch.setattr(plots, "available", lambda: False)
     page, _ = suite_html(rep)
     assert plots.NO_PLOTS in page and "<img" not in page and "op-exp" in page
+
+
+def test_an_unwritable_html_dir_is_one_line_and_exit_2(tmp_path: Path, capsys: Any) -> None:
+    afile = tmp_path / "f"
+    afile.write_text("")
+    for argv in (
+        ["--html", str(afile), "--max-examples", "1"],
+        ["--html", str(tmp_path / "no" / "such"), "--max-examples", "1"],
+        ["--engine", "autograd", "--html", str(afile)],
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--html" in err, err
+    assert not (tmp_path / "no").exists()

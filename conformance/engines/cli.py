@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from spec.ops import OPS
-from spec.report_page import machine
+from spec.report_page import machine, page_dir_problem
 from spec.version import __version__ as SPEC_VERSION
 
 from ..html.engine_page import write_engine_html
@@ -96,6 +96,10 @@ def engine_main(a: argparse.Namespace) -> int:
         dtypes = _dtypes(a, engine.dtypes)
     except EngineUnavailable as e:
         print(f"python -m conformance: skipped: {e}", file=sys.stderr)
+        return 2
+    problem = page_dir_problem(a.html) if getattr(a, "html", None) else ""
+    if problem:
+        print(f"python -m conformance: {problem}", file=sys.stderr)
         return 2
     if a.replay:
         return replay(engine, a.replay, a.strict_conventions)
