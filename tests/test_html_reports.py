@@ -219,3 +219,12 @@ def test_an_unwritable_html_dir_is_one_line_and_exit_2(tmp_path: Path, capsys: A
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--html" in err, err
     assert not (tmp_path / "no").exists()
+
+
+def test_a_saved_report_renders_to_the_runs_page(failing_run: Any, tmp_path: Path) -> None:
+    from conformance.html.__main__ import main as render_main
+
+    _, out, first = failing_run
+    assert render_main([str(out.parent / "run.json"), str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "index.html").read_bytes() == first
+    assert render_main([str(tmp_path / "again" / "index.html"), str(tmp_path / "x")]) == 2
