@@ -4,7 +4,8 @@ Invariants:
 - `available()` is False when matplotlib cannot be imported; every plot function then
   returns None and the pages say that they hold tables only (`NO_PLOTS`).
 - Plots use matplotlib's object API on an Agg canvas (no pyplot, no global state, no
-  display) and are saved without metadata, so the same points give the same bytes.
+  display) and are saved as 16-colour PNGs without metadata, so the same points give the
+  same bytes.
 - A plot shows what its caller measured and nothing else: `ratio_strip` the worst
   error / budget of each (property, kernels) per dtype with the budget line at 1;
   `ulp_bars` the max ulp per dtype and direction with the engine's base budget marked.
@@ -46,8 +47,15 @@ def _figure(w: float = 2.6, h: float = 1.3) -> Any:
 
 
 def _uri(fig: Any) -> str:
+    """The figure as a 16-colour PNG (a plot has a handful of colours; a tenth of the bytes
+    of the RGBA image) in a `data:` URI."""
+    from PIL import Image
+
+    fig.canvas.draw()
+    w, h = fig.canvas.get_width_height()
+    img = Image.frombuffer("RGBA", (w, h), bytes(fig.canvas.buffer_rgba()), "raw", "RGBA", 0, 1)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
+    img.convert("RGB").quantize(colors=16).save(buf, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 

@@ -4,11 +4,11 @@ Invariants:
 - Input is the JSON report (`{"meta": ..., "rows": [...]}`, `conformance.reports`);
   output is `DIR/index.html` and, per failure, `DIR/repro/failure-K.json` holding exactly
   the reproducer the page shows (K counts failures from 1 in row order).
-- The page holds: the summary (verdict, cases, ops covered, versions, machine, seed, the
-  command that reproduces the run), one row per property run, one row per op drawn in a
-  focused run (anchor `op-NAME`: cases, failures, worst error as a fraction of its budget,
-  max ulp, a plot when matplotlib is present), and each failure (anchor `failure-K`)
-  with its shrunk graph, reproducer and the command that replays it from DIR.
+- The page holds, in this order: the summary (verdict, cases, ops covered, versions,
+  machine, seed, the command that reproduces the run), each failure (anchor `failure-K`)
+  with its shrunk graph, reproducer and the command that replays it from DIR, one row per
+  op drawn in a focused run (anchor `op-NAME`: cases, failures, worst error as a fraction
+  of its budget, max ulp, a plot when matplotlib is present), one row per property run.
 - `DIR/ops.html` is docs/OPS.md rendered from `spec.doc.op_table_markdown`, the code that
   writes the docs file: the page's op table and the docs never disagree.
 - Wall times are not on the page (the JSON has them): the same report renders to the same
@@ -98,7 +98,7 @@ def _summary(rep: dict[str, Any], ops: dict[str, Any]) -> list[str]:
 def _properties(rows: Sequence[dict[str, Any]]) -> list[str]:
     body = [
         (r["property"], r["dtype"], r["kernels"], r["cases"], r["passed"], r["failed"],
-         r["ops_covered"], f"{r['max_ulp']:.3g}", f"{r['worst_bound_ratio']:.3g}")
+         r["ops_covered"], f"{r['max_ulp']:.3g}", f"{r['worst_bound_ratio']:.4g}")
         for r in rows
     ]  # fmt: skip
     head = ("property", "dtype", "kernels", "cases", "passed", "failed", "ops", "max ulp",
@@ -121,7 +121,7 @@ def _ops(ops: dict[str, dict[str, Any]]) -> list[str]:
         uri = plots.ratio_strip(o["points"])
         img = Raw(f'<img class="plot" alt="worst error / budget of {esc(op)}" src="{uri}">')
         verdict = _verdict(not o["failed"])
-        body.append((op, o["runs"], o["cases"], o["failed"], verdict, f"{o['ratio']:.3g}",
+        body.append((op, o["runs"], o["cases"], o["failed"], verdict, f"{o['ratio']:.4g}",
                      f"{o['ulp']:.3g}", img if uri else "—"))  # fmt: skip
         ids.append(anchor_id("op", op))
     head = ("op", "property runs", "cases", "failed", "verdict", "worst error / budget",
@@ -165,7 +165,7 @@ def suite_html(rep: dict[str, Any]) -> tuple[str, dict[str, str]]:
     ops = op_rows(rep["rows"])
     fails, files = _failures(rep)
     files["ops.html"] = op_table_page()
-    parts = [*_summary(rep, ops), *_properties(rep["rows"]), *_ops(ops), *fails]
+    parts = [*_summary(rep, ops), *fails, *_ops(ops), *_properties(rep["rows"])]
     return document("Conformance report", parts), files
 
 
