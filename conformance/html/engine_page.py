@@ -10,8 +10,8 @@ Invariants:
   budgets for it, and a plot of the max ulp per dtype and direction (matplotlib).
 - The section "As in docs/ENGINES.md" is `conformance.engines.tables.render` of the same
   report, rendered from its Markdown: the page and the docs table never disagree.
-- Each failure (anchor `failure-K`) has its message, reproducer and the command that
-  replays it on the engine from DIR.
+- Each failure (anchor `failure-K`, after the summary) has its message, reproducer and the
+  command that replays it on the engine from DIR.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from spec.report_page import (
     document,
     environment,
     esc,
+    inline_html,
     markdown_html,
     summary_list,
     table,
@@ -38,16 +39,10 @@ from . import plots
 
 __all__ = ["budget_text", "engine_html", "replay_command", "write_engine_html"]
 
-_SKIP_META = {
-    "conventions",
-    "dtypes",
-    "ops",
-    "command",
-    "spec_version",
-    "machine",
-    "python",
-    "numpy",
-}
+_SKIP_META = frozenset(
+    ("conventions", "dtypes", "ops", "command", "spec_version", "machine", "python", "numpy",
+     "engine_arg", "seed")
+)  # fmt: skip
 
 
 def replay_command(meta: dict[str, Any], path: str) -> str:
@@ -58,14 +53,22 @@ def replay_command(meta: dict[str, Any], path: str) -> str:
 
 
 def budget_text(engine: str, dtype: str, op: str) -> str:
-    """The forward / backward budgets of an op: `ulps [+ per_term·n] (scale)`."""
+    """The forward / backward budgets of an op in a dtype: `ulps [+ per_term·n] (scale)`."""
 
     def one(direction: str) -> str:
         b = budget_for(engine, dtype, op, direction)
         n = f" + {b.per_term:g}·n" if b.per_term else ""
         return f"{b.ulps:g}{n} ({b.scale})"
 
-    return f"{dtype}: {one('forward')} / {one('backward')}"
+    return f"{one('forward')} / {one('backward')}"
+
+
+def _budgets(engine: str, op: str, dtypes: list[str]) -> str:
+    """The budgets per dtype, dtypes with the same budgets named together."""
+    by: dict[str, list[str]] = {}
+    for d in dtypes:
+        by.setdefault(budget_text(engine, d, op), []).append(d)
+    return "; ".join(f"{', '.join(ds)}: {text}" for text, ds in by.items())
 
 
 def _summary(rep: dict[str, Any]) -> list[str]:
@@ -84,6 +87,7 @@ def _summary(rep: dict[str, Any]) -> list[str]:
         ("failing op rows", len(failing)),
         ("ops covered", len({r["op"] for r in ops if r["covered"]})),
         ("dtypes", ", ".join(meta.get("dtypes") or [])),
+        ("seed", "derandomised" if meta.get("seed") is None else meta["seed"]),
         ("forward only", "yes" if rep.get("forward_only") else "no"),
     ]
     items += [(k, v) for k, v in meta.items() if k not in _SKIP_META and k != "engine"]
@@ -124,9 +128,9 @@ def _ops(rep: dict[str, Any]) -> list[str]:
         ]
         uri = plots.ulp_bars(vals, None)
         img = Raw(f'<img class="plot" alt="max ulp of {esc(op)}" src="{uri}">') if uri else "—"
-        budgets = "; ".join(budget_text(rep["meta"]["engine"], d, op) for d in cells)
-        row = [op, sum(c["cases"] for c in cells.values())]
-        row += [cell(cells[d], jvp) if d in cells else "—" for d in dtypes]
+        budgets = _budgets(rep["meta"]["engine"], op, list(cells))
+        row: list[Any] = [op, sum(c["cases"] for c in cells.values())]
+        row += [Raw(inline_html(cell(cells[d], jvp))) if d in cells else "—" for d in dtypes]
         body.append([*row, budgets, img])
         ids.append(anchor_id("op", op))
     parts.append(table(["op", "cases", *dtypes, "budgets", "plot"], body, row_ids=ids))
@@ -140,7 +144,7 @@ def _failures(rep: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         return [*parts, "<p>None.</p>"], files
     for k, r in enumerate(failed, 1):
         rel = f"repro/failure-{k}.json"
-        text = json.dumps(r["failure"].get("repro"), indent=1)
+        text = json.dumps(r["failure"].get("repro"))
         files[rel] = text + "\n"
         parts += [
             f'<h3 id="failure-{k}">{k}. {esc(r["op"])} / {esc(r["dtype"])}</h3>',
@@ -159,8 +163,8 @@ def engine_html(rep: dict[str, Any]) -> tuple[str, dict[str, str]]:
     docs = render(rep, f"{rep['meta']['engine']}", "")
     parts = [
         *_summary(rep),
-        *_ops(rep),
         *fails,
+        *_ops(rep),
         '<h2 id="docs-table">As in docs/ENGINES.md</h2>',
         markdown_html(docs),
     ]

@@ -138,7 +138,7 @@ def _failures(rep: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     for k, r in enumerate(failed, 1):
         f = r["failure"]
         rel = f"repro/failure-{k}.json"
-        text = json.dumps(f.get("repro"), indent=1)
+        text = json.dumps(f.get("repro"))
         files[rel] = text + "\n"
         parts += [
             f'<h3 id="failure-{k}">{k}. {esc(r["property"])} / {esc(r["dtype"])} / '
