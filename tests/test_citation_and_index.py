@@ -85,3 +85,20 @@ def test_every_listed_theorem_and_op_rule_has_an_anchor(capsys: pytest.CaptureFi
     assert all(f'id="{a}"' in page for a in want)
     for link in set(re.findall(r"\]\(#([^)]+)\)", doc)):
         assert link in anchors, link
+
+
+def test_certificates_record_the_semantics_version() -> None:
+    import numpy as np
+
+    from proofs.bounds_certificate_check import check_certificate
+    from proofs.run_certificate import versions
+    from runtime.nn import Linear, ReLU, Sequential
+    from runtime.trainer import Result
+
+    assert versions()["spec"] == spec.__version__
+    model = Sequential(Linear(2, 2), ReLU(), Linear(2, 1))
+    state = [np.asarray(a, dtype=np.float32) for a in ([[1, 1], [1, -1]], [0, 0], [[1, 1]], [0])]
+    res = Result(model, "mse", "float32", "eager", "ordered", False, state)
+    cert = res.verify([0.0, 0.0], 1.0, algorithm="crown").certificate()
+    assert cert["spec_version"] == spec.__version__
+    assert check_certificate(cert)  # a valid certificate with the field (raises otherwise)
