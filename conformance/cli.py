@@ -10,7 +10,8 @@ Invariants:
   `--dtype` names, non-empty `--backend` / `--against`, and counts: `--max-examples` >= 1,
   `--per-op` >= 0 and `--session-examples` >= 0 (0 skips that part); the `--report`
   prefix's directory must exist and be writable, and `--html DIR` be a directory or one
-  that can be created, both checked by `select` before anything runs; a run that tested 0 cases fails (exit 1, a `python -m conformance:` line on stderr).
+  that can be created, both checked by `select` before anything runs; a run that tested
+  0 cases fails (exit 1, a `python -m conformance:` line on stderr).
 - `--replay FILE` takes the backend from `--backend` (and the reference backend from
   `--against`) only; the file is validated by `conformance.reproducer` first, and a file
   naming other backends, or malformed in any way, is one `python -m conformance: <message>`

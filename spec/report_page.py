@@ -51,6 +51,7 @@ __all__ = [
     "page_dir_problem",
     "summary_list",
     "table",
+    "this_environment",
     "write_bundle",
     "write_page",
 ]
@@ -163,7 +164,8 @@ def markdown_page(
     `images` (file name -> PNG bytes) written beside the page and shown; the page's path."""
     m = dict(meta or {})
     cmd = m.pop("command", None)
-    items = [(k, v) for k, v in m.items() if k not in _ENV_KEYS] + environment(m)
+    items = [(k, v) for k, v in m.items() if k not in _ENV_KEYS]
+    items += environment({**this_environment(), **m})
     parts: list[str] = ['<h2 id="summary">Summary</h2>', summary_list(items)]
     if cmd:
         parts += ["<p>Reproduce this run:</p>", code_block(cmd)]
@@ -194,19 +196,24 @@ def machine() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
 
 
-def environment(meta: dict[str, Any] | None = None) -> list[tuple[str, str]]:
-    """The versions and the machine of a run: from its report's `meta` where recorded
-    (`spec_version`, `torchlean`, `python`, `numpy`, `machine`), else this process's."""
-    m = meta or {}
-    here = {
+def this_environment() -> dict[str, str]:
+    """This process's versions and machine, under the keys a report's meta uses."""
+    return {
         "spec_version": SPEC_VERSION,
         "torchlean": package_version("torchlean"),
         "python": platform.python_version(),
         "numpy": package_version("numpy"),
         "machine": machine(),
     }
+
+
+def environment(meta: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """The versions and the machine of a run as (label, value) rows: this process's without
+    `meta`; with it, what the report recorded (`spec_version`, `torchlean`, `python`,
+    `numpy`, `machine`; "not recorded" where absent), never the renderer's."""
+    src = this_environment() if meta is None else meta
     labels = {"spec_version": "spec version (semantics)"}
-    return [(labels.get(k, k), str(m.get(k) or v)) for k, v in here.items()]
+    return [(labels.get(k, k), str(src.get(k) or "not recorded")) for k in this_environment()]
 
 
 # ---- Markdown subset -------------------------------------------------------------------

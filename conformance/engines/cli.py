@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from spec.ops import OPS
-from spec.report_page import machine, page_dir_problem
+from spec.report_page import machine, package_version, page_dir_problem
 from spec.version import __version__ as SPEC_VERSION
 
 from ..html.engine_page import write_engine_html
@@ -65,6 +65,7 @@ def _meta(engine: Engine, a: argparse.Namespace, dtypes: list[str], ops: Any) ->
         "python": platform.python_version(),
         "conventions": named_conventions(),
         "engine_arg": a.engine,
+        "torchlean": package_version("torchlean"),
         "spec_version": SPEC_VERSION,
         "machine": machine(),
         "command": getattr(a, "command", None),

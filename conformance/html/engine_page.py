@@ -41,7 +41,7 @@ __all__ = ["budget_text", "engine_html", "replay_command", "write_engine_html"]
 
 _SKIP_META = frozenset(
     ("conventions", "dtypes", "ops", "command", "spec_version", "machine", "python", "numpy",
-     "engine_arg", "seed")
+     "engine_arg", "seed", "torchlean")
 )  # fmt: skip
 
 
