@@ -11,6 +11,7 @@ command loads it again."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -228,3 +229,26 @@ def test_a_saved_report_renders_to_the_runs_page(failing_run: Any, tmp_path: Pat
     assert render_main([str(out.parent / "run.json"), str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "index.html").read_bytes() == first
     assert render_main([str(tmp_path / "again" / "index.html"), str(tmp_path / "x")]) == 2
+
+
+def _no_plots(page: str) -> str:
+    """The page as it reads without its plots (which depend on the matplotlib build)."""
+    from conformance.html.plots import NO_PLOTS
+
+    page = re.sub(r'<img class="plot"[^>]*>', "—", page)
+    return page.replace(f'<p class="note">{NO_PLOTS}</p>\n', "")
+
+
+@pytest.mark.parametrize("name", ["conformance", "engine-autograd"])
+def test_the_published_samples_are_their_reports_rendered(name: str, tmp_path: Path) -> None:
+    from conformance.html.__main__ import main as render_main
+
+    sample = ROOT / "docs" / "reports" / name
+    assert render_main([str(sample / "report.json"), str(tmp_path)]) == 0
+    for page in tmp_path.rglob("*"):
+        if page.is_file():
+            rel = page.relative_to(tmp_path)
+            assert _no_plots(page.read_text()) == _no_plots((sample / rel).read_text()), (
+                f"docs/reports/{name}/{rel} is stale: python -m conformance.html "
+                f"docs/reports/{name}/report.json docs/reports/{name}"
+            )
