@@ -14,9 +14,8 @@ Invariants:
   their given order, so the same report renders to the same bytes.
 - `markdown_html` renders the subset of Markdown the project's generated docs use
   (headings, paragraphs, `-` lists, fenced code, pipe tables, `code`, **bold**, links
-  to in-page anchors); a pipe
-  table becomes an HTML table with exactly the Markdown cells (`markdown_tables` reads
-  them back), so a docs table and its HTML never disagree.
+  to in-page anchors); a pipe table becomes an HTML table with exactly the Markdown
+  cells (`markdown_tables` reads them back), so a docs table and its HTML never disagree.
 """
 
 from __future__ import annotations
@@ -170,14 +169,11 @@ def markdown_page(
     if cmd:
         parts += ["<p>Reproduce this run:</p>", code_block(cmd)]
     parts += ['<h2 id="report">Report</h2>', markdown_html(md)]
-    files = {}
-    for name, data in (images or {}).items():
-        files[name] = data
-        parts.append(f'<p><img alt="{esc(name)}" src="{esc(name)}"></p>')
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
+    for name, data in (images or {}).items():
         (d / name).write_bytes(data)
+        parts.append(f'<p><img alt="{esc(name)}" src="{esc(name)}"></p>')
     return write_page(out_dir, "index.html", document(title, parts))
 
 
