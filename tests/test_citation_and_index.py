@@ -49,14 +49,14 @@ def test_a_rule_change_needs_a_new_version() -> None:
 def test_the_digest_sees_code_not_docs(tmp_path: Path) -> None:
     root = tmp_path / "spec"
     shutil.copytree(Path(spec.__file__).parent, root)
-    assert rules_digest(root) == rules_digest()
+    base = rules_digest()
     target = root / "ops" / "elementwise.py"
     src = target.read_text()
     body = src.split('"""', 2)
     target.write_text(f'"""{body[1]} (reworded)"""' + body[2] + "\n# a comment\n")
-    assert rules_digest(root) == rules_digest()
+    assert rules_digest(root) == base
     target.write_text(src.replace("def ", "def _renamed_", 1))
-    assert rules_digest(root) != rules_digest()
+    assert rules_digest(root) != base
     assert {p.name for p in rule_files()} >= {"graph.py", "domains.py", "elementwise.py"}
 
 
