@@ -23,8 +23,9 @@ Invariants:
 - Thread counts are set in the environment before anything imports NumPy or a peer, and
   limited again once the peers are loaded (they bring their own thread pools).
 - Every bad flag is one line on stderr and exit 2 before anything runs: counts >= 1,
-  `--only` and `--peers` names checked by the parser, the `--out`/`--png`/`--json`
-  directories checked by `check_outputs`.
+  `--only` and `--peers` names checked by the parser, the `--out`/`--png`/`--json`/`--html`
+  directories checked by `check_outputs`. `--html DIR` writes the Markdown report as a
+  page with the plot beside it (`spec.report_page`).
 - A run's measurement record holds the figures in a fixed order (chain, mlp, ordered,
   conformance, memory, model), each present only when selected with `--only` (all by
   default), then the targets and the seconds taken.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -58,6 +60,7 @@ __all__ = [
     "main",
     "parser",
     "run",
+    "write_html",
     "write_outputs",
 ]
 
@@ -122,6 +125,12 @@ def _choices(known: tuple[str, ...], none_ok: bool) -> Callable[[str], str]:
 
 def check_outputs(a: argparse.Namespace) -> str:
     """Why the output files cannot be written ('' when they can): checked before the run."""
+    html = getattr(a, "html", None)
+    parent = Path(html).resolve().parent if html else None
+    if html and Path(html).exists() and not Path(html).is_dir():
+        return f"--html {html!r} is not a directory"
+    if parent is not None and not Path(html).is_dir() and not parent.is_dir():
+        return f"--html {html!r}: the directory {str(parent)!r} does not exist"
     for flag in ("out", "png", "json"):
         path = getattr(a, flag)
         if not path:
@@ -184,6 +193,12 @@ def parser() -> argparse.ArgumentParser:
         "--png", default=None, help="plot (default docs/benchmarks.png; none with --quick)"
     )
     p.add_argument("--json", default=None, help="also write the raw results as JSON")
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="DIR",
+        help="also write the report as a static page DIR/index.html (with the plot beside it)",
+    )
     return p
 
 
@@ -201,7 +216,23 @@ def write_outputs(res: dict[str, Any], a: argparse.Namespace) -> None:
         log(f"benchmarks: plot written to {png}")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1, default=str))
+    if a.html:
+        log(f"benchmarks: page written to {write_html(res, md, a)}")
     log(summary(res))
+
+
+def write_html(res: dict[str, Any], md: str, a: argparse.Namespace) -> str:
+    """`DIR/index.html`: the Markdown report as a page, the plot beside it when matplotlib
+    draws one (`spec.report_page.markdown_page`; imported here, after the thread counts)."""
+    from spec.report_page import markdown_page
+
+    d = Path(a.html)
+    d.mkdir(parents=True, exist_ok=True)
+    images = {}
+    if plot(res, d / "benchmarks.png"):
+        images["benchmarks.png"] = (d / "benchmarks.png").read_bytes()
+    cmd = shlex.join(["python", "-m", "benchmarks", *getattr(a, "argv", [])])
+    return markdown_page(str(d), "Benchmarks", md, {"command": cmd}, images)
 
 
 def config(a: argparse.Namespace) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """`python -m conformance`: run the conformance suite and write its report.
 
 Invariant: `main` only sequences the parts in `conformance.cli` (parse, replay or select,
-run, report),
-or hands `--engine` to `engine_mode`; flags, output and exit codes are described there.
+run, report), or hands `--engine` to `engine_mode` and `--compare` to
+`conformance.html.compare`; flags, output and exit codes are described there.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 from spec.errors import TorchLeanError
 
 from .cli import engine_mode, parse_args, replay_file, report, run_rows, select
+from .html.compare import compare_main
 from .model_check import run_model_file
 
 __all__ = ["main"]
@@ -19,6 +20,8 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.compare:
+        return compare_main(*a.compare, a.html)
     if a.engine:
         return engine_mode(a)
     if a.replay:

@@ -9,8 +9,9 @@ Invariants:
 - Flags are checked by the parser (exit 2 with argparse's message on one line):
   `--dtype` names, non-empty `--backend` / `--against`, and counts: `--max-examples` >= 1,
   `--per-op` >= 0 and `--session-examples` >= 0 (0 skips that part); the `--report`
-  prefix's directory must exist and be writable, checked by `select` before anything
-  runs; a run that tested 0 cases fails (exit 1, a `python -m conformance:` line on stderr).
+  prefix's directory must exist and be writable, and `--html DIR` be a directory or one
+  that can be created, both checked by `select` before anything runs; a run that tested
+  0 cases fails (exit 1, a `python -m conformance:` line on stderr).
 - `--replay FILE` takes the backend from `--backend` (and the reference backend from
   `--against`) only; the file is validated by `conformance.reproducer` first, and a file
   naming other backends, or malformed in any way, is one `python -m conformance: <message>`
@@ -18,7 +19,9 @@ Invariants:
 - Output order: the stderr note (Session machine skipped off NumPy), the progress bar
   (stderr, only on a terminal), then on stdout the table, each failure with its graph and
   reproducer, and the summary line; the JSON and Markdown reports are written before the
-  summary line is printed.
+  summary line is printed; with `--html DIR` the HTML report (`conformance.html`) is
+  rendered from the JSON report just written, and its path joins the summary line.
+- The JSON report's meta records the spec version, the machine and the command line.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -35,8 +39,11 @@ from typing import Any
 from runtime.backends import Backend, get_backend
 from spec.errors import TorchLeanError
 from spec.probe import check_float_environment
+from spec.report_page import machine, page_dir_problem
+from spec.version import __version__ as SPEC_VERSION
 
 from .distributed import AUTO, add_cluster_arguments, run_sharded, sharded
+from .html.suite_page import write_suite_html
 from .reproducer import ReproducerError, read_json, validate, validate_session_machine
 from .suite import (
     IEEE_DTYPES,
@@ -55,8 +62,10 @@ __all__ = [
     "DTYPES",
     "OneLineParser",
     "add_engine_arguments",
+    "add_html_arguments",
     "backend_name",
     "build_parser",
+    "check_html_dir",
     "check_report_path",
     "count_arg",
     "dtype_list",
@@ -149,6 +158,13 @@ def check_report_path(prefix: str) -> None:
             raise TorchLeanError(f"--report {prefix!r}: {prefix + ext!r} is a directory")
 
 
+def check_html_dir(path: str | None) -> None:
+    """`TorchLeanError` unless `--html DIR` can be written (`spec.report_page`)."""
+    problem = page_dir_problem(path) if path is not None else ""
+    if problem:
+        raise TorchLeanError(problem)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m conformance", description=DESCRIPTION)
     p.add_argument(
@@ -219,7 +235,27 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_arguments(p)
     add_cluster_arguments(p, seeds=True, workers=AUTO)
     add_engine_arguments(p)
+    add_html_arguments(p)
     return p
+
+
+def add_html_arguments(p: argparse.ArgumentParser) -> None:
+    """`--html DIR` (the static HTML report, conformance.html) and `--compare A B`."""
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="DIR",
+        help="also write a static HTML report into DIR (index.html, plus the reproducers "
+        "of failures; created if missing, its parent must exist)",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        default=None,
+        metavar=("A.json", "B.json"),
+        help="compare two JSON reports (two runs, or two engines) instead of running: print "
+        "what changed (with --html DIR also as a page); exit 1 when B regresses on A",
+    )
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -275,7 +311,9 @@ def engine_mode(a: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags; without `--report` the prefix is `DEFAULT_REPORT`, or the engine's own
     (`conformance.engines.report.report_prefix`) with `--engine`."""
-    a = build_parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    a = build_parser().parse_args(args)
+    a.command = shlex.join(["python", "-m", "conformance", *args])
     if a.report is None:
         if a.engine:
             from .engines.report import report_prefix
@@ -321,6 +359,7 @@ def select(a: argparse.Namespace) -> tuple[Backend, list[Property]]:
     `FloatEnvironmentError` if the process flushes subnormals now)."""
     check_float_environment()
     check_report_path(a.report)
+    check_html_dir(a.html)
     backend = _backend(a.backend)
     if a.against:
         _backend(a.against)
@@ -423,14 +462,21 @@ def report(a: argparse.Namespace, backend: Backend, rows: Sequence[Row]) -> int:
         "python": platform.python_version(),
         "numpy": _version("numpy"),
         "torchlean": _version("torchlean"),
+        "spec_version": SPEC_VERSION,
+        "machine": machine(),
+        "command": getattr(a, "command", None),
     }
     try:
         jpath, mpath = write_reports(rows, a.report, meta)
     except TorchLeanError as e:  # spec.safe_files.FileWriteError: a full disk, a link
         print(f"python -m conformance: {e}", file=sys.stderr)
         return 2
+    paths = f"{jpath}, {mpath}"
+    if getattr(a, "html", None):
+        with open(jpath) as f:
+            paths += ", " + write_suite_html(json.load(f), a.html)
     total = sum(r.cases for r in rows)
-    print(f"\n{total} cases, {len(failed)} failing properties; reports: {jpath}, {mpath}")
+    print(f"\n{total} cases, {len(failed)} failing properties; reports: {paths}")
     if total == 0:
         print("python -m conformance: the run tested 0 cases; nothing passed", file=sys.stderr)
         return 1

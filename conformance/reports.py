@@ -3,7 +3,8 @@
 Invariants:
 - A `Row` is one property run for one (dtype, kernels, backend): case counts, the worst
   ulp and bound ratio, seconds, the failure (message, located op, graph, JSON reproducer)
-  and the plug-in namespace's call counts.
+  and the plug-in namespace's call counts; `per_op` the same counts and worsts over the
+  cases focused on each op (the runs that guarantee every op is exercised).
 - `write_reports` writes the JSON (`{"meta": ..., "rows": [...]}`, rows as dataclass dicts,
   in the given order) and the Markdown (the table, the namespace coverage when a row has
   counts, one section per failure); it imports nothing of the suite. Both files are
@@ -39,6 +40,8 @@ class Row:
     ops_covered: int = 0
     failure: dict[str, Any] | None = field(default=None)
     namespace_calls: dict[str, int] = field(default_factory=dict)
+    # per op, over the cases focused on it: cases, failed, max_ulp, worst_bound_ratio
+    per_op: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _md_table(rows: Sequence[Row]) -> str:

@@ -278,6 +278,16 @@ def fold_row(row: Row, part: Row, focus: str | None) -> None:
     for k, v in part.namespace_calls.items():
         calls[k] = calls.get(k, 0) + v
     row.namespace_calls = dict(sorted(calls.items()))
+    if focus is not None:
+        _fold_op(row.per_op, focus, part)
+
+
+def _fold_op(per_op: dict[str, dict[str, float]], op: str, part: Row) -> None:
+    e = per_op.setdefault(op, {"cases": 0, "failed": 0, "max_ulp": 0.0, "worst_bound_ratio": 0.0})
+    e["cases"] += part.passed + part.failed
+    e["failed"] += part.failed
+    e["max_ulp"] = max(e["max_ulp"], part.max_ulp)
+    e["worst_bound_ratio"] = max(e["worst_bound_ratio"], part.worst_bound_ratio)
 
 
 def run_salt(prop: Property, focus: str | None) -> int:

@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import copy
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ import numpy as np
 
 from runtime.interop import from_torch
 from spec.errors import TorchLeanError
+from spec.report_page import markdown_page
 
 __all__ = [
     "HEADER",
@@ -338,9 +340,14 @@ HEADER = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`[--route torch|onnx|both] [--link] NAME ...` (default: every ZOO model, torch)."""
+    """`[--route torch|onnx|both] [--link] [--html DIR] NAME ...` (default: every ZOO model,
+    torch); `--html DIR` also writes the table as a page (`spec.report_page`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    routes, link = ["torch"], None
+    routes, link, html = ["torch"], None, None
+    if "--html" in args:
+        k = args.index("--html")
+        html = args[k + 1] if k + 1 < len(args) else ""
+        del args[k : k + 2]
     if "--link" in args:
         args.remove("--link")
         link = True
@@ -351,9 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         del args[k : k + 2]
     known = {**ZOO, **LINK_ZOO}
     bad = [n for n in args if n not in known]
-    if bad or not routes:
+    if bad or not routes or html == "":
         print(f"python -m conformance.zoo: unknown model(s) {bad} or route; models: "
-              f"{list(known)}; --route torch|onnx|both", file=sys.stderr)  # fmt: skip
+              f"{list(known)}; --route torch|onnx|both; --html DIR", file=sys.stderr)  # fmt: skip
         return 2
     try:
         vision_models()
@@ -361,9 +368,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m conformance.zoo: needs torchvision ({e})", file=sys.stderr)
         return 2
     print(HEADER)
+    lines = [HEADER]
     for n in args or list(ZOO):
         for route in routes:
-            print(_cells(check_model(n, route=route, link=link)), flush=True)
+            lines.append(_cells(check_model(n, route=route, link=link)))
+            print(lines[-1], flush=True)
+    if html:
+        cmd = shlex.join(
+            ["python", "-m", "conformance.zoo", *(sys.argv[1:] if argv is None else argv)]
+        )
+        markdown_page(html, "Model zoo", "\n".join(lines) + "\n", {"command": cmd})
     return 0
 
 

@@ -4,7 +4,8 @@ sources, with which result. (Not to be confused with the output-bound certificat
 
 Invariants:
 - A certificate is a JSON object with `format`, `mode`, `selection`, `versions` (python,
-  sympy, numpy, gmpy2, mpmath, hypothesis, torchlean), `sources` (sha256 of every `.py`
+  sympy, numpy, gmpy2, mpmath, hypothesis, torchlean, and `spec`: `spec.__version__`, the
+  version of the semantics), `sources` (sha256 of every `.py`
   file under spec/, runtime/, conformance/ and proofs/, and of proofs/*.md, keyed by
   POSIX path relative to the repository root), `theorems` (per theorem: statement,
   formula, scope, evidence, bounds, witness, status, sources, result ("pass", "fail" or
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from spec.safe_files import read_text, write_atomic
+from spec.version import __version__ as SPEC_VERSION
 
 from .records import EVIDENCE_KINDS, CheckResult, ProofError, Theorem
 
@@ -96,6 +98,7 @@ def versions() -> dict[str, str]:
         "mpmath": _version("mpmath"),
         "hypothesis": _version("hypothesis"),
         "torchlean": _version("torchlean"),
+        "spec": SPEC_VERSION,
     }
 
 

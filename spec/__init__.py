@@ -1,7 +1,8 @@
 """torchlean's reference semantics: shapes, scalar domains, tensors, the op table, the typed
 SSA graph IR with eval / jvp_ctx / backprop_ctx / backprop_all_ctx, and the RNG.
 
-`spec` imports nothing from `runtime`, `proofs` or `conformance`.
+`spec` imports nothing from `runtime`, `proofs` or `conformance`. `__version__` is the
+version of the semantics (`spec.version`), recorded in every report and certificate.
 """
 
 from .domains import (
@@ -42,6 +43,7 @@ from .serialize import graph_from_json, graph_to_json, tensor_from_dict, tensor_
 from .shape import Shape, broadcast_shapes, broadcasts_to, size, sliding_window_out_dim
 from .tensor import SomeTensor, Tensor, TensorPack, dot, dot_list
 from .validate import validate_graph
+from .version import __version__
 
 check_float_environment()
 
@@ -72,6 +74,7 @@ __all__ = [
     "Tensor",
     "TensorPack",
     "TorchLeanError",
+    "__version__",
     "backprop_all_ctx",
     "backprop_ctx",
     "broadcast_shapes",

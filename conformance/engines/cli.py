@@ -8,18 +8,24 @@ Invariants:
   nothing passed). Each exit 2 is one line on stderr.
 - `--engine NAME --replay FILE` re-runs a per-node reproducer on that engine
   (`replay.replay`: one line, exit 0/1/2).
-- The reports (`report`) are written before the summary line.
+- The reports (`report`) are written before the summary line; with `--html DIR` the HTML
+  report (`conformance.html.engine_page`) is rendered from the JSON report just written.
+  The JSON meta records the spec version, the machine and the command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 from typing import Any
 
 from spec.ops import OPS
+from spec.report_page import machine, package_version, page_dir_problem
+from spec.version import __version__ as SPEC_VERSION
 
+from ..html.engine_page import write_engine_html
 from . import load_engine
 from .base import Engine, EngineUnavailable
 from .conventions import named_conventions
@@ -58,6 +64,11 @@ def _meta(engine: Engine, a: argparse.Namespace, dtypes: list[str], ops: Any) ->
         "strict_conventions": a.strict_conventions,
         "python": platform.python_version(),
         "conventions": named_conventions(),
+        "engine_arg": a.engine,
+        "torchlean": package_version("torchlean"),
+        "spec_version": SPEC_VERSION,
+        "machine": machine(),
+        "command": getattr(a, "command", None),
     }
 
 
@@ -87,6 +98,10 @@ def engine_main(a: argparse.Namespace) -> int:
     except EngineUnavailable as e:
         print(f"python -m conformance: skipped: {e}", file=sys.stderr)
         return 2
+    problem = page_dir_problem(a.html) if getattr(a, "html", None) else ""
+    if problem:
+        print(f"python -m conformance: {problem}", file=sys.stderr)
+        return 2
     if a.replay:
         return replay(engine, a.replay, a.strict_conventions)
     ops = a.ops.split(",") if a.ops else None
@@ -97,4 +112,7 @@ def engine_main(a: argparse.Namespace) -> int:
     run = run_engine(engine, dtypes, ops, max_examples=a.max_examples, per_op=a.per_op, seed=a.seed)
     print_run(run)
     paths = write_engine_reports(run, a.report, _meta(engine, a, dtypes, ops))
+    if getattr(a, "html", None):
+        with open(paths[0]) as f:
+            paths = (paths[0], f"{paths[1]}, {write_engine_html(json.load(f), a.html)}")
     return _summary(run, a, paths)

@@ -139,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     skip = {"engine", "dtypes", "ops", "max_examples", "per_op", "seed", "strict_conventions",
-            "python", "conventions", "compile_cache"}  # fmt: skip
+            "python", "conventions", "compile_cache", "engine_arg", "spec_version", "machine",
+            "command", "torchlean"}  # fmt: skip
     info = ", ".join(f"{k} {v}" for k, v in meta.items() if k not in skip)
     sys.stdout.write(render(rep, a.title or f"{meta['engine']} ({info})", a.head))
     return 0

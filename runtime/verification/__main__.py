@@ -5,17 +5,20 @@ With `--certificate F`, an `unsat` answer writes its certificates as F.0.json, F
 (each checked by `python -m proofs check-cert`): the destination is checked before any
 work starts, each file is written atomically (never through a symbolic link), and the
 answer is printed only once every certificate is on disk (a full disk is exit 2, one
-line, and no answer)."""
+line, and no answer). With `--html DIR` the result is also written as a page
+(`spec.report_page.markdown_page`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import shlex
 import sys
 from typing import Any
 
 from spec.errors import TorchLeanError
+from spec.report_page import markdown_page, page_dir_problem
 from spec.safe_files import check_destination, write_atomic
 
 from .vnn import VnnResult, format_result, verify_vnnlib
@@ -44,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("property")
     ap.add_argument("--timeout", type=_seconds, default=60.0)
     ap.add_argument("--certificate", default=None)
+    ap.add_argument("--html", default=None, metavar="DIR", help="also write the result as a page")
     return ap
 
 
@@ -57,6 +61,8 @@ def _write_certificates(prefix: str, r: VnnResult) -> None:
 
 
 def _run(a: Any) -> VnnResult:
+    if a.html and (why := page_dir_problem(a.html)):
+        raise TorchLeanError(why)
     if a.certificate:
         check_destination(f"{a.certificate}.0.json")
     r = verify_vnnlib(a.model, a.property, timeout=a.timeout)
@@ -73,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
         return 2
     print(format_result(r))
+    if a.html:
+        md = f"`{a.model}` against `{a.property}`:\n\n```\n{format_result(r)}\n```\n"
+        args = sys.argv[1:] if argv is None else argv
+        cmd = shlex.join(["python", "-m", "runtime.verification", *args])
+        markdown_page(a.html, "Verification result", md, {"command": cmd})
     return 0
 
 

@@ -6,7 +6,8 @@ Invariants:
 - `VerificationResult.holds` claims nothing (None) about a result whose kernels level 2
   does not model (`runtime_covered` False, e.g. kernels="fast") when level 1 proves the
   property.
-- `certificate()` is canonical: the format CERT_FORMAT, the network JSON, the box, the
+- `certificate()` is canonical: the format CERT_FORMAT, `spec_version` (the semantics
+  it was computed under, `spec.version`), the network JSON, the box, the
   algorithm and property, the result's "kernels", both levels' bounds as p/q strings (and
   CROWN's witness; the runtime level's `holds` is null when `runtime_covered` is False),
   and a `digest` = sha256 over every other field;
@@ -22,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from spec.safe_files import write_atomic
+from spec.version import __version__ as SPEC_VERSION
 
 from .core import CERT_FORMAT, frac_str, sha
 
@@ -150,6 +152,7 @@ class VerificationResult:
         prop = self.property if isinstance(self.property, str) else list(self.property)
         cert: dict[str, Any] = {
             "format": CERT_FORMAT,
+            "spec_version": SPEC_VERSION,
             "model_hash": self.model_hash,
             "network": self.network,
             "box": {
