@@ -25,7 +25,7 @@ from ..graph import Graph
 from ..rng import GAMMA, key_of
 from . import elementwise, folds  # noqa: F401  (register the rules)
 from .evaluate import Run, Stats, backprop_all, forward
-from .formats import FORMATS, Format, format_of, require_ieee, same_arrays
+from .formats import FORMATS, Format, format_of, quiet, require_ieee, same_arrays
 from .table import RULES
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "format_of",
     "forward",
     "link_sides",
+    "quiet",
     "same_arrays",
     "seed_arrays",
 ]
@@ -87,9 +88,10 @@ def link_sides(
     stats = stats if stats is not None else Stats()
     xs = [F.cast(x) for x in xs]
     sd = [F.cast(s) for s in seed]
-    run = forward(F, g, xs, sd[: g.num_inputs], env, stats=stats)
-    vals, tans = list(run.vals), list(run.tans)
-    cots = backprop_all(F, run, sd, env, stats)
+    with quiet():
+        run = forward(F, g, xs, sd[: g.num_inputs], env, stats=stats)
+        vals, tans = list(run.vals), list(run.tans)
+        cots = backprop_all(F, run, sd, env, stats)
     return vals, cots, tans
 
 

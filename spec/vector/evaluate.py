@@ -36,11 +36,13 @@ Arr = np.ndarray
 
 @dataclass
 class Stats:
-    """What an evaluation did: spec-rule fallbacks and composite expansions, per op."""
+    """What an evaluation did: spec-rule fallbacks, composite expansions and array rules,
+    per op; `mpfr` the elements a correctly rounded function computed with MPFR."""
 
     fallbacks: Counter[str] = field(default_factory=Counter)
     composites: Counter[str] = field(default_factory=Counter)
     rules: Counter[str] = field(default_factory=Counter)
+    mpfr: int = 0
 
 
 @dataclass

@@ -18,6 +18,8 @@ Invariants:
   correctly rounded once; NumPy's float64 ufuncs are these operations (gradual underflow is
   checked live by `spec.probe.check_float_environment`, called by `require_ieee`). No
   emulation is needed: the hardware operation is the exact method.
+- Floating-point warnings (overflow, invalid, division by zero) are the IEEE results they
+  announce: callers evaluate under `quiet()` (`np.errstate(all="ignore")`).
 - Comparisons are IEEE (false with a NaN, −0 == +0); `same` is the spec's identity: all NaNs
   equal, +0 distinct from −0.
 """
@@ -36,23 +38,30 @@ from ..errors import DomainError
 from ..probe import check_float_environment
 from ..tensor import Tensor
 
-__all__ = ["FORMATS", "Format", "format_of", "require_ieee", "round_to", "same_arrays"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "format_of",
+    "quiet",
+    "require_ieee",
+    "round_to",
+    "same_arrays",
+]
 
 
 def round_to(x: np.ndarray, precision: int, emin: int, emax: int) -> np.ndarray:
     """binary64 values rounded once to nearest-even in the format (MPFR's emin/emax
     convention, as `IEEEDomain`): quantum 2**max(e - p, emin - 1) with 2**(e-1) <= |x| <
     2**e, overflow to ±inf. Zeros keep their sign; NaN and ±inf pass through."""
-    with np.errstate(all="ignore"):
-        _, e = np.frexp(x)
-        q = np.maximum(e - precision, emin - 1)
-        r = np.ldexp(np.rint(np.ldexp(x, -q)), q)
-        return np.where(np.abs(r) >= np.ldexp(1.0, emax), np.copysign(np.inf, x), r)
+    x = np.asarray(x, dtype=np.float64)
+    _, e = np.frexp(x)
+    q = np.maximum(e - precision, emin - 1)
+    r = np.ldexp(np.rint(np.ldexp(x, -q)), q)
+    return np.where(np.abs(r) >= np.ldexp(1.0, emax), np.copysign(np.inf, x), r)
 
 
 def _float32_round(x: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return np.asarray(x, dtype=np.float64).astype(np.float32)
+    return x.astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -79,17 +88,14 @@ class Format:
         return self._op(np.divide, a, b)
 
     def sqrt(self, a: Any) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return self.rnd(np.sqrt(np.asarray(a, dtype=np.float64)))
+        return self.rnd(np.sqrt(a, dtype=np.float64))
 
     def neg(self, a: Any) -> np.ndarray:
         return np.negative(a).astype(self.storage, copy=False)
 
     def _op(self, f: Any, a: Any, b: Any) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            if self.storage is np.float64 and self.name == "float64":
-                return np.asarray(f(a, b, dtype=np.float64))
-            return self.rnd(f(a, b, dtype=np.float64))
+        r = f(a, b, dtype=np.float64)
+        return r if self.rnd is _identity else self.rnd(r)
 
     # -- constants and conversions
     def const(self, q: Fraction | int) -> float:
@@ -123,7 +129,7 @@ def _generic(D: IEEEDomain) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _identity(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)
+    return x
 
 
 FORMATS: dict[str, Format] = {
@@ -146,6 +152,11 @@ def format_of(D: Domain) -> Format:
 def require_ieee() -> None:
     """The live gradual-underflow check the binary64 argument relies on."""
     check_float_environment()
+
+
+def quiet() -> Any:
+    """The NumPy error state of an evaluation: IEEE results, no warnings."""
+    return np.errstate(all="ignore")
 
 
 def same_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
