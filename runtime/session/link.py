@@ -42,13 +42,13 @@ __all__ = [
     "RecordedGraph",
     "array_link_check",
     "array_sides",
-    "spec_stats_text",
     "compare_sides",
     "first_mismatch",
     "link_check",
     "random_seed_pack",
     "runtime_side",
     "spec_side",
+    "spec_stats_text",
 ]
 
 
@@ -184,7 +184,8 @@ def spec_stats_text(st: vector.Stats) -> str:
     """The array evaluator's report: fallbacks to spec rules and MPFR elements."""
     fb = sum(st.fallbacks.values())
     fbs = ", ".join(f"{k} x{v}" for k, v in sorted(st.fallbacks.items()))
-    return f"spec.vector: {fb} spec-rule fallbacks{f' ({fbs})' if fbs else ''}, {st.mpfr} MPFR elements"
+    fbs = f" ({fbs})" if fbs else ""
+    return f"spec.vector: {fb} spec-rule fallbacks{fbs}, {st.mpfr} MPFR elements"
 
 
 def _difference_text(D: Any, what: str, got: Sequence[Any], want: Sequence[Any]) -> str | None:

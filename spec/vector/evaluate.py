@@ -11,8 +11,9 @@ Invariants:
   zeros and the output's cotangent (the body values of the forward pass are reused: they are
   the same values).
 - A primitive without an array rule falls back to the spec's own rule on that node (the
-  arrays converted to spec tensors and back, exactly); every fallback is counted in
-  `Stats.fallbacks` by op name, every composite expanded in `Stats.composites`.
+  arrays converted to spec tensors and back, exactly); every fallback (a node's forward
+  with its JVP, and its VJP) is counted in `Stats.fallbacks` by op name, every composite
+  expanded in `Stats.composites`.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def _node_vjp(
         bg = body.graph
         seed = [F.zeros(s) for s in bg.shapes[:-1]] + [g_out]
         return backprop_all(F, body, seed, env, stats)[: bg.num_inputs]
+    stats.fallbacks[node.op] += 1
     d = get_op(node.op)
     cts = d.vjp(F.domain, [F.tensor(x) for x in args], F.tensor(g_out), a, env)
     return [F.array(c) for c in cts]

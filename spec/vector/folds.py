@@ -101,7 +101,7 @@ def _linear_jvp(F: Format, xs: list[Arr], dxs: list[Arr], a: Attrs, env: Any) ->
 
 
 def _linear_vjp(F: Format, xs: list[Arr], g: Arr, a: Attrs, env: Any) -> list[Arr]:
-    x, w, b = xs
+    x, w, _ = xs
     g2, x2 = _rows(g), _rows(x)
     gx = matmul_fold(F, g2, w).reshape(x.shape)  # fold_i g[r,i]*w[i,j]
     gw = matmul_fold(F, g2.T, x2)  # fold_r g[r,i]*x[r,j]

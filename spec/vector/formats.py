@@ -107,8 +107,10 @@ class Format:
 
     def array(self, t: Tensor) -> np.ndarray:
         """A spec tensor of this format as an array (exact)."""
-        return np.array([float(v) for v in t.data], dtype=np.float64).reshape(t.shape).astype(
-            self.storage
+        return (
+            np.array([float(v) for v in t.data], dtype=np.float64)
+            .reshape(t.shape)
+            .astype(self.storage)
         )
 
     def tensor(self, a: np.ndarray) -> Tensor:

@@ -59,7 +59,7 @@ def fold(F: Format, x: Arr, axis: int) -> Arr:
     acc = F.cast(xs[0])
     for k in range(1, n):
         acc = F.add(acc, xs[k])
-    return np.ascontiguousarray(acc)
+    return np.array(acc, dtype=F.storage)
 
 
 def unbroadcast(F: Format, g: Arr, shape: tuple[int, ...]) -> Arr:
