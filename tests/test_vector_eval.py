@@ -36,7 +36,9 @@ def _agree(D, g: Graph, xs: list[Tensor], pack: TensorPack) -> vector.Stats:
         want = _reference(D, g, xs, pack)
     except TorchLeanError as e:
         with pytest.raises(type(e)):
-            vector.link_sides(D, g, [F.array(x) for x in xs], (), [F.array(t) for t in pack.tensors])
+            vector.link_sides(
+                D, g, [F.array(x) for x in xs], (), [F.array(t) for t in pack.tensors]
+            )
         return st_
     got = vector.link_sides(
         D, g, [F.array(x) for x in xs], (), [F.array(t) for t in pack.tensors], st_

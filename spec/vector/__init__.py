@@ -23,7 +23,7 @@ import numpy as np
 from ..domains import Domain
 from ..graph import Graph
 from ..rng import GAMMA, key_of
-from . import elementwise, folds  # noqa: F401  (register the rules)
+from . import crmath, elementwise, folds, transcendental  # noqa: F401  (register the rules)
 from .evaluate import Run, Stats, backprop_all, forward
 from .formats import FORMATS, Format, format_of, quiet, require_ieee, same_arrays
 from .table import RULES
@@ -88,10 +88,14 @@ def link_sides(
     stats = stats if stats is not None else Stats()
     xs = [F.cast(x) for x in xs]
     sd = [F.cast(s) for s in seed]
-    with quiet():
-        run = forward(F, g, xs, sd[: g.num_inputs], env, stats=stats)
-        vals, tans = list(run.vals), list(run.tans)
-        cots = backprop_all(F, run, sd, env, stats)
+    before = crmath.MPFR_ELEMENTS.n
+    try:
+        with quiet():
+            run = forward(F, g, xs, sd[: g.num_inputs], env, stats=stats)
+            vals, tans = list(run.vals), list(run.tans)
+            cots = backprop_all(F, run, sd, env, stats)
+    finally:
+        stats.mpfr += crmath.MPFR_ELEMENTS.n - before
     return vals, cots, tans
 
 
