@@ -7,11 +7,12 @@ whether every value and every cotangent matched under the comparison policy of t
 both sides raise identically (e.g. log on a non-positive input) count as agreement.
 
 For IEEE dtypes the spec side has two evaluators: the pure-Python reference
-(`spec.graph`) and the array evaluator `spec.vector`. `spec="both"` (the default: the
-suite's small graphs) computes both and requires all three sides to agree bit for bit, so
-every case of the suite's draw also tests `spec.vector` against its reference;
-`spec="vector"` (model-scale graphs) uses the array evaluator only; `spec="python"` the
-reference only.
+(`spec.graph`) and the array evaluator `spec.vector`. `spec="both"` computes both and
+requires all three sides to agree bit for bit, so every case of the suite's draw also tests
+`spec.vector` against its reference; `spec="vector"` uses the array evaluator only;
+`spec="python"` the reference only. The default `spec="auto"` is "both" for graphs of at
+most `BOTH_MAX_ELEMENTS` elements over all values (every graph the suite draws) and
+"vector" above (model-scale graphs, where the pure-Python reference would take hours).
 
 (Named for the suite's "link" property it checks; the comparison machinery it shares with
 `Session.check_link` lives in `runtime.session.link`.)
@@ -19,6 +20,7 @@ reference only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,12 +41,16 @@ from spec.graph import Graph
 from spec.tensor import Tensor, TensorPack
 
 __all__ = [
+    "BOTH_MAX_ELEMENTS",
     "LinkReport",
     "check_dense_all_vs_from",
     "check_link",
     "one_hot_seeds",
     "vector_side",
 ]
+
+BOTH_MAX_ELEMENTS = 200_000
+"""`spec="auto"` runs both spec evaluators up to this many elements (all values together)."""
 
 
 @dataclass
@@ -134,13 +140,16 @@ def check_link(
     kernels: str = "ordered",
     backend: Backend = NUMPY,
     compiled: bool | None = None,
-    spec: str = "both",
+    spec: str = "auto",
 ) -> LinkReport:
     """Values, all cotangents and all tangents of runtime (on `backend`; `compiled`: see
     `KernelContext`) vs spec in the dtype's domain; `spec` picks the spec evaluators (see
     the module docstring)."""
-    if spec not in ("both", "vector", "python"):
-        raise TorchLeanError(f"check_link: spec must be both, vector or python, got {spec!r}")
+    if spec not in ("auto", "both", "vector", "python"):
+        raise TorchLeanError(f"check_link: spec must be auto, both, vector or python, got {spec!r}")
+    if spec == "auto":
+        n = sum(math.prod(s) for s in g.shapes)
+        spec = "both" if n <= BOTH_MAX_ELEMENTS else "vector"
     if dtype not in OBJECT_DTYPES and spec != "python":
 
         def run(xa: list[Any], sa: list[Any]) -> Sides:
