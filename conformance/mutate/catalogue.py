@@ -1,5 +1,4 @@
-"""The mutation catalogue: realistic single-point bugs in `runtime/` (and in `spec.vector`,
-the array evaluator of the spec), as data.
+"""The mutation catalogue: realistic single-point bugs in `runtime/` and `spec.vector`, as data.
 
 Invariants:
 - Each `Mutant` names one file, one exact source snippet that occurs exactly once in that
@@ -716,16 +715,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         "attributes lost",
         suite=("--engine", "onnxruntime", "--ops", "cumsum"),
     ),
-    # ---------------------------------------------------------------- spec.vector (the array
-    # evaluator of the spec): killed by the link property, which also compares spec.vector
-    # with the pure-Python spec on every case
+    # ---------------------------------------------------------------- spec.vector vs spec
     Mutant(
         "vector_matmul_wide_accumulator",
         "spec/vector/folds.py",
         "        acc = F.add(acc, F.mul(A[..., :, p : p + 1], B[..., p : p + 1, :]))",
         "        acc = acc + F.mul(A[..., :, p : p + 1], B[..., p : p + 1, :])",
-        "spec.vector's matmul k-loop accumulates in binary64 and rounds once at the end "
-        "instead of rounding every partial sum to the format",
+        "spec.vector's matmul k-loop keeps binary64 partial sums (one rounding at the end)",
         "operation order in a forward",
     ),
     Mutant(
@@ -749,8 +745,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "spec/vector/formats.py",
         "    q = np.maximum(e - precision, emin - 1)",
         "    q = e - precision",
-        "spec.vector rounds bfloat16/float16 subnormal results to full precision (no "
-        "gradual-underflow quantum)",
+        "spec.vector rounds bfloat16/float16 subnormals to full precision (no quantum)",
         "rounding",
     ),
     Mutant(
@@ -758,8 +753,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "spec/vector/evaluate.py",
         "        first_after = max(0, j - n_in + 1)",
         "        first_after = n_nodes",
-        "spec.vector's reverse pass drops the final run of zero additions (a -0 cotangent "
-        "that later nodes turn into +0 stays -0)",
+        "spec.vector's reverse pass drops the last run of zero additions (-0 stays -0)",
         "signed zero in a VJP",
     ),
     Mutant(
@@ -767,7 +761,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "spec/vector/elementwise.py",
         "        ga = np.where(a_wins, g, np.where(b_wins, 0.0, np.where(tie, h, 0.0)))",
         "        ga = np.where(a_wins, g, np.where(b_wins, 0.0, np.where(tie, g, 0.0)))",
-        "spec.vector's maximum/minimum give the whole cotangent to the first operand on a tie",
+        "spec.vector's maximum/minimum give the first operand the whole cotangent on a tie",
         "tie rule",
     ),
     Mutant(
@@ -783,8 +777,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "spec/vector/crmath.py",
         "            flat_out[i] = float(fn(D.from_float(float(flat_x[i]))))",
         "            flat_out[i] = float(y.reshape(-1)[i])",
-        "spec.vector's correctly rounded functions keep the binary64 approximation for the "
-        "elements its error bound cannot decide (all of binary64's) instead of calling MPFR",
+        "spec.vector's crmath keeps the binary64 approximation where its bound cannot decide",
         "correct rounding",
     ),
 )
