@@ -114,7 +114,8 @@ def _array_check(
     must agree with it: equal arrays or the same error) against the runtime `run`."""
     F = vector.format_of(DTYPE_DOMAIN[dtype])
     got_v, err = _guard(lambda: vector_side(g, xs, env, seed, dtype))
-    want, details = (got_v[0], {"spec.vector": spec_stats_text(got_v[1])}) if got_v else (None, {})
+    want: Any = got_v[0] if got_v else None
+    details = {"spec.vector": spec_stats_text(got_v[1])} if got_v else {}
     if spec == "both":
         ref, ref_err = _guard(lambda: _arrays(dtype, spec_side(g, xs, env, seed, dtype)))
         if ref_err != err:
@@ -122,6 +123,7 @@ def _array_check(
         mism = None if err else _array_mismatch("spec.vector vs the spec reference", want, ref)
         if mism is not None:
             return LinkReport(False, 0, mism, details)
+    got: Any
     got, run_err = _guard(lambda: run([F.array(x) for x in xs], [F.array(t) for t in seed.tensors]))
     if err or run_err:
         ok = err == run_err

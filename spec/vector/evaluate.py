@@ -81,7 +81,7 @@ def _node_forward(
         stats.rules[node.op] += 1
         return r.forward(F, xs, a, env), r.jvp(F, xs, dxs, a, env), None
     d = get_op(node.op)
-    if d.kind == "composite":
+    if d.body is not None:
         stats.composites[node.op] += 1
         body = d.body([tuple(x.shape) for x in xs], a)
         run = forward(F, body, xs, dxs, env, check=False, stats=stats)
