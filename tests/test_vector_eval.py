@@ -171,3 +171,19 @@ def test_an_unvectorised_primitive_falls_back_and_is_counted() -> None:
     pack = TensorPack.of([Tensor(s, (BINARY32.one(),) * math.prod(s)) for s in g.shapes])
     st_ = _agree(BINARY32, g, xs, pack)
     assert st_.fallbacks["cumsum"] == 2 and st_.rules["relu"] == 1
+
+
+def test_correctly_rounded_functions_count_their_mpfr_elements() -> None:
+    """binary64 takes every element through MPFR; binary32 only the undecided ones (here
+    none of 1,000 ordinary arguments, whose results all equal MPFR's)."""
+    from spec.vector.crmath import MPFR_ELEMENTS, correctly_rounded
+
+    x = np.linspace(-3.0, 3.0, 1000)
+    for D, expect in ((FLOAT64, 1000), (BINARY32, 0)):
+        F = vector.format_of(D)
+        xs = F.cast(F.rnd(x))
+        before = MPFR_ELEMENTS.n
+        got = correctly_rounded(F, "exp", xs)
+        assert MPFR_ELEMENTS.n - before == expect
+        want = np.array([float(D.exp(D.from_float(float(v)))) for v in xs])
+        assert vector.same_arrays(got, want).all()
