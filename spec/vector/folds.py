@@ -1,5 +1,5 @@
 """Array rules of the folding and structural primitives: matmul linear sum reduce_sum
-reduce_max gather reshape swap_adjacent broadcast_to concat slice select.
+reduce_max gather reshape swap_adjacent broadcast_to concat slice.
 
 Invariants:
 - Every sum is the spec's left fold: matmul/linear over the contraction index in
