@@ -7,7 +7,8 @@
 Each phase prints wall and CPU (process) seconds: on a shared machine the wall time grows
 with the load, the CPU time much less. The model is torchvision's builder with its default
 widths (1000 classes), random weights perturbed as `conformance.zoo.perturb`, one input of
-1x3xSxS; the `ordered` run is `Imported.run("float32", "ordered")` (forward and reverse),
+1x3xSxS; the `ordered` run is `Imported.run("float32", "ordered")` (forward and reverse;
+the second call is the one compared, the first one compiles and caches kernels),
 the link check is `Imported.check_link`'s work split into its phases: the seed pack, the
 spec side (`spec.vector.link_sides`), the runtime side (`array_sides`: forward, reverse,
 tangents) and the bitwise comparison.
@@ -46,6 +47,9 @@ def _full_size(name: str, side: int) -> None:
     t = _clock()
     imp = from_torch(m, (x,))
     print(f"{name}@{side}: import {_since(t)}; {len(imp.graph.nodes)} nodes", flush=True)
+    t = _clock()
+    imp.run("float32", "ordered")
+    print(f"ordered run, first (compiles and caches kernels) {_since(t)}", flush=True)
     t = _clock()
     imp.run("float32", "ordered")
     print(f"ordered run {_since(t)}", flush=True)
