@@ -187,3 +187,39 @@ def test_correctly_rounded_functions_count_their_mpfr_elements() -> None:
         assert MPFR_ELEMENTS.n - before == expect
         want = np.array([float(D.exp(D.from_float(float(v)))) for v in xs])
         assert vector.same_arrays(got, want).all()
+
+
+def _binary32_operands() -> tuple[np.ndarray, np.ndarray]:
+    """Random binary32 values over the whole exponent range (normal, subnormal, near
+    overflow), with ±0, ±inf, NaN and ties of products and sums."""
+    rng = np.random.default_rng(5)
+    m = rng.uniform(1, 2, 4000) * rng.choice([-1, 1], 4000)
+    e = rng.integers(-150, 128, 4000)
+    x = np.ldexp(m, e).astype(np.float32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 1 + 2**-23, 2.0**-149, 2.0**127])
+    a = np.concatenate([x, special.astype(np.float32)])
+    return a, np.roll(a, 1)
+
+
+def test_hardware_binary32_equals_the_binary64_evaluation_rounded_once() -> None:
+    """FORMATS["binary32"] (hardware binary32 operations) and EMULATED["binary32"] (binary64
+    evaluation, one rounding) agree on + − × ÷ sqrt, operand by operand, and on the whole
+    evaluation of a convolution graph."""
+    nat, emu = vector.FORMATS["binary32"], vector.EMULATED["binary32"]
+    assert nat.native and not emu.native
+    a, b = _binary32_operands()
+    with vector.quiet():
+        for op in ("add", "sub", "mul", "div"):
+            assert vector.same_arrays(getattr(nat, op)(a, b), getattr(emu, op)(a, b)).all(), op
+        assert vector.same_arrays(nat.sqrt(a), emu.sqrt(a)).all()
+    b_ = GraphBuilder()
+    x, w = b_.input((1, 2, 5, 5)), b_.input((3, 2, 3, 3))
+    b_.node("relu", b_.node("conv2d", x, w, padding=(1, 1)))
+    g = b_.build()
+    rng = np.random.default_rng(2)
+    xs = [nat.cast(rng.standard_normal(s)) for s in g.inputs]
+    sd = vector.seed_arrays(g, nat, 1)
+    got = vector.link_sides(BINARY32, g, xs, (), sd)
+    want = vector.link_sides(BINARY32, g, xs, (), sd, emulated=True)
+    for p, q in zip(got, want, strict=True):
+        assert vector.first_difference(p, q) is None

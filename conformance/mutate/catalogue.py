@@ -721,7 +721,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "spec/vector/folds.py",
         "        acc = F.add(acc, F.mul(A[..., :, p : p + 1], B[..., p : p + 1, :]))",
         "        acc = acc + F.mul(A[..., :, p : p + 1], B[..., p : p + 1, :])",
-        "spec.vector's matmul k-loop keeps binary64 partial sums (one rounding at the end)",
+        "spec.vector's matmul k-loop keeps binary64 partial sums (bfloat16, float16)",
         "operation order in a forward",
     ),
     Mutant(

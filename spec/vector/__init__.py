@@ -25,10 +25,11 @@ from ..graph import Graph
 from ..rng import GAMMA, key_of
 from . import crmath, elementwise, folds, transcendental  # noqa: F401  (register the rules)
 from .evaluate import Run, Stats, backprop_all, forward
-from .formats import FORMATS, Format, format_of, quiet, require_ieee, same_arrays
+from .formats import EMULATED, FORMATS, Format, format_of, quiet, require_ieee, same_arrays
 from .table import RULES
 
 __all__ = [
+    "EMULATED",
     "FORMATS",
     "RULES",
     "Format",
@@ -80,11 +81,13 @@ def link_sides(
     env: Sequence[int],
     seed: Sequence[Any],
     stats: Stats | None = None,
+    emulated: bool = False,
 ) -> Sides:
     """(values, cotangents, tangents) of g in the IEEE domain D: the spec side of the link
-    check (`eval_jvp` with the seed's input entries as tangents, `backprop_all_ctx`)."""
+    check (`eval_jvp` with the seed's input entries as tangents, `backprop_all_ctx`).
+    `emulated`: binary32 by binary64 evaluation and one rounding (`EMULATED`)."""
     require_ieee()
-    F = format_of(D)
+    F = EMULATED[D.name] if emulated else format_of(D)
     stats = stats if stats is not None else Stats()
     xs = [F.cast(x) for x in xs]
     sd = [F.cast(s) for s in seed]
