@@ -7,9 +7,10 @@ Invariants:
 - bfloat16, float16 (and binary32 in `EMULATED`): + − × ÷ sqrt are computed in binary64
   and rounded once to the format. The binary64 result is itself correctly rounded, so this
   is a double rounding, and it is innocuous because binary64 has 53 >= 2p + 2 bits for
-  p = 24, 11, 8 (for + − × ÷ and sqrt; Figueroa 1995). The exponent range of binary64 holds every exact product,
-  quotient and sum of two such operands without overflow or underflow (|x| <= 2**277 and
-  >= 2**-298 when nonzero), so the binary64 step loses nothing to gradual underflow either.
+  p = 24, 11, 8 (for + − × ÷ and sqrt; Figueroa 1995). The exponent range of binary64
+  holds every exact product, quotient and sum of two such operands without overflow or
+  underflow (|x| <= 2**277 and >= 2**-298 when nonzero), so the binary64 step loses nothing
+  to gradual underflow either.
   Rounding to the format (`round_to`) is to nearest-even with the format's subnormal quantum
   and overflow to ±inf (IEEE 754: overflow when the result rounded with an unbounded
   exponent exceeds the largest finite number).
