@@ -29,7 +29,7 @@ def _clock() -> tuple[float, float]:
 
 def _since(t: tuple[float, float]) -> str:
     w, c = _clock()
-    return f"{w - t[0]:.1f} s wall / {c - t[1]:.1f} s cpu"
+    return f"{w - t[0]:.2f} s wall / {c - t[1]:.2f} s cpu"
 
 
 def _full_size(name: str, side: int) -> None:
