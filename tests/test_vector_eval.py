@@ -58,7 +58,7 @@ def _cases(draw, D, specials: bool):
 
 
 @pytest.mark.parametrize("name", sorted(DOMAINS))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_vector_equals_reference_on_random_graphs(name: str, data) -> None:
     """Random graphs of every op the generator builds, inputs and seeds with NaN, ±inf,
