@@ -5,7 +5,8 @@ Invariants:
 - Per model: import time, graph nodes, distinct table ops, the max relative error of the
   outputs and of every parameter's gradient against PyTorch float64 autograd (model in
   eval mode; loss = sum of the outputs), and `check_link` in float32 (bitwise) for the
-  entries marked `link` (the spec side is pure Python: only tiny configurations). A model
+  entries marked `link` (the tiny configurations of `LINK_ZOO`; the spec side is
+  `spec.vector`, which also checks the full-size models: scripts/link_full_size.py). A model
   that does not build or import is a row with the reason, never a crash.
 - PyTorch's float64 reference is PyTorch's own kernels, except where a kernel is known to
   round through float32 in float64 (`INEXACT_KERNELS`): the error is then also reported

@@ -1,4 +1,4 @@
-"""The mutation catalogue: realistic single-point bugs in `runtime/`, as data.
+"""The mutation catalogue: realistic single-point bugs in `runtime/` and `spec.vector`, as data.
 
 Invariants:
 - Each `Mutant` names one file, one exact source snippet that occurs exactly once in that
@@ -714,6 +714,71 @@ CATALOGUE: tuple[Mutant, ...] = (
         "onnxruntime engine's run, not by the default suite)",
         "attributes lost",
         suite=("--engine", "onnxruntime", "--ops", "cumsum"),
+    ),
+    # ---------------------------------------------------------------- spec.vector vs spec
+    Mutant(
+        "vector_matmul_wide_accumulator",
+        "spec/vector/folds.py",
+        "        acc = F.add(acc, F.mul(A[..., :, p : p + 1], B[..., p : p + 1, :]))",
+        "        acc = acc + F.mul(A[..., :, p : p + 1], B[..., p : p + 1, :])",
+        "spec.vector's matmul k-loop keeps binary64 partial sums (bfloat16, float16)",
+        "operation order in a forward",
+    ),
+    Mutant(
+        "vector_gather_vjp_reversed",
+        "spec/vector/folds.py",
+        "    for r, (src, tgt) in enumerate(plan.steps):",
+        "    for r, (src, tgt) in enumerate(plan.steps[::-1]):",
+        "spec.vector's gather VJP folds each target's sources in decreasing position order",
+        "fold order in a VJP",
+    ),
+    Mutant(
+        "vector_round_truncates",
+        "spec/vector/formats.py",
+        "    r = np.ldexp(np.rint(np.ldexp(x, -q)), q)",
+        "    r = np.ldexp(np.trunc(np.ldexp(x, -q)), q)",
+        "spec.vector rounds bfloat16/float16 results toward zero instead of to nearest-even",
+        "rounding",
+    ),
+    Mutant(
+        "vector_round_no_subnormal_quantum",
+        "spec/vector/formats.py",
+        "    q = np.maximum(e - precision, emin - 1)",
+        "    q = e - precision",
+        "spec.vector rounds bfloat16/float16 subnormals to full precision (no quantum)",
+        "rounding",
+    ),
+    Mutant(
+        "vector_zero_add_skipped",
+        "spec/vector/evaluate.py",
+        "        first_after = max(0, j - n_in + 1)",
+        "        first_after = n_nodes",
+        "spec.vector's reverse pass drops the last run of zero additions (-0 stays -0)",
+        "signed zero in a VJP",
+    ),
+    Mutant(
+        "vector_maximum_tie_full",
+        "spec/vector/elementwise.py",
+        "        ga = np.where(a_wins, g, np.where(b_wins, 0.0, np.where(tie, h, 0.0)))",
+        "        ga = np.where(a_wins, g, np.where(b_wins, 0.0, np.where(tie, g, 0.0)))",
+        "spec.vector's maximum/minimum give the first operand the whole cotangent on a tie",
+        "tie rule",
+    ),
+    Mutant(
+        "vector_reduce_max_last_tie",
+        "spec/vector/folds.py",
+        "        take = ~np.isnan(m) & (np.isnan(v) | (m < v))",
+        "        take = ~np.isnan(m) & (np.isnan(v) | (m <= v))",
+        "spec.vector's reduce_max picks the last maximal element instead of the first",
+        "tie rule",
+    ),
+    Mutant(
+        "vector_crmath_undecided_keep_approximation",
+        "spec/vector/crmath.py",
+        "            flat_out[i] = float(fn(D.from_float(float(flat_x[i]))))",
+        "            flat_out[i] = float(y.reshape(-1)[i])",
+        "spec.vector's crmath keeps the binary64 approximation where its bound cannot decide",
+        "correct rounding",
     ),
 )
 

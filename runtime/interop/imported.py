@@ -18,7 +18,8 @@ Invariants:
   Gradient output's own derivative would be second order).
 - `check_link` is `runtime.session.link.link_check` on this graph: runtime
   `backward_dense_from(lower(g))` with the `ordered` kernels against spec
-  `backprop_all_ctx(g)`, bit for bit (exact equality for "exact").
+  `backprop_all_ctx(g)`, bit for bit (exact equality for "exact"); IEEE dtypes go through
+  `array_link_check` (the spec side by the array evaluator `spec.vector`, inputs as arrays).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from spec.tensor import Tensor, TensorPack
 from ..backends.base import NUMPY, OBJECT_DTYPES, round_f64, to_spec
 from ..engine.context import KernelContext
 from ..engine.lower import lower
-from ..session.link import LinkCheck, link_check, random_seed_pack
+from ..session.link import LinkCheck, array_link_check, link_check, random_seed_pack
 from .core import ModelImportError
 
 __all__ = ["Imported", "as_dtype"]
@@ -212,7 +213,11 @@ class Imported:
     def check_link(self, dtype: str = "float32", seed: int = 0) -> LinkCheck:
         """The link theorem on this graph at these values: runtime (`ordered` kernels) vs
         spec, every value and every cotangent, bit for bit (exact for "exact")."""
-        ok, text = link_check(self.graph, self.spec_inputs(dtype), (), dtype, seed)
+        if dtype in OBJECT_DTYPES:
+            ok, text = link_check(self.graph, self.spec_inputs(dtype), (), dtype, seed)
+        else:
+            xs = [np.asarray(a, dtype=np.float64) for a in self.arrays(dtype)]
+            ok, text = array_link_check(self.graph, xs, (), dtype, seed)
         return LinkCheck(ok, text, "exact" if dtype in OBJECT_DTYPES else "ordered")
 
     def to_onnx(self, dtype: str = "float64") -> Any:

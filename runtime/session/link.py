@@ -8,6 +8,10 @@ Invariants:
 - `link_check` returns (ok, text) and never raises on a mismatch; the text names the first
   mismatching value. IEEE dtypes use the `ordered` kernels and bit equality (NaN matches
   NaN); "exact" uses exact equality.
+- For IEEE dtypes the spec side is `spec.vector` (the array evaluator of the spec's
+  semantics, whose reference is the pure-Python `spec_side`), the inputs and seeds stay
+  arrays on both sides, and the text reports the evaluator's per-node fallbacks to spec
+  rules and its count of elements computed by MPFR (`array_link_check`).
 - `Session.graph()` (typed-graph mode only) is the recorded spec graph with its leaf values
   and environment; `Session.check_link(seed)` runs `link_check` on it with a full
   pseudo-random seed from the spec RNG.
@@ -19,12 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from spec import rng as srng
+from spec import vector
 from spec.errors import TorchLeanError
 from spec.graph import Graph, backprop_all_ctx, eval_jvp
 from spec.tensor import Tensor, TensorPack
 
-from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, to_spec
+from ..backends.base import DTYPE_DOMAIN, NUMPY, OBJECT_DTYPES, Backend, round_f64, to_spec
 from ..engine.context import KernelContext
 from ..engine.lower import lower
 from .recording import Recording
@@ -33,12 +40,15 @@ __all__ = [
     "GraphExport",
     "LinkCheck",
     "RecordedGraph",
+    "array_link_check",
+    "array_sides",
     "compare_sides",
     "first_mismatch",
     "link_check",
     "random_seed_pack",
     "runtime_side",
     "spec_side",
+    "spec_stats_text",
 ]
 
 
@@ -134,11 +144,93 @@ def link_check(
     seed: int = 0,
     pack: TensorPack | None = None,
 ) -> tuple[bool, str]:
+    if dtype not in OBJECT_DTYPES and pack is None:
+        D = DTYPE_DOMAIN[dtype]
+        arrays = [vector.format_of(D).array(x) for x in xs]
+        return array_link_check(g, arrays, env, dtype, seed)
     pack = pack if pack is not None else random_seed_pack(g, dtype, seed)
     want = spec_side(g, xs, env, pack, dtype)
     mism = compare_sides(dtype, runtime_side(g, xs, env, pack, dtype), want)
     if mism is None:
         return True, f"link holds on {len(want[1])} values ({dtype}, ordered kernels)"
+    return False, mism
+
+
+ArraySides = tuple[list[Any], list[Any], list[Any]]
+
+
+def array_sides(
+    g: Graph,
+    xs: Sequence[Any],
+    env: Sequence[int],
+    seeds: Sequence[Any],
+    dtype: str,
+    kernels: str = "ordered",
+    backend: Backend = NUMPY,
+    compiled: bool | None = None,
+) -> ArraySides:
+    """`runtime_side` on arrays: xs and seeds are float64 arrays holding values of the
+    dtype; the result is host arrays of the dtype."""
+    ctx = KernelContext(dtype, kernels, backend, compiled=compiled)
+    tape = lower(g, [backend.from_host(round_f64(np.asarray(x), dtype)) for x in xs], env, ctx=ctx)
+    sd = [backend.from_host(round_f64(np.asarray(s, dtype=np.float64), dtype)) for s in seeds]
+    got = tape.backward_dense_from(sd)
+    tans = tape.forward_tangents({i: sd[i] for i in range(g.num_inputs)})
+    host = backend.to_host
+    return [host(n.value) for n in tape.nodes], [host(a) for a in got], [host(t) for t in tans]
+
+
+def spec_stats_text(st: vector.Stats) -> str:
+    """The array evaluator's report: fallbacks to spec rules and MPFR elements."""
+    fb = sum(st.fallbacks.values())
+    fbs = ", ".join(f"{k} x{v}" for k, v in sorted(st.fallbacks.items()))
+    fbs = f" ({fbs})" if fbs else ""
+    return f"spec.vector: {fb} spec-rule fallbacks{fbs}, {st.mpfr} MPFR elements"
+
+
+def _difference_text(D: Any, what: str, got: Sequence[Any], want: Sequence[Any]) -> str | None:
+    d = vector.first_difference(got, want)
+    if d is None:
+        return None
+    i, j = d
+    a, b = np.asarray(got[i]), np.asarray(want[i])
+    if a.shape != b.shape:
+        return f"{what} of value %{i}: runtime shape {a.shape} vs spec {b.shape}"
+    enc = lambda v: D.encode(D.from_float(float(v)))  # noqa: E731
+    ra, rb = a.reshape(-1)[j], b.reshape(-1)[j]
+    return (
+        f"{what} of value %{i} (shape {b.shape}), element {j}: runtime {enc(ra)} ({float(ra)!r}) "
+        f"vs spec {enc(rb)} ({float(rb)!r})"
+    )
+
+
+def array_link_check(
+    g: Graph,
+    xs: Sequence[Any],
+    env: Sequence[int],
+    dtype: str,
+    seed: int = 0,
+    kernels: str = "ordered",
+    backend: Backend = NUMPY,
+) -> tuple[bool, str]:
+    """`link_check` for an IEEE dtype on arrays: the spec side by `spec.vector`, the seed
+    pack `random_seed_pack`'s (as arrays), every value, cotangent and tangent bit for bit."""
+    D = DTYPE_DOMAIN[dtype]
+    F = vector.format_of(D)
+    seeds = vector.seed_arrays(g, F, seed)
+    st = vector.Stats()
+    want = vector.link_sides(D, g, xs, env, seeds, st)
+    got = array_sides(g, xs, env, seeds, dtype, kernels, backend)
+    mism = (
+        _difference_text(D, "value", got[0], want[0])
+        or _difference_text(D, "cotangent", got[1], want[1])
+        or _difference_text(D, "tangent", got[2], want[2])
+    )
+    if mism is None:
+        return True, (
+            f"link holds on {len(want[1])} values ({dtype}, {kernels} kernels; "
+            f"{spec_stats_text(st)})"
+        )
     return False, mism
 
 

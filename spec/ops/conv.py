@@ -5,6 +5,8 @@ Invariants:
   fold over (c_in, kh, kw) in row-major order (padding taps included as w·0), then + bias.
 - Window geometry follows `builders.conv_out_dim`; stride, padding, dilation and groups
   are attributes. Errors name the op, the input index and expected vs got.
+- Shape rules are closed form (`windows.ShapeView`): the bodies' validation, in the same
+  order, then the output dims; the body (and its index list) is built only to evaluate.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import numpy as np
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
 from .builders import composite, second_arg, second_point, shape_error
-from .table import Attrs, AttrSpec, arg, sample
+from .table import OPS, Attrs, AttrSpec, arg, sample
 from .windows import (
+    ShapeView,
     channel_dims,
     int_tuple,
     padding_pairs,
@@ -87,27 +90,33 @@ def _pads(op: str, a: Attrs, nd: int) -> tuple[tuple[int, ...], tuple[int, ...]]
     return lo, hi
 
 
+def _conv_geometry(op: str, b: Any, args: list[int], a: Attrs, nd: int) -> tuple[Any, ...]:
+    """(batch, cin, dims, groups, cout, cg, ks, stride, dil, lo, outs), validated."""
+    _arity23(op, args)
+    batch, cin, dims = channel_dims(op, b, args[0], nd)
+    groups = a.get("groups") or 1
+    cout, cg, ks = _kernel_dims(op, b.shape_of(args[1]), nd, "(C_out, C_in/groups, *kernel)")
+    if cin % groups or cout % groups:
+        raise shape_error(
+            op, "groups must divide C_in and C_out", 1, f"divisible by {groups}", (cin, cout)
+        )
+    if cg != cin // groups:
+        raise shape_error(
+            op, "weight's input channels differ from C_in/groups", 1, cin // groups, cg
+        )
+    stride = int_tuple(op, a, "stride", nd, 1, 1)
+    dil = int_tuple(op, a, "dilation", nd, 1, 1)
+    lo, hi = _pads(op, a, nd)
+    outs = tuple(window_out_dim(op, *g) for g in zip(dims, ks, stride, lo, hi, dil, strict=True))
+    return batch, cin, dims, groups, cout, cg, ks, stride, dil, lo, outs
+
+
 def _conv_body(nd: int) -> Any:
     op = f"conv{nd}d"
 
     def body(b: Any, args: list[int], a: Attrs) -> int:
-        _arity23(op, args)
-        batch, cin, dims = channel_dims(op, b, args[0], nd)
-        groups = a.get("groups") or 1
-        cout, cg, ks = _kernel_dims(op, b.shape_of(args[1]), nd, "(C_out, C_in/groups, *kernel)")
-        if cin % groups or cout % groups:
-            raise shape_error(
-                op, "groups must divide C_in and C_out", 1, f"divisible by {groups}", (cin, cout)
-            )
-        if cg != cin // groups:
-            raise shape_error(
-                op, "weight's input channels differ from C_in/groups", 1, cin // groups, cg
-            )
-        stride = int_tuple(op, a, "stride", nd, 1, 1)
-        dil = int_tuple(op, a, "dilation", nd, 1, 1)
-        lo, hi = _pads(op, a, nd)
-        outs = tuple(
-            window_out_dim(op, *g) for g in zip(dims, ks, stride, lo, hi, dil, strict=True)
+        batch, cin, dims, groups, cout, cg, ks, stride, dil, lo, outs = _conv_geometry(
+            op, b, args, a, nd
         )
         table = tap_table(dims, ks, stride, lo, dil, outs)
 
@@ -117,6 +126,22 @@ def _conv_body(nd: int) -> Any:
         return _matmul_cols(op, b, args, batch, (cin, *dims), ks, outs, groups, cout, table, weight)
 
     return body
+
+
+def _bias_shape(op: str, shapes: list[Shape], cout: int) -> None:
+    if len(shapes) == 3 and shapes[2] != (cout,):
+        raise shape_error(op, "bias must be (C_out,)", 2, (cout,), shapes[2])
+
+
+def _conv_shape(nd: int) -> Any:
+    op = f"conv{nd}d"
+
+    def shape(shapes: list[Shape], a: Attrs) -> Shape:
+        g = _conv_geometry(op, ShapeView(shapes), list(range(len(shapes))), a, nd)
+        _bias_shape(op, shapes, g[4])
+        return (*g[0], g[4], *g[10])
+
+    return shape
 
 
 def _matmul_cols(
@@ -185,36 +210,44 @@ composite(
 # --------------------------------------------------------------------------- conv_transpose2d
 
 
+def _conv_t_geometry(op: str, b: Any, args: list[int], a: Attrs, nd: int) -> tuple[Any, ...]:
+    """(batch, cin, dims, groups, cog, ks, stride, dil, lo, outs), validated."""
+    _arity23(op, args)
+    batch, cin, dims = channel_dims(op, b, args[0], nd)
+    groups = a.get("groups") or 1
+    wcin, cog, ks = _kernel_dims(op, b.shape_of(args[1]), nd, "(C_in, C_out/groups, *kernel)")
+    if wcin != cin:
+        raise shape_error(op, "weight's leading dim differs from C_in", 1, cin, wcin)
+    if cin % groups:
+        raise shape_error(op, "groups must divide C_in", 1, f"divisible by {groups}", cin)
+    stride = int_tuple(op, a, "stride", nd, 1, 1)
+    dil = int_tuple(op, a, "dilation", nd, 1, 1)
+    opad = int_tuple(op, a, "output_padding", nd, 0, 0)
+    lo, hi = _pads(op, a, nd)
+    if any(p >= max(s, d) for p, s, d in zip(opad, stride, dil, strict=True)):
+        raise op_error(
+            GraphError,
+            op,
+            "output_padding must be < max(stride, dilation)",
+            expected=f"< {tuple(max(s, d) for s, d in zip(stride, dil, strict=True))}",
+            got=opad,
+        )
+    outs = tuple(
+        (n - 1) * s - p - q + d * (k - 1) + e + 1
+        for n, s, p, q, d, k, e in zip(dims, stride, lo, hi, dil, ks, opad, strict=True)
+    )
+    if min(outs) < 1:
+        raise shape_error(op, "output would be empty", 0, "padding small enough", outs)
+    return batch, cin, dims, groups, cog, ks, stride, dil, lo, outs
+
+
 def _conv_t_body(nd: int) -> Any:
     op = f"conv_transpose{nd}d"
 
     def body(b: Any, args: list[int], a: Attrs) -> int:
-        _arity23(op, args)
-        batch, cin, dims = channel_dims(op, b, args[0], nd)
-        groups = a.get("groups") or 1
-        wcin, cog, ks = _kernel_dims(op, b.shape_of(args[1]), nd, "(C_in, C_out/groups, *kernel)")
-        if wcin != cin:
-            raise shape_error(op, "weight's leading dim differs from C_in", 1, cin, wcin)
-        if cin % groups:
-            raise shape_error(op, "groups must divide C_in", 1, f"divisible by {groups}", cin)
-        stride = int_tuple(op, a, "stride", nd, 1, 1)
-        dil = int_tuple(op, a, "dilation", nd, 1, 1)
-        opad = int_tuple(op, a, "output_padding", nd, 0, 0)
-        lo, hi = _pads(op, a, nd)
-        if any(p >= max(s, d) for p, s, d in zip(opad, stride, dil, strict=True)):
-            raise op_error(
-                GraphError,
-                op,
-                "output_padding must be < max(stride, dilation)",
-                expected=f"< {tuple(max(s, d) for s, d in zip(stride, dil, strict=True))}",
-                got=opad,
-            )
-        outs = tuple(
-            (n - 1) * s - p - q + d * (k - 1) + e + 1
-            for n, s, p, q, d, k, e in zip(dims, stride, lo, hi, dil, ks, opad, strict=True)
+        batch, cin, dims, groups, cog, ks, stride, dil, lo, outs = _conv_t_geometry(
+            op, b, args, a, nd
         )
-        if min(outs) < 1:
-            raise shape_error(op, "output would be empty", 0, "padding small enough", outs)
         cig = cin // groups
 
         def weight() -> int:
@@ -227,6 +260,18 @@ def _conv_t_body(nd: int) -> Any:
         return _matmul_cols(op, b, args, batch, (cin, *dims), ks, outs, groups, cout, table, weight)
 
     return body
+
+
+def _conv_t_shape(nd: int) -> Any:
+    op = f"conv_transpose{nd}d"
+
+    def shape(shapes: list[Shape], a: Attrs) -> Shape:
+        g = _conv_t_geometry(op, ShapeView(shapes), list(range(len(shapes))), a, nd)
+        cout = g[4] * g[3]
+        _bias_shape(op, shapes, cout)
+        return (*g[0], cout, *g[9])
+
+    return shape
 
 
 _conv_t2d_body = _conv_t_body(2)
@@ -388,3 +433,8 @@ composite(
         ),
     ),
 )
+
+
+for _nd in (1, 2, 3):  # closed-form shape rules in place of building the bodies
+    OPS[f"conv{_nd}d"].shape = _conv_shape(_nd)
+    OPS[f"conv_transpose{_nd}d"].shape = _conv_t_shape(_nd)

@@ -1,6 +1,9 @@
 """The pool family: avg_pool2d max_pool2d (composites).
 
 Invariants:
+- Shape rules are closed form (`windows.ShapeView`): the bodies' validation, then the
+  output dims; max pools find a window lying entirely in the padding per axis. The body
+  (and its index list) is built only to evaluate.
 - Bodies gather windows to (..., OH*OW, kh*kw), then reduce_sum / div by const kh*kw (avg,
   zero padding counted) or reduce_max (max; a padded tap reads the window's first in-bounds
   element). Window indices are attributes, never tensor arguments.
@@ -16,8 +19,9 @@ import numpy as np
 from ..errors import GraphError, op_error
 from ..shape import Shape, size
 from .builders import composite, scalar_const, second_arg, second_point, shape_error
-from .table import Attrs, AttrSpec, arg, sample
+from .table import OPS, Attrs, AttrSpec, arg, sample
 from .windows import (
+    ShapeView,
     adaptive_table,
     channel_dims,
     int_tuple,
@@ -34,10 +38,8 @@ FAMILY = "pool"
 # --------------------------------------------------------------------------- pooling
 
 
-def _pool_geometry(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Shape, Shape, Any]:
-    """(lead = batch + (C,), spatial dims, geometry) of a pool; geometry holds the window
-    table (flat, ok) of shape (O, K) (outputs row-major, taps row-major), the outputs and
-    per axis (starts, kernel, n, pad_end) for the divisor."""
+def _pool_dims(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Any, ...]:
+    """(batch, c, dims, ks, stride, dil, lo, hi, outs) of a pool, validated."""
     batch, c, dims = channel_dims(op, b, x, nd)
     ks = int_tuple(op, a, "kernel_size", nd, 0, 1)
     stride = int_tuple(op, a, "stride", nd, 1, 1) if a.get("stride") else ks
@@ -56,6 +58,14 @@ def _pool_geometry(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Shape, S
         pool_out_dim(op, n, k, s, p, q, d, ceil)
         for n, k, s, p, q, d in zip(dims, ks, stride, lo, hi, dil, strict=True)
     )
+    return batch, c, dims, ks, stride, dil, lo, hi, outs
+
+
+def _pool_geometry(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Shape, Shape, Any]:
+    """(lead = batch + (C,), spatial dims, geometry) of a pool; geometry holds the window
+    table (flat, ok) of shape (O, K) (outputs row-major, taps row-major), the outputs and
+    per axis (starts, kernel, n, pad_end) for the divisor."""
+    batch, c, dims, ks, stride, dil, lo, hi, outs = _pool_dims(op, b, x, a, nd)
     flat, ok = tap_table(dims, ks, stride, lo, dil, outs)
     k, o = size(ks), size(outs)
     flat, ok = flat.reshape(k, o).T, ok.reshape(k, o).T
@@ -64,6 +74,42 @@ def _pool_geometry(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Shape, S
         for n_o, s, p, kk, n, q in zip(outs, stride, lo, ks, dims, hi, strict=True)
     ]
     return (*batch, c), dims, (flat, ok, outs, axes)
+
+
+def _first_padding_window(
+    dims: Shape, ks: Shape, stride: Shape, dil: Shape, lo: Shape, outs: Shape
+) -> int | None:
+    """The row-major index of the first window with no in-bounds tap (None if none), per
+    axis in closed form: a window is empty when it is empty on some axis."""
+    first = None
+    step = 1
+    for ax in range(len(dims) - 1, -1, -1):
+        o = np.arange(outs[ax], dtype=np.int64)[:, None] * stride[ax] - lo[ax]
+        pos = o + np.arange(ks[ax], dtype=np.int64)[None, :] * dil[ax]
+        empty = np.flatnonzero(~((pos >= 0) & (pos < dims[ax])).any(axis=1))
+        if empty.size:
+            cand = int(empty[0]) * step
+            first = cand if first is None else min(first, cand)
+        step *= outs[ax]
+    return first
+
+
+def _pool_shape(nd: int, kind: str) -> Any:
+    op = f"{kind}_pool{nd}d"
+
+    def shape(shapes: list[Shape], a: Attrs) -> Shape:
+        if kind == "avg":
+            _no_dilation(op, a, nd)
+        batch, c, dims, ks, stride, dil, lo, _, outs = _pool_dims(op, ShapeView(shapes), 0, a, nd)
+        if kind == "max":
+            empty = _first_padding_window(dims, ks, stride, dil, lo, outs)
+            if empty is not None:
+                raise shape_error(
+                    op, "a window lies entirely in the padding", 0, "an in-bounds tap", empty
+                )
+        return (*batch, c, *outs)
+
+    return shape
 
 
 def _gathered(b: Any, x: int, lead: Shape, dims: Shape, idx: Any) -> int:
@@ -96,18 +142,18 @@ def _avg_divisors(a: Attrs, axes: list[Any]) -> Any:
     return out.reshape(-1)
 
 
+def _no_dilation(op: str, a: Attrs, nd: int) -> None:
+    if a.get("dilation") not in (None, (1,) * nd):
+        raise op_error(
+            GraphError, op, "dilation is not supported", expected=(1,) * nd, got=a.get("dilation")
+        )
+
+
 def _avg_pool_body(nd: int) -> Any:
     op = f"avg_pool{nd}d"
 
     def body(b: Any, args: list[int], a: Attrs) -> int:
-        if a.get("dilation") not in (None, (1,) * nd):
-            raise op_error(
-                GraphError,
-                op,
-                "dilation is not supported",
-                expected=(1,) * nd,
-                got=a.get("dilation"),
-            )
+        _no_dilation(op, a, nd)
         lead, dims, (flat, ok, outs, axes) = _pool_geometry(op, b, args[0], a, nd)
         cols = _gathered(b, args[0], lead, dims, np.where(ok, flat, size(dims)))
         s = b.node("reduce_sum", cols, axis=len(lead) + 1)
@@ -324,14 +370,29 @@ composite(
 # --------------------------------------------------------------------------- adaptive
 
 
+def _adaptive_dims(op: str, b: Any, x: int, a: Attrs, nd: int) -> tuple[Any, ...]:
+    batch, c, dims = channel_dims(op, b, x, nd)
+    outs = int_tuple(op, a, "output_size", nd, 1, 1)
+    if min(dims) < 1:
+        raise shape_error(op, "spatial dims must be >= 1", 0, ">= 1", dims)
+    return batch, c, dims, outs
+
+
+def _adaptive_shape(nd: int, kind: str) -> Any:
+    op = f"adaptive_{kind}_pool{nd}d"
+
+    def shape(shapes: list[Shape], a: Attrs) -> Shape:
+        batch, c, _, outs = _adaptive_dims(op, ShapeView(shapes), 0, a, nd)
+        return (*batch, c, *outs)
+
+    return shape
+
+
 def _adaptive_body(nd: int, kind: str) -> Any:
     op = f"adaptive_{kind}_pool{nd}d"
 
     def body(b: Any, args: list[int], a: Attrs) -> int:
-        batch, c, dims = channel_dims(op, b, args[0], nd)
-        outs = int_tuple(op, a, "output_size", nd, 1, 1)
-        if min(dims) < 1:
-            raise shape_error(op, "spatial dims must be >= 1", 0, ">= 1", dims)
+        batch, c, dims, outs = _adaptive_dims(op, b, args[0], a, nd)
         flat, ok, counts = adaptive_table(dims, outs)
         lead = (*batch, c)
         if kind == "avg":
@@ -398,3 +459,9 @@ _adaptive(name="adaptive_avg_pool2d", nd=2, kind="avg")
 _adaptive(name="adaptive_max_pool2d", nd=2, kind="max")
 _adaptive(name="adaptive_avg_pool3d", nd=3, kind="avg")
 _adaptive(name="adaptive_max_pool3d", nd=3, kind="max")
+
+
+for _nd in (1, 2, 3):  # closed-form shape rules in place of building the bodies
+    for _kind in ("avg", "max"):
+        OPS[f"{_kind}_pool{_nd}d"].shape = _pool_shape(_nd, _kind)
+        OPS[f"adaptive_{_kind}_pool{_nd}d"].shape = _adaptive_shape(_nd, _kind)

@@ -10,6 +10,9 @@ Invariants:
   arrays (the callers turn them into the tuples of `gather`'s `indices` attribute).
 - Attribute checks raise `GraphError`/`ShapeError` naming the op, the attribute and
   expected vs got.
+- The conv and pool families' shape rules are closed form: they run the bodies' own
+  validation on a `ShapeView` and compute the output dims per axis, never a table (so
+  validating a graph never builds an im2col index list).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .builders import shape_error
 from .table import Attrs
 
 __all__ = [
+    "ShapeView",
     "adaptive_table",
     "channel_dims",
     "flat_gather",
@@ -37,6 +41,17 @@ __all__ = [
     "transposed_tap_table",
     "window_out_dim",
 ]
+
+
+class ShapeView:
+    """Argument shapes in place of a `GraphBuilder` for the closed-form shape rules (which
+    read `shape_of` only): the same validation code runs without building a body."""
+
+    def __init__(self, shapes: Sequence[Shape]) -> None:
+        self.shapes = list(shapes)
+
+    def shape_of(self, i: int) -> Shape:
+        return self.shapes[i]
 
 
 def channel_dims(op: str, b: Any, x: int, nd: int, index: int = 0) -> tuple[Shape, int, Shape]:
