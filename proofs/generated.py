@@ -1,5 +1,6 @@
 """The generated parts of the documentation, written by one command (`python -m proofs
-readme`) and checked equal to the code by the tests.
+readme`) and checked equal to the code by the tests: docs/OPS.md, docs/THEOREMS.md, the
+theorem table of proofs/README.md, README.md's op count, docs/ARCHITECTURE.md's family table.
 
 Invariants:
 - Each `Generated` names a file and either the whole file (`begin` None: docs/OPS.md) or
@@ -19,6 +20,7 @@ from pathlib import Path
 from spec.doc import op_table_markdown
 from spec.ops import FAMILIES, OPS
 
+from . import theorem_index
 from .catalogue import select
 from .records import ProofError
 
@@ -92,6 +94,7 @@ class Generated:
 
 GENERATED = (
     Generated("docs/OPS.md", op_table_markdown),
+    Generated("docs/THEOREMS.md", theorem_index.markdown),
     Generated("proofs/README.md", readme_table, "theorem-table"),
     Generated("README.md", op_count, "op-count"),
     Generated("docs/ARCHITECTURE.md", family_table, "family-table"),

@@ -71,7 +71,7 @@ def _listed_theorems(capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 def test_theorems_md_is_generated() -> None:
     assert (ROOT / "docs" / "THEOREMS.md").read_text() == markdown(), (
-        "regenerate: python -m proofs.theorem_index > docs/THEOREMS.md"
+        "regenerate: python -m proofs readme"
     )
 
 
