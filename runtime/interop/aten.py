@@ -7,7 +7,8 @@ Invariants:
   built from table ops only; a variant it cannot express raises `Unsupported`.
 - `Poison` (`aten_guard`) marks a node that could not be mapped, or an output no table op
   gives (the statistics outputs of native norms, max-pool indices): reported when used.
-- The conv, pool and pad families are `aten_windows.WINDOW_RULES`, merged in.
+- The conv, pool and pad families are `aten_windows.WINDOW_RULES`, merged in, and so are
+  `aten_models.MODEL_RULES` (no-op checks, model constructs as compositions).
 - Rules never import torch (the walker in `torch_import` does).
 """
 
@@ -23,6 +24,7 @@ from spec.ops.shape import split_ranges
 
 from .aten_guard import Poison, elu, has_attrs, leaky_relu, table_unary
 from .aten_index import copy, index, select_scatter, slice_scatter
+from .aten_models import MODEL_RULES
 from .aten_windows import WINDOW_RULES
 from .core import Dyn, Emitter, Static, Unsupported, axes_of, axis_of, is_float
 
@@ -446,8 +448,6 @@ def _loss_args(weight: Any, reduction: int, ignore_index: int, target: Any) -> s
         raise Unsupported("class weights")
     if isinstance(target, Static) and is_float(target.value):
         raise Unsupported("probability targets (class ids are mapped)")
-    if isinstance(target, Static) and np.any(np.asarray(target.value) == ignore_index):
-        raise Unsupported(f"targets equal to ignore_index={ignore_index}")
     return REDUCTIONS[reduction]
 
 
@@ -462,13 +462,16 @@ def _cross_entropy(
 ) -> Any:
     if label_smoothing:
         raise Unsupported("label_smoothing")
-    return E.cross_entropy(x, t, _loss_args(weight, reduction, ignore_index, t))
+    return E.cross_entropy(
+        x, t, _loss_args(weight, reduction, ignore_index, t), ignore_index=ignore_index
+    )
 
 
 def _nll_loss(
     E: Emitter, x: Any, t: Any, weight: Any = None, reduction: int = 1, ignore_index: int = -100
 ) -> Any:
-    return E.cross_entropy(x, t, _loss_args(weight, reduction, ignore_index, t), log_probs=True)
+    red = _loss_args(weight, reduction, ignore_index, t)
+    return E.cross_entropy(x, t, red, log_probs=True, ignore_index=ignore_index)
 
 
 def _nll_loss_forward(E: Emitter, *args: Any) -> tuple[Any, Any]:
@@ -673,5 +676,6 @@ ATEN: dict[str, Rule] = {
     "aten.scaled_dot_product_attention": _sdpa,
     "getitem": _getitem,
     **WINDOW_RULES,  # conv, pool and pad families (aten_windows)
+    **MODEL_RULES,  # no-op checks and compositions real models use (aten_models)
 }
 """ATen op packet -> rule (see the module docstring); docs/INTEROP.md lists it."""

@@ -426,13 +426,31 @@ class Emitter:
             y = self.node("add", y, self.reshape(b, bs))
         return y
 
-    def cross_entropy(self, x: Any, target: Any, reduction: str, log_probs: bool = False) -> Any:
+    def cross_entropy(
+        self,
+        x: Any,
+        target: Any,
+        reduction: str,
+        log_probs: bool = False,
+        ignore_index: int | None = None,
+    ) -> Any:
         """Cross entropy (or NLL when `log_probs`) of logits x (B, C) or (C,) against
-        integer class ids known at import time: one_hot targets (attributes)."""
+        integer class ids known at import time: one_hot targets (attributes). Rows whose
+        target is `ignore_index` are dropped first (`index_select` of the others), so a
+        mean is over the rows kept, as torch defines it."""
         s = self.shape(x)
         if len(s) not in (1, 2):
             raise Unsupported(f"class axis layout {s} (only (C,) or (B, C))")
         ids = self.static_ints(target, "the target")
+        if ignore_index is not None and np.any(ids == ignore_index):
+            keep = np.flatnonzero(ids.reshape(-1) != ignore_index)
+            if len(s) != 2 or reduction == "none" or keep.size == 0:
+                raise Unsupported(
+                    f"targets equal to ignore_index={ignore_index} "
+                    "(only a (B, C) mean or sum over at least one kept row)"
+                )
+            x = self.node("index_select", x, indices=tuple(int(i) for i in keep))
+            ids, s = ids.reshape(-1)[keep], (int(keep.size), s[1])
         onehot = self.node(
             "one_hot", indices=tuple(int(i) for i in ids.reshape(-1)), num_classes=s[-1]
         )
