@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -337,34 +338,69 @@ HEADER = (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`[--route torch|onnx|both] [--link] NAME ...` (default: every ZOO model, torch)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    routes, link = ["torch"], None
-    if "--link" in args:
-        args.remove("--link")
-        link = True
-    if "--route" in args:
-        k = args.index("--route")
-        want = args[k + 1] if k + 1 < len(args) else ""
-        routes = {"torch": ["torch"], "onnx": ["onnx"], "both": ["torch", "onnx"]}.get(want, [])
-        del args[k : k + 2]
-    known = {**ZOO, **LINK_ZOO}
-    bad = [n for n in args if n not in known]
-    if bad or not routes:
-        print(f"python -m conformance.zoo: unknown model(s) {bad} or route; models: "
-              f"{list(known)}; --route torch|onnx|both", file=sys.stderr)  # fmt: skip
-        return 2
+def _take(args: list[str], flag: str, default: str) -> str:
+    """The value after `flag` in `args` (both removed), or `default` ("" if it dangles)."""
+    if flag not in args:
+        return default
+    k = args.index(flag)
+    value = args[k + 1] if k + 1 < len(args) else ""
+    del args[k : k + 2]
+    return value
+
+
+def _torchvision_rows(names: list[str], routes: list[str], link: bool | None) -> int:
     try:
         vision_models()
     except ImportError as e:
         print(f"python -m conformance.zoo: needs torchvision ({e})", file=sys.stderr)
         return 2
     print(HEADER)
-    for n in args or list(ZOO):
+    for n in names or list(ZOO):
         for route in routes:
             print(_cells(check_model(n, route=route, link=link)), flush=True)
     return 0
+
+
+def _source_rows(source: str, names: list[str], routes: list[str], link: bool | None) -> int:
+    from .zoo_sources import SOURCE_HEADER, check_source_model, library, source_cells
+
+    try:
+        library(source)
+    except ImportError as e:
+        print(f"python -m conformance.zoo: needs {source} ({e})", file=sys.stderr)
+        return 2
+    print(SOURCE_HEADER)
+    for n in names or list(_known(source)):
+        for route in routes:
+            row = check_source_model(source, n, route=route, link=bool(link))
+            print(source_cells(row), flush=True)
+    return 0
+
+
+def _known(source: str) -> dict[str, Any]:
+    from .zoo_sources import SOURCES
+
+    return {**ZOO, **LINK_ZOO} if source == "torchvision" else dict(SOURCES.get(source, {}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`[--source torchvision|timm|transformers] [--route torch|onnx|both] [--link] NAME ...`
+    (default: every model of the source, torch route)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    link = True if "--link" in args else None
+    args = [a for a in args if a != "--link"]
+    want = _take(args, "--route", "torch")
+    routes = {"torch": ["torch"], "onnx": ["onnx"], "both": ["torch", "onnx"]}.get(want, [])
+    source = _take(args, "--source", "torchvision")
+    known = _known(source) if source in ("torchvision", "timm", "transformers") else {}
+    bad = [n for n in args if n not in known]
+    if bad or not routes or not known:
+        print(f"python -m conformance.zoo: unknown model(s) {bad}, route or source; models: "
+              f"{list(known)}; --route torch|onnx|both; --source torchvision|timm|"
+              "transformers", file=sys.stderr)  # fmt: skip
+        return 2
+    run = _torchvision_rows if source == "torchvision" else partial(_source_rows, source)
+    return run(args, routes, link)
 
 
 if __name__ == "__main__":

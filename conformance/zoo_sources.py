@@ -1,0 +1,347 @@
+"""Held-out model sources for `python -m conformance.zoo --source timm|transformers`:
+timm image models and Hugging Face decoder-only language models, random weights, small
+configurations, imported by either route and checked against PyTorch float64.
+
+Invariants:
+- Models are built from configurations with random weights (seed 0; `zoo.perturb` moves
+  every parameter so that no two are equal); nothing is ever downloaded
+  (`HF_HUB_OFFLINE=1` is set before transformers is imported).
+- The PyTorch reference is float64 autograd run under `exact_reference_mode()`: every
+  cast to a float dtype is a cast to float64 (the import reads casts between float
+  dtypes as identities, so a model that computes a part in float32 on purpose, such as
+  Llama's RMSNorm, rotary angles and attention softmax, is compared with the same
+  arithmetic in float64), and `F.hardsigmoid` is torch's composition clamp(x + 3, 0, 6)
+  / 6 (PyTorch's float64 hardsigmoid backward rounds 1/6 through float32:
+  `zoo.INEXACT_KERNELS`).
+- The loss is the sum of the model's outputs (an image model's logits; a language
+  model's own float64 causal cross entropy over the vocabulary, computed from its
+  logits); the gradient of every parameter name (tied aliases included, as
+  `named_parameters(remove_duplicate=False)` lists them) is compared.
+- The error of a gradient array is cancellation-aware (`scaled_error`): max |got - want|
+  / max(max |want|, FLOOR * G), G the largest |gradient| of the whole model. An array
+  whose gradient is exactly zero in real arithmetic holds rounding noise on both sides;
+  it is judged against the model's gradient scale instead of its own noise.
+- A row passes when the output's and every gradient's error is <= TOL; an imported model
+  above it is WRONG; a refusal is a row naming the construct (the importer's message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from runtime.interop import from_onnx, from_torch
+from spec.errors import TorchLeanError
+
+__all__ = [
+    "FLOOR",
+    "LM_ZOO",
+    "SOURCES",
+    "TIMM_ZOO",
+    "TOL",
+    "SourceEntry",
+    "check_source_model",
+    "exact_reference_mode",
+    "scaled_error",
+    "tied_names",
+]
+
+TOL = 1e-9
+FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """`build(lib)` returns the module (lib: the `timm` or `transformers` module);
+    `inputs(torch)` its example arguments; `family` the architecture family."""
+
+    build: Callable[[Any], Any]
+    inputs: Callable[[Any], tuple[Any, ...]]
+    family: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def exact_reference_mode() -> Iterator[None]:
+    """PyTorch with every float cast made a float64 cast and `F.hardsigmoid` exact
+    (see the module docstring)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    short = (torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16)
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = dict(kwargs or {})
+            if func in short:
+                return args[0].double()
+            if func is F.hardsigmoid:
+                return torch.clamp(args[0] + 3, 0, 6) / 6
+            if func is torch.Tensor.to:
+                args = tuple(torch.float64 if a in floats else a for a in args)
+            if kwargs.get("dtype") in floats:
+                kwargs["dtype"] = torch.float64
+            return func(*args, **kwargs)
+
+    with Mode():
+        yield
+
+
+def scaled_error(got: Any, want: Any, scale: float) -> float:
+    """max |got - want| / max(max |want|, FLOOR * scale) (0 for empty arrays)."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    if not want.size:
+        return 0.0
+    if got.shape != want.shape:
+        return float("inf")
+    err = float(np.max(np.abs(got - want)))
+    return err / max(float(np.max(np.abs(want))), FLOOR * scale, 1e-300)
+
+
+def tied_names(model: Any) -> dict[str, str]:
+    """alias -> first name, for every parameter or buffer reachable under several names."""
+    first: dict[int, str] = {}
+    out = {}
+    named = [*model.named_parameters(remove_duplicate=False)]
+    named += [*model.named_buffers(remove_duplicate=False)]
+    for n, t in named:
+        if id(t) in first:
+            out[n] = first[id(t)]
+        else:
+            first[id(t)] = n
+    return out
+
+
+# ---------------------------------------------------------------------- language models
+class CausalLM:
+    """A transformers causal LM as a module returning its float64 causal cross entropy
+    (the next-token loss over the vocabulary, every position but the last)."""
+
+    @staticmethod
+    def wrap(model: Any) -> Any:
+        import torch
+
+        class Loss(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.m = model
+
+            def forward(self, ids: Any) -> Any:
+                lg = self.m(input_ids=ids, use_cache=False).logits
+                v = lg.shape[-1]
+                return torch.nn.functional.cross_entropy(
+                    lg[:, :-1].reshape(-1, v), ids[:, 1:].reshape(-1)
+                )
+
+        return Loss()
+
+
+def _ids(torch: Any) -> tuple[Any, ...]:
+    return (torch.randint(0, 31, (1, 6), generator=torch.Generator().manual_seed(0)),)
+
+
+def _gpt2(T: Any) -> Any:
+    cfg = T.GPT2Config(
+        vocab_size=31, n_positions=16, n_embd=8, n_layer=2, n_head=2,
+        bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+    )  # fmt: skip
+    return CausalLM.wrap(T.GPT2LMHeadModel(cfg))
+
+
+def _llama(T: Any) -> Any:
+    cfg = T.LlamaConfig(
+        vocab_size=31, hidden_size=8, intermediate_size=12, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16,
+        tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, attn_implementation="eager",
+    )  # fmt: skip
+    return CausalLM.wrap(T.LlamaForCausalLM(cfg))
+
+
+LM_ZOO: dict[str, SourceEntry] = {
+    "gpt2_tiny": SourceEntry(_gpt2, _ids, "GPT-2 (tied embeddings, causal mask, GELU tanh)"),
+    "llama_tiny": SourceEntry(
+        _llama, _ids, "Llama (tied embeddings, rotary, RMSNorm, SiLU, grouped-query attention)"
+    ),
+}
+"""Decoder-only language models in small configurations (vocabulary 31, width 8, two
+layers, 6 tokens)."""
+
+
+# ---------------------------------------------------------------------- timm
+def _image(side: int) -> Callable[[Any], tuple[Any, ...]]:
+    def make(torch: Any) -> tuple[Any, ...]:
+        g = torch.Generator().manual_seed(0)
+        return (torch.randn(1, 3, side, side, dtype=torch.float64, generator=g),)
+
+    return make
+
+
+def _timm(name: str, side: int, family: str, **kw: Any) -> SourceEntry:
+    return SourceEntry(
+        lambda timm: timm.create_model(name, pretrained=False, num_classes=10, **kw),
+        _image(side),
+        family,
+    )
+
+
+TIMM_ZOO: dict[str, SourceEntry] = {
+    "resnet18d": _timm("resnet18d", 32, "ResNet-D (avg-pool downsampling)"),
+    "efficientformer_l1": _timm("efficientformer_l1", 64, "EfficientFormer"),
+    "levit_128s": _timm("levit_128s", 64, "LeViT", img_size=64),
+    "edgenext_xx_small": _timm("edgenext_xx_small", 64, "EdgeNeXt"),
+    "xcit_nano_12_p16_224": _timm("xcit_nano_12_p16_224", 32, "XCiT", img_size=32),
+    "coat_lite_tiny": _timm("coat_lite_tiny", 32, "CoaT", img_size=32),
+    "poolformer_s12": _timm("poolformer_s12", 32, "PoolFormer (MetaFormer)"),
+    "nf_resnet26": _timm("nf_resnet26", 32, "NF-ResNet (weight standardisation)"),
+    "hrnet_w18_small": _timm("hrnet_w18_small", 64, "HRNet"),
+    "cspresnet50": _timm("cspresnet50", 32, "CSPNet"),
+    "dla34": _timm("dla34", 32, "DLA"),
+    "dpn68": _timm("dpn68", 32, "DPN"),
+    "ghostnet_100": _timm("ghostnet_100", 32, "GhostNet"),
+    "mixnet_s": _timm("mixnet_s", 32, "MixNet"),
+    "mobilevit_xxs": _timm("mobilevit_xxs", 64, "MobileViT"),
+    "pit_ti_224": _timm("pit_ti_224", 64, "PiT", img_size=64),
+    "pvt_v2_b0": _timm("pvt_v2_b0", 32, "PVT v2"),
+    "rexnet_100": _timm("rexnet_100", 32, "ReXNet"),
+    "ese_vovnet19b_dw": _timm("ese_vovnet19b_dw", 32, "VoVNet"),
+    "selecsls42b": _timm("selecsls42b", 32, "SelecSLS"),
+    "res2net50_14w_8s": _timm("res2net50_14w_8s", 32, "Res2Net"),
+    "resnest14d": _timm("resnest14d", 32, "ResNeSt (split attention)"),
+    "skresnet18": _timm("skresnet18", 32, "SKNet (selective kernel)"),
+    "gernet_s": _timm("gernet_s", 32, "GENet (ByobNet)"),
+    "repvgg_a0": _timm("repvgg_a0", 32, "RepVGG"),
+    "mixer_s16_224": _timm("mixer_s16_224", 32, "MLP-Mixer", img_size=32),
+    "resmlp_12_224": _timm("resmlp_12_224", 32, "ResMLP", img_size=32),
+    "gmlp_ti16_224": _timm("gmlp_ti16_224", 32, "gMLP", img_size=32),
+    "visformer_tiny": _timm("visformer_tiny", 64, "Visformer", img_size=64),
+    "fastvit_t8": _timm("fastvit_t8", 64, "FastViT"),
+    "efficientvit_m0": _timm("efficientvit_m0", 64, "EfficientViT (MIT/MSRA)", img_size=64),
+    "inception_next_tiny": _timm("inception_next_tiny", 32, "InceptionNeXt"),
+    "tiny_vit_5m_224": _timm("tiny_vit_5m_224", 64, "TinyViT", img_size=64),
+    "twins_svt_small": _timm("twins_svt_small", 32, "Twins", img_size=32),
+    "convit_tiny": _timm("convit_tiny", 32, "ConViT", img_size=32),
+    "cait_xxs24_224": _timm("cait_xxs24_224", 32, "CaiT", img_size=32),
+    "starnet_s1": _timm("starnet_s1", 32, "StarNet"),
+    "fasternet_t0": _timm("fasternet_t0", 32, "FasterNet"),
+    "lcnet_050": _timm("lcnet_050", 32, "LCNet"),
+    "xception41": _timm("xception41", 32, "Xception (aligned)"),
+}
+"""Distinct timm families (none of torchvision's), smallest variants, small inputs."""
+
+SOURCES: dict[str, dict[str, SourceEntry]] = {"timm": TIMM_ZOO, "transformers": LM_ZOO}
+
+
+def library(source: str) -> Any:
+    """The model library of `source` (ImportError when it is not installed)."""
+    from .zoo import vision_models
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    vision_models()  # timm and transformers import torchvision (see zoo's docstring)
+    if source == "timm":
+        import timm
+
+        return timm
+    import transformers
+
+    return transformers
+
+
+def _onnx_import(m: Any, args: tuple[Any, ...]) -> Any:
+    from .zoo import ExportFailed, _first_lines, _onnx
+
+    try:
+        proto = _onnx(m, args[0])
+    except Exception as e:  # torch's exporter refuses the model: a row, not a crash
+        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {_first_lines(e)}") from e
+    imp = from_onnx(proto, inputs={proto.graph.input[0].name: args[0].numpy()})
+    return imp.with_aliases(
+        {a: t for a, t in tied_names(m).items() if t in imp.values and a not in imp.values}
+    )
+
+
+def _reference(m: Any, args: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
+    """PyTorch float64 output and gradient of every parameter name (aliases included)."""
+    m.zero_grad(set_to_none=True)
+    with exact_reference_mode():
+        out = m(*args)
+        out.sum().backward()
+    grads = {n: p.grad for n, p in m.named_parameters(remove_duplicate=False)}
+    return out.detach().numpy(), {n: g.numpy() for n, g in grads.items() if g is not None}
+
+
+def _compare(row: dict[str, Any], m: Any, args: tuple[Any, ...], imp: Any) -> None:
+    out, grads = imp.run()
+    want_out, want = _reference(m, args)
+    scale = max((float(np.max(np.abs(g))) for g in want.values() if g.size), default=0.0)
+    row["val"] = scaled_error(out[0], want_out, 0.0)
+    found = [n for n in want if n in grads]
+    row["grad"] = max((scaled_error(grads[n], want[n], scale) for n in found), default=0.0)
+    row["grads_compared"] = (len(found), len(want))
+    ok = row["val"] <= TOL and row["grad"] <= TOL and len(found) == len(want)
+    row["result"] = "pass" if ok else "WRONG"
+
+
+def check_source_model(
+    source: str, name: str, route: str = "torch", link: bool = False
+) -> dict[str, Any]:
+    """One row (see the module docstring): build, import by `route`, compare, and the
+    float32 link check when `link`."""
+    import torch
+
+    from .zoo import ExportFailed, _first_lines, perturb
+
+    entry = SOURCES[source][name]
+    row: dict[str, Any] = {"model": name, "family": entry.family, "route": route}
+    torch.manual_seed(0)
+    try:
+        m = perturb(entry.build(library(source)).double().eval(), 0)
+    except Exception as e:  # the library refuses this configuration
+        row.update(result="not built", note=f"{type(e).__name__}: {_first_lines(e)}"[:300])
+        return row
+    args = entry.inputs(torch)
+    t0 = time.perf_counter()
+    try:
+        imp = from_torch(m, args) if route == "torch" else _onnx_import(m, args)
+    except ExportFailed as e:
+        row.update(result="not exported", note=str(e)[:300])
+        return row
+    except TorchLeanError as e:
+        row.update(result="refused", note=_first_lines(e)[:400])
+        return row
+    row["import_s"] = time.perf_counter() - t0
+    row["nodes"] = len(imp.graph.nodes)
+    row["tied"] = len(imp.aliases)
+    _compare(row, m, args, imp)
+    if link:
+        t0 = time.perf_counter()
+        row["link_f32"] = "holds" if imp.check_link("float32").ok else "FAILS"
+        row["link_s"] = time.perf_counter() - t0
+    return row
+
+
+SOURCE_HEADER = (
+    "| model | family | route | result | import s | nodes | tied names | values err "
+    "| grads err | grads compared | link f32 | note |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def source_cells(r: dict[str, Any]) -> str:
+    def f(k: str, fmt: str) -> str:
+        return format(r[k], fmt) if k in r else "—"
+
+    link = f"{r['link_f32']} ({r['link_s']:.0f} s)" if "link_f32" in r else "not run"
+    found = "{}/{}".format(*r["grads_compared"]) if "grads_compared" in r else "—"
+    return (
+        f"| {r['model']} | {r['family']} | {r['route']} | {r['result']} | {f('import_s', '.1f')} "
+        f"| {f('nodes', ',')} | {f('tied', 'd')} | {f('val', '.1e')} | {f('grad', '.1e')} "
+        f"| {found} | {link} | {r.get('note', '').replace('|', '/')} |"
+    )
