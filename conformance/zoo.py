@@ -148,6 +148,10 @@ spec) completes in reasonable time; they are also checked against PyTorch."""
 INEXACT_KERNELS: dict[str, str] = {
     "Hardsigmoid": "PyTorch's CPU hardsigmoid_backward multiplies by one_sixth = "
     "scalar_t(1.0f / 6.0f), 1/6 rounded to float32 (relative error 3.0e-8) even in float64",
+    "BatchNorm": "PyTorch 2.13's CPU eval-mode batch_norm backward gives wrong weight, bias "
+    "and input gradients for a batch of one when the incoming gradient is strided like "
+    "channels-last (after flatten(2).transpose(1, 2)): S*S times too large at S x S; "
+    "conformance.zoo_sources.exact_reference_mode writes it as elementwise ops",
 }
 """torch.nn modules whose float64 CPU kernel rounds a constant through float32; the
 exact reference replaces them by torch compositions (clamp(x + 3, 0, 6) / 6)."""

@@ -6,13 +6,22 @@ Invariants:
 - Models are built from configurations with random weights (seed 0; `zoo.perturb` moves
   every parameter so that no two are equal); nothing is ever downloaded
   (`HF_HUB_OFFLINE=1` is set before transformers is imported).
-- The PyTorch reference is float64 autograd run under `exact_reference_mode()`: every
-  cast to a float dtype is a cast to float64 (the import reads casts between float
-  dtypes as identities, so a model that computes a part in float32 on purpose, such as
-  Llama's RMSNorm, rotary angles and attention softmax, is compared with the same
-  arithmetic in float64), and `F.hardsigmoid` is torch's composition clamp(x + 3, 0, 6)
-  / 6 (PyTorch's float64 hardsigmoid backward rounds 1/6 through float32:
-  `zoo.INEXACT_KERNELS`).
+- The PyTorch reference is float64 autograd run under `exact_reference_mode()`: a cast
+  of a float64 tensor to another float dtype (`.float()`, `.to(torch.float32)`, an op's
+  `dtype=float32` on a float64 input) is the identity, and an op with a float64 operand
+  reads its other float operands exactly in float64 (the import reads casts between
+  float dtypes as identities and a float32 value known at import time as the exact
+  rational of its float32 value, so a model that computes a part in float32 on purpose,
+  such as Llama's RMSNorm, rotary angles and attention softmax, is compared with the
+  same arithmetic in float64); values computed from no float64 tensor (XCiT's float32
+  Fourier position encoding) are left as they are (the import evaluates them with torch
+  too). `F.hardsigmoid` is torch's
+  composition clamp(x + 3, 0, 6) / 6 (PyTorch's float64 hardsigmoid backward rounds 1/6
+  through float32: `zoo.INEXACT_KERNELS`), and eval-mode `F.batch_norm` is the same
+  normalisation written as torch elementwise ops (PyTorch 2.13's CPU eval batch-norm
+  backward sums the weight and bias gradients wrongly for a batch of one when the
+  incoming gradient is strided like channels-last, e.g. after `flatten(2).transpose(1,
+  2)`: XCiT's patch embedding; see docs/INTEROP.md).
 - The loss is the sum of the model's outputs (an image model's logits; a language
   model's own float64 causal cross entropy over the vocabulary, computed from its
   logits); the gradient of every parameter name (tied aliases included, as
@@ -78,21 +87,65 @@ def exact_reference_mode() -> Iterator[None]:
     floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
     short = (torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16)
 
+    def wide(a: Any) -> bool:
+        return isinstance(a, torch.Tensor) and a.dtype == torch.float64
+
+    def up(a: Any) -> Any:
+        if isinstance(a, list | tuple):
+            return type(a)(up(v) for v in a)
+        narrow = isinstance(a, torch.Tensor) and a.is_floating_point() and not wide(a)
+        return a.double() if narrow else a
+
+    def has_wide(args: Any) -> bool:
+        return any(wide(a) or (isinstance(a, list | tuple) and has_wide(a)) for a in args)
+
     class Mode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             kwargs = dict(kwargs or {})
-            if func in short:
-                return args[0].double()
+            x = args[0] if args else None
             if func is F.hardsigmoid:
-                return torch.clamp(args[0] + 3, 0, 6) / 6
-            if func is torch.Tensor.to:
-                args = tuple(torch.float64 if a in floats else a for a in args)
-            if kwargs.get("dtype") in floats:
-                kwargs["dtype"] = torch.float64
+                return torch.clamp(x + 3, 0, 6) / 6
+            if func is F.batch_norm and _eval_bn(args, kwargs):
+                return _bn_composition(*args, **kwargs)
+            if func in short and wide(x):
+                return x
+            if func is torch.Tensor.to and wide(x):
+                args = (x, *(torch.float64 if a in floats else a for a in args[1:]))
+                if kwargs.get("dtype") in floats:
+                    kwargs["dtype"] = torch.float64
+            elif func is not torch.Tensor.to and has_wide(args):
+                args = up(args)
+                if kwargs.get("dtype") in floats:
+                    kwargs["dtype"] = torch.float64
             return func(*args, **kwargs)
 
     with Mode():
         yield
+
+
+def _eval_bn(args: Any, kwargs: dict[str, Any]) -> bool:
+    """An eval-mode `F.batch_norm` call with running statistics."""
+    training = kwargs.get("training", args[5] if len(args) > 5 else False)
+    mean = kwargs.get("running_mean", args[1] if len(args) > 1 else None)
+    return not training and mean is not None
+
+
+def _bn_composition(
+    x: Any,
+    mean: Any,
+    var: Any,
+    weight: Any = None,
+    bias: Any = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Any:
+    """Eval-mode batch norm as torch elementwise ops (`INEXACT_KERNELS["BatchNorm"]`)."""
+    shape = (-1, *([1] * (x.dim() - 2)))
+    y = (x - mean.reshape(shape)) / (var.reshape(shape) + eps).sqrt()
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y + bias.reshape(shape) if bias is not None else y
 
 
 def scaled_error(got: Any, want: Any, scale: float) -> float:
@@ -194,7 +247,7 @@ def _timm(name: str, side: int, family: str, **kw: Any) -> SourceEntry:
 
 TIMM_ZOO: dict[str, SourceEntry] = {
     "resnet18d": _timm("resnet18d", 32, "ResNet-D (avg-pool downsampling)"),
-    "efficientformer_l1": _timm("efficientformer_l1", 64, "EfficientFormer"),
+    "efficientformer_l1": _timm("efficientformer_l1", 224, "EfficientFormer"),
     "levit_128s": _timm("levit_128s", 64, "LeViT", img_size=64),
     "edgenext_xx_small": _timm("edgenext_xx_small", 64, "EdgeNeXt"),
     "xcit_nano_12_p16_224": _timm("xcit_nano_12_p16_224", 32, "XCiT", img_size=32),
@@ -267,6 +320,17 @@ def _onnx_import(m: Any, args: tuple[Any, ...]) -> Any:
     )
 
 
+def _export(m: Any, args: tuple[Any, ...]) -> Any:
+    import torch
+
+    from .zoo import ExportFailed, _first_lines
+
+    try:
+        return torch.export.export(m, args)
+    except Exception as e:  # torch.export refuses the model (or the configuration)
+        raise ExportFailed(f"torch.export: {type(e).__name__}: {_first_lines(e)}") from e
+
+
 def _reference(m: Any, args: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
     """PyTorch float64 output and gradient of every parameter name (aliases included)."""
     m.zero_grad(set_to_none=True)
@@ -309,7 +373,7 @@ def check_source_model(
     args = entry.inputs(torch)
     t0 = time.perf_counter()
     try:
-        imp = from_torch(m, args) if route == "torch" else _onnx_import(m, args)
+        imp = from_torch(_export(m, args), args) if route == "torch" else _onnx_import(m, args)
     except ExportFailed as e:
         row.update(result="not exported", note=str(e)[:300])
         return row

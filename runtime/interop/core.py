@@ -292,6 +292,21 @@ class Emitter:
         self._consts[id(v)] = (v, nid)
         return nid
 
+    def add_extended(self, x: Any, c: Static) -> Any:
+        """x + c for a constant c that may hold -inf (an additive attention mask): the
+        finite part is a const added to x, and the -inf positions are the table's
+        `mask_neg_inf` (x + -inf = -inf for every finite x; its cotangent there is 0).
+        +inf and NaN have no such form and are refused."""
+        arr = np.asarray(c.value, dtype=np.float64)
+        if np.isnan(arr).any() or np.isposinf(arr).any():
+            raise Unsupported("a +inf or NaN constant (only -inf masks are modelled)")
+        neg = np.isneginf(arr)
+        if not neg.any():
+            return self.node("add", x, c)
+        y = self.node("add", x, Static(np.where(neg, 0.0, arr)))
+        keep = tuple(int(not v) for v in neg.reshape(-1))
+        return self.node("mask_neg_inf", y, mask=keep, mask_shape=tuple(arr.shape))
+
     @staticmethod
     def static_ints(v: Any, what: str) -> np.ndarray:
         if not isinstance(v, Static) or is_float(v.value):
