@@ -228,6 +228,8 @@ def _reduce(kind: str, since: int) -> OnnxRule:
             return E.mean(x, axes, keep)
         if kind == "reduce_min":
             return E.node("neg", E.reduce("reduce_max", E.node("neg", x), axes, keep))
+        if kind == "l2":
+            return E.node("sqrt", E.reduce("reduce_sum", E.node("mul", x, x), axes, keep))
         if kind == "sum_square":
             return E.reduce("reduce_sum", E.node("mul", x, x), axes, keep)
         return E.reduce(kind, x, axes, keep)
@@ -419,6 +421,7 @@ ONNX_OPS: dict[str, OnnxRule] = {
     "ReduceMax": _reduce("reduce_max", 18),
     "ReduceMin": _reduce("reduce_min", 18),
     "ReduceSumSquare": _reduce("sum_square", 18),
+    "ReduceL2": _reduce("l2", 18),
     "ConvTranspose": _conv_t,
     "BatchNormalization": _batch_norm,
     "LayerNormalization": _layer_norm,
