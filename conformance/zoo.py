@@ -34,6 +34,8 @@ import numpy as np
 from runtime.interop import from_torch
 from spec.errors import TorchLeanError
 
+from .zoo_sources import ExportFailed, first_lines, onnx_export, perturb, vision_models
+
 __all__ = [
     "HEADER",
     "INEXACT_KERNELS",
@@ -157,22 +159,6 @@ INEXACT_KERNELS: dict[str, str] = {
 exact reference replaces them by torch compositions (clamp(x + 3, 0, 6) / 6)."""
 
 
-def vision_models() -> Any:
-    """`torchvision.models` (see the module docstring for the two declared schemas)."""
-    import torch
-
-    for op in ("nms", "qnms"):
-        try:
-            torch.library.define(
-                f"torchvision::{op}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
-            )
-        except RuntimeError:  # already declared (the extension loaded, or a second call)
-            pass
-    import torchvision.models as models
-
-    return models
-
-
 def exact_reference(model: Any) -> tuple[Any, list[str]]:
     """A deep copy of `model` with every module of `INEXACT_KERNELS` replaced by a torch
     composition with an exact float64 backward, and the replaced module paths."""
@@ -220,60 +206,18 @@ def _errors(model: Any, x: Any, out: Any, grads: dict[str, Any]) -> dict[str, An
     return {"val": v, "grad": g, "grads_compared": (len(found), len(params))}
 
 
-def perturb(model: Any, seed: int) -> Any:
-    """Every parameter and batch-norm statistic moved by a seeded random amount, so no two
-    are equal (the ONNX exporter merges equal initializers, e.g. batch norm's default
-    weights of ones, which would sum their gradients) and the statistics are not 0 / 1."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-        for n, b in model.named_buffers():
-            if n.endswith("running_mean"):
-                b.add_(0.1 * torch.randn(b.shape, generator=gen, dtype=b.dtype))
-            elif n.endswith("running_var"):
-                b.mul_(1 + 0.2 * torch.rand(b.shape, generator=gen, dtype=b.dtype))
-    return model
-
-
-def _onnx(model: Any, x: Any) -> Any:
-    """`model` exported by torch's TorchScript-based ONNX exporter (float64, parameters
-    as initializers named by their PyTorch names, no constant folding)."""
-    import io
-    import warnings
-
-    import onnx
-    import torch
-
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buf, dynamo=False, do_constant_folding=False)
-    return onnx.load_from_string(buf.getvalue())
-
-
-class ExportFailed(TorchLeanError):
-    """torch's ONNX exporter failed on the model (PyTorch's limitation, not the importer's)."""
-
-
 def _import(route: str, m: Any, x: Any) -> Any:
     if route == "torch":
         return from_torch(m, (x,))
     from runtime.interop import from_onnx
 
     try:
-        proto = _onnx(m, x)
+        proto = onnx_export(m, x)
     except Exception as e:  # torch's exporter refuses the model: a row, not a crash
-        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {_first_lines(e)}") from e
+        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {first_lines(e)}") from e
     t0 = time.perf_counter()
     imp = from_onnx(proto, inputs={proto.graph.input[0].name: x.numpy()})
     return imp, time.perf_counter() - t0
-
-
-def _first_lines(e: BaseException) -> str:
-    return "; ".join(str(e).splitlines()[:4]) or type(e).__name__
 
 
 def check_model(
@@ -290,7 +234,7 @@ def check_model(
     try:
         m = perturb(entry.build(vision_models()).double().eval(), seed)
     except Exception as e:  # torchvision refuses this configuration
-        row["note"] = f"not built: {type(e).__name__}: {_first_lines(e)}"
+        row["note"] = f"not built: {type(e).__name__}: {first_lines(e)}"
         return row
     x = torch.randn(1, 3, entry.side, entry.side, dtype=torch.float64)
     t0 = time.perf_counter()
@@ -300,7 +244,7 @@ def check_model(
         row["note"] = "not exported: " + str(e)[:300]
         return row
     except TorchLeanError as e:
-        row["note"] = "refused: " + _first_lines(e)
+        row["note"] = "refused: " + first_lines(e)
         return row
     row["import_s"] = time.perf_counter() - t0
     if isinstance(imp, tuple):  # the ONNX route: export time apart

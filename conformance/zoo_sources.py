@@ -54,11 +54,16 @@ __all__ = [
     "SOURCES",
     "TIMM_ZOO",
     "TOL",
+    "ExportFailed",
     "SourceEntry",
     "check_source_model",
     "exact_reference_mode",
+    "first_lines",
+    "onnx_export",
+    "perturb",
     "scaled_error",
     "tied_names",
+    "vision_models",
 ]
 
 TOL = 1e-9
@@ -292,10 +297,66 @@ TIMM_ZOO: dict[str, SourceEntry] = {
 SOURCES: dict[str, dict[str, SourceEntry]] = {"timm": TIMM_ZOO, "transformers": LM_ZOO}
 
 
+def vision_models() -> Any:
+    """`torchvision.models` (see the module docstring for the two declared schemas)."""
+    import torch
+
+    for op in ("nms", "qnms"):
+        try:
+            torch.library.define(
+                f"torchvision::{op}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+            )
+        except RuntimeError:  # already declared (the extension loaded, or a second call)
+            pass
+    import torchvision.models as models
+
+    return models
+
+
+def perturb(model: Any, seed: int) -> Any:
+    """Every parameter and batch-norm statistic moved by a seeded random amount, so no two
+    are equal (the ONNX exporter merges equal initializers, e.g. batch norm's default
+    weights of ones, which would sum their gradients) and the statistics are not 0 / 1."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+        for n, b in model.named_buffers():
+            if n.endswith("running_mean"):
+                b.add_(0.1 * torch.randn(b.shape, generator=gen, dtype=b.dtype))
+            elif n.endswith("running_var"):
+                b.mul_(1 + 0.2 * torch.rand(b.shape, generator=gen, dtype=b.dtype))
+    return model
+
+
+def onnx_export(model: Any, x: Any) -> Any:
+    """`model` exported by torch's TorchScript-based ONNX exporter (float64, parameters
+    as initializers named by their PyTorch names, no constant folding)."""
+    import io
+    import warnings
+
+    import onnx
+    import torch
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), buf, dynamo=False, do_constant_folding=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
+class ExportFailed(TorchLeanError):
+    """torch's ONNX exporter failed on the model (PyTorch's limitation, not the importer's)."""
+
+
+def first_lines(e: BaseException) -> str:
+    return "; ".join(str(e).splitlines()[:4]) or type(e).__name__
+
+
 def library(source: str) -> Any:
     """The model library of `source` (ImportError when it is not installed)."""
-    from .zoo import vision_models
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     vision_models()  # timm and transformers import torchvision (see zoo's docstring)
     if source == "timm":
@@ -308,12 +369,10 @@ def library(source: str) -> Any:
 
 
 def _onnx_import(m: Any, args: tuple[Any, ...]) -> Any:
-    from .zoo import ExportFailed, _first_lines, _onnx
-
     try:
-        proto = _onnx(m, args[0])
+        proto = onnx_export(m, args[0])
     except Exception as e:  # torch's exporter refuses the model: a row, not a crash
-        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {_first_lines(e)}") from e
+        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {first_lines(e)}") from e
     imp = from_onnx(proto, inputs={proto.graph.input[0].name: args[0].numpy()})
     return imp.with_aliases(
         {a: t for a, t in tied_names(m).items() if t in imp.values and a not in imp.values}
@@ -323,12 +382,10 @@ def _onnx_import(m: Any, args: tuple[Any, ...]) -> Any:
 def _export(m: Any, args: tuple[Any, ...]) -> Any:
     import torch
 
-    from .zoo import ExportFailed, _first_lines
-
     try:
         return torch.export.export(m, args)
     except Exception as e:  # torch.export refuses the model (or the configuration)
-        raise ExportFailed(f"torch.export: {type(e).__name__}: {_first_lines(e)}") from e
+        raise ExportFailed(f"torch.export: {type(e).__name__}: {first_lines(e)}") from e
 
 
 def _reference(m: Any, args: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
@@ -360,15 +417,13 @@ def check_source_model(
     float32 link check when `link`."""
     import torch
 
-    from .zoo import ExportFailed, _first_lines, perturb
-
     entry = SOURCES[source][name]
     row: dict[str, Any] = {"model": name, "family": entry.family, "route": route}
     torch.manual_seed(0)
     try:
         m = perturb(entry.build(library(source)).double().eval(), 0)
     except Exception as e:  # the library refuses this configuration
-        row.update(result="not built", note=f"{type(e).__name__}: {_first_lines(e)}"[:300])
+        row.update(result="not built", note=f"{type(e).__name__}: {first_lines(e)}"[:300])
         return row
     args = entry.inputs(torch)
     t0 = time.perf_counter()
@@ -378,7 +433,7 @@ def check_source_model(
         row.update(result="not exported", note=str(e)[:300])
         return row
     except TorchLeanError as e:
-        row.update(result="refused", note=_first_lines(e)[:400])
+        row.update(result="refused", note=first_lines(e)[:400])
         return row
     row["import_s"] = time.perf_counter() - t0
     row["nodes"] = len(imp.graph.nodes)
