@@ -283,7 +283,7 @@ TIMM_ZOO: dict[str, SourceEntry] = {
     "fastvit_t8": _timm("fastvit_t8", 64, "FastViT"),
     "efficientvit_m0": _timm("efficientvit_m0", 64, "EfficientViT (MIT/MSRA)", img_size=64),
     "inception_next_tiny": _timm("inception_next_tiny", 32, "InceptionNeXt"),
-    "tiny_vit_5m_224": _timm("tiny_vit_5m_224", 64, "TinyViT", img_size=64),
+    "hgnetv2_b0": _timm("hgnetv2_b0", 32, "HGNetV2"),
     "twins_svt_small": _timm("twins_svt_small", 32, "Twins", img_size=32),
     "convit_tiny": _timm("convit_tiny", 32, "ConViT", img_size=32),
     "cait_xxs24_224": _timm("cait_xxs24_224", 32, "CaiT", img_size=32),

@@ -147,7 +147,7 @@ def _upsample_nearest(E: Emitter, x: Any, size: Any = None, scales: Any = None) 
     """`upsample_nearest{1,2,3}d(.vec)`: one `index_select` per spatial axis."""
     s = tuple(E.shape(x))
     nd = len(s) - 2
-    sc = list(scales) if scales is not None else [None] * nd
+    sc: list[Any] = list(scales) if scales is not None else [None] * nd
     if size is None:
         if scales is None:
             raise Unsupported("nearest upsampling without sizes or scales")
