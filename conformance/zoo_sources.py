@@ -223,14 +223,36 @@ def _llama(T: Any) -> Any:
     return CausalLM.wrap(T.LlamaForCausalLM(cfg))
 
 
+def _bert(T: Any) -> Any:
+    import torch
+
+    cfg = T.BertConfig(
+        vocab_size=31, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=12, max_position_embeddings=16, attn_implementation="eager",
+    )  # fmt: skip
+    model = T.BertModel(cfg)
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids: Any) -> Any:
+            return self.m(input_ids=ids).last_hidden_state
+
+    return Hidden()
+
+
 LM_ZOO: dict[str, SourceEntry] = {
+    "bert_tiny": SourceEntry(_bert, _ids, "BERT encoder (erf GELU, layer norm, token types)"),
     "gpt2_tiny": SourceEntry(_gpt2, _ids, "GPT-2 (tied embeddings, causal mask, GELU tanh)"),
     "llama_tiny": SourceEntry(
         _llama, _ids, "Llama (tied embeddings, rotary, RMSNorm, SiLU, grouped-query attention)"
     ),
 }
-"""Decoder-only language models in small configurations (vocabulary 31, width 8, two
-layers, 6 tokens)."""
+"""Language models in small configurations (vocabulary 31, width 8, two layers, 6 tokens):
+two decoder-only models (loss: their causal cross entropy) and a BERT encoder (loss: the
+sum of its last hidden state)."""
 
 
 # ---------------------------------------------------------------------- timm
