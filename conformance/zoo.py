@@ -1,5 +1,6 @@
 """`python -m conformance.zoo [NAME ...]`: torchvision's classification families, random
-weights, small inputs, imported through `torch.export` and checked against PyTorch.
+weights, small inputs, imported through `torch.export` and checked against PyTorch;
+`--source timm|transformers` runs the held-out models of `conformance.zoo_sources` instead.
 
 Invariants:
 - Per model: import time, graph nodes, distinct table ops, the max relative error of the
