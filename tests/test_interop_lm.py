@@ -25,6 +25,26 @@ def test_assert_tensor_metadata_emits_nothing_and_checks_the_shape() -> None:
         rule(E, x, [3, 2])
 
 
+def test_zoo_source_flag_refuses_unknown_sources_and_models(capsys: pytest.CaptureFixture) -> None:
+    from conformance.zoo import main
+
+    assert main(["--source", "nope"]) == 2
+    assert main(["--source", "timm", "no_such_model"]) == 2
+    assert main(["--source", "transformers", "--route", "sideways"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("python -m conformance.zoo:") == 3 and "no_such_model" in err
+
+
+def test_scaled_error_is_cancellation_aware() -> None:
+    from conformance.zoo_sources import FLOOR, scaled_error
+
+    noise = np.array([1e-17, -2e-17])  # a gradient that is 0 in real arithmetic
+    assert scaled_error(np.zeros(2), noise, 1.0) == pytest.approx(2e-17 / FLOOR)
+    assert scaled_error([1.0, 2.0], [1.0, 2.5], 1e9) == pytest.approx(0.5 / (FLOOR * 1e9))
+    assert scaled_error([1.0, 2.0], [1.0, 2.5], 1.0) == pytest.approx(0.2)
+    assert scaled_error(np.zeros(3), np.zeros(2), 1.0) == float("inf")
+
+
 torch = pytest.importorskip("torch", reason="torch is not installed")
 from runtime.interop import from_torch  # noqa: E402
 
