@@ -71,3 +71,32 @@ def test_average_pool_ceil_mode_counting_padding_refused() -> None:
     )  # fmt: skip
     with pytest.raises(UnsupportedOpsError, match="ceil_mode"):
         from_onnx(model(node, (1, 1, 5)))
+
+
+def test_batch_normalization_training_mode_uses_batch_statistics() -> None:
+    """training_mode=1 (what torch's exporter writes for weight standardisation):
+    Y normalises by the input's own per-channel mean and biased variance."""
+    x = np.array([[[1.0, 3.0]], [[5.0, 7.0]]]).reshape(2, 1, 2)  # channel values 1 3 5 7
+    inits = [
+        helper.make_tensor(n, TensorProto.DOUBLE, [1], [v])
+        for n, v in (("s", 2.0), ("b", 0.5), ("m", 0.0), ("v", 1.0))
+    ]
+    node = helper.make_node(
+        "BatchNormalization",
+        ["x", "s", "b", "m", "v"],
+        ["y", "rm", "rv"],
+        training_mode=1,
+        epsilon=0.0,
+    )
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2, 1, 2])],
+        initializer=inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    outs, _ = against_reference(m, x)
+    # mean 4, biased variance 5: 2 * (x - 4) / sqrt(5) + 0.5
+    want = 2 * (np.array([1.0, 3.0, 5.0, 7.0]) - 4) / np.sqrt(5.0) + 0.5
+    np.testing.assert_allclose(np.asarray(outs[0]).reshape(-1), want, rtol=1e-15)
