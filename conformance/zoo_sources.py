@@ -30,6 +30,8 @@ Invariants:
   / max(max |want|, FLOOR * G), G the largest |gradient| of the whole model. An array
   whose gradient is exactly zero in real arithmetic holds rounding noise on both sides;
   it is judged against the model's gradient scale instead of its own noise.
+- On the ONNX route the reference's float `eps` attributes are rounded to float32
+  (`float32_attributes`): an ONNX file holds float attributes in float32.
 - A row passes when the output's and every gradient's error is <= TOL; an imported model
   above it is WRONG; a refusal is a row naming the construct (the importer's message).
 """
@@ -420,8 +422,23 @@ def _reference(m: Any, args: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
     return out.detach().numpy(), {n: g.numpy() for n, g in grads.items() if g is not None}
 
 
+def float32_attributes(model: Any) -> Any:
+    """A copy of `model` whose float `eps` attributes (norm layers) are rounded to float32:
+    the reference of the ONNX route, whose files hold float attributes in float32."""
+    import copy
+
+    ref = copy.deepcopy(model)
+    for mod in ref.modules():
+        eps = getattr(mod, "eps", None)
+        if isinstance(eps, float):
+            mod.eps = float(np.float32(eps))
+    return ref
+
+
 def _compare(row: dict[str, Any], m: Any, args: tuple[Any, ...], imp: Any) -> None:
     out, grads = imp.run()
+    if row["route"] == "onnx":
+        m = float32_attributes(m)
     want_out, want = _reference(m, args)
     scale = max((float(np.max(np.abs(g))) for g in want.values() if g.size), default=0.0)
     row["val"] = scaled_error(out[0], want_out, 0.0)
