@@ -1,5 +1,6 @@
 """`python -m conformance.zoo [NAME ...]`: torchvision's classification families, random
-weights, small inputs, imported through `torch.export` and checked against PyTorch.
+weights, small inputs, imported through `torch.export` and checked against PyTorch;
+`--source timm|transformers` runs the held-out models of `conformance.zoo_sources` instead.
 
 Invariants:
 - Per model: import time, graph nodes, distinct table ops, the max relative error of the
@@ -28,13 +29,16 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from runtime.interop import from_torch
 from spec.errors import TorchLeanError
-from spec.report_page import markdown_page
+from spec.report_page import markdown_page, page_dir_problem
+
+from .zoo_sources import ExportFailed, first_lines, onnx_export, perturb, vision_models
 
 __all__ = [
     "HEADER",
@@ -150,25 +154,13 @@ spec) completes in reasonable time; they are also checked against PyTorch."""
 INEXACT_KERNELS: dict[str, str] = {
     "Hardsigmoid": "PyTorch's CPU hardsigmoid_backward multiplies by one_sixth = "
     "scalar_t(1.0f / 6.0f), 1/6 rounded to float32 (relative error 3.0e-8) even in float64",
+    "BatchNorm": "PyTorch 2.13's CPU eval-mode batch_norm backward gives wrong weight, bias "
+    "and input gradients for a batch of one when the incoming gradient is strided like "
+    "channels-last (after flatten(2).transpose(1, 2)): S*S times too large at S x S; "
+    "conformance.zoo_sources.exact_reference_mode writes it as elementwise ops",
 }
 """torch.nn modules whose float64 CPU kernel rounds a constant through float32; the
 exact reference replaces them by torch compositions (clamp(x + 3, 0, 6) / 6)."""
-
-
-def vision_models() -> Any:
-    """`torchvision.models` (see the module docstring for the two declared schemas)."""
-    import torch
-
-    for op in ("nms", "qnms"):
-        try:
-            torch.library.define(
-                f"torchvision::{op}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
-            )
-        except RuntimeError:  # already declared (the extension loaded, or a second call)
-            pass
-    import torchvision.models as models
-
-    return models
 
 
 def exact_reference(model: Any) -> tuple[Any, list[str]]:
@@ -218,60 +210,18 @@ def _errors(model: Any, x: Any, out: Any, grads: dict[str, Any]) -> dict[str, An
     return {"val": v, "grad": g, "grads_compared": (len(found), len(params))}
 
 
-def perturb(model: Any, seed: int) -> Any:
-    """Every parameter and batch-norm statistic moved by a seeded random amount, so no two
-    are equal (the ONNX exporter merges equal initializers, e.g. batch norm's default
-    weights of ones, which would sum their gradients) and the statistics are not 0 / 1."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-        for n, b in model.named_buffers():
-            if n.endswith("running_mean"):
-                b.add_(0.1 * torch.randn(b.shape, generator=gen, dtype=b.dtype))
-            elif n.endswith("running_var"):
-                b.mul_(1 + 0.2 * torch.rand(b.shape, generator=gen, dtype=b.dtype))
-    return model
-
-
-def _onnx(model: Any, x: Any) -> Any:
-    """`model` exported by torch's TorchScript-based ONNX exporter (float64, parameters
-    as initializers named by their PyTorch names, no constant folding)."""
-    import io
-    import warnings
-
-    import onnx
-    import torch
-
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buf, dynamo=False, do_constant_folding=False)
-    return onnx.load_from_string(buf.getvalue())
-
-
-class ExportFailed(TorchLeanError):
-    """torch's ONNX exporter failed on the model (PyTorch's limitation, not the importer's)."""
-
-
 def _import(route: str, m: Any, x: Any) -> Any:
     if route == "torch":
         return from_torch(m, (x,))
     from runtime.interop import from_onnx
 
     try:
-        proto = _onnx(m, x)
+        proto = onnx_export(m, x)
     except Exception as e:  # torch's exporter refuses the model: a row, not a crash
-        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {_first_lines(e)}") from e
+        raise ExportFailed(f"torch.onnx.export: {type(e).__name__}: {first_lines(e)}") from e
     t0 = time.perf_counter()
     imp = from_onnx(proto, inputs={proto.graph.input[0].name: x.numpy()})
     return imp, time.perf_counter() - t0
-
-
-def _first_lines(e: BaseException) -> str:
-    return "; ".join(str(e).splitlines()[:4]) or type(e).__name__
 
 
 def check_model(
@@ -288,7 +238,7 @@ def check_model(
     try:
         m = perturb(entry.build(vision_models()).double().eval(), seed)
     except Exception as e:  # torchvision refuses this configuration
-        row["note"] = f"not built: {type(e).__name__}: {_first_lines(e)}"
+        row["note"] = f"not built: {type(e).__name__}: {first_lines(e)}"
         return row
     x = torch.randn(1, 3, entry.side, entry.side, dtype=torch.float64)
     t0 = time.perf_counter()
@@ -298,7 +248,7 @@ def check_model(
         row["note"] = "not exported: " + str(e)[:300]
         return row
     except TorchLeanError as e:
-        row["note"] = "refused: " + _first_lines(e)
+        row["note"] = "refused: " + first_lines(e)
         return row
     row["import_s"] = time.perf_counter() - t0
     if isinstance(imp, tuple):  # the ONNX route: export time apart
@@ -340,46 +290,90 @@ HEADER = (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`[--route torch|onnx|both] [--link] [--html DIR] NAME ...` (default: every ZOO model,
-    torch); `--html DIR` also writes the table as a page (`spec.report_page`)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    routes, link, html = ["torch"], None, None
-    if "--html" in args:
-        k = args.index("--html")
-        html = args[k + 1] if k + 1 < len(args) else ""
-        del args[k : k + 2]
-    if "--link" in args:
-        args.remove("--link")
-        link = True
-    if "--route" in args:
-        k = args.index("--route")
-        want = args[k + 1] if k + 1 < len(args) else ""
-        routes = {"torch": ["torch"], "onnx": ["onnx"], "both": ["torch", "onnx"]}.get(want, [])
-        del args[k : k + 2]
-    known = {**ZOO, **LINK_ZOO}
-    bad = [n for n in args if n not in known]
-    if bad or not routes or html == "":
-        print(f"python -m conformance.zoo: unknown model(s) {bad} or route; models: "
-              f"{list(known)}; --route torch|onnx|both; --html DIR", file=sys.stderr)  # fmt: skip
-        return 2
+def _take(args: list[str], flag: str, default: str) -> str:
+    """The value after `flag` in `args` (both removed), or `default` ("" if it dangles)."""
+    if flag not in args:
+        return default
+    k = args.index(flag)
+    value = args[k + 1] if k + 1 < len(args) else ""
+    del args[k : k + 2]
+    return value
+
+
+def _emit(lines: list[str], line: str) -> None:
+    lines.append(line)
+    print(line, flush=True)
+
+
+def _torchvision_rows(
+    names: list[str], routes: list[str], link: bool | None, lines: list[str]
+) -> int:
     try:
         vision_models()
     except ImportError as e:
         print(f"python -m conformance.zoo: needs torchvision ({e})", file=sys.stderr)
         return 2
-    print(HEADER)
-    lines = [HEADER]
-    for n in args or list(ZOO):
+    _emit(lines, HEADER)
+    for n in names or list(ZOO):
         for route in routes:
-            lines.append(_cells(check_model(n, route=route, link=link)))
-            print(lines[-1], flush=True)
-    if html:
+            _emit(lines, _cells(check_model(n, route=route, link=link)))
+    return 0
+
+
+def _source_rows(
+    source: str, names: list[str], routes: list[str], link: bool | None, lines: list[str]
+) -> int:
+    from .zoo_sources import SOURCE_HEADER, check_source_model, library, source_cells
+
+    try:
+        library(source)
+    except ImportError as e:
+        print(f"python -m conformance.zoo: needs {source} ({e})", file=sys.stderr)
+        return 2
+    _emit(lines, SOURCE_HEADER)
+    for n in names or list(_known(source)):
+        for route in routes:
+            row = check_source_model(source, n, route=route, link=bool(link))
+            _emit(lines, source_cells(row))
+    return 0
+
+
+def _known(source: str) -> dict[str, Any]:
+    from .zoo_sources import SOURCES
+
+    return {**ZOO, **LINK_ZOO} if source == "torchvision" else dict(SOURCES.get(source, {}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`[--source torchvision|timm|transformers] [--route torch|onnx|both] [--link]
+    [--html DIR] NAME ...` (default: every model of the source, torch route); `--html DIR`
+    also writes the table as a page (`spec.report_page`)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    link = True if "--link" in args else None
+    args = [a for a in args if a != "--link"]
+    want = _take(args, "--route", "torch")
+    routes = {"torch": ["torch"], "onnx": ["onnx"], "both": ["torch", "onnx"]}.get(want, [])
+    source = _take(args, "--source", "torchvision")
+    html = _take(args, "--html", "-")
+    known = _known(source) if source in ("torchvision", "timm", "transformers") else {}
+    bad = [n for n in args if n not in known]
+    if bad or not routes or not known or not html:
+        print(f"python -m conformance.zoo: unknown model(s) {bad}, route or source; models: "
+              f"{list(known)}; --route torch|onnx|both; --source torchvision|timm|"
+              "transformers; --html DIR", file=sys.stderr)  # fmt: skip
+        return 2
+    if html != "-" and (why := page_dir_problem(html)):
+        print(f"python -m conformance.zoo: {why}", file=sys.stderr)
+        return 2
+    run = _torchvision_rows if source == "torchvision" else partial(_source_rows, source)
+    lines: list[str] = []
+    rc = run(args, routes, link, lines)
+    if rc == 0 and html != "-":
         cmd = shlex.join(
             ["python", "-m", "conformance.zoo", *(sys.argv[1:] if argv is None else argv)]
         )
         markdown_page(html, "Model zoo", "\n".join(lines) + "\n", {"command": cmd})
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

@@ -533,7 +533,9 @@ def test_onnx_unsupported_ops_are_listed_together():
             h.make_node("Atan", ["x"], ["a"]),
             h.make_node("Celu", ["a"], ["b"]),
             h.make_node("Celu", ["b"], ["c"]),
-            h.make_node("AveragePool", ["c"], ["d"], kernel_shape=[2, 2], ceil_mode=1),
+            h.make_node(
+                "AveragePool", ["c"], ["d"], kernel_shape=[2, 2], ceil_mode=1, count_include_pad=1
+            ),
             h.make_node("Relu", ["d"], ["y"]),
         ],
         "bad",

@@ -188,10 +188,16 @@ REFUSED = [
     (
         "averagepool ceil",
         lambda: model(
-            "AveragePool", [1, 1, 5, 5], 12, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1
+            "AveragePool",
+            [1, 1, 5, 5],
+            12,
+            kernel_shape=[2, 2],
+            strides=[2, 2],
+            ceil_mode=1,
+            count_include_pad=1,
         ),
         UnsupportedOpsError,
-        "only for max pools",
+        "count_include_pad=0 average pools",
     ),
     (
         "resize linear",

@@ -7,7 +7,8 @@ Invariants:
   built from table ops only; a variant it cannot express raises `Unsupported`.
 - `Poison` (`aten_guard`) marks a node that could not be mapped, or an output no table op
   gives (the statistics outputs of native norms, max-pool indices): reported when used.
-- The conv, pool and pad families are `aten_windows.WINDOW_RULES`, merged in.
+- The conv, pool and pad families are `aten_windows.WINDOW_RULES`, merged in, and so are
+  `aten_models.MODEL_RULES` (no-op checks, model constructs as compositions).
 - Rules never import torch (the walker in `torch_import` does).
 """
 
@@ -23,6 +24,7 @@ from spec.ops.shape import split_ranges
 
 from .aten_guard import Poison, elu, has_attrs, leaky_relu, table_unary
 from .aten_index import copy, index, select_scatter, slice_scatter
+from .aten_models import MODEL_RULES, batch_stats_norm, sdpa_additive
 from .aten_windows import WINDOW_RULES
 from .core import Dyn, Emitter, Static, Unsupported, axes_of, axis_of, is_float
 
@@ -75,7 +77,19 @@ def _binary(op: str) -> Rule:
 
 
 def _add(E: Emitter, a: Any, b: Any, alpha: Any = 1) -> Any:
-    return E.node("add", a, scalar_mul(E, b, alpha) if isinstance(b, Dyn) else b * alpha)
+    b = scalar_mul(E, b, alpha) if isinstance(b, Dyn) else b * alpha
+    if _non_finite(b) and isinstance(a, Dyn):
+        return E.add_extended(a, Static(np.asarray(getattr(b, "value", b))))
+    if _non_finite(a) and isinstance(b, Dyn):
+        return E.add_extended(b, Static(np.asarray(getattr(a, "value", a))))
+    return E.node("add", a, b)
+
+
+def _non_finite(v: Any) -> bool:
+    """A float constant holding an infinity or NaN (an additive mask)."""
+    if isinstance(v, float):
+        return not np.isfinite(v)
+    return isinstance(v, Static) and is_float(v.value) and not np.isfinite(v.value).all()
 
 
 def _sub(E: Emitter, a: Any, b: Any, alpha: Any = 1) -> Any:
@@ -184,6 +198,24 @@ def where_rule(E: Emitter, cond: Any, a: Any, b: Any) -> Any:
             "a condition computed from graph values (the table's where takes a constant mask)"
         )
     m = np.asarray(cond.value).astype(bool)
+    for fill, keep, other in ((b, m, a), (a, ~m, b)):  # a -inf fill: mask_neg_inf
+        if _non_finite(fill) and isinstance(other, Dyn):
+            f = np.asarray(fill.value if isinstance(fill, Static) else fill, dtype=np.float64)
+            out = np.broadcast_shapes(f.shape, keep.shape, tuple(E.shape(other)))
+            flat = np.broadcast_to(keep, out)
+            if np.isneginf(np.broadcast_to(f, out)[~flat]).all():
+                y = (
+                    other
+                    if tuple(E.shape(other)) == out
+                    else E.node("broadcast_to", other, shape=out)
+                )
+                return E.node(
+                    "mask_neg_inf",
+                    y,
+                    mask=tuple(int(v) for v in flat.reshape(-1)),
+                    mask_shape=tuple(out),
+                )
+            raise Unsupported("a where whose constant branch mixes -inf with other values")
     return E.node(
         "where", a, b, mask=tuple(int(v) for v in m.reshape(-1)), mask_shape=tuple(m.shape)
     )
@@ -404,10 +436,12 @@ def batch_norm(
     eps: float,
     *_: Any,
 ) -> Any:
+    if mean is None and var is None:  # batch statistics in every mode, no state
+        return batch_stats_norm(E, x, w, b, eps)
     if training:
         raise Unsupported("training-mode batch norm (export the model in eval mode)")
     if mean is None or var is None:
-        raise Unsupported("batch norm without running statistics")
+        raise Unsupported("batch norm with only one of the running statistics")
     return bn_eval(E, x, w, b, mean, var, eps)
 
 
@@ -446,8 +480,6 @@ def _loss_args(weight: Any, reduction: int, ignore_index: int, target: Any) -> s
         raise Unsupported("class weights")
     if isinstance(target, Static) and is_float(target.value):
         raise Unsupported("probability targets (class ids are mapped)")
-    if isinstance(target, Static) and np.any(np.asarray(target.value) == ignore_index):
-        raise Unsupported(f"targets equal to ignore_index={ignore_index}")
     return REDUCTIONS[reduction]
 
 
@@ -462,13 +494,16 @@ def _cross_entropy(
 ) -> Any:
     if label_smoothing:
         raise Unsupported("label_smoothing")
-    return E.cross_entropy(x, t, _loss_args(weight, reduction, ignore_index, t))
+    return E.cross_entropy(
+        x, t, _loss_args(weight, reduction, ignore_index, t), ignore_index=ignore_index
+    )
 
 
 def _nll_loss(
     E: Emitter, x: Any, t: Any, weight: Any = None, reduction: int = 1, ignore_index: int = -100
 ) -> Any:
-    return E.cross_entropy(x, t, _loss_args(weight, reduction, ignore_index, t), log_probs=True)
+    red = _loss_args(weight, reduction, ignore_index, t)
+    return E.cross_entropy(x, t, red, log_probs=True, ignore_index=ignore_index)
 
 
 def _nll_loss_forward(E: Emitter, *args: Any) -> tuple[Any, Any]:
@@ -500,9 +535,11 @@ def _sdpa(
     attrs: dict[str, Any] = {"causal": int(bool(is_causal))}
     if scale is not None:
         attrs["scale"] = Fraction(scale)
+    if attn_mask is not None and not (
+        isinstance(attn_mask, Static) and attn_mask.value.dtype == np.bool_
+    ):
+        return sdpa_additive(E, q, k, v, attn_mask, bool(is_causal), scale)
     if attn_mask is not None:
-        if not isinstance(attn_mask, Static) or attn_mask.value.dtype != np.bool_:
-            raise Unsupported("a float or dynamic attention mask (boolean masks are mapped)")
         lq, lk = E.shape(q)[-2], E.shape(k)[-2]
         m = np.broadcast_to(attn_mask.value, (*attn_mask.value.shape[:-2], lq, lk))
         if m.ndim > 2 and not all((m == m.reshape(-1, lq, lk)[0]).reshape(-1)):
@@ -673,5 +710,6 @@ ATEN: dict[str, Rule] = {
     "aten.scaled_dot_product_attention": _sdpa,
     "getitem": _getitem,
     **WINDOW_RULES,  # conv, pool and pad families (aten_windows)
+    **MODEL_RULES,  # no-op checks and compositions real models use (aten_models)
 }
 """ATen op packet -> rule (see the module docstring); docs/INTEROP.md lists it."""

@@ -15,28 +15,40 @@ from typing import Any
 
 import numpy as np
 
-from .core import Emitter, InvalidModelError, Unsupported, axis_of
+from .core import Emitter, InvalidModelError, Static, Unsupported, axis_of
 
 __all__ = ["copy", "index", "select_scatter", "slice_scatter"]
 
 
 def index(E: Emitter, x: Any, indices: Sequence[Any]) -> Any:
-    """x[i0, i1, ...] with integer index tensors known at import time (advanced indexing
-    on leading axes): the flat positions gathered with `index_select` and reshaped."""
-    if any(i is None for i in indices):
-        raise Unsupported("indexing with None (slices between index tensors)")
-    idx = [E.static_ints(i, "an index") for i in indices]
-    s = E.shape(x)
-    k = len(idx)
-    for j, a in enumerate(idx):
-        if a.size and (a.min() < -s[j] or a.max() >= s[j]):
-            raise Unsupported(f"index {int(a.max())} out of range for axis {j} of size {s[j]}")
-    b = np.broadcast_arrays(*idx)
-    pos = np.ravel_multi_index(tuple(np.mod(a, s[j]) for j, a in enumerate(b)), s[:k])
+    """x[i0, i1, ...] with index tensors known at import time (`None` for a full axis:
+    slices between index tensors; boolean masks; negative ids from the end), by NumPy's
+    advanced-indexing rules, which are torch's: the positions of the axes up to the last
+    index tensor are indexed at import time, the trailing axes kept whole, and the flat
+    positions gathered with `index_select` and reshaped."""
+    s = tuple(E.shape(x))
+    k = max((j + 1 for j, i in enumerate(indices) if i is not None), default=0)
+    if k == 0:
+        return x
+    if len(indices) > len(s):
+        raise InvalidModelError(f"index: {len(indices)} indices for a rank-{len(s)} value")
+    key = [slice(None) if i is None else _index_array(E, i) for i in indices[:k]]
+    try:
+        picked = np.arange(int(np.prod(s[:k]))).reshape(s[:k])[tuple(key)]
+    except IndexError as e:
+        raise Unsupported(f"index out of range: {e}") from None
+    if picked.size == 0:
+        raise Unsupported("indexing that selects nothing (an empty result)")
     rows = E.reshape(x, (int(np.prod(s[:k])), *s[k:]))
-    flat = tuple(int(i) for i in pos.reshape(-1))
-    picked = E.node("index_select", rows, indices=flat)
-    return E.reshape(picked, (*b[0].shape, *s[k:]))
+    flat = tuple(int(i) for i in picked.reshape(-1))
+    return E.reshape(E.node("index_select", rows, indices=flat), (*picked.shape, *s[k:]))
+
+
+def _index_array(E: Emitter, i: Any) -> np.ndarray:
+    """An index tensor known at import time: booleans kept (a mask), integers as int64."""
+    if isinstance(i, Static) and np.asarray(i.value).dtype == np.bool_:
+        return np.asarray(i.value)
+    return E.static_ints(i, "an index")
 
 
 def _scatter_rows(E: Emitter, x: Any, src: Any, dim: int, rows: Sequence[int]) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .aten import ATEN, STATS, Poison, Rule, batch_norm, native_batch_norm
 from .aten_guard import has_attrs
+from .aten_models import no_running_stats
 from .core import Emitter
 
 __all__ = ["REQUIRES", "TRAINING_AS_EVAL", "boundary", "is_training_node"]
@@ -41,6 +42,8 @@ _TRAIN_FLAG: dict[str, tuple[int, str]] = {
 
 def is_training_node(packet: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Is this node a training-mode dropout (p > 0) or batch norm?"""
+    if "batch_norm" in packet and no_running_stats(packet, args, kwargs):
+        return False  # batch statistics of its own input in every mode, no state
     pos, kw = _TRAIN_FLAG[packet]
     flag = kwargs.get(kw, args[pos] if len(args) > pos else False)
     if "dropout" in packet:
@@ -62,7 +65,8 @@ TRAINING_AS_EVAL: dict[str, Rule] = {
     "aten._native_batch_norm_legit_functional": _bn_functional_as_eval,
 }
 """With `eval=True`: the training-mode ops read in eval semantics (packet -> rule);
-`_native_batch_norm_legit` (no running statistics) stays refused."""
+`_native_batch_norm_legit` with running statistics in training mode stays refused (without
+running statistics it is not a training node: `aten_models.batch_stats_norm`)."""
 
 
 # the table ops a guarded rule needs (packet -> (op, attributes)); while the op table lacks

@@ -292,6 +292,21 @@ class Emitter:
         self._consts[id(v)] = (v, nid)
         return nid
 
+    def add_extended(self, x: Any, c: Static) -> Any:
+        """x + c for a constant c that may hold -inf (an additive attention mask): the
+        finite part is a const added to x, and the -inf positions are the table's
+        `mask_neg_inf` (x + -inf = -inf for every finite x; its cotangent there is 0).
+        +inf and NaN have no such form and are refused."""
+        arr = np.asarray(c.value, dtype=np.float64)
+        if np.isnan(arr).any() or np.isposinf(arr).any():
+            raise Unsupported("a +inf or NaN constant (only -inf masks are modelled)")
+        neg = np.isneginf(arr)
+        if not neg.any():
+            return self.node("add", x, c)
+        y = self.node("add", x, Static(np.where(neg, 0.0, arr)))
+        keep = tuple(int(not v) for v in neg.reshape(-1))
+        return self.node("mask_neg_inf", y, mask=keep, mask_shape=tuple(arr.shape))
+
     @staticmethod
     def static_ints(v: Any, what: str) -> np.ndarray:
         if not isinstance(v, Static) or is_float(v.value):
@@ -426,13 +441,31 @@ class Emitter:
             y = self.node("add", y, self.reshape(b, bs))
         return y
 
-    def cross_entropy(self, x: Any, target: Any, reduction: str, log_probs: bool = False) -> Any:
+    def cross_entropy(
+        self,
+        x: Any,
+        target: Any,
+        reduction: str,
+        log_probs: bool = False,
+        ignore_index: int | None = None,
+    ) -> Any:
         """Cross entropy (or NLL when `log_probs`) of logits x (B, C) or (C,) against
-        integer class ids known at import time: one_hot targets (attributes)."""
+        integer class ids known at import time: one_hot targets (attributes). Rows whose
+        target is `ignore_index` are dropped first (`index_select` of the others), so a
+        mean is over the rows kept, as torch defines it."""
         s = self.shape(x)
         if len(s) not in (1, 2):
             raise Unsupported(f"class axis layout {s} (only (C,) or (B, C))")
         ids = self.static_ints(target, "the target")
+        if ignore_index is not None and np.any(ids == ignore_index):
+            keep = np.flatnonzero(ids.reshape(-1) != ignore_index)
+            if len(s) != 2 or reduction == "none" or keep.size == 0:
+                raise Unsupported(
+                    f"targets equal to ignore_index={ignore_index} "
+                    "(only a (B, C) mean or sum over at least one kept row)"
+                )
+            x = self.node("index_select", x, indices=tuple(int(i) for i in keep))
+            ids, s = ids.reshape(-1)[keep], (int(keep.size), s[1])
         onehot = self.node(
             "one_hot", indices=tuple(int(i) for i in ids.reshape(-1)), num_classes=s[-1]
         )

@@ -8,6 +8,12 @@ Invariants:
   as attributes, so they are baked into the graph. `int_inputs` holds their values;
   `with_inputs` (and `run(inputs=...)` with an integer name) rebuilds the graph from the
   same program with new ids, never mutating this object.
+- Tied (shared) tensors are one graph input: `names` holds one name per input (the
+  first of its names in the model's order) and `aliases` maps every other name of the
+  same tensor to it. Gradients are reported under every name (the same array), `ids`
+  answers to every name (`values` to graph input names only: `canonical(name)`), and an
+  input may be replaced by any of its names
+  (two names of one tensor given different values are refused).
 - `run` lowers the graph with the runtime (`runtime.engine.lower`) and returns the
   outputs and, per name, the gradient of the sum of all outputs (seed 1 at every output
   value, 0 elsewhere, `backward_dense_from`). Nothing is cached between runs.
@@ -24,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,12 +80,22 @@ class Imported:
     source: str = ""
     rebuild: Rebuild | None = field(default=None, repr=False)
     gradients: tuple[tuple[int, int, int], ...] = ()
+    aliases: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ inputs
     @property
     def ids(self) -> dict[str, int]:
-        """name -> graph input id."""
-        return {n: i for i, n in self.names.items()}
+        """name -> graph input id (every alias of a tied tensor included)."""
+        ids = {n: i for i, n in self.names.items()}
+        return {**ids, **{a: ids[c] for a, c in self.aliases.items()}}
+
+    def canonical(self, name: str) -> str:
+        """The graph input name of `name` (itself unless it is an alias of a tied tensor)."""
+        return self.aliases.get(name, name)
+
+    def _named(self, per_input: Mapping[str, Any]) -> dict[str, Any]:
+        """A per-graph-input mapping extended to every alias (the same object)."""
+        return {**per_input, **{a: per_input[c] for a, c in self.aliases.items()}}
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -89,6 +106,7 @@ class Imported:
     def with_inputs(self, inputs: Mapping[str, Any]) -> Imported:
         """A copy with some values replaced: float names replace graph input values (same
         shape), integer names rebuild the graph with the new ids."""
+        inputs = self._resolve(inputs)
         ints = {k: np.asarray(v) for k, v in inputs.items() if k in self.int_inputs}
         unknown = [k for k in inputs if k not in self.values and k not in self.int_inputs]
         if unknown:
@@ -123,7 +141,38 @@ class Imported:
             out.source,
             out.rebuild,
             out.gradients,
+            out.aliases,
         )
+
+    def with_aliases(self, aliases: Mapping[str, str]) -> Imported:
+        """A copy where each `alias` names the same graph input as its target (an ONNX
+        file holds a tied tensor once: this gives it its other names in the source
+        model). A target must be a graph input name or an alias; an alias must be new."""
+        table = dict(self.aliases)
+        for alias, target in aliases.items():
+            c = table.get(target, target)
+            if c not in self.values:
+                raise ModelImportError(
+                    f"with_aliases: {target!r} (for {alias!r}) is not a graph input name"
+                )
+            if alias in self.values or table.get(alias, c) != c:
+                raise ModelImportError(f"with_aliases: {alias!r} already names another input")
+            table[alias] = c
+        return dataclasses.replace(self, aliases=table)
+
+    def _resolve(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """`inputs` keyed by graph input names; two names of one tied tensor must agree."""
+        out: dict[str, Any] = {}
+        given: dict[str, str] = {}
+        for k, v in inputs.items():
+            c = self.canonical(k)
+            if c in out and not np.array_equal(np.asarray(out[c]), np.asarray(v)):
+                raise ModelImportError(
+                    f"inputs {given[c]!r} and {k!r} name one tied tensor ({c!r}) "
+                    "but were given different values"
+                )
+            out[c], given[c] = v, k
+        return out
 
     def arrays(self, dtype: str) -> list[Any]:
         """The graph inputs in id order as runtime arrays of `dtype`."""
@@ -159,7 +208,7 @@ class Imported:
         outs = [tape.nodes[o].value for o in self.outputs]
         sweeps = {y: tape.backward_dense_from(self._y_seed(y, dtype)) for y in self._ys()}
         outs = self._merge(outs, [sweeps[y][x] for _, y, x in self.gradients])
-        return outs, {self.names[i]: grads[i] for i in range(self.graph.num_inputs)}
+        return outs, self._named({self.names[i]: grads[i] for i in range(self.graph.num_inputs)})
 
     def _ys(self) -> list[int]:
         return sorted({y for _, y, _ in self.gradients})
@@ -203,7 +252,7 @@ class Imported:
         outs = self._merge(
             [vals[o] for o in self.outputs], [sweeps[y][x] for _, y, x in self.gradients]
         )
-        return outs, {self.names[i]: cts[i] for i in range(self.graph.num_inputs)}
+        return outs, self._named({self.names[i]: cts[i] for i in range(self.graph.num_inputs)})
 
     # ------------------------------------------------------------------ checking
     def seed_pack(self, dtype: str, seed: int = 0) -> TensorPack:

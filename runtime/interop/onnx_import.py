@@ -39,6 +39,7 @@ from spec.ops import OPS
 from . import aten as ar
 from . import limits
 from .aten import Poison
+from .aten_models import batch_stats_norm
 from .core import (
     Dyn,
     Emitter,
@@ -228,6 +229,8 @@ def _reduce(kind: str, since: int) -> OnnxRule:
             return E.mean(x, axes, keep)
         if kind == "reduce_min":
             return E.node("neg", E.reduce("reduce_max", E.node("neg", x), axes, keep))
+        if kind == "l2":
+            return E.node("sqrt", E.reduce("reduce_sum", E.node("mul", x, x), axes, keep))
         if kind == "sum_square":
             return E.reduce("reduce_sum", E.node("mul", x, x), axes, keep)
         return E.reduce(kind, x, axes, keep)
@@ -258,18 +261,25 @@ def _conv_t(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
 
 
 def _batch_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
-    if a.get("training_mode", 0) or (v < 7 and not a.get("is_test", 0)):
-        raise InvalidModelError("BatchNormalization in training mode (export in eval mode)")
+    """Eval form: the running statistics normalise. `training_mode=1` (14+) normalises by
+    the statistics of the input itself (mean and biased variance per channel), which is
+    what Y is in that mode (weight standardisation exports it); its running-statistics
+    outputs are not modelled (unusable)."""
+    if v < 7 and not a.get("is_test", 0):
+        raise InvalidModelError("BatchNormalization with is_test=0 (the opset < 7 training form)")
     if v < 9 and not a.get("spatial", 1):
         raise Unsupported("spatial=0 (per-activation statistics)")
     x, w, b, mean, var = xs[:5]
     eps = a.get("epsilon", 1e-5)
+    extra = a["_outputs"] - 1
+    stats = [ar.Poison("BatchNormalization (running statistics outputs)")] * extra
+    if a.get("training_mode", 0):
+        return (batch_stats_norm(E, x, w, b, float(eps)), *stats)
     if eps > 0 and len(E.shape(x)) >= 2:  # any rank: (N, C), (N, C, L), ..., (N, C, D, H, W)
         y = E.node("batch_norm_eval", x, mean, var, w, b, eps=Fraction(float(eps)))
     else:
         y = E.batch_norm_eval(x, w, b, mean, var, eps)
-    extra = a["_outputs"] - 1
-    return (y, *[ar.Poison("BatchNormalization (statistics outputs)")] * extra)
+    return (y, *stats)
 
 
 def _layer_norm(E: Emitter, xs: list[Any], a: dict[str, Any], v: int) -> Any:
@@ -419,6 +429,7 @@ ONNX_OPS: dict[str, OnnxRule] = {
     "ReduceMax": _reduce("reduce_max", 18),
     "ReduceMin": _reduce("reduce_min", 18),
     "ReduceSumSquare": _reduce("sum_square", 18),
+    "ReduceL2": _reduce("l2", 18),
     "ConvTranspose": _conv_t,
     "BatchNormalization": _batch_norm,
     "LayerNormalization": _layer_norm,

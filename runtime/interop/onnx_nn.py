@@ -491,8 +491,12 @@ def _pool(kind: str) -> Any:
         stride, pads0, dil = _geometry(E, x0, kernel, a, f"{kind}Pool")
         k = len(kernel)
         ceil = bool(a.get("ceil_mode", 0))
-        if ceil and (kind == "Avg" or pads0[:k] != pads0[k:]):
-            raise Unsupported("ceil_mode=1 (only for max pools with symmetric pads)")
+        exclude = kind == "Avg" and not a.get("count_include_pad", 0)
+        if ceil and (pads0[:k] != pads0[k:] or (kind == "Avg" and not exclude)):
+            raise Unsupported(
+                "ceil_mode=1 (max pools and count_include_pad=0 average pools with "
+                "symmetric pads only)"
+            )
         if kind == "Avg" and any(d != 1 for d in dil):
             raise Unsupported("dilated average pooling")
         x, pads = _pool_input(E, x0, kind, kernel, pads0, dil)
@@ -500,10 +504,15 @@ def _pool(kind: str) -> Any:
         attrs["padding"] = tuple(pads[:k])
         if kind == "Max":
             attrs["dilation"] = tuple(dil)
+        elif ceil:  # torch's divisor: the window's positions inside the input (ONNX's too)
+            attrs["count_include_pad"] = False
         op = "max_pool" if kind == "Max" else "avg_pool"
         if k == 1:
             unit = {"kernel_size": 1, "padding": 0}
-            one: dict[str, Any] = {key: (unit.get(key, 1), t[0]) for key, t in attrs.items()}
+            one: dict[str, Any] = {
+                key: (unit.get(key, 1), t[0]) if isinstance(t, tuple) else t
+                for key, t in attrs.items()
+            }
             if ceil:  # the last window may not start in the right padding (ONNX, torch)
                 one["ceil_mode"] = True
             y = _as_1d(E, x, lambda t: E.node(f"{op}2d", t, **one))
@@ -513,7 +522,7 @@ def _pool(kind: str) -> Any:
             y = table_op(E, f"{op}{k}d", x, **attrs, **({"ceil_mode": True} if ceil else {}))
         if kind == "Max":
             return y, ar.Poison("MaxPool (indices output)", "integer indices are not a table value")
-        if any(pads0) and not a.get("count_include_pad", 0):
+        if any(pads0) and exclude and not ceil:
             # the table's average divides by the kernel size; ONNX by the real positions
             counts = _real_counts(E.shape(x0)[2:], kernel, stride, pads0[:k], E.shape(y)[2:])
             y = E.node("mul", y, Static(float(np.prod(kernel)) / counts))

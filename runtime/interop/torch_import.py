@@ -7,6 +7,13 @@ Invariants:
 - Parameters, buffers, lifted constants and float user inputs are the graph inputs, in
   placeholder order, named by their torch names (`conv.weight`, `x`); integer inputs and
   integer buffers are static (`Imported.int_inputs`).
+- State is identified by storage, not by name: `torch.export` lists a tied tensor (one
+  module reachable under several names, a tied embedding) once per name; every
+  placeholder of one tensor (same storage, offset, shape, strides, dtype) is read as the
+  first one, so it is one graph input whose gradient is the sum over all its uses, and
+  its other names are `Imported.aliases`. User inputs are never merged: `from_torch`
+  copies an example tensor that shares memory with an earlier one before exporting
+  (`torch.export` would specialise the program to the aliasing).
 - Before the walk the program is functionalized and decomposed by torch
   (`run_decompositions`) down to the ops the importer keeps (`aten_modes.boundary()`): in-place
   and view ops, eval-mode dropout and composite ops are torch's own rewriting. A program
@@ -122,19 +129,50 @@ def _placeholders(ep: Any, args: Sequence[Any]) -> list[tuple[str, str, Any]]:
     return out
 
 
+def _storage_key(t: Any) -> tuple[Any, ...]:
+    """What makes two placeholders one tensor: the same memory read the same way."""
+    return (
+        t.untyped_storage().data_ptr(),
+        t.storage_offset(),
+        tuple(t.shape),
+        tuple(t.stride()),
+        t.dtype,
+    )
+
+
+def tied_state(ph: Sequence[tuple[str, str, Any]], user: Sequence[str]) -> dict[str, str]:
+    """fx name -> fx name of the first placeholder holding the same tensor, for every
+    parameter, buffer or constant placeholder after the first of its tensor."""
+    first: dict[tuple[Any, ...], str] = {}
+    tied = {}
+    for fx, _, t in ph:
+        if fx in user or t.numel() == 0:
+            continue
+        key = _storage_key(t)
+        if key in first:
+            tied[fx] = first[key]
+        else:
+            first[key] = fx
+    return tied
+
+
 def _walk(
-    ep: Any, arrays: Mapping[str, np.ndarray], eval: bool
+    ep: Any, arrays: Mapping[str, np.ndarray], eval: bool, tied: Mapping[str, str]
 ) -> tuple[Emitter, dict[str, Any], Any]:
     import torch.fx as fx
 
     rules = {**ATEN, **TRAINING_AS_EVAL} if eval else ATEN
     E = Emitter()
     env: dict[str, Any] = {}
-    for name, arr in arrays.items():
-        env[name] = E.input(arr.shape) if is_float(arr) else Static(arr)
     out: Any = ()
     for node in ep.graph.nodes:
         if node.op == "placeholder":
+            name = node.name
+            if name in tied:
+                env[name] = env[tied[name]]
+            else:
+                arr = arrays[name]
+                env[name] = E.input(arr.shape) if is_float(arr) else Static(arr)
             continue
         if node.op == "output":
             out = fx.node.map_arg(node.args[0], lambda n: env[n.name])
@@ -288,10 +326,11 @@ def from_exported(
 
 def _import(ep: Any, example_args: Sequence[Any], eval: bool) -> Imported:
     ph = _placeholders(ep, example_args)
-    arrays = {fx: _np(t) for fx, _, t in ph}
-    torch_names = {fx: tn for fx, tn, _ in ph}
     user = tuple(s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT")
-    return _build(ep, arrays, torch_names, user, eval)
+    tied = tied_state(ph, user)
+    arrays = {fx: _np(t) for fx, _, t in ph if fx not in tied}
+    torch_names = {fx: tn for fx, tn, _ in ph}
+    return _build(ep, arrays, torch_names, user, eval, tied)
 
 
 def _build(
@@ -300,8 +339,11 @@ def _build(
     torch_names: dict[str, str],
     user: tuple[str, ...],
     eval: bool,
+    tied: Mapping[str, str],
 ) -> Imported:
-    E, env, out = _walk(ep, arrays, eval)
+    """The graph of `ep` over `arrays` (one per placeholder that is not `tied` to an
+    earlier one)."""
+    E, env, out = _walk(ep, arrays, eval, tied)
     E.raise_if_unsupported("torch.export program")
     flat = _flat(out)
     keep = _user_outputs(ep)
@@ -319,7 +361,7 @@ def _build(
             for fx, a in arrays.items()
             for tn in [by_fx[fx]]
         }
-        return _build(ep, upd, torch_names, user, eval)
+        return _build(ep, upd, torch_names, user, eval, tied)
 
     return Imported(
         graph,
@@ -330,6 +372,7 @@ def _build(
         ints,
         "torch",
         rebuild,
+        aliases={torch_names[fx]: torch_names[c] for fx, c in tied.items()},
     )
 
 
@@ -350,7 +393,7 @@ def from_torch(
         raise ModelImportError("from_torch needs the torch package (pip install torch)") from e
     if isinstance(module, torch.export.ExportedProgram):
         return from_exported(module, example_args, eval=eval)
-    args, kwargs = tuple(example_args), dict(example_kwargs or {})
+    args, kwargs = _unaliased(tuple(example_args)), dict(example_kwargs or {})
     modes = [(m, m.training) for m in module.modules()] if eval else []
     try:
         if eval:
@@ -360,6 +403,29 @@ def from_torch(
         for m, mode in modes:
             m.training = mode
     return from_exported(ep, (args, kwargs), eval=eval)
+
+
+def _unaliased(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`args` with every tensor that shares memory with an earlier one copied:
+    `torch.export` would otherwise specialise the program to the aliasing (`f(t, t)`
+    exported as `y * y`, the first input unused), and the inputs are meant to be given
+    separately by name."""
+    import torch
+
+    seen: set[tuple[Any, ...]] = set()
+
+    def one(a: Any) -> Any:
+        if isinstance(a, list | tuple):
+            return type(a)(one(x) for x in a)
+        if not isinstance(a, torch.Tensor) or a.numel() == 0:
+            return a
+        key = _storage_key(a)
+        if key in seen:
+            return a.clone()
+        seen.add(key)
+        return a
+
+    return tuple(one(a) for a in args)
 
 
 def load_exported(path: str, *, trust_pickle: bool = False, eval: bool = False) -> Imported:
