@@ -1,7 +1,7 @@
 """The citable index of the semantics: one stable anchor per theorem of the catalogue and
 per op rule of the op table, with its statement, what it covers and how to re-check it
-(written by `python -m proofs readme` with the other generated docs; `--html DIR` writes the same index
-as DIR/index.html).
+(written by `python -m proofs readme` with the other generated docs; `--html DIR` writes
+the same index as DIR/index.html).
 
 Invariants:
 - docs/THEOREMS.md is exactly `markdown()` (a test checks it), and the page is rendered

@@ -5,8 +5,9 @@ Invariants:
   and certificate records it, so a result can be cited with the rules it was judged by.
 - `RULE_SOURCES` are the modules whose code is the semantics (the op rules, the domains and
   their rounding, shapes, tensors, the graph IR and its eval / JVP / VJP, inlining, the
-  RNG). `rules_digest()` hashes their syntax trees with docstrings removed, so a change of
-  formatting, comments or docs leaves it unchanged and any change of code changes it.
+  RNG). `rules_digest()` hashes their syntax trees with docstrings removed, printed back as
+  source (`ast.unparse`, stable across Python versions where `ast.dump` is not), so a change
+  of formatting, comments or docs leaves it unchanged and any change of code changes it.
 - `RULES_DIGESTS` maps each released version to the digest of its rules; the current
   `__version__` must map to `rules_digest()` (a test), so a rule change without a new
   version (and a new entry) fails; its message prints the current digest
@@ -21,7 +22,7 @@ from pathlib import Path
 
 __all__ = ["RULES_DIGESTS", "RULE_SOURCES", "__version__", "rule_files", "rules_digest"]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _HERE = Path(__file__).resolve().parent
 
@@ -37,7 +38,8 @@ RULE_SOURCES: tuple[str, ...] = (
 """Globs relative to the `spec` directory; their files in sorted order are the rules."""
 
 RULES_DIGESTS: dict[str, str] = {
-    "0.1.0": "729b618a11796d0305ad55899555ee1da85b8b741eeffa60673731b41786acc7",
+    "0.1.0": "65a2d19c4626452d6f25daf8f32fda340267ae74f08595b3be03ca73ed75c615",
+    "0.2.0": "ba196354d288754fc81978c01d66f778755dba482135f0c7757a188687d30a4c",
 }
 
 
@@ -69,5 +71,5 @@ def rules_digest(root: Path = _HERE) -> str:
     for p in rule_files(root):
         tree = _strip_docstrings(ast.parse(p.read_text(), filename=str(p)))
         h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(ast.dump(tree, include_attributes=False).encode() + b"\0")
+        h.update(ast.unparse(tree).encode() + b"\0")
     return h.hexdigest()
