@@ -12,7 +12,7 @@ Invariants:
   alone; a group's focused runs use its first member's salt and draw as many cases as the
   members drew alone together (`group_runs`).
 - The derandomised seed is fixed (`_BASE_SEED`: what Hypothesis derived from the suite's
-  test function until issue 33), so an edit of this module does not change drawn cases.
+  test function before it was fixed), so an edit of this module does not change drawn cases.
 - A failing case is reported with the shrunk graph as text and as JSON (graph, inputs and
   seed) that reproduces it, the op it points at (`where_failed`); a crash in a check is a
   failure of the property. Nothing here prints except through the `progress` callback.
@@ -350,7 +350,7 @@ _BASE_SEED = int(
     "3989522773774160612858822482586"
 )
 """The seed of a derandomised run (salted per focused run): the one Hypothesis derived
-from the digest of the suite's test function up to issue 33 (`derandomize=True` seeds
+from the digest of the suite's test function as it once was (`derandomize=True` seeds
 `Random(int_from_bytes(function_digest(test)))`), fixed here so that the drawn cases no
 longer change whenever the runner's source does."""
 

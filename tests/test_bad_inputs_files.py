@@ -663,7 +663,7 @@ def test_non_finite_training_data_refused(sample: Any, phrase: str) -> None:
 
 
 def test_empty_eval_and_finished_session() -> None:
-    # TorchLean (issue 30): an empty stream's mean is zero, and a finished session goes on
+    # TorchLean: an empty stream's mean is zero, and a finished session goes on
     # training without changing its Result
     run = trained()
     assert run.eval([]) == 0.0

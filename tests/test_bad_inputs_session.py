@@ -1,4 +1,4 @@
-"""The Session's bad-input battery (issue 15): every case asserts the error class, a key
+"""The Session's bad-input battery: every case asserts the error class, a key
 phrase of the message (naming the argument), and that nothing changed: tape length, the
 generation, every parameter's bits and the RNG state. A few fault cases (a `MemoryError`
 while a random tensor is allocated) assert the same invariants for a non-torchlean error.

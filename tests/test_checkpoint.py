@@ -32,7 +32,7 @@ def session(dtype: str = "float32") -> Any:
 
 def test_json_format_float32_and_float64_golden(tmp_path: Path) -> None:
     """The exact bytes: TorchLean's layout, then the digest field (sha256 of the text
-    before it, issue 15), hashed here with hashlib from the hand-written text."""
+    before it), hashed here with hashlib from the hand-written text."""
     import hashlib
 
     ck.save_state(tmp_path / "a.json", [np.array([1.0, -2.0], np.float32)], "float32")

@@ -1,4 +1,4 @@
-"""One error path for every command line (issue 35): a bad file or flag is one line on
+"""One error path for every command line: a bad file or flag is one line on
 stderr and exit 2, never a traceback, checked before the run starts; a run that checked
 nothing does not exit 0. A case per class runs the real command in a subprocess; the
 others call the same `main` in-process (same parser, same exit code, same stderr)."""

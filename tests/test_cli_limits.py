@@ -1,5 +1,5 @@
 """Bad counts, addresses and certificates end the commands with a one-line error and exit
-status 2, never a traceback (issue 35): `--workers`/`--seeds`/`--jobs` capped at
+status 2, never a traceback: `--workers`/`--seeds`/`--jobs` capped at
 `MAX_PER_CPU` per CPU, malformed `--scheduler` addresses, deeply nested JSON given to
 `python -m proofs verify`."""
 

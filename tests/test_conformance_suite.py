@@ -35,7 +35,7 @@ def test_default_properties_cover_every_dtype_and_profile() -> None:
         assert ("link", dt, "ordered") in keys
         assert ("link_special_values", dt, "ordered") in keys
         assert ("node_bounds", dt, "fast") in keys
-        # issue 16: hard cases and the sparse (first contribution as is) backward
+        # hard cases and the sparse (first contribution as is) backward
         assert ("link_hard", dt, "ordered") in keys
         assert ("sparse_backward", dt, "ordered") in keys
         # fast-profile VJPs, JVPs and accumulation against mechanically derived bounds

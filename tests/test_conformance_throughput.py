@@ -1,4 +1,4 @@
-"""The conformance run's throughput machinery (issue 33) reports what the plain run reports.
+"""The conformance run's throughput machinery reports what the plain run reports.
 
 - `--workers auto` (a pool of processes, the default) gives the report of `--workers 1`.
 - Properties that share their draws (`draw_groups`) are each given the row they get when

@@ -1,5 +1,5 @@
-"""ONNX `ai.onnx.preview.training.Gradient` computed by the project's reverse sweep
-(issue 29): ONNX's two backend cases, hand-worked derivatives (at other values, w.r.t.
+"""ONNX `ai.onnx.preview.training.Gradient` computed by the project's reverse sweep:
+ONNX's two backend cases, hand-worked derivatives (at other values, w.r.t.
 intermediates, with repeated input values), and clear refusals of malformed nodes."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Per-opset forms of ONNX ops not covered by test_onnx_robust's VERSIONED list (issue 29's
-audit): each one-node model is built with onnx.helper at the given opset and compared
+"""Per-opset forms of ONNX ops not covered by test_onnx_robust's VERSIONED list: each
+one-node model is built with onnx.helper at the given opset and compared
 with onnxruntime (the ONNX reference evaluator where onnxruntime is missing), plus a few
 hand-worked values and the clear refusals of forms the importer does not compute (negative
 Squeeze / Unsqueeze axes before opset 11 are refused by ONNX's own shape inference)."""

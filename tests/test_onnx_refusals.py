@@ -1,4 +1,4 @@
-"""Every refusal is a `TorchLeanError` that names only relevant ops (issue 29): walked over
+"""Every refusal is a `TorchLeanError` that names only relevant ops: walked over
 ONNX's backend data (the cases the importer refuses) and over malformed variants of every
 backend model (an unknown op type, a dropped input, an attribute of the wrong type, a
 float input retyped as string, truncated bytes). A refusal listing unsupported ops may
@@ -138,7 +138,7 @@ def test_malformed_variants_are_torchlean_errors(case):
 
 
 def test_the_relevance_rule_rejects_the_old_suggestions():
-    """The suggestions issue 29 reported (Tile -> silu, Pow -> transpose, Sign -> sin) fail
+    """The suggestions once reported (Tile -> silu, Pow -> transpose, Sign -> sin) fail
     the rule this file checks, so the walk above can catch them."""
     assert not _relevant("Tile", "silu")
     assert not _relevant("Pow", "transpose")

@@ -1,4 +1,4 @@
-"""prelu, where, pow and pow_tensor (issue 28): hand-worked goldens of the spec rules, exact
+"""prelu, where, pow and pow_tensor: hand-worked goldens of the spec rules, exact
 rationals, shape errors, the `ordered` kernels against the spec on every sample in every
 IEEE dtype, `cr_pow` against MPFR, and (where installed) PyTorch, the ONNX export run by
 ONNX Runtime, and the ONNX / torch.export importers.

@@ -239,7 +239,7 @@ class Boom(Linear):
     ],
 )
 def test_validation_at_construction(make: Any, text: str) -> None:
-    """Values outside their domain are refused when the optimizer is made (issue 15)."""
+    """Values outside their domain are refused when the optimizer is made."""
     with pytest.raises(TorchLeanError, match=text.replace("(", r"\(").replace(".", r"\.")):
         make()
 

@@ -1,4 +1,4 @@
-"""The output-bound certificate checker checks every field (issue 15 item 10, issue 18 item 7):
+"""The output-bound certificate checker checks every field:
 `kernels`, the statement text regenerated from the fields, runtime claims of results whose
 kernels the runtime level does not model, unknown fields, and hostile JSON (deep nesting,
 huge integers, NaN). Each forgery is re-digested, so only the field check can refuse it."""

@@ -605,7 +605,7 @@ def test_jvp_hand_values() -> None:
     assert fr(s.jvp_leaf(y, w, ex([1, 0]))) == [1, 0]
     assert fr(s.jvp_scalar_leaf(loss, x, ex([1, -1]))) == [6 - 20]
     assert fr(s.jvp_dense_all(y, [ex([1, 1]), ex([1, 1]), ex([9, 9])])) == [7, 24]
-    # TorchLean: a tangent is given for every leaf, frozen or not (issue 30, item 1)
+    # TorchLean: a tangent is given for every leaf, frozen or not
     assert fr(s.jvp_leaf(loss, k, ex([1, 1]))) == [2]
     assert fr(s.jvp_dense_all(loss, [ex([0, 0]), ex([0, 0]), ex([1, 3])])) == [4]
     with pytest.raises(ShapeError):

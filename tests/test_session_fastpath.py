@@ -1,4 +1,4 @@
-"""The Session's per-op fast path (issue 19) keeps every check of the general path:
+"""The Session's per-op fast path keeps every check of the general path:
 `tensor_ref` builds the same TensorRef as the dataclass, and an op method called with
 plain TensorRefs validates handles and fails atomically exactly like `Session.op`."""
 

@@ -1,4 +1,4 @@
-"""The eager per-op path's shortcuts of issue 33 (third round) and the reference each one
+"""The eager per-op path's shortcuts and the reference each one
 must equal, bit for bit:
 
 - a `unary` kernel with a `ufunc` calls the NumPy function itself on the NumPy IEEE `fast`

@@ -1,4 +1,4 @@
-"""Seed fidelity, second pass (issue 30): each item of the issue against hand-worked values,
+"""Seed fidelity, second pass: each item of the issue against hand-worked values,
 in both session modes where the item has a meaning in both.
 
 1. JVP w.r.t. a leaf that does not require gradients (inputs, frozen parameters, constants).

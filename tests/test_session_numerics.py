@@ -1,4 +1,4 @@
-"""Session numerics and PyTorch conveniences (issue 15, items 3-6): one rounding from Python
+"""Session numerics and PyTorch conveniences: one rounding from Python
 ints and Fractions, the float-environment probe at session / trainer / conformance start,
 the gradient hook per seed 001, gradient lists with provenance, `torch.matmul`'s 1-D rules
 and positional attributes."""

@@ -1,4 +1,4 @@
-"""The eager op path's shortcuts in `runtime.engine.tape` (issue 33) and the reference each
+"""The eager op path's shortcuts in `runtime.engine.tape` and the reference each
 one must equal:
 
 - the reverse passes run `op_pairs` on a `Tape.op` node's fields (no closure per node);

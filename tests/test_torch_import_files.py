@@ -1,4 +1,4 @@
-"""`.pt2` files are read without running code from them (issue 35), and malformed ones are
+"""`.pt2` files are read without running code from them, and malformed ones are
 one clear error.
 
 The hostile file is made in the test: a real `torch.export.save` archive whose sample

@@ -1,6 +1,6 @@
 """torch.export: writes into views (`y[:, :2] *= 2`, `y[1] = v`, `w.copy_(...)`) reach the
 importer as torch's functional `slice_scatter` / `select_scatter` / `copy` after
-`run_decompositions`, and are mapped (issue 29); a model whose only training-mode module
+`run_decompositions`, and are mapped; a model whose only training-mode module
 is dropout is refused clearly. Reference: PyTorch float64 forward and autograd."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""torchvision architectures through torch.export (issue 29), in CI at small sizes: values
+"""torchvision architectures through torch.export, in CI at small sizes: values
 and every parameter gradient equal PyTorch's float64 autograd to rtol 1e-9. The whole
 family list is the opt-in campaign `python -m conformance.zoo` (docs/INTEROP.md)."""
 

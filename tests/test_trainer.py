@@ -159,7 +159,7 @@ def test_loss_batch_empty_is_zero_and_eval_mode_mutates_nothing() -> None:
     run = Trainer(model, optimizer=Adam(0.01)).open()
     run.step(([1.0, 2.0], [0.5]))
     snap, counter, steps = bits(run.state()), run._s.rng.counter, run.steps()
-    # TorchLean: "returns its ordered mean, or zero when empty" (issue 30, item 5)
+    # TorchLean: "returns its ordered mean, or zero when empty"
     assert run.loss([], batch=True) == 0.0 and run.eval([]) == 0.0
     a = run.predict([1.0, 2.0])
     b = run.predict([1.0, 2.0])  # no dropout in evaluation mode: deterministic

@@ -1,4 +1,4 @@
-"""The alternative rules of the conventions added with the op table's second round (std,
+"""The alternative rules of the conventions of std,
 logsumexp, prelu, pow, the adaptive max pools' forward mode, group_norm): each is an `Alt`
 as `conventions` describes it (exact inputs in HP, the cotangent or tangent, the
 attributes; None where the convention's condition does not hold), kept here so the

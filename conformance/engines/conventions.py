@@ -477,7 +477,6 @@ CONVENTIONS: tuple[Convention, ...] = (
     _pool_tie_convention(
         "adaptive_max_pool3d", (1.0, 1.0, 0.0, 1.0), {"output_size": (1, 1, 1)}, (1, 1, 2, 2)
     ),
-    # issue 28 (appended)
     Convention(
         "leaky_relu_grad_at_zero_pass",
         "leaky_relu",

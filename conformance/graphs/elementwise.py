@@ -5,7 +5,7 @@ Invariants: binary ops broadcast (partners drawn within `MAX_ELEMENTS`); over ra
 0 < lo <= hi, or a positive const), so no division by zero can occur there; `clamp` draws
 lo <= hi; `const` draws a shape from `INPUT_SHAPES`.
 
-The issue-28 ops: `kinked(op, kinks)` applies the op to an existing value or, one time in
+The kinked activations: `kinked(op, kinks)` applies the op to an existing value or, one time in
 four, to a fresh const whose entries are drawn from the op's kinks and thresholds (leaky_relu
 and sign at 0, relu6 at 0 and 6, hardsigmoid/hardswish at ±3, softsign at 0), so the
 conventions there are exercised; hardtanh draws min_val <= max_val; the variadic add_n,
@@ -108,9 +108,6 @@ register(name="const", build=_const)
 register(name="div", build=_binary("div", positive_rhs=True))
 register(name="inv", build=guarded_unary("inv", always=False))
 register(name="sqrt", build=unary_builder("sqrt"))
-
-
-# --------------------------------------------------------------------------- issue 28
 
 
 def kinked(op: str, kinks: tuple[Fraction, ...], **attr_draws: st.SearchStrategy) -> Builder:

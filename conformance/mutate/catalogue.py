@@ -583,7 +583,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a failed Session op leaves its partial nodes on the tape",
         "Session state",
     ),
-    # ---------------------------------------------------------------- N-d pools, pad (issue 28)
+    # ---------------------------------------------------------------- N-d pools, pad
     Mutant(
         "composite_key_drops_flags",
         _TABLE,
@@ -603,7 +603,6 @@ CATALOGUE: tuple[Mutant, ...] = (
         "stride-1 convolutions)",
         "reduction order",
     ),
-    # ---------------------------------------------------------------- issue 28's ops
     Mutant(
         "leaky_relu_grad_at_zero",
         _EW,
@@ -678,7 +677,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "pow_tensor's derivative to b at 0**0 is g·(1·log 0) = -inf·g instead of 0 (PyTorch's)",
         "kink at a boundary",
     ),
-    # ---------------------------------------------------------------- cumsum (issue 28)
+    # ---------------------------------------------------------------- cumsum
     Mutant(
         "cumsum_vjp_same_direction",
         "runtime/kernels/reduce.py",

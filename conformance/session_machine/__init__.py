@@ -36,9 +36,9 @@ inputs made without `requires_grad` must track gradients.
 `run_session_machine(max_examples, seed)` runs the machine and returns a report `Row`.
 
 Layout: `model` (the lanes, value conversions, `Val`, `ParamModel`), `oracles` (the checks:
-error-and-nothing-changed, spec comparisons, invariants), `fidelity` (issue 30's rules),
-`machine` (`SessionMachine`: state
-and rules), `run` (`run_session_machine`).
+error-and-nothing-changed, spec comparisons, invariants), `fidelity` (rules for the
+Session's TorchLean promises), `machine` (`SessionMachine`: state and rules), `run`
+(`run_session_machine`).
 """
 
 from __future__ import annotations

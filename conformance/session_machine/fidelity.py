@@ -1,4 +1,4 @@
-"""Rules of the Session state machine for TorchLean's promises that issue 30 found broken:
+"""Rules of the Session state machine for TorchLean's promises that an audit found broken:
 forward mode at leaves that do not require gradients, `grad` on gradient lists (current and
 stale), and a training session that goes on training after `finish()`.
 

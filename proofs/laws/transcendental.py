@@ -241,8 +241,6 @@ law(
 )
 
 
-# --------------------------------------------------------------------------- issue 28
-
 law(
     op="erf",
     cases=[Case((s,), free(), kind="convention") for s in SMALL_SHAPES],

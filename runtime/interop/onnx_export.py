@@ -219,7 +219,6 @@ EXPORT: dict[str, ExportRule] = {
     "softmax": _softmax("Softmax"),
     "log_softmax": _softmax("LogSoftmax"),
     "mask_neg_inf": _mask,
-    # issue 28 (appended)
     "prelu": _prelu,
     "pow": _pow,
     "pow_tensor": _same("Pow"),

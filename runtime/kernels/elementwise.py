@@ -237,9 +237,6 @@ register(
 )
 
 
-# --------------------------------------------------------------------------- issue 28
-
-
 def _leaky(c: KernelContext, x: Any, a: Attrs) -> Any:
     return c.xp.where(c.const(0) < x, x, c.const(a["negative_slope"]) * x)
 

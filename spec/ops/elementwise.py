@@ -471,9 +471,6 @@ composite(
 )
 
 
-# --------------------------------------------------------------------------- issue 28
-
-
 LEAKY_SLOPE = Fraction(1, 100)  # leaky_relu's default negative_slope (PyTorch's)
 
 

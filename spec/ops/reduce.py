@@ -260,9 +260,6 @@ register(
 )
 
 
-# --------------------------------------------------------------------------- issue 28
-
-
 def _dim_and_keep(op: str, b: Any, x: int, a: Attrs) -> tuple[int, int, Shape]:
     s = b.shape_of(x)
     d = a["dim"]
