@@ -1,5 +1,5 @@
 """The alternative rules of the conventions of std,
-logsumexp, prelu, pow, the adaptive max pools' forward mode, group_norm): each is an `Alt`
+logsumexp, prelu, pow, the adaptive max pools' forward mode, group_norm: each is an `Alt`
 as `conventions` describes it (exact inputs in HP, the cotangent or tangent, the
 attributes; None where the convention's condition does not hold), kept here so the
 catalogue module stays readable.
