@@ -35,6 +35,7 @@ from runtime.session.link import array_link_check
 from spec import vector
 from spec.errors import TorchLeanError
 from spec.graph import Graph, format_graph
+from spec.serialize import graph_to_dict, tensor_to_dict
 from spec.tensor import TensorPack
 
 from .link_property import BOTH_MAX_ELEMENTS, check_link
@@ -136,22 +137,31 @@ def _check(g: Graph, xs: Sequence[np.ndarray], dtype: str, seed: int) -> Outcome
     return Outcome(ok, None if ok else text)
 
 
-def _failure(g: Graph, dtype: str, k: int | None, message: str | None) -> dict[str, Any]:
-    """The row's failure; the repro names the case (None: the model's own values, pack
-    seed 0; k: drawn case k) rather than holding model-size tensors."""
+def _failure(
+    g: Graph, dtype: str, k: int | None, xs: Sequence[np.ndarray], message: str | None
+) -> dict[str, Any]:
+    """The row's failure. Below `MODEL_SCALE` the repro is the suite's replayable one
+    (graph, inputs, seed); above, it names the case (the model's own values with pack seed
+    0, or drawn case k) instead of holding model-size tensors."""
     case = "the model's own values" if k is None else f"drawn case {k}"
-    return {
-        "message": f"at {case}: {message}",
-        "graph_text": format_graph(g),
-        "repro": {
-            "property": "link",
-            "dtype": dtype,
-            "kernels": "ordered",
-            "backend": "numpy",
-            "array_case": {"inputs": "own" if k is None else k, "seed": k or 0},
-            "evaluator": evaluator(g),
-        },
+    repro: dict[str, Any] = {
+        "property": "link",
+        "dtype": dtype,
+        "kernels": "ordered",
+        "backend": "numpy",
     }
+    if is_model_scale(g):
+        repro["array_case"] = {"inputs": "own" if k is None else k, "seed": k or 0}
+        repro["evaluator"] = evaluator(g)
+    else:
+        D = DTYPE_DOMAIN[dtype]
+        F = vector.format_of(D)
+        seeds = vector.seed_arrays(g, F, k or 0)
+        repro["graph"] = graph_to_dict(g)
+        repro["inputs"] = [tensor_to_dict(D, F.tensor(x)) for x in xs]
+        repro["seed"] = [tensor_to_dict(D, F.tensor(s)) for s in seeds]
+        repro["env"] = []
+    return {"message": f"at {case}: {message}", "graph_text": format_graph(g), "repro": repro}
 
 
 def run_array_link(
@@ -168,7 +178,7 @@ def run_array_link(
     xs = [round_f64(np.asarray(x, dtype=np.float64), dtype).astype(np.float64) for x in own]
     out = check_array_case(g, xs, dtype, 0)
     if not out.ok:
-        row.failure = _failure(g, dtype, None, out.message)
+        row.failure = _failure(g, dtype, None, xs, out.message)
     else:
         row.passed = 1
         _drawn(g, input_scales(own), dtype, drawn, seed, row)
@@ -182,9 +192,10 @@ def _drawn(g: Graph, scales: list[float], dtype: str, n: int, seed: int | None, 
     @run_settings(n, seed, shrink=False)
     @given(st.integers(0, 2**32 - 1))
     def test(k: int) -> None:
-        out = check_array_case(g, draw_inputs(g, scales, dtype, k), dtype, k)
+        xs = draw_inputs(g, scales, dtype, k)
+        out = check_array_case(g, xs, dtype, k)
         if not out.ok:
-            row.failure = _failure(g, dtype, k, out.message)
+            row.failure = _failure(g, dtype, k, xs, out.message)
             raise AssertionError(out.message)
         row.passed += 1
 

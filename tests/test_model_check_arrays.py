@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 pytest.importorskip("onnx", reason="the model mode test builds an ONNX model (package onnx)")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-import conformance.model_arrays as MA  # noqa: E402
-import runtime.kernels as K  # noqa: E402
-from conformance.__main__ import main  # noqa: E402
-from runtime.backends import round_f64  # noqa: E402
-from runtime.interop import load_model  # noqa: E402
+import conformance.model_arrays as MA
+import runtime.kernels as K
+from conformance.__main__ import main
+from runtime.backends import round_f64
+from runtime.interop import load_model
 
 
 def small_model(path: Path) -> Path:
@@ -129,8 +130,15 @@ def test_planted_mismatch_fails(
     r = link_rows(rows)["float32"]
     assert (r["cases"], r["failed"]) == (1, 1)  # the model's own values already fail
     assert r["failure"]["message"].startswith("at the model's own values:")
-    assert "value of value %" in r["failure"]["message"] or "value %" in r["failure"]["message"]
+    assert "value of value %6" in r["failure"]["message"]  # the relu's output
     assert "FAILED link/float32/ordered" in capsys.readouterr().out
+    repro = r["failure"]["repro"]
+    if scale is None:  # the suite's replayable reproducer: it fails under the mutant too
+        path = tmp_path / "repro.json"
+        path.write_text(json.dumps(repro))
+        assert main(["--replay", str(path)]) == 1
+    else:
+        assert repro["array_case"] == {"inputs": "own", "seed": 0}
 
 
 def test_drawn_case_failure_names_its_integer(tmp_path: Path, monkeypatch: Any) -> None:
@@ -143,8 +151,10 @@ def test_drawn_case_failure_names_its_integer(tmp_path: Path, monkeypatch: Any) 
     _plant_relu_mutant(monkeypatch)
     row = MA.run_array_link(g, own, "float32", 5, None)
     assert row.failed == 1 and row.passed == 1
-    k = row.failure["repro"]["array_case"]["inputs"]
-    assert isinstance(k, int) and row.failure["message"].startswith(f"at drawn case {k}:")
+    m = re.match(r"at drawn case (\d+): ", row.failure["message"])
+    assert m is not None
+    k = int(m.group(1))
+    assert len(row.failure["repro"]["inputs"]) == g.num_inputs  # the replayable repro
     assert not MA.check_array_case(g, MA.draw_inputs(g, [1.0] * 5, "float32", k), "float32", k).ok
 
 
@@ -177,18 +187,18 @@ def test_drawn_count_golden() -> None:
     """17,578,576 elements (resnet18 at 224x224, every value): 100M // that = 5."""
 
     class G:
-        shapes = [(17_578_576,)]
+        shapes = ((17_578_576,),)
 
     assert MA.drawn_count(G(), 60, False) == 5  # type: ignore[arg-type]
     assert MA.drawn_count(G(), 3, False) == 3  # type: ignore[arg-type]
     assert MA.drawn_count(G(), 60, True) == 60  # type: ignore[arg-type]
 
     class H:
-        shapes = [(10**9,)]
+        shapes = ((10**9,),)
 
     assert MA.drawn_count(H(), 60, False) == 1  # type: ignore[arg-type]
 
     class S:
-        shapes = [(3, 4)]
+        shapes = ((3, 4),)
 
     assert MA.drawn_count(S(), 60, False) == 60  # type: ignore[arg-type]
