@@ -154,10 +154,7 @@ def run_model(
     rows = []
     for prop in props:
         if prop.name == "link" and prop.dtype in IEEE_DTYPES:
-            n = drawn_count(imp.graph, max_examples, explicit_examples)
-            own = [imp.values[imp.names[i]] for i in range(imp.graph.num_inputs)]
-            print(f"link/{prop.dtype}: {n} drawn case(s), {evaluator(imp.graph)}", file=sys.stderr)
-            rows.append(run_array_link(imp.graph, own, prop.dtype, n, seed))
+            rows.append(_array_link(imp, prop.dtype, max_examples, seed, explicit_examples))
             continue
         try:
             own = _own_case(imp, prop.dtype)
@@ -179,6 +176,16 @@ def run_model(
         row.worst_bound_ratio = max(row.worst_bound_ratio, out.worst_ratio)
         rows.append(row)
     return rows
+
+
+def _array_link(
+    imp: Imported, dtype: str, max_examples: int, seed: int | None, explicit: bool
+) -> Row:
+    """The IEEE link row on array cases; its evaluator and case count on stderr."""
+    n = drawn_count(imp.graph, max_examples, explicit)
+    values = [imp.values[imp.names[i]] for i in range(imp.graph.num_inputs)]
+    print(f"link/{dtype}: {n} drawn case(s), {evaluator(imp.graph)}", file=sys.stderr)
+    return run_array_link(imp.graph, values, dtype, n, seed)
 
 
 def _dtypes(a: argparse.Namespace, imp: Imported) -> list[str]:
