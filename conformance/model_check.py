@@ -10,6 +10,15 @@ Invariants:
   (ordered kernels, bit equality with the spec; exact equality for "exact"),
   `node_bounds` and `derivative_bounds` (fast kernels: per-node error bounds of values, and
   of VJPs, JVPs and accumulated cotangents) and `dense_all_vs_from` (exact).
+- For the IEEE dtypes the `link` property runs on arrays (`conformance.model_arrays`):
+  cases are NumPy arrays drawn from one Hypothesis integer each, the spec side is
+  `spec.vector` (with the pure-Python reference as well on graphs of at most
+  `model_arrays.MODEL_SCALE` elements); the evaluator used is printed on stderr. On model-scale
+  graphs (above `model_arrays.MODEL_SCALE` elements) the drawn count is capped by
+  `model_arrays.ELEMENT_BUDGET` unless `--max-examples` is given, and the default
+  `--dtype all` / `--kernels all` leave out the properties that evaluate element by element
+  in pure Python (exact link and dense_all_vs_from, node_bounds, derivative_bounds), with a
+  stderr line naming them; asking for them by `--dtype` / `--kernels` runs them.
 - The report is the suite's (`cli.report`): the same table, files and exit codes. Every
   failure of the given file or flags (an unwritable `--report`, a file that cannot be
   imported, a `.pt2` needing full pickle without `--trust-pickle`, a graph with no outputs
@@ -20,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,9 +42,11 @@ from spec.errors import TorchLeanError
 from spec.graph import format_graph
 from spec.serialize import graph_to_dict, tensor_to_dict
 
+from . import model_arrays
 from .bounds import check_bounds, check_derivative_bounds
 from .graphs import inputs_for, seeds_for
 from .link_property import check_dense_all_vs_from, check_link
+from .model_arrays import drawn_count, elements, evaluator, is_model_scale, run_array_link
 from .suite import IEEE_DTYPES, Case, Outcome, Property, Row, run_property
 
 __all__ = ["model_properties", "run_model", "run_model_file"]
@@ -131,11 +143,19 @@ def _failure(case: Case, prop: Property, out: Outcome) -> dict[str, Any]:
 
 
 def run_model(
-    imp: Imported, props: Sequence[Property], max_examples: int, seed: int | None
+    imp: Imported,
+    props: Sequence[Property],
+    max_examples: int,
+    seed: int | None,
+    explicit_examples: bool = True,
 ) -> list[Row]:
-    """One row per property: the model's own values first, then the drawn cases."""
+    """One row per property: the model's own values first, then the drawn cases (the IEEE
+    link on arrays; `explicit_examples` False lets `drawn_count` cap them)."""
     rows = []
     for prop in props:
+        if prop.name == "link" and prop.dtype in IEEE_DTYPES:
+            rows.append(_array_link(imp, prop.dtype, max_examples, seed, explicit_examples))
+            continue
         try:
             own = _own_case(imp, prop.dtype)
             out = prop.check(own)
@@ -158,11 +178,50 @@ def run_model(
     return rows
 
 
+def _array_link(
+    imp: Imported, dtype: str, max_examples: int, seed: int | None, explicit: bool
+) -> Row:
+    """The IEEE link row on array cases; its evaluator and case count on stderr."""
+    n = drawn_count(imp.graph, max_examples, explicit)
+    values = [imp.values[imp.names[i]] for i in range(imp.graph.num_inputs)]
+    print(f"link/{dtype}: {n} drawn case(s), {evaluator(imp.graph)}", file=sys.stderr)
+    return run_array_link(imp.graph, values, dtype, n, seed)
+
+
 def _dtypes(a: argparse.Namespace, imp: Imported) -> list[str]:
     if a.dtype != "all":
         return a.dtype.split(",")
-    exact_ok = all(n.op in _ALGEBRAIC for n in imp.graph.nodes)
+    exact_ok = all(n.op in _ALGEBRAIC for n in imp.graph.nodes) and not is_model_scale(imp.graph)
     return (["exact"] if exact_ok else []) + list(IEEE_DTYPES[:2])
+
+
+def _kernels(a: argparse.Namespace, imp: Imported) -> list[str]:
+    if a.kernels != "all":
+        return [a.kernels]
+    return ["ordered"] if is_model_scale(imp.graph) else ["fast", "ordered"]
+
+
+def _left_out(a: argparse.Namespace, imp: Imported) -> str | None:
+    """The stderr line naming what the defaults leave out on a model-scale graph."""
+    if not is_model_scale(imp.graph):
+        return None
+    gone = []
+    if a.dtype == "all" and all(n.op in _ALGEBRAIC for n in imp.graph.nodes):
+        gone.append("exact link and dense_all_vs_from (--dtype exact)")
+    if a.kernels == "all":
+        gone.append("node_bounds and derivative_bounds (--kernels fast)")
+    if not gone:
+        return None
+    return (
+        f"model-scale graph ({elements(imp.graph)} elements > {model_arrays.MODEL_SCALE}): "
+        f"the defaults leave out the element-by-element pure-Python properties {'; '.join(gone)}"
+    )
+
+
+def _explicit_examples(a: argparse.Namespace) -> bool:
+    """Whether the command line gave --max-examples."""
+    words = shlex.split(getattr(a, "command", "") or "")
+    return any(w == "--max-examples" or w.startswith("--max-examples=") for w in words)
 
 
 def _algebraic() -> frozenset[str]:
@@ -193,9 +252,11 @@ def run_model_file(a: argparse.Namespace) -> int:
         print(f"python -m conformance: {_one_line(str(e))}", file=sys.stderr)
         return 2
     print(imp.summary(), file=sys.stderr)
-    kernels = ["fast", "ordered"] if a.kernels == "all" else [a.kernels]
-    props = model_properties(imp, _dtypes(a, imp), kernels)
-    rows = run_model(imp, props, a.max_examples, a.seed)
+    note = _left_out(a, imp)
+    if note:
+        print(note, file=sys.stderr)
+    props = model_properties(imp, _dtypes(a, imp), _kernels(a, imp))
+    rows = run_model(imp, props, a.max_examples, a.seed, _explicit_examples(a))
     a.per_op = 0
     return report(a, NUMPY, rows)
 
