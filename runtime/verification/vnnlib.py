@@ -11,6 +11,13 @@ Invariants:
   top-level asserts or top-level `and`s; every X_i needs both bounds (the box
   `lower <= X <= upper`, exact). An atom mixing X and Y, or an input constraint inside an
   `or`, is refused.
+- `parse_vnnlib_cases` also takes input bounds inside an `or` (an input disjunction, as
+  ACAS Xu property 6): the conjunction of all asserts in disjunctive normal form, each
+  conjunction's X bounds making its box (every X_i bounded both ways; an empty box drops
+  the conjunction) and its Y atoms its rows; one `Property` per distinct box, whose region
+  is the disjunction of that box's row conjunctions. The unsafe set is the union of the
+  cases' unsafe sets. A file `parse_vnnlib` reads gives `[parse_vnnlib(text)]`; one that
+  neither reads raises `parse_vnnlib`'s error.
 - Output constraints are normalised to `a . Y <= d` (exact `a`, `d`); the property is the
   conjunction of all asserts, brought to disjunctive normal form: `disjuncts` is a list of
   conjunctions of such rows. It describes the unsafe (counterexample) region: the network
@@ -27,7 +34,15 @@ from typing import Any
 
 from .core import VerificationError
 
-__all__ = ["Property", "Row", "VNNLibError", "parse_vnnlib", "read_vnnlib"]
+__all__ = [
+    "Property",
+    "Row",
+    "VNNLibError",
+    "parse_vnnlib",
+    "parse_vnnlib_cases",
+    "read_vnnlib",
+    "read_vnnlib_cases",
+]
 
 Row = tuple[tuple[Fraction, ...], Fraction]  # a . Y <= d
 Linear = tuple[dict[str, Fraction], Fraction]  # variable -> coefficient, constant
@@ -245,3 +260,46 @@ def read_vnnlib(path: str) -> Property:
     """`parse_vnnlib` of a file's text (UTF-8)."""
     with open(path, encoding="utf-8") as f:
         return parse_vnnlib(f.read())
+
+
+def parse_vnnlib_cases(text: str) -> list[Property]:
+    """The property as one `Property` per input box (see the module docstring)."""
+    try:
+        return [parse_vnnlib(text)]
+    except VNNLibError as e:
+        try:
+            return _cases(text)
+        except VNNLibError:
+            raise e from None
+
+
+def _cases(text: str) -> list[Property]:
+    seen: dict[str, set[int]] = {"X": set(), "Y": set()}
+    out: DNF = [[]]
+    for e in _parse_sexps(text):
+        if _head(e) == "declare-const":
+            _declare(e, seen)
+            continue
+        out = [a + b for a, b in itertools.product(out, _dnf(e.items[1]))]
+        if len(out) > MAX_DISJUNCTS:
+            raise VNNLibError(f"line {_line(e)}: more than {MAX_DISJUNCTS} disjuncts")
+    n_in, n_out = _check_indices(seen)
+    cases: dict[tuple[Any, Any], list[tuple[Row, ...]]] = {}
+    for conj in out:
+        for (v, _), ln in conj:
+            if any(int(x[2:]) >= (n_in if x[0] == "X" else n_out) for x in v):
+                raise VNNLibError(f"line {ln}: undeclared variable")
+        box: list[dict[int, Fraction]] = [{}, {}]
+        rows = _split(conj, box, True)
+        if any(i not in box[0] or i not in box[1] for i in range(n_in)):
+            raise VNNLibError(f"line {conj[0][1]}: a case leaves an input without both bounds")
+        lo, hi = tuple(box[0][i] for i in range(n_in)), tuple(box[1][i] for i in range(n_in))
+        if all(a <= b for a, b in zip(lo, hi, strict=True)):
+            cases.setdefault((lo, hi), []).append(_rows(rows, n_out))
+    return [Property(lo, hi, n_out, tuple(cs)) for (lo, hi), cs in cases.items()]
+
+
+def read_vnnlib_cases(path: str) -> list[Property]:
+    """`parse_vnnlib_cases` of a file's text (UTF-8)."""
+    with open(path, encoding="utf-8") as f:
+        return parse_vnnlib_cases(f.read())
