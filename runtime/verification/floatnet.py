@@ -8,6 +8,8 @@ Invariants:
   it, and a bound it computes only decides which boxes to hand to the exact verifier.
 - `FloatNet.build` returns None for a network with a stage it does not model (anything but
   chains of the affine stages, batch_norm (affine per element) and relu / leaky_relu).
+- `grad` is the exact gradient of the image where it is differentiable, or, with `leak`,
+  a surrogate direction (an inactive ReLU passes a fraction of the gradient back).
 - `crown(lo, hi, C)` is CROWN with the adaptive lower slope (1 when u >= -l, else 0):
   per row of C, a lower bound of C . y over the box [lo, hi] and the linear coefficients on
   the input that give it (the split heuristic reads them).
@@ -70,8 +72,12 @@ class FloatNet:
                 x = np.where(x > 0, x, layer[1] * x)
         return x
 
-    def grad(self, x: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per batch row b: (C[b] . y(x_b), its gradient in x_b); C is (batch, m)."""
+    def grad(
+        self, x: np.ndarray, C: np.ndarray, leak: float = 0.0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per batch row b: (C[b] . y(x_b), its gradient in x_b); C is (batch, m). With
+        `leak` > 0 an inactive ReLU passes that fraction of the gradient back (a search
+        direction where the true gradient is 0; the value is unchanged)."""
         acts = []
         for layer in self.layers:
             acts.append(x)
@@ -82,7 +88,8 @@ class FloatNet:
         val = (x * C).sum(axis=1)
         g = C
         for layer, a in zip(reversed(self.layers), reversed(acts), strict=True):
-            g = g @ layer[1] if layer[0] == "affine" else np.where(a > 0, g, layer[1] * g)
+            slope = max(layer[1], leak) if layer[0] == "relu" else 0.0
+            g = g @ layer[1] if layer[0] == "affine" else np.where(a > 0, g, slope * g)
         return val, g
 
     def crown(self, lo: np.ndarray, hi: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, Any]:

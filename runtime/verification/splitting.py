@@ -62,7 +62,7 @@ def pgd(
         best[better], best_f[better] = x[better], f[better]
         if (best_f <= 0).any() or k == steps:
             break
-        _, g = fn.grad(x, A[viol.argmax(axis=1)])
+        _, g = fn.grad(x, A[viol.argmax(axis=1)], leak=0.01)
         step = 0.1 * width * (0.95**k)
         x = np.clip(x - np.sign(g) * step, lo, hi)
     order = np.argsort(best_f)
