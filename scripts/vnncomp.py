@@ -71,8 +71,8 @@ def _leaves(lo: tuple, hi: tuple, tree: dict[str, Any]) -> list[tuple[int, tuple
     j = int(tree["split"])
     mid = (lo[j] + hi[j]) / 2
     a, b = tree["children"]
-    return _leaves(lo, hi[:j] + (mid,) + hi[j + 1 :], a) + _leaves(
-        lo[:j] + (mid,) + lo[j + 1 :], hi, b
+    return _leaves(lo, (*hi[:j], mid, *hi[j + 1 :]), a) + _leaves(
+        (*lo[:j], mid, *lo[j + 1 :]), hi, b
     )
 
 
@@ -181,7 +181,8 @@ def summary(rows: list[tuple[str, str, str, float]], ref: dict) -> str:
         lines.append(f"| {os.path.basename(onnx)} {os.path.basename(prop)} | {got} | "
                      f"{took:.1f} | {ans} | {bt} |")  # fmt: skip
     head = (f"{len(rows)} instances: {count['solved']} solved, {count['wrong']} wrong, "
-            f"{count['unknown']} unknown, {count['timeout']} timeout, {count['error']} error")  # fmt: skip
+            f"{count['unknown']} unknown, {count['timeout']} timeout, "
+            f"{count['error']} error")  # fmt: skip
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 

@@ -226,7 +226,7 @@ def test_input_disjunction_one_case_per_box() -> None:
         ((Fraction(0), Fraction(-1)), (Fraction(1), Fraction(1))),
         ((Fraction(2), Fraction(-1)), (Fraction(3), Fraction(1))),
     ]
-    assert all(c.disjuncts == (((( Fraction(-1), Fraction(0)), Fraction(-5)),),) for c in cases)
+    assert all(c.disjuncts == ((((Fraction(-1), Fraction(0)), Fraction(-5)),),) for c in cases)
 
 
 def test_input_disjunction_unsat_only_if_every_case_is() -> None:
@@ -308,7 +308,7 @@ def test_attack_finds_a_planted_violation() -> None:
     rng = np.random.default_rng(0)
     sampled = fn.forward(rng.uniform(-1, 1, (4096, 20)))[:, 0]
     assert sampled.max() < 0.25  # sampling alone does not reach the region
-    pts, f = pgd(fn, lo, hi, (np.array([[-1.0, 0.0]]), np.array([-0.25])), time.monotonic() + 30)
+    _, f = pgd(fn, lo, hi, (np.array([[-1.0, 0.0]]), np.array([-0.25])), time.monotonic() + 30)
     assert f[0] <= 0
     out = decide(net, p, 60)
     assert out.status == "sat" and out.x is not None and out.y is not None

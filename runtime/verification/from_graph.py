@@ -429,9 +429,7 @@ def _residual(a: _Path, b: _Path, where: str) -> _Path:
     return _Path(layers, state, False, a.shape)
 
 
-def _step(
-    w: _Walk, paths: dict[int, _Path], full: Any, node: Any, where: str
-) -> _Path:
+def _step(w: _Walk, paths: dict[int, _Path], full: Any, node: Any, where: str) -> _Path:
     """The value of one node from its runtime-derived argument's path: the node's rule
     (the rule sees the walk as that path), or a residual add of two such values."""
     data = [i for i, a in enumerate(node.args) if a in paths]

@@ -75,7 +75,7 @@ def _float_box(box: Box) -> tuple[np.ndarray, np.ndarray]:
 
 def _halves(b: Box, j: int) -> tuple[Box, Box]:
     mid = (b[0][j] + b[1][j]) / 2
-    return (b[0], b[1][:j] + (mid,) + b[1][j + 1 :]), (b[0][:j] + (mid,) + b[0][j + 1 :], b[1])
+    return (b[0], (*b[1][:j], mid, *b[1][j + 1 :])), ((*b[0][:j], mid, *b[0][j + 1 :]), b[1])
 
 
 class _Search:
@@ -155,9 +155,6 @@ def cover_boxes(box: Box, tree: dict[str, Any]) -> list[tuple[int, Box]]:
     """The (certificate index, box) of every leaf of a split tree over `box`."""
     if "leaf" in tree:
         return [(int(tree["leaf"]), box)]
-    j = int(tree["split"])
-    mid = (box[0][j] + box[1][j]) / 2
-    left: Box = (box[0], box[1][:j] + (mid,) + box[1][j + 1 :])
-    right: Box = (box[0][:j] + (mid,) + box[0][j + 1 :], box[1])
+    left, right = _halves(box, int(tree["split"]))
     a, b = tree["children"]
     return cover_boxes(left, a) + cover_boxes(right, b)

@@ -297,7 +297,7 @@ def _worker(conn: Any, model_path: str, property_path: str, timeout: float) -> N
         conn.send(("ok", decide_cases(net, read_vnnlib_cases(property_path), timeout)))
     except TorchLeanError as e:
         conn.send(("error", e))
-    except Exception as e:  # noqa: BLE001 - reported to the parent as an internal error
+    except Exception as e:  # reported to the parent as an internal error
         conn.send(("error", VerificationError(f"internal error: {type(e).__name__}: {e}")))
     conn.close()
 
