@@ -1,26 +1,34 @@
-"""`verify_vnnlib`: an ONNX network and a VNN-LIB property decided as sat / unsat / unknown.
+"""`verify_vnnlib`: an ONNX network and a VNN-LIB property decided as sat / unsat / unknown
+/ timeout.
 
 Invariants:
 - The network is imported with `runtime.interop.from_onnx` and rebuilt by
-  `from_graph.network_from_imported`; the property is read by `vnnlib.read_vnnlib`.
+  `from_graph.network_from_imported`; the property is read by `vnnlib.read_vnnlib_cases`
+  (one `Property` per input box; `decide_cases`: sat as soon as one case is, unsat only
+  when every case is).
 - A counterexample is a point of the box whose coordinates are values of the model's
   dtype (the runtime input is exactly the reported X), at which the runtime — `predict`
   with the `ordered` kernels in the model's dtype — returns outputs Y satisfying every row
-  of one conjunction, checked exactly in Fractions. Candidates: the box center, the box
-  vertices (all of them for up to 10 inputs, else SAMPLES seeded ones), SAMPLES seeded
-  uniform points, and branch and bound's counterexample.
-- `unsat` only when every conjunction is proved empty: some row `a . Y <= d` has a lower
-  bound of `a . Y` above d at both soundness levels (real network on real inputs, and the
-  runtime on binary64 inputs), by alpha-CROWN on the network with one more exact linear
-  layer (weights `a`, bias 0: the layer's level-2 error interval contains 0, so its
-  bounds also bound the exact `a . Y` of the runtime's outputs); a conjunction of the
-  top-label form (rows Y_k - Y_j <= 0 for every j != k, one row per disjunct) is also
-  tried with branch and bound (`algorithm="bab"`). The certificates are those of the
-  objective networks (`VerificationResult.certificate()`), checked by
-  `python -m proofs check-cert`; branch and bound's certificate is of the original
-  network with the top_label property.
-- `unknown` when the budget (seconds) is spent or some conjunction is neither proved nor
-  hit; coefficients `a` not exactly representable in the dtype are refused.
+  of one conjunction, checked exactly in Fractions. Candidates: the projected-gradient
+  search's best points (`splitting.pgd` on the untrusted `floatnet.FloatNet`), the box
+  center, the box vertices (all of them for up to 10 inputs, else SAMPLES seeded ones),
+  SAMPLES seeded uniform points, the input-splitting search's attack points and branch
+  and bound's counterexample.
+- `unsat` only when every conjunction is proved empty: on every leaf of a split tree
+  covering the box (networks of at most SPLIT_INPUTS inputs; one leaf, the whole box,
+  otherwise) some row `a . Y <= d` has a lower bound of `a . Y` above d at both soundness
+  levels (real network on real inputs, and the runtime on binary64 inputs), by CROWN or
+  alpha-CROWN on the network with one more exact linear layer (weights `a`, bias 0: the
+  layer's level-2 error interval contains 0, so its bounds also bound the exact `a . Y`
+  of the runtime's outputs); or, for a top-label region on a network with more inputs,
+  by branch and bound (`algorithm="bab"`, a certificate of the original network with the
+  top_label property). `proofs` records per case and conjunction which certificates
+  prove it and the split tree (see `splitting`); each certificate is checked by
+  `python -m proofs check-cert`.
+- `verify_vnnlib` decides in a child process and ends it `GRACE` seconds after the
+  budget: then the answer is `timeout`. `unknown` when the search gives up earlier (budget
+  read inside it, or nothing left to try); coefficients `a` not exactly representable in
+  the dtype are refused.
 """
 
 from __future__ import annotations
@@ -246,7 +254,7 @@ def decide(net: Network, p: Property, timeout: float) -> VnnResult:
             f"{net.n_in} and {net.n_out}"
         )
     fn = FloatNet.build(net.result, net.in_shape)
-    hit = _attack(net, p, []) or _pgd_attack(net, fn, p, deadline)
+    hit = _pgd_attack(net, fn, p, deadline) or _attack(net, p, [])
     if hit is not None:
         return hit
     k = _top_label(p.disjuncts, p.n_out)
