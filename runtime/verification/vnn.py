@@ -320,7 +320,10 @@ def verify_vnnlib(model_path: str, property_path: str, timeout: float = 60.0) ->
     proc.start()
     child.close()
     ready = parent.poll(timeout + GRACE)
-    got = parent.recv() if ready else None
+    try:
+        got = parent.recv() if ready else None
+    except EOFError:  # the child ended without an answer (killed, out of memory)
+        got = ("error", VerificationError("the deciding process ended without an answer"))
     if proc.is_alive():
         proc.kill()
     proc.join()
