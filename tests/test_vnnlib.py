@@ -208,8 +208,8 @@ def test_unsat_is_certified_and_not_contradicted(ws: Any, net: Any, r: float) ->
     assert out.certificates
     for cert in out.certificates:
         assert "certificate holds" in check_certificate(cert)
-    if r == 0.06:  # alpha-CROWN alone leaves a disjunct open: branch and bound closed it
-        assert len(out.certificates) == 1 and out.certificates[0]["algorithm"] == "bab"
+    if r == 0.06:  # CROWN on the whole box leaves a disjunct open: input splitting closed it
+        assert len(out.certificates) > 4 and any("split" in q["tree"] for q in out.proofs)
     assert _sampled_hits(ws, text) == 0
 
 
@@ -309,12 +309,15 @@ def test_tanh_sigmoid_chain_with_reshape() -> None:
     assert decide(n, parse_vnnlib(_header(3, 2) + box + inside), 60).status == "sat"
 
 
-def test_unknown_when_alpha_crown_cannot_decide(net: Any) -> None:
-    """Y_0 >= Y_4 on [-0.06, 0.06]^5 is empty (branch and bound proves the top-label region
-    above), but alpha-CROWN alone does not show it and the region is not top-label."""
+def test_input_splitting_decides_what_alpha_crown_cannot(ws: Any, net: Any) -> None:
+    """Y_0 >= Y_4 on [-0.06, 0.06]^5 is empty, but alpha-CROWN on the whole box does not
+    show it (and the region is not top-label): input splitting proves it leaf by leaf."""
     text = _header() + _box(0.06) + "(assert (>= Y_0 Y_4))"
     out = decide(net, parse_vnnlib(text), 60)
-    assert (out.status, out.reason) == ("unknown", "not proved by alpha-CROWN")
+    assert out.status == "unsat" and "split" in out.proofs[0]["tree"]
+    for cert in out.certificates:
+        assert "certificate holds" in check_certificate(cert)
+    assert _sampled_hits(ws, text) == 0
 
 
 # --------------------------------------------------------------------------- a conv net

@@ -1,6 +1,6 @@
 """`python -m runtime.verification MODEL.onnx PROPERTY.vnnlib [--timeout S] [--certificate F]`:
-prints VNN-COMP's result (`sat` with the counterexample, `unsat`, `unknown`); exit status 0
-for any of them, 2 with a one-line error on stderr for a file or network it cannot handle.
+prints VNN-COMP's result (`sat` with the counterexample, `unsat`, `unknown`, `timeout`); exit
+status 0 for any of them, 2 with a one-line error on stderr for a file or network it cannot handle.
 With `--certificate F`, an `unsat` answer writes its certificates as F.0.json, F.1.json ...
 (each checked by `python -m proofs check-cert`): the destination is checked before any
 work starts, each file is written atomically (never through a symbolic link), and the

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from gmpy2 import mpfr, mpq
 
 from spec.domains import IEEEDomain
@@ -189,11 +190,18 @@ def _back_linear(
     cr: Crown, s: int, st: Stage, lam: list[list[Any]], c: list[Any], sl: Slopes | None
 ) -> Any:
     W, e = cr.W[s], cr.err[s]
-    b = [mpq(v) for v in st.bias]
-    for r, row in enumerate(lam):
-        c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e,
-                                                                    strict=True)),
-                    mpq(0))  # fmt: skip
+    if not lam:
+        return []
+    if s not in cr.Wobj:  # numpy's object loops: the same exact sums, without the interpreter
+        nz = sum(1 for r in W for v in r if v)
+        cr.Wobj[s] = np.array(W, dtype=object) if 2 * nz >= len(W) * len(W[0]) else None
+    L = np.array(lam, dtype=object)
+    b = np.array([mpq(v) for v in st.bias], dtype=object)
+    add = L.dot(b) - np.abs(L).dot(np.array(e, dtype=object))
+    for r in range(len(lam)):
+        c[r] += add[r]
+    if cr.Wobj[s] is not None:
+        return L.dot(cr.Wobj[s]).tolist()
     m = len(W[0])
     return [
         [sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), mpq(0))
@@ -304,6 +312,7 @@ class Crown:
         self.pool: dict[int, list[tuple[int, bool, Any]]] = {}  # max_pool2d: (k, dom, u)
         self.lines: dict[tuple[int, int, str, float], Any] = {}  # smooth_lines, memoised
         self.alpha: dict[int, dict[str, Slopes]] = {}
+        self.Wobj: dict[int, Any] = {}  # dense affine weights as numpy object arrays
         self.chain = Chain(self)
         self.W = {
             t: [[mpq(w) for w in r] for r in st.weight]

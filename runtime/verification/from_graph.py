@@ -94,13 +94,15 @@ class _Walk:
     state: list[np.ndarray] = field(default_factory=list)
     open_bias: bool = False  # the last layer is a Linear from matmul without its add yet
     shape: tuple[int, ...] = ()  # the current value's unbatched shape
+    full: tuple[int, ...] = ()  # the data argument's shape as the graph has it (batched)
 
 
 def _unbatched(shape: tuple[int, ...], where: str) -> tuple[int, ...]:
-    """(n,) for a vector with leading unit dimensions, (C, H, W) for a (1, C, H, W) image."""
+    """(C, H, W) for a (1, C, H, W) image; (n,) for a vector: any shape with at most one
+    dimension other than 1 ((1, n), (1, n, 1), ...: the same n values in row-major order)."""
     if len(shape) == 4 and shape[0] == 1:
         return tuple(shape[1:])
-    if any(d != 1 for d in shape[:-1]):
+    if sum(d != 1 for d in shape) > 1:
         raise VerificationError(f"{where}: value of shape {shape} is neither a vector nor an image")
     return (int(np.prod(shape)),)
 
@@ -139,15 +141,6 @@ def _matmul(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
     w.layers.append(Linear(W.shape[0], W.shape[1]))
     w.state += [np.ascontiguousarray(W.T), np.zeros(W.shape[1], W.dtype)]
     w.open_bias = True
-
-
-def _add(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
-    b = _param(w, args[1], where)
-    n = w.state[-1].shape[0] if w.open_bias else -1
-    if not w.open_bias or int(b.size) != n or _vector_len(b.shape, where) != n:
-        raise VerificationError(f"{where}: add is supported only as the bias right after a matmul")
-    w.state[-1] = b.reshape(-1).copy()
-    w.open_bias = False
 
 
 def _layer(cls: type) -> Rule:
@@ -255,15 +248,112 @@ def _batch_norm_eval(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) 
     w.open_bias = False
 
 
-def _normalisation(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
-    """sub / div by a parameter (an input normalisation (x - mean) / std): affine at the
-    real level, but the runtime rounds each operation, and no stage models those roundings
-    at the runtime level yet: refused."""
-    raise VerificationError(
-        f"{where}: input normalisation (sub / div by a parameter) is not supported by the "
-        "network import: its roundings are not modelled at the runtime level; fold it into "
-        "the first layer's weights (or normalise the property's box) before verifying"
-    )
+def _per_unit(w: _Walk, arg: int, where: str) -> np.ndarray:
+    """A parameter operand of an elementwise op, broadcast to the data's shape: one value per
+    element of a vector, one per channel of an image (constant over each channel's H x W)."""
+    p = _param(w, arg, where)
+    try:
+        full = np.broadcast_to(p, w.full)
+    except ValueError:
+        raise VerificationError(f"{where}: parameter of shape {p.shape} does not broadcast "
+                                f"to the value's shape {w.full}") from None  # fmt: skip
+    if np.broadcast_shapes(p.shape, w.full) != tuple(w.full):
+        raise VerificationError(f"{where}: parameter of shape {p.shape} widens {w.full}")
+    v = full.reshape(w.shape)
+    if len(w.shape) == 3:
+        if not (v == v[:, :1, :1]).all():
+            raise VerificationError(f"{where}: a per-pixel parameter on an image is not "
+                                    "supported (one value per channel is)")  # fmt: skip
+        v = v[:, 0, 0]
+    if not np.isfinite(v).all():
+        raise VerificationError(f"{where}: parameter values must be finite")
+    return np.array(v, dtype=p.dtype)
+
+
+def _affine(w: _Walk, mean: np.ndarray, scale: np.ndarray) -> None:
+    """(x - mean) * scale as a batch norm in evaluation mode whose other steps are exact:
+    running variance 1 - eps and eps = 2^-p (p the dtype's significand bits), both exact in
+    the dtype, so var + eps = 1 at the real level and in the dtype; the division by
+    sqrt(1) = 1, the product by a scale of 1 and the bias 0 change no value. Each of
+    `x - mean` and `* scale` is so the one rounding of the ONNX op it stands for."""
+    dt = mean.dtype
+    eps = float(np.finfo(dt).eps) / 2
+    c = mean.shape[0]
+    w.layers.append(BatchNorm2d(c, eps) if len(w.shape) == 3 else BatchNorm1d(c, eps))
+    var = np.full(c, 1 - eps, dtype=dt)
+    w.state += [scale, np.zeros(c, dt), mean, var, np.asarray(0.1, dt)]
+    w.open_bias = False
+
+
+def _sub(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """x - m (m a parameter): nothing when m = 0 (x - 0 = x exactly), else `_affine`."""
+    m = _per_unit(w, args[1], where)
+    if (m != 0).any():
+        _affine(w, m, np.ones_like(m))
+
+
+def _shift(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """x + t (t a parameter, not a bias right after a matmul): x - (-t), the same rounding."""
+    t = _per_unit(w, args[1], where)
+    if (t != 0).any():
+        _affine(w, -t, np.ones_like(t))
+
+
+def _mul(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """x * s (s a parameter): nothing when s = 1, else `_affine` with that scale."""
+    s = _per_unit(w, args[1], where)
+    if (s != 1).any():
+        _affine(w, np.zeros_like(s), s)
+
+
+def _div(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """x / d (d a parameter): nothing when d = 1; x * (1/d) when every d is a power of two
+    with 1/d finite in the dtype (x / d and x * (1/d) are the same real number, rounded
+    once alike); any other divisor is refused (no exact stage for it at the real level)."""
+    d = _per_unit(w, args[1], where)
+    if (d == 1).all():
+        return
+    m, _ = np.frexp(np.abs(d))
+    with np.errstate(divide="ignore", over="ignore"):
+        inv = (1 / d).astype(d.dtype)
+    if not ((m == 0.5) & np.isfinite(inv) & (d != 0)).all() or (inv * d != 1).any():
+        raise VerificationError(
+            f"{where}: division by a parameter other than a power of two is not supported by "
+            "the network import (no stage holds x / d exactly at the real level); fold it "
+            "into the next layer's weights or the property's box"
+        )
+    _affine(w, np.zeros_like(d), inv)
+
+
+def _add(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """The bias of the Linear right before (from a matmul), else an elementwise shift."""
+    if not w.open_bias:
+        _shift(w, args, attrs, where)
+        return
+    b = _param(w, args[1], where)
+    n = w.state[-1].shape[0]
+    if int(b.size) != n or _vector_len(b.shape, where) != n:
+        raise VerificationError(f"{where}: the bias after a matmul must hold {n} values")
+    w.state[-1] = b.reshape(-1).copy()
+    w.open_bias = False
+
+
+def _swap(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
+    """swap_adjacent (Transpose as imported) of axes k and k + 1: the identity on the
+    row-major values when one of the two has size 1; any other transpose is refused."""
+    k = int(attrs["axis"])
+    if w.full[k] != 1 and w.full[k + 1] != 1:
+        raise VerificationError(f"{where}: a transpose that moves values {w.full} is not "
+                                "supported")  # fmt: skip
+    if len(w.shape) == 3 and len(_unbatched(_swapped(w.full, k), where)) == 1:
+        w.layers.append(Flatten())
+        w.open_bias = False
+
+
+def _swapped(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
+    s = list(shape)
+    s[k], s[k + 1] = s[k + 1], s[k]
+    return tuple(s)
 
 
 NODE_RULES: dict[str, Rule] = {
@@ -290,8 +380,10 @@ NODE_RULES: dict[str, Rule] = {
         },
     ),
     "batch_norm_eval": _batch_norm_eval,
-    "sub": _normalisation,
-    "div": _normalisation,
+    "sub": _sub,
+    "div": _div,
+    "mul": _mul,
+    "swap_adjacent": _swap,
 }
 
 
@@ -337,24 +429,34 @@ def _residual(a: _Path, b: _Path, where: str) -> _Path:
     return _Path(layers, state, False, a.shape)
 
 
-def _step(w: _Walk, paths: dict[int, _Path], node: Any, where: str) -> _Path:
+def _step(w: _Walk, paths: dict[int, _Path], full: Any, node: Any, where: str) -> _Path:
     """The value of one node from its runtime-derived argument's path: the node's rule
     (the rule sees the walk as that path), or a residual add of two such values."""
     data = [i for i, a in enumerate(node.args) if a in paths]
     if node.op == "add" and len(data) == 2:
         return _residual(paths[node.args[0]], paths[node.args[1]], where)
-    if len(data) != 1 or (data[0] != 0 and node.op != "add"):
+    if len(data) != 1 or (data[0] != 0 and node.op not in ("add", "mul")):
         raise VerificationError(
             f"{where}: the node must take one value computed from the input as its first "
             f"argument (got {len(data)} such arguments)"
         )
     args = tuple(node.args)
-    if data[0] == 1:  # add is commutative: the value first
+    if data[0] == 1:  # add and mul are commutative: the value first
         args = (args[1], args[0], *args[2:])
     p = paths[args[0]]
     w.layers, w.state, w.open_bias, w.shape = list(p.layers), list(p.state), p.open_bias, p.shape
+    w.full = full[args[0]]
     NODE_RULES[node.op](w, args, dict(node.attrs), where)
     return _Path(tuple(w.layers), tuple(w.state), w.open_bias, w.shape)
+
+
+def _const(attrs: Any, dt: Any, where: str) -> np.ndarray:
+    """An ONNX Constant (spec `const`): a parameter; its values must be exact in the dtype."""
+    a = dict(attrs)
+    vals = np.array([float(v) for v in a["values"]], dtype=dt).reshape(a["shape"])
+    if any(Fraction(float(x)) != v for x, v in zip(vals.reshape(-1), a["values"], strict=True)):
+        raise VerificationError(f"{where}: a constant is not exact in {dt}")
+    return vals
 
 
 def network_from_imported(imp: Any) -> Network:
@@ -377,12 +479,15 @@ def network_from_imported(imp: Any) -> Network:
     paths = {cur: _Path((), (), False, in_shape)}
     for k, node in enumerate(g.nodes):
         where = f"node {k} ({node.op})"
+        if node.op == "const":
+            params[g.num_inputs + k] = _const(node.attrs, dt, where)
+            continue
         if node.op not in NODE_RULES:
             raise VerificationError(
                 f"{where}: op {node.op!r} is not supported by the network import "
                 f"(supported: {', '.join(sorted(NODE_RULES))})"
             )
-        p = _step(w, paths, node, where)
+        p = _step(w, paths, g.shapes, node, where)
         cur = g.num_inputs + k
         paths[cur] = replace(p, shape=_unbatched(g.shapes[cur], where))
     if imp.outputs[0] not in paths:

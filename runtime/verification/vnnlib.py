@@ -26,6 +26,13 @@ Invariants:
   top-level asserts or top-level `and`s; every X_i needs both bounds (the box
   `lower <= X <= upper`, exact). An atom mixing X and Y, or an input constraint inside an
   `or`, is refused.
+- `parse_vnnlib_cases` also takes input bounds inside an `or` (an input disjunction, as
+  ACAS Xu property 6): the conjunction of all asserts in disjunctive normal form, each
+  conjunction's X bounds making its box (every X_i bounded both ways; an empty box drops
+  the conjunction) and its Y atoms its rows; one `Property` per distinct box, whose region
+  is the disjunction of that box's row conjunctions. The unsafe set is the union of the
+  cases' unsafe sets. A file `parse_vnnlib` reads gives `[parse_vnnlib(text)]`; one that
+  neither reads raises `parse_vnnlib`'s error.
 - Output constraints are normalised to `a . Y <= d` (exact `a`, `d`); the property is the
   conjunction of all asserts, brought to disjunctive normal form: `disjuncts` is a list of
   conjunctions of such rows. It describes the unsafe (counterexample) region: the network
@@ -62,7 +69,9 @@ __all__ = [
     "VNNLibError",
     "cap",
     "parse_vnnlib",
+    "parse_vnnlib_cases",
     "read_vnnlib",
+    "read_vnnlib_cases",
 ]
 
 Row = tuple[tuple[Fraction, ...], Fraction]  # a . Y <= d
@@ -482,12 +491,76 @@ def _rows(out: DNF, n_out: int, ps: _Parse) -> tuple[tuple[Row, ...], ...]:
     return tuple(tuple(dense[id(atom)] for atom, _ in conj) for conj in split)
 
 
-def read_vnnlib(path: str, dtype: str | None = None) -> Property:
-    """`parse_vnnlib` of a file's text: a regular file of at most `cap("MAX_BYTES")` bytes of
-    UTF-8 (see `spec.safe_files.read_text`)."""
+def _read(path: str) -> str:
+    """A regular file of at most `cap("MAX_BYTES")` bytes of UTF-8 (`spec.safe_files`)."""
     top = cap("MAX_BYTES")
 
     def too_big(size: int) -> VNNLibError:
         return VNNLibError(f"{path}: {size} bytes (at most {top}{_how('MAX_BYTES', ';')})")
 
-    return parse_vnnlib(read_text(path, top, error=VNNLibError, too_big=too_big), dtype)
+    return read_text(path, top, error=VNNLibError, too_big=too_big)
+
+
+def read_vnnlib(path: str, dtype: str | None = None) -> Property:
+    """`parse_vnnlib` of a file's text (see `_read`)."""
+    return parse_vnnlib(_read(path), dtype)
+
+
+def parse_vnnlib_cases(text: str, dtype: str | None = None) -> list[Property]:
+    """The property as one `Property` per input box (see the module docstring)."""
+    try:
+        return [parse_vnnlib(text, dtype)]
+    except VNNLibError as e:
+        try:
+            return _cases(text, dtype)
+        except VNNLibError:
+            raise e from None
+
+
+def _case_statements(text: str, ps: _Parse) -> DNF:
+    """Every assert conjoined in disjunctive normal form, its size checked before expansion
+    (input bounds stay atoms: each conjunction makes its own box)."""
+    out: DNF = [[]]
+    total = (1, 0)
+    for e in _parse_sexps(text):
+        head = _head(e)
+        if head == "declare-const":
+            _declare(e, ps)
+        elif head == "assert" and len(e.items) == 2:
+            d, r = _size(e.items[1])
+            total = (total[0] * d, total[1] * d + total[0] * r)
+            _check_size(*total, _line(e))
+            out = _conjoin(out, _dnf(e.items[1], ps))
+        else:
+            raise VNNLibError(f"line {_line(e)}: expected declare-const or assert")
+    return out
+
+
+def _cases(text: str, dtype: str | None) -> list[Property]:
+    ps = _Parse()
+    out = _case_statements(text, ps)
+    n_in, n_out = _counts(ps)
+    cases: dict[tuple[Any, Any], DNF] = {}
+    for conj in out:
+        box: list[dict[int, Fraction]] = [{}, {}]
+        rows = _split(conj, box, True, ps)
+        if any(i not in box[0] or i not in box[1] for i in range(n_in)):
+            where = f"line {conj[0][1]}: " if conj else ""
+            raise VNNLibError(f"{where}a case leaves an input without both bounds")
+        lo, hi = tuple(box[0][i] for i in range(n_in)), tuple(box[1][i] for i in range(n_in))
+        if all(a <= b for a, b in zip(lo, hi, strict=True)):
+            cases.setdefault((lo, hi), []).append(rows)
+    if not cases:
+        raise VNNLibError("every case of the input disjunction has an empty box")
+    props = []
+    for (lo, hi), conjs in cases.items():
+        p = Property(lo, hi, n_out, _rows(conjs, n_out, ps), tuple(sorted(ps.mags.items())))
+        if dtype is not None:
+            p.check_dtype(dtype)
+        props.append(p)
+    return props
+
+
+def read_vnnlib_cases(path: str, dtype: str | None = None) -> list[Property]:
+    """`parse_vnnlib_cases` of a file's text (see `_read`)."""
+    return parse_vnnlib_cases(_read(path), dtype)

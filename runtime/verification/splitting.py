@@ -1,0 +1,160 @@
+"""Search helpers of the VNN-LIB decision: a projected-gradient attack and input-domain
+branch and bound for one conjunction of output rows.
+
+Invariants:
+- `pgd` works on the untrusted binary64 image (`floatnet.FloatNet`); it only proposes
+  points of the box. The caller re-checks each with the runtime (`predict`, ordered
+  kernels) and exact Fractions before calling anything `sat`.
+- `split_search` bisects the exact input box (midpoints are exact rationals) into a binary
+  tree; a leaf is closed only by `prove(lower, upper)`, the caller's exact proof (a
+  certificate) that some row a . Y <= d is violated on the whole leaf. The tree's leaves
+  cover the box, so when every leaf is closed the conjunction is empty on it. The float
+  CROWN bound only decides which boxes are worth an exact proof and which coordinate to
+  split (the one whose width times the closest row's input coefficient is largest).
+- The tree is returned as nested JSON: {"leaf": i} (the i-th certificate) or
+  {"split": j, "children": [lower half, upper half]} (halves of coordinate j at the
+  midpoint); `cover_boxes` rebuilds the leaves' boxes from it.
+- The clock is read before every box, every exact proof and every attack step; past the
+  deadline the search returns ("unknown", ...).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .floatnet import FloatNet
+
+__all__ = ["Box", "cover_boxes", "pgd", "split_search"]
+
+Box = tuple[tuple[Fraction, ...], tuple[Fraction, ...]]
+
+
+def pgd(
+    fn: FloatNet,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray],
+    deadline: float,
+    restarts: int = 32,
+    steps: int = 100,
+    seed: int = 0,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Points of [lo, hi] minimising f(x) = max_i (a_i . y(x) - d_i) (signed steps,
+    restarts from random points and the center), best first, with their f values."""
+    A, d = rows
+    rng = np.random.default_rng(seed)
+    x = lo + rng.random((restarts, lo.size)) * (hi - lo)
+    x[0] = (lo + hi) / 2
+    best, best_f = x.copy(), np.full(restarts, np.inf)
+    width = hi - lo
+    for k in range(steps + 1):
+        if time.monotonic() > deadline:
+            break
+        viol = fn.forward(x) @ A.T - d
+        f = viol.max(axis=1)
+        better = f < best_f
+        best[better], best_f[better] = x[better], f[better]
+        if (best_f <= 0).any() or k == steps:
+            break
+        _, g = fn.grad(x, A[viol.argmax(axis=1)], leak=0.01)
+        step = 0.1 * width * (0.95**k)
+        x = np.clip(x - np.sign(g) * step, lo, hi)
+    order = np.argsort(best_f)
+    return [best[i] for i in order], best_f[order]
+
+
+def _float_box(box: Box) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([float(v) for v in box[0]]), np.array([float(v) for v in box[1]])
+
+
+def _halves(b: Box, j: int) -> tuple[Box, Box]:
+    mid = (b[0][j] + b[1][j]) / 2
+    return (b[0], (*b[1][:j], mid, *b[1][j + 1 :])), ((*b[0][:j], mid, *b[0][j + 1 :]), b[1])
+
+
+class _Search:
+    """The split tree under construction and the float CROWN screen of a box."""
+
+    def __init__(self, fn: FloatNet, rows: tuple[np.ndarray, np.ndarray]) -> None:
+        self.fn, self.rows = fn, rows
+
+    def screen(self, b: Box) -> tuple[float, int]:
+        """The float bound's best margin (> 0: some row proved violated on b) and the
+        coordinate to split (width times the closest row's input coefficient, largest)."""
+        lo, hi = _float_box(b)
+        A, d = self.rows
+        lb, coef = self.fn.crown(lo, hi, A)
+        gap = lb - d
+        i = int(np.argmax(gap))
+        score = np.abs(coef[i]) * (hi - lo)
+        j = int(np.argmax(score)) if score.max() > 0 else int(np.argmax(hi - lo))
+        return float(gap[i] - 1e-9 * (1 + abs(d[i]))), j
+
+    def split(self, b: Box, node: dict[str, Any], j: int) -> list[tuple[Box, dict[str, Any]]]:
+        left, right = _halves(b, j)
+        node["split"], node["children"] = j, [{}, {}]
+        return [(left, node["children"][0]), (right, node["children"][1])]
+
+
+def split_search(
+    fn: FloatNet,
+    box: Box,
+    rows: tuple[np.ndarray, np.ndarray],
+    prove: Callable[[Box], dict[str, Any] | None],
+    attack: Callable[[list[np.ndarray]], Any],
+    deadline: float,
+    max_boxes: int = 200000,
+) -> tuple[str, Any]:
+    """("unsat", (tree, certificates)), ("sat", the attack's hit) or ("unknown", reason).
+    First the float screen alone splits until every leaf is screened as proved (attacking
+    each box it cannot prove; points whose float violation is at most 0 go to `attack`);
+    then each leaf is proved exactly, and a leaf the exact proof refuses is split again."""
+    S = _Search(fn, rows)
+    root: dict[str, Any] = {}
+    heap: list[tuple[float, int, Box, dict[str, Any]]] = [(-np.inf, 0, box, root)]
+    pending: list[tuple[Box, dict[str, Any]]] = []
+    seen = 0
+    while heap:  # the box with the smallest float margin first: the likeliest to hold a hit
+        if time.monotonic() > deadline or seen >= max_boxes:
+            return "unknown", "timeout" if seen < max_boxes else f"{max_boxes} boxes spent"
+        seen += 1
+        _, _, b, node = heapq.heappop(heap)
+        gap, j = S.screen(b)
+        if gap > 0:
+            pending.append((b, node))
+            continue
+        lo, hi = _float_box(b)
+        pts, f = pgd(fn, lo, hi, rows, deadline, restarts=8, steps=20, seed=seen)
+        tol = 1e-6 * (1 + np.abs(rows[1]).max())
+        hit = attack([x for x, v in zip(pts, f, strict=True) if v <= tol][:4])
+        if hit is not None:
+            return "sat", hit
+        for k, (h, sub) in enumerate(S.split(b, node, j)):
+            heapq.heappush(heap, (gap, 2 * seen + k, h, sub))
+    certs: list[dict[str, Any]] = []
+    while pending:
+        if time.monotonic() > deadline:
+            return "unknown", "timeout"
+        b, node = pending.pop()
+        cert = prove(b)
+        if cert is not None:
+            node["leaf"] = len(certs)
+            certs.append(cert)
+            continue
+        pending += S.split(b, node, S.screen(b)[1])[::-1]
+    return "unsat", (root, certs)
+
+
+def cover_boxes(box: Box, tree: dict[str, Any]) -> list[tuple[int, Box]]:
+    """The (certificate index, box) of every leaf of a split tree over `box`."""
+    if "leaf" in tree:
+        return [(int(tree["leaf"]), box)]
+    left, right = _halves(box, int(tree["split"]))
+    a, b = tree["children"]
+    return cover_boxes(left, a) + cover_boxes(right, b)
