@@ -237,6 +237,8 @@ def test_progress_only_on_a_terminal(
 
 
 def test_plot_needs_matplotlib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(TorchLeanError, match="matplotlib is not installed"):
         Trainer(Sequential(Linear(1, 1))).train([([1.0], [0.0])], steps=1, plot=tmp_path / "c.png")

@@ -289,9 +289,9 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "crmath_exp_wrong_range",
         "runtime/engine/crmath.py",
-        "ufunc: Callable[[Any], Any] = getattr(np, fn)",
-        "ufunc: Callable[[Any], Any] = (lambda v, f=getattr(np, fn): np.where("
-        "(v > 5) & (v < 8), f(v) * (1 + 2.0**-18), f(v))) if fn == 'exp' else getattr(np, fn)",
+        "ufunc = wide(fn)",
+        "ufunc = (lambda v, f=wide(fn): np.where((v > 5) & (v < 8), f(v) * (1 + 2.0**-18), "
+        "f(v))) if fn == 'exp' else wide(fn)",
         "ordered exp is off by 2**-18 relative on (5, 8) only",
         "transcendental wrong on one range",
     ),
