@@ -1,7 +1,8 @@
 """The work an output-bound certificate demands of its checker, bounded before checking.
 
 Public: `Work` (an estimate), `estimate(cert)`, `check_work(cert, max_width, max_ops)`,
-the default caps `MAX_WIDTH` and `MAX_OPS` and their environment variables, `caps()`.
+the default caps `MAX_WIDTH`, `MAX_OPS` and `MAX_DENSE` and their environment variables,
+`caps()`.
 
 Invariants:
 - `estimate` reads only sizes: list lengths and the window parameters of conv / pool
@@ -16,9 +17,15 @@ Invariants:
   up to it; the final enclosure by one of 2 x outputs rows through all of them; all of
   this per chain (CROWN 1, alpha-CROWN 2, branch and bound 2 plus one per branch) and
   per level (2). `width` is the widest value of the network (the box included).
+- `dense` counts the entries of the matrices the checker materialises: it builds each
+  conv2d / avg_pool2d stage, and the average pooling behind each max_pool2d stage, as a
+  dense out x in matrix (`bounds_certificate_ia.windowed`), so a small file naming a wide
+  window stage would demand memory proportional to out x in; that product is capped
+  (`MAX_DENSE`, about 8 bytes an entry) before anything is decoded.
 - `check_work` raises `CertificateWorkError` (a `TorchLeanError`) naming the estimate, the
-  cap and how to raise it when either exceeds its cap; the caps default to `MAX_WIDTH` /
-  `MAX_OPS`, overridden by `TORCHLEAN_MAX_CERT_WIDTH` / `TORCHLEAN_MAX_CERT_OPS`.
+  cap and how to raise it when any exceeds its cap; the caps default to `MAX_WIDTH` /
+  `MAX_OPS` / `MAX_DENSE`, overridden by `TORCHLEAN_MAX_CERT_WIDTH` /
+  `TORCHLEAN_MAX_CERT_OPS` / `TORCHLEAN_MAX_CERT_DENSE`.
 """
 
 from __future__ import annotations
@@ -30,14 +37,17 @@ from typing import Any
 from spec.errors import TorchLeanError
 
 __all__ = [
+    "ENV_DENSE",
     "ENV_OPS",
     "ENV_WIDTH",
+    "MAX_DENSE",
     "MAX_OPS",
     "MAX_WIDTH",
     "CertificateWorkError",
     "Work",
     "caps",
     "check_work",
+    "dense_cap",
     "estimate",
 ]
 
@@ -45,7 +55,11 @@ MAX_WIDTH = 2**20
 """The widest value (neurons of one stage, or box inputs) a certificate may declare."""
 MAX_OPS = 10**10
 """The most rational operations (see the module docstring) a certificate may demand."""
+MAX_DENSE = 2**24
+"""The most dense-matrix entries (out x in over the window stages) the checker may build."""
 ENV_WIDTH, ENV_OPS = "TORCHLEAN_MAX_CERT_WIDTH", "TORCHLEAN_MAX_CERT_OPS"
+ENV_DENSE = "TORCHLEAN_MAX_CERT_DENSE"
+_WINDOWED = ("conv2d", "avg_pool2d", "max_pool2d")
 _AFFINE = ("linear", "conv2d", "avg_pool2d")
 _CHAINS = {"ibp": 0, "crown": 1, "alpha-crown": 2, "bab": 2}
 
@@ -62,6 +76,7 @@ class Work:
     width: int
     ops: int
     stages: int
+    dense: int = 0
 
 
 def _ints(v: Any, k: int, least: int) -> list[int] | None:
@@ -125,19 +140,22 @@ def estimate(cert: Any) -> Work:
     stages = net.get("stages") if isinstance(net, dict) else None
     if n is None or not isinstance(stages, list):
         return Work(n or 0, 0, 0)
-    widths, prefix, ops = [n], 0, 0
+    widths, prefix, ops, dense = [n], 0, 0, 0
     for k, st in enumerate(stages):
-        got = _stage(st, widths[_source(st, len(widths))])
+        n_in = widths[_source(st, len(widths))]
+        got = _stage(st, n_in)
         if got is None:
             break
         n, cost = got
+        if st.get("op") in _WINDOWED:
+            dense += n * n_in
         widths.append(n)
         prefix += cost
         ops += cost  # the interval (IBP) pass
         if st.get("op") in _AFFINE and k < len(stages) - 1:
             ops += 2 * n * prefix  # the backward pass tightening this stage's interval
     ops += 2 * widths[-1] * prefix  # the final enclosure
-    return Work(max(widths), _chains(cert) * 2 * ops, len(widths) - 1)
+    return Work(max(widths), _chains(cert) * 2 * ops, len(widths) - 1, dense)
 
 
 def _source(st: Any, known: int) -> int:
@@ -176,6 +194,11 @@ def caps() -> tuple[int, int]:
     return _env(ENV_WIDTH, MAX_WIDTH), _env(ENV_OPS, MAX_OPS)
 
 
+def dense_cap() -> int:
+    """The dense-entries cap in force: `MAX_DENSE` or the environment's."""
+    return _env(ENV_DENSE, MAX_DENSE)
+
+
 def check_work(cert: Any, max_width: int | None = None, max_ops: int | None = None) -> Work:
     """`estimate(cert)`, refused when over a cap (given, else `caps()`)."""
     dw, do = caps()
@@ -191,5 +214,10 @@ def check_work(cert: Any, max_width: int | None = None, max_ops: int | None = No
         raise CertificateWorkError(
             f"checking the certificate would take about {w.ops:.3g} rational operations (at "
             f"most {max_ops:.3g}; raise with --max-work or {ENV_OPS})"
+        )
+    if w.dense > dense_cap():
+        raise CertificateWorkError(
+            f"checking the certificate would build {w.dense:.3g} dense matrix entries for its "
+            f"window stages (at most {dense_cap():.3g}; raise with {ENV_DENSE})"
         )
     return w

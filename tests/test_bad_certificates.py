@@ -138,7 +138,8 @@ def test_estimate_golden_conv() -> None:
             "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1,
             "in_shape": [1, 4, 4]}  # fmt: skip
     c = {"box": {"lower": ["0"] * 16}, "network": {"stages": [conv]}, "algorithm": "crown"}
-    assert estimate(c) == Work(width=16, ops=2448, stages=1)
+    # the checker's dense matrix of that conv: 8 outputs x 16 inputs
+    assert estimate(c) == Work(width=16, ops=2448, stages=1, dense=128)
     wide = copy.deepcopy(c)
     wide["network"]["stages"][0]["padding"] = [100_000, 100_000]
     w = estimate(wide)
@@ -304,3 +305,30 @@ def test_proof_run_certificate_destination_is_checked_before_the_run(
     os.symlink(tmp_path / "t.json", tmp_path / "l.json")
     assert proofs_main(["check", "--quick", "--certificate", str(tmp_path / "l.json")]) == 2
     assert "symbolic link" in capsys.readouterr().err and not (tmp_path / "t.json").exists()
+
+
+def test_a_150x150_pool_certificate_is_refused_before_its_dense_matrix(
+    tmp_path: Path, capsys: Any
+) -> None:
+    # one avg_pool2d over (1, 150, 150), 2x2 stride 2: 75 * 75 = 5625 outputs x 22,500 inputs,
+    # 126,562,500 dense entries (about 1 GB of list slots alone) in the checker's method
+    import tracemalloc
+
+    pool = {"op": "avg_pool2d", "in_shape": [1, 150, 150], "kernel_size": [2, 2],
+            "stride": [2, 2], "padding": [0, 0]}  # fmt: skip
+    n = 150 * 150
+    c = {"box": {"lower": ["0"] * n, "upper": ["1"] * n},
+         "network": {"dtype": "float32", "stages": [pool]}, "algorithm": "crown"}  # fmt: skip
+    assert estimate(c).dense == 5625 * 22500
+    with pytest.raises(CertificateWorkError, match="TORCHLEAN_MAX_CERT_DENSE"):
+        check_work(c)
+    p = tmp_path / "pool.json"
+    p.write_text(json.dumps(c))
+    tracemalloc.start()
+    try:
+        rc, out, err = _check_cert(capsys, p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (rc, out) == (2, "") and "dense matrix entries" in err
+    assert peak < 100 * 2**20
