@@ -431,7 +431,10 @@ def _counts(ps: _Parse) -> tuple[int, int]:
     return n_in, len(ps.declared) - n_in
 
 
-def _statements(text: str, ps: _Parse, box: list[dict[int, Fraction]]) -> DNF:
+def _statements(text: str, ps: _Parse, box: list[dict[int, Fraction]] | None) -> DNF:
+    """Every assert conjoined in disjunctive normal form, its size checked before expansion.
+    With a `box`, a plain conjunction's input bounds shape it; with None (input
+    disjunctions), input bounds stay atoms and each conjunction makes its own box."""
     out: DNF = [[]]
     total = (1, 0)
     for e in _parse_sexps(text):
@@ -443,7 +446,7 @@ def _statements(text: str, ps: _Parse, box: list[dict[int, Fraction]]) -> DNF:
             total = (total[0] * d, total[1] * d + total[0] * r)
             _check_size(*total, _line(e))
             conj = _dnf(e.items[1], ps)
-            if len(conj) == 1:  # a plain conjunction: its input bounds shape the box
+            if box is not None and len(conj) == 1:  # its input bounds shape the box
                 conj = [_split(conj[0], box, True, ps)]
             out = _conjoin(out, conj)
         else:
@@ -517,28 +520,9 @@ def parse_vnnlib_cases(text: str, dtype: str | None = None) -> list[Property]:
             raise e from None
 
 
-def _case_statements(text: str, ps: _Parse) -> DNF:
-    """Every assert conjoined in disjunctive normal form, its size checked before expansion
-    (input bounds stay atoms: each conjunction makes its own box)."""
-    out: DNF = [[]]
-    total = (1, 0)
-    for e in _parse_sexps(text):
-        head = _head(e)
-        if head == "declare-const":
-            _declare(e, ps)
-        elif head == "assert" and len(e.items) == 2:
-            d, r = _size(e.items[1])
-            total = (total[0] * d, total[1] * d + total[0] * r)
-            _check_size(*total, _line(e))
-            out = _conjoin(out, _dnf(e.items[1], ps))
-        else:
-            raise VNNLibError(f"line {_line(e)}: expected declare-const or assert")
-    return out
-
-
 def _cases(text: str, dtype: str | None) -> list[Property]:
     ps = _Parse()
-    out = _case_statements(text, ps)
+    out = _statements(text, ps, None)
     n_in, n_out = _counts(ps)
     cases: dict[tuple[Any, Any], DNF] = {}
     for conj in out:
