@@ -175,9 +175,18 @@ def read_file(path: str) -> bytes:
     return read_bytes(path, cap, error=ModelImportError, too_big=too_big)
 
 
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError,
-               ValueError, OSError, EOFError, zlib.error)  # fmt: skip
-"""What zipfile and NumPy raise on a corrupt, encrypted or unsupported member."""
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,  # a bad CRC, a truncated or malformed archive
+    zipfile.LargeZipFile,  # a ZIP64 member where ZIP64 is off
+    RuntimeError,  # zipfile: an encrypted member opened without a password
+    NotImplementedError,  # zipfile: an unsupported compression method (e.g. 99)
+    ValueError,  # NumPy: a malformed .npy header
+    OSError,
+    EOFError,  # a member shorter than its header says
+    zlib.error,  # a corrupt deflate stream
+)
+"""What zipfile, zlib and NumPy raise on a corrupt, encrypted or unsupported member: each
+becomes a `ModelImportError` naming the member."""
 
 
 def _npz_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> tuple[Any, ...]:
