@@ -44,7 +44,6 @@ __all__ = [
     "FUNCTIONS",
     "cr_apply",
     "cr_pow",
-    "erf64",
     "functions",
     "host64",
     "libm_ufunc",
@@ -96,11 +95,6 @@ def host64(fn: str, x: Any) -> Any:
     f = np.frompyfunc(getattr(math, str(record(fn).python)), 1, 1)
     a = np.asarray(x, dtype=np.float64)
     return np.asarray(f(a), dtype=np.float64).reshape(a.shape)
-
-
-def erf64(x: Any) -> Any:
-    """The C library's binary64 erf of every element of x."""
-    return host64("erf", x)
 
 
 def wide(fn: str) -> Callable[[Any], Any]:
