@@ -45,12 +45,18 @@ __all__ = [
     "LinkReport",
     "check_dense_all_vs_from",
     "check_link",
+    "elements",
     "one_hot_seeds",
     "vector_side",
 ]
 
 BOTH_MAX_ELEMENTS = 200_000
 """`spec="auto"` runs both spec evaluators up to this many elements (all values together)."""
+
+
+def elements(g: Graph) -> int:
+    """The number of elements over all values of g."""
+    return sum(math.prod(s) for s in g.shapes)
 
 
 @dataclass
@@ -150,8 +156,7 @@ def check_link(
     if spec not in ("auto", "both", "vector", "python"):
         raise TorchLeanError(f"check_link: spec must be auto, both, vector or python, got {spec!r}")
     if spec == "auto":
-        n = sum(math.prod(s) for s in g.shapes)
-        spec = "both" if n <= BOTH_MAX_ELEMENTS else "vector"
+        spec = "both" if elements(g) <= BOTH_MAX_ELEMENTS else "vector"
     if dtype not in OBJECT_DTYPES and spec != "python":
 
         def run(xa: list[Any], sa: list[Any]) -> Sides:

@@ -38,7 +38,7 @@ from spec.graph import Graph, format_graph
 from spec.serialize import graph_to_dict, tensor_to_dict
 from spec.tensor import TensorPack
 
-from .link_property import BOTH_MAX_ELEMENTS, check_link
+from .link_property import BOTH_MAX_ELEMENTS, check_link, elements
 from .profiles import run_settings
 from .reports import Row
 from .runner import Outcome
@@ -63,11 +63,6 @@ ELEMENT_BUDGET = 100_000_000
 """Model-scale graphs get about this many elements of drawn cases per property."""
 
 _SALT = 0x6D6F64656C  # the drawn integers' Hypothesis seed salt
-
-
-def elements(g: Graph) -> int:
-    """The number of elements over all values of g."""
-    return sum(math.prod(s) for s in g.shapes)
 
 
 def is_model_scale(g: Graph) -> bool:

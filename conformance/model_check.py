@@ -191,8 +191,13 @@ def _array_link(
 def _dtypes(a: argparse.Namespace, imp: Imported) -> list[str]:
     if a.dtype != "all":
         return a.dtype.split(",")
-    exact_ok = all(n.op in _ALGEBRAIC for n in imp.graph.nodes) and not is_model_scale(imp.graph)
+    exact_ok = _all_algebraic(imp) and not is_model_scale(imp.graph)
     return (["exact"] if exact_ok else []) + list(IEEE_DTYPES[:2])
+
+
+def _all_algebraic(imp: Imported) -> bool:
+    """Whether every op of the graph is algebraic (the exact dtype can check it)."""
+    return all(n.op in _ALGEBRAIC for n in imp.graph.nodes)
 
 
 def _kernels(a: argparse.Namespace, imp: Imported) -> list[str]:
@@ -206,7 +211,7 @@ def _left_out(a: argparse.Namespace, imp: Imported) -> str | None:
     if not is_model_scale(imp.graph):
         return None
     gone = []
-    if a.dtype == "all" and all(n.op in _ALGEBRAIC for n in imp.graph.nodes):
+    if a.dtype == "all" and _all_algebraic(imp):
         gone.append("exact link and dense_all_vs_from (--dtype exact)")
     if a.kernels == "all":
         gone.append("node_bounds and derivative_bounds (--kernels fast)")

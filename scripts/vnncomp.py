@@ -36,8 +36,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
+from proofs.bounds_certificate_check import _decode as decode_bits
 from proofs.bounds_certificate_check import check_certificate
 from runtime.interop import from_onnx
 from runtime.verification.from_graph import network_from_imported
@@ -45,8 +44,6 @@ from runtime.verification.network import network_json
 from runtime.verification.vnn import format_result, verify_vnnlib
 from runtime.verification.vnnlib import read_vnnlib_cases
 from spec.errors import TorchLeanError
-
-BITS = {"float32": (np.uint32, np.float32), "float64": (np.uint64, np.float64)}
 
 
 def instances(bench: str, listing: str | None) -> list[tuple[str, str, float]]:
@@ -61,8 +58,7 @@ def instances(bench: str, listing: str | None) -> list[tuple[str, str, float]]:
 
 
 def _decode(h: str, dtype: str) -> Fraction:
-    u, f = BITS[dtype]
-    return Fraction(float(np.array([int(h, 16)], dtype=u).view(f)[0]))
+    return decode_bits(h, dtype, "the objective layer")
 
 
 def _leaves(lo: tuple, hi: tuple, tree: dict[str, Any]) -> list[tuple[int, tuple, tuple]]:

@@ -75,6 +75,18 @@ def _open_regular(path: str, error: type[TorchLeanError]) -> tuple[int, os.stat_
     return fd, st
 
 
+def _too_big(
+    path: str,
+    cap: int,
+    size: int,
+    error: type[TorchLeanError],
+    too_big: Callable[[int], TorchLeanError] | None,
+) -> TorchLeanError:
+    if too_big is not None:
+        return too_big(size)
+    return error(f"{path}: {size} bytes exceeds the limit of {cap} bytes")
+
+
 def open_regular(
     path: str,
     cap: int,
@@ -88,11 +100,7 @@ def open_regular(
     fd, st = _open_regular(path, error)
     if st.st_size > cap:
         os.close(fd)
-        raise (
-            too_big(st.st_size)
-            if too_big
-            else error(f"{path}: {st.st_size} bytes exceeds the limit of {cap} bytes")
-        )
+        raise _too_big(path, cap, st.st_size, error, too_big)
     return os.fdopen(fd, "rb")
 
 
@@ -105,16 +113,10 @@ def read_bytes(
 ) -> bytes:
     """The bytes of the regular file `path`, at most `cap` of them; `too_big(size)` (default:
     an `error` naming the cap) is raised for a larger file, `error` for any other failure."""
-
-    def refuse(size: int) -> TorchLeanError:
-        if too_big is not None:
-            return too_big(size)
-        return error(f"{path}: {size} bytes exceeds the limit of {cap} bytes")
-
     fd, st = _open_regular(path, error)
     try:
         if st.st_size > cap:
-            raise refuse(st.st_size)
+            raise _too_big(path, cap, st.st_size, error, too_big)
         parts, got, want = [], 0, min(st.st_size, cap) + 1
         while got < want:
             try:
@@ -128,7 +130,7 @@ def read_bytes(
             if got == want and got <= cap:  # the file grew: read on, up to the cap
                 want = min(want + CHUNK, cap + 1)
         if got > cap:
-            raise refuse(got)
+            raise _too_big(path, cap, got, error, too_big)
         return b"".join(parts)
     finally:
         os.close(fd)
