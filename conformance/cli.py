@@ -57,6 +57,7 @@ from .suite import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_EXAMPLES",
     "DEFAULT_REPORT",
     "DESCRIPTION",
     "DTYPES",
@@ -77,6 +78,9 @@ __all__ = [
     "run_rows",
     "select",
 ]
+
+DEFAULT_MAX_EXAMPLES = 60
+"""Cases per property over all ops when `--max-examples` is not given."""
 
 DESCRIPTION = "`python -m conformance`: run the conformance suite and write its report."
 DEFAULT_REPORT = "conformance-report"
@@ -192,8 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-examples",
         type=count_arg(1),
-        default=60,
-        help="cases per property over all ops (>= 1; default 60)",
+        default=None,
+        help=f"cases per property over all ops (>= 1; default {DEFAULT_MAX_EXAMPLES})",
     )
     p.add_argument(
         "--per-op",
@@ -314,6 +318,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(args)
     a.command = shlex.join(["python", "-m", "conformance", *args])
+    a.explicit_examples = a.max_examples is not None
+    if a.max_examples is None:
+        a.max_examples = DEFAULT_MAX_EXAMPLES
     if a.report is None:
         if a.engine:
             from .engines.report import report_prefix

@@ -29,7 +29,6 @@ Invariants:
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -223,12 +222,6 @@ def _left_out(a: argparse.Namespace, imp: Imported) -> str | None:
     )
 
 
-def _explicit_examples(a: argparse.Namespace) -> bool:
-    """Whether the command line gave --max-examples."""
-    words = shlex.split(getattr(a, "command", "") or "")
-    return any(w == "--max-examples" or w.startswith("--max-examples=") for w in words)
-
-
 def _algebraic() -> frozenset[str]:
     from spec.ops import OPS
 
@@ -261,7 +254,7 @@ def run_model_file(a: argparse.Namespace) -> int:
     if note:
         print(note, file=sys.stderr)
     props = model_properties(imp, _dtypes(a, imp), _kernels(a, imp))
-    rows = run_model(imp, props, a.max_examples, a.seed, _explicit_examples(a))
+    rows = run_model(imp, props, a.max_examples, a.seed, a.explicit_examples)
     a.per_op = 0
     return report(a, NUMPY, rows)
 
