@@ -75,13 +75,7 @@ def batch_stats_norm(E: Emitter, x: Any, w: Any, b: Any, eps: float) -> Any:
     moved = E.move_axis(x, 1, 0)
     flat = E.reshape(moved, (c, rest))
     y = E.reshape(E.layer_norm(flat, None, None, (rest,), float(eps)), E.shape(moved))
-    y = E.move_axis(y, 0, 1)
-    bs = (c, *([1] * (len(s) - 2)))
-    if w is not None:
-        y = E.node("mul", y, E.reshape(w, bs))
-    if b is not None:
-        y = E.node("add", y, E.reshape(b, bs))
-    return y
+    return E.channel_affine(E.move_axis(y, 0, 1), w, b)
 
 
 def _bn_legit(E: Emitter, x: Any, w: Any, b: Any, *rest: Any) -> tuple[Any, ...]:
@@ -121,11 +115,7 @@ def _group_norm(
         raise InvalidModelError(f"native_group_norm: {c} channels in {group} groups")
     flat = E.reshape(x, (s[0], group, int(np.prod(s)) // (s[0] * group)))
     y = E.reshape(E.layer_norm(flat, None, None, (E.shape(flat)[-1],), float(eps)), s)
-    bs = (c, *([1] * (len(s) - 2)))
-    if w is not None:
-        y = E.node("mul", y, E.reshape(w, bs))
-    if b is not None:
-        y = E.node("add", y, E.reshape(b, bs))
+    y = E.channel_affine(y, w, b)
     p = Poison("aten.native_group_norm (statistics outputs)", STATS)
     return y, p, p
 

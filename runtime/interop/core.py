@@ -435,6 +435,13 @@ class Emitter:
         bs = (c, *([1] * (len(s) - 2)))
         den = self.node("sqrt", self.node("add", self.reshape(var, bs), eps))
         y = self.node("div", self.node("sub", x, self.reshape(mean, bs)), den)
+        return self.channel_affine(y, w, b)
+
+    def channel_affine(self, y: Any, w: Any | None, b: Any | None) -> Any:
+        """y * w + b with a per-channel (C,) weight and bias on axis 1 (either may be
+        None), reshaped to (C, 1, ...): the tail of every batch/group norm."""
+        s = self.shape(y)
+        bs = (s[1], *([1] * (len(s) - 2)))
         if w is not None:
             y = self.node("mul", y, self.reshape(w, bs))
         if b is not None:

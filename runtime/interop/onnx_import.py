@@ -229,10 +229,9 @@ def _reduce(kind: str, since: int) -> OnnxRule:
             return E.mean(x, axes, keep)
         if kind == "reduce_min":
             return E.node("neg", E.reduce("reduce_max", E.node("neg", x), axes, keep))
-        if kind == "l2":
-            return E.node("sqrt", E.reduce("reduce_sum", E.node("mul", x, x), axes, keep))
-        if kind == "sum_square":
-            return E.reduce("reduce_sum", E.node("mul", x, x), axes, keep)
+        if kind in ("l2", "sum_square"):
+            ss = E.reduce("reduce_sum", E.node("mul", x, x), axes, keep)
+            return E.node("sqrt", ss) if kind == "l2" else ss
         return E.reduce(kind, x, axes, keep)
 
     return rule
