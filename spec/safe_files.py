@@ -15,8 +15,9 @@ Invariants:
 - `check_destination(path)` (call it before the work that produces the data) refuses a
   missing directory, a directory this process cannot write, a symbolic link or a
   non-regular file at the path. `write_atomic` writes a temporary file in the target's
-  directory (created exclusively, never through a link), fsyncs it and `os.replace`s it
-  onto the target: a reader sees the old file or the new one, and a failure (a full disk
+  directory (created exclusively, never through a link, with the permission bits of the
+  file it replaces, else 0o666 & ~umask), fsyncs it, `os.replace`s it onto the target and
+  fsyncs the directory: a reader sees the old file or the new one, and a failure (a full disk
   included) leaves the old file untouched and no temporary file behind.
 - Every failure is one `FileReadError` / `FileWriteError` (`TorchLeanError`s) whose
   one-line message names the path and the reason (the OS's words for an OS error).
@@ -56,7 +57,7 @@ class FileWriteError(TorchLeanError):
 
 
 def _why(e: OSError) -> str:
-    return e.strerror or type(e).__name__
+    return e.strerror or str(e) or type(e).__name__
 
 
 def _open_regular(path: str, error: type[TorchLeanError]) -> tuple[int, os.stat_result]:
@@ -182,6 +183,10 @@ def write_atomic(
     """Write `data` (a str as UTF-8) to `path` atomically (see the module docstring)."""
     p = check_destination(path, error=error)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        keep = stat.S_IMODE(os.lstat(p).st_mode)
+    except FileNotFoundError:
+        keep = None
     d = os.path.dirname(p) or "."
     tmp = os.path.join(d, f".{os.path.basename(p)[:64]}.{secrets.token_hex(6)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -194,6 +199,8 @@ def write_atomic(
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view) :]
+            if keep is not None:
+                os.fchmod(fd, keep)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -204,3 +211,17 @@ def write_atomic(
         if isinstance(e, OSError):
             raise error(f"{p}: cannot write ({_why(e)})") from None
         raise
+    _sync_directory(d)
+
+
+def _sync_directory(d: str) -> None:
+    """Make a rename in `d` durable; some file systems cannot fsync a directory, and the
+    file itself is already complete then, so that failure is ignored."""
+    try:
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass

@@ -50,7 +50,6 @@ import json
 import math
 import os
 import re
-import secrets
 import stat
 import warnings
 from fractions import Fraction
@@ -59,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from spec.errors import CheckpointError
+from spec.safe_files import write_atomic
 
 from ..backends.base import np_dtype
 
@@ -159,38 +159,8 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` atomically (see the module docstring: targets, permissions,
     errors). On any failure the previous file is untouched and no temporary file is left."""
     p = check_path(path)
-    st = _existing_target(p)
-    d = os.path.dirname(p) or "."
-    if not os.path.isdir(d):
-        raise CheckpointError(f"{p}: cannot save: the directory {d!r} does not exist")
-    tmp = os.path.join(d, f".{os.path.basename(p)[:64]}.{secrets.token_hex(6)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(tmp, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    except OSError as e:
-        raise CheckpointError(f"{p}: cannot save ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if st is not None:
-                os.chmod(f.fileno(), stat.S_IMODE(st.st_mode))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException as e:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise CheckpointError(f"{p}: cannot save ({e.strerror or e})") from None
-        raise
-    try:  # make the rename durable; some file systems cannot fsync a directory
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    _existing_target(p)
+    write_atomic(p, data, error=CheckpointError)
 
 
 # --------------------------------------------------------------------------- digests
