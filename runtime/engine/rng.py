@@ -19,21 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from spec.rng_arrays import splitmix64_array
+
 from ..backends.base import Backend, round_f64
 
 __all__ = ["keep_mask", "sample_nat", "uniform01"]
-
-_GAMMA = 0x9E3779B97F4A7C15
-_M1 = 0xBF58476D1CE4E5B9
-_M2 = 0x94D049BB133111EB
-
-
-def _splitmix64(xp: Any, x: Any) -> Any:
-    u64 = xp.uint64
-    z = x + xp.asarray(_GAMMA, dtype=u64)
-    z = (z ^ (z >> xp.asarray(30, dtype=u64))) * xp.asarray(_M1, dtype=u64)
-    z = (z ^ (z >> xp.asarray(27, dtype=u64))) * xp.asarray(_M2, dtype=u64)
-    return z ^ (z >> xp.asarray(31, dtype=u64))
 
 
 def sample_nat(backend: Backend, key: int, n: int, start: int = 0) -> Any:
@@ -43,7 +33,7 @@ def sample_nat(backend: Backend, key: int, n: int, start: int = 0) -> Any:
         idx = xp.arange(n, dtype=xp.uint64) + xp.asarray(
             (key + start) & ((1 << 64) - 1), dtype=xp.uint64
         )
-        return _splitmix64(xp, idx) & xp.asarray(0xFFFFFFFF, dtype=xp.uint64)
+        return splitmix64_array(xp, idx) & xp.asarray(0xFFFFFFFF, dtype=xp.uint64)
 
 
 def keep_mask(backend: Backend, key: int, n: int, p: Fraction) -> Any:

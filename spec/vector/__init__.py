@@ -22,7 +22,8 @@ import numpy as np
 
 from ..domains import Domain
 from ..graph import Graph
-from ..rng import GAMMA, key_of
+from ..rng import key_of
+from ..rng_arrays import splitmix64_array
 from . import crmath, elementwise, folds, transcendental  # noqa: F401  (register the rules)
 from .evaluate import Run, Stats, backprop_all, forward
 from .formats import EMULATED, FORMATS, Format, format_of, quiet, require_ieee, same_arrays
@@ -48,13 +49,6 @@ __all__ = [
 _M = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    z = x + np.uint64(GAMMA)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 def seed_arrays(g: Graph, F: Format, seed: int) -> list[np.ndarray]:
     """The full pseudo-random seed over every value of g: element k (counting across the
     values in order, row-major) is (sample_nat(key_of(seed, 0), k) mod 33 − 16) / 8."""
@@ -64,7 +58,7 @@ def seed_arrays(g: Graph, F: Format, seed: int) -> list[np.ndarray]:
         for s in g.shapes:
             n = int(np.prod(s, dtype=np.int64))
             i = np.arange(k, k + n, dtype=np.uint64)
-            nat = _splitmix64((key + i) & _M) & np.uint64(0xFFFFFFFF)
+            nat = splitmix64_array(np, (key + i) & _M) & np.uint64(0xFFFFFFFF)
             v = ((nat % np.uint64(33)).astype(np.int64) - 16).astype(np.float64) / 8.0
             out.append(F.cast(v.reshape(s)))
             k += n
