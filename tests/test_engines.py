@@ -117,6 +117,16 @@ def test_forward_several_ulps_off_in_float32_is_caught() -> None:
     assert not honest.failed() and next(r for r in honest.ops if r.op == "exp").cases > 0
 
 
+def test_error_over_budget_ratio_is_recorded_per_direction() -> None:
+    sloppy = run_engine(SloppyExpEngine(), ["float32"], ["exp"], **SMALL)
+    (row,) = [r for r in sloppy.ops if r.op == "exp"]
+    # 8 ulps high (about 8 float32 ulps of the result) over a budget of a few ulps: > 1
+    assert row.forward_ratio > 1 and row.backward_ratio is not None
+    honest = run_engine(AutogradEngine(), ["float32"], ["exp"], **SMALL)
+    (ok,) = [r for r in honest.ops if r.op == "exp"]
+    assert 0 <= ok.forward_ratio <= 1 and 0 <= ok.backward_ratio <= 1
+
+
 def test_uncovered_op_is_reported_not_faked() -> None:
     run = run_engine(NoSinEngine(), ["float64"], ["sin", "add"], **SMALL)
     rows = {r.op: r for r in run.ops}

@@ -80,11 +80,20 @@ class NodeResult:
     covered: bool = True
     refused: str | None = None
     max_ulp: dict[str, float] = field(default_factory=dict)  # direction -> max ulp
+    max_ratio: dict[str, float] = field(default_factory=dict)  # direction -> error / budget
     conventions: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> example
     wrong: str | None = None
     jvp_refused: str | None = None
     output: Tensor | None = None  # the engine's forward value (dtype domain)
     unconstrained: int = 0  # elements where a direct evaluation may overflow
+
+
+def _budget_ratio(e: float, allowed: float) -> float:
+    """An element's error over its budget (0 for no error, +inf for an error where the
+    budget is 0)."""
+    if e == 0:
+        return 0.0
+    return e / allowed if allowed > 0 else float("inf")
 
 
 def dtype_attrs(D: Any, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -188,12 +197,15 @@ class Judge:
             res.wrong = f"{self.check.op} {self.direction}: shape {got.shape}, spec {want.shape}"
             return
         worst = res.max_ulp.get(self.direction, 0.0)
+        ratio = res.max_ratio.get(self.direction, 0.0)
         lanes = self.check.lanes(len(want.data)) and (
             self.g is None or len(self.g.data) == len(want.data)
         )
         for i, (gv, wv) in enumerate(zip(got.data, want.data, strict=True)):
             e = elem_error(self.check.dtype, gv, wv, self.S)
             kind = self.verdict(i, gv, wv, e, lanes)
+            if kind in ("accuracy", "wrong"):
+                ratio = max(ratio, _budget_ratio(e, self.allowed))
             if kind == "accuracy":
                 worst = max(worst, e)
             elif kind == "unconstrained":
@@ -204,6 +216,7 @@ class Judge:
             else:
                 res.conventions.setdefault(kind, self.example(i, wv, gv))
         res.max_ulp[self.direction] = worst
+        res.max_ratio[self.direction] = ratio
 
     def verdict(self, i: int, gv: Any, wv: Any, e: float, lanes: bool) -> str:
         """'accuracy', 'unconstrained', 'wrong', or the name of the convention (see the

@@ -89,6 +89,10 @@ class OpRow:
     forward_max_ulp: float = 0.0
     backward_max_ulp: float | None = 0.0  # None: a forward-only engine (never checked)
     jvp_max_ulp: float | None = None
+    # the worst element's error / its budget per direction (> 1: beyond budget)
+    forward_ratio: float = 0.0
+    backward_ratio: float | None = 0.0
+    jvp_ratio: float | None = None
     conventions: list[str] = field(default_factory=list)
     failures: int = 0
     refused: int = 0
@@ -247,7 +251,7 @@ def op_row(rows: dict[str, OpRow], engine: Engine, dtype: str, op: str) -> OpRow
     if r is None:
         r = rows[op] = OpRow(engine.name, dtype, op)
         if not engine.has_vjp:
-            r.backward_max_ulp = None
+            r.backward_max_ulp = r.backward_ratio = None
     return r
 
 
@@ -266,6 +270,11 @@ def _record(rows: dict[str, OpRow], engine: Engine, dtype: str, res: NodeResult)
         r.backward_max_ulp = max(r.backward_max_ulp, res.max_ulp.get("vjp", 0.0))
     if "jvp" in res.max_ulp:
         r.jvp_max_ulp = max(r.jvp_max_ulp or 0.0, res.max_ulp["jvp"])
+    r.forward_ratio = max(r.forward_ratio, res.max_ratio.get("forward", 0.0))
+    if r.backward_ratio is not None:
+        r.backward_ratio = max(r.backward_ratio, res.max_ratio.get("vjp", 0.0))
+    if "jvp" in res.max_ratio:
+        r.jvp_ratio = max(r.jvp_ratio or 0.0, res.max_ratio["jvp"])
     if res.jvp_refused:
         r.note = r.note or f"jvp refused: {res.jvp_refused}"
     for n in res.conventions:

@@ -27,7 +27,7 @@ from typing import Any
 
 from .conventions import named_conventions
 
-__all__ = ["cell", "judge_differs", "main", "render"]
+__all__ = ["cell", "judge_differs", "main", "ratio_cell", "render"]
 
 _QUIET = "signed_zero"
 
@@ -55,6 +55,17 @@ def cell(r: dict[str, Any], jvp: bool) -> str:
     if r["failures"]:
         s += " **FAIL**"
     return s
+
+
+def ratio_cell(r: dict[str, Any], jvp: bool) -> str:
+    """The worst error ÷ budget of one op x dtype row, forward / VJP (/ JVP); "—" where the
+    report has no ratio (written before it was recorded) or the direction was not checked."""
+    keys = ["forward_ratio"]
+    if r.get("backward_max_ulp") is not None:
+        keys.append("backward_ratio")
+        if jvp:
+            keys.append("jvp_ratio")
+    return " / ".join(_g(r.get(k)) for k in keys)
 
 
 def _table(rep: dict[str, Any], dtypes: list[str]) -> list[str]:

@@ -34,7 +34,7 @@ from spec.report_page import (
 )
 
 from ..engines.budgets import budget_for
-from ..engines.tables import cell, render
+from ..engines.tables import cell, ratio_cell, render
 from . import plots
 
 __all__ = ["budget_text", "engine_html", "replay_command", "write_engine_html"]
@@ -112,9 +112,10 @@ def _ops(rep: dict[str, Any]) -> list[str]:
         '<h2 id="ops">Per op</h2>',
         '<p class="note">Cells: forward / VJP max ulp (/ JVP), as in docs/ENGINES.md '
         "(c: a convention other than signed zeros was hit). Budgets: forward / backward, in "
-        "ulps of the scale named, n the terms of a reduction. The report records the max "
-        "ulp per direction, not its ratio to the budget: a failure is an element beyond its "
-        "budget. Plot: max ulp per dtype (blue forward, orange VJP, green JVP).</p>",
+        "ulps of the scale named, n the terms of a reduction. Worst ÷ budget: per dtype, the "
+        "largest ratio of an element's error to its own budget, forward / VJP (/ JVP) (above "
+        "1: beyond budget; — in reports written before the ratio was recorded). Plot: max "
+        "ulp per dtype (blue forward, orange VJP, green JVP).</p>",
     ]
     if not plots.available():
         parts.append(f'<p class="note">{esc(plots.NO_PLOTS)}</p>')
@@ -131,9 +132,11 @@ def _ops(rep: dict[str, Any]) -> list[str]:
         budgets = _budgets(rep["meta"]["engine"], op, list(cells))
         row: list[Any] = [op, sum(c["cases"] for c in cells.values())]
         row += [Raw(inline_html(cell(cells[d], jvp))) if d in cells else "—" for d in dtypes]
-        body.append([*row, budgets, img])
+        ratios = "; ".join(f"{d}: {ratio_cell(cells[d], jvp)}" for d in dtypes if d in cells)
+        body.append([*row, budgets, ratios, img])
         ids.append(anchor_id("op", op))
-    parts.append(table(["op", "cases", *dtypes, "budgets", "plot"], body, row_ids=ids))
+    head = ["op", "cases", *dtypes, "budgets", "worst ÷ budget", "plot"]
+    parts.append(table(head, body, row_ids=ids))
     return parts
 
 
