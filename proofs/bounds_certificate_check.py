@@ -332,8 +332,9 @@ def _stage(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
     if op in ("conv2d", "avg_pool2d"):
         return windowed(st, dt, n, w, _decode)
     if op == "max_pool2d":  # the windows of the same-shaped average pooling
-        avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
-        return {"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]}
+        avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["window"]
+        return {"op": op, "windows": [[i for i, _ in avg.row(j)]
+                                      for j in range(len(avg.kernel) * avg.positions)]}  # fmt: skip
     raise CertificateError(f"{w}: unknown op {op!r}")
 
 
@@ -439,7 +440,10 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
         if st["op"] in tight:
             ch.errs[t] = lin_err(fmt, st, cur) if st["op"] != "add" else add_err(fmt, cur)
-            if t < len(stages):
+            # a conv2d / avg_pool2d on the box: the backward pass gives exactly its
+            # interval (both are the exact sum over the window, widened by the same error)
+            on_box = "window" in st and st["src"] == [0] and "alpha" not in w
+            if t < len(stages) and not on_box:
                 nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
                 if prior is not None:
                     nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))

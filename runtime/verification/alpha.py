@@ -122,12 +122,38 @@ def gelu_tight(
             np.take_along_axis(x, i[..., None], axis=-1)[..., 0])  # fmt: skip
 
 
+class _Padded:
+    """A conv2d / avg_pool2d stage's binary64 image: per output its inputs and weights,
+    padded to the widest window (`network.Windowed.padded`)."""
+
+    def __init__(self, op: Any) -> None:
+        self.idx, self.w = op.padded()
+        self.n_in = op.n_in
+
+
+def _rows_in(lam: np.ndarray, W: Any) -> np.ndarray:
+    """Rows over a stage's outputs times its matrix: rows over its inputs."""
+    if not isinstance(W, _Padded):
+        return lam @ W
+    k = lam.shape[0]
+    vals = lam[:, :, None] * W.w[None]
+    flat = (np.arange(k)[:, None, None] * W.n_in + W.idx[None]).ravel()
+    return np.bincount(flat, weights=vals.ravel(), minlength=k * W.n_in).reshape(k, W.n_in)
+
+
+def _rows_out(g: np.ndarray, W: Any) -> np.ndarray:
+    """Rows over a stage's inputs times its matrix's transpose: rows over its outputs."""
+    if not isinstance(W, _Padded):
+        return g @ W.T
+    return (g[..., W.idx] * W.w).sum(axis=-1)
+
+
 class Chain:
     """The float64 image of one CROWN object's backward pass (built once per Crown)."""
 
     def __init__(self, cr: Any) -> None:
         self.cr = cr
-        self.W: dict[int, np.ndarray] = {}
+        self.W: dict[int, Any] = {}  # dense binary64 matrices, or `_Padded` windows
         self.b: dict[int, np.ndarray] = {}
         self.e: dict[int, np.ndarray] = {}
         self.rl: dict[int, np.ndarray] = {}
@@ -145,7 +171,8 @@ class Chain:
         for s in range(1, t + 1):
             st = cr.stages[s - 1]
             if st.op in AFFINE and s not in self.W and s in cr.err:
-                self.W[s] = np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64)
+                self.W[s] = (_Padded(st.windowed) if st.windowed is not None else
+                             np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64))  # fmt: skip
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
             elif st.op == "add" and s not in self.e and s in cr.err:
@@ -250,7 +277,7 @@ class Chain:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows through stage s: the new constants and the rows over its inputs."""
         if op in AFFINE:
-            return c + lam @ self.b[s] - np.abs(lam) @ self.e[s], lam @ self.W[s]
+            return c + lam @ self.b[s] - np.abs(lam) @ self.e[s], _rows_in(lam, self.W[s])
         if op == "add":
             return c - np.abs(lam) @ self.e[s], np.concatenate([lam, lam], axis=1)
         if op == "max_pool2d":
@@ -277,7 +304,7 @@ class Chain:
             st = self.cr.stages[s - 1]
             ins = [G[i] for i in st.srcs(s)]
             if st.op in AFFINE:
-                G[s] = self.b[s] - np.sign(lam_s) * self.e[s] + ins[0] @ self.W[s].T
+                G[s] = self.b[s] - np.sign(lam_s) * self.e[s] + _rows_out(ins[0], self.W[s])
             elif st.op == "add":
                 G[s] = ins[0] + ins[1] - np.sign(lam_s) * self.e[s]
             elif st.op == "max_pool2d":

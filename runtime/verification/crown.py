@@ -44,8 +44,8 @@ from spec.domains import IEEEDomain
 from .alpha import Chain, optimise
 from .arithmetic import Arith
 from .core import Iv, frac_str, q
-from .intervals import elem, inputs_of, layer, window_err
-from .network import AFFINE, Stage
+from .intervals import elem, exact_windowed, inputs_of, layer, window_err
+from .network import AFFINE, Stage, Windowed
 from .pool_lines import intercept
 from .relaxations import RELAXATIONS, SMOOTH, gelu_line, relax, smooth_line
 
@@ -97,6 +97,8 @@ def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     A, f = cr.A, cr.f
     if st.op != "linear":  # conv2d / avg_pool2d: any summation order
         cr.err[t] = window_err(A, st, prev)
+        if st.srcs(t) == (0,):  # on the box: the backward pass gives IBP's bounds exactly
+            return layer(A, st, prev)
     else:
         cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
     return _tighten(cr, t, layer(A, st, prev))
@@ -192,6 +194,11 @@ def _back_linear(
     W, e = cr.W[s], cr.err[s]
     if not lam:
         return []
+    if isinstance(W, Windowed):  # the transposed convolution of each row (sparse rows)
+        b = [mpq(v) for v in st.bias]
+        for r, row in enumerate(lam):
+            c[r] += sum((lv * b[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv), mpq(0))
+        return [W.back(row, mpq(0)) for row in lam]
     if s not in cr.Wobj:  # numpy's object loops: the same exact sums, without the interpreter
         nz = sum(1 for r in W for v in r if v)
         cr.Wobj[s] = np.array(W, dtype=object) if 2 * nz >= len(W) * len(W[0]) else None
@@ -234,6 +241,8 @@ def _back_relaxed(
     own = sl.get(s) if sl is not None else None
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
+            if not lv:
+                continue  # a zero coefficient stays zero and adds nothing
             aL, cL, aU, cU = rl[j]
             if own is not None:
                 e = own[r][j]
@@ -314,11 +323,12 @@ class Crown:
         self.alpha: dict[int, dict[str, Slopes]] = {}
         self.Wobj: dict[int, Any] = {}  # dense affine weights as numpy object arrays
         self.chain = Chain(self)
-        self.W = {
-            t: [[mpq(w) for w in r] for r in st.weight]
+        self.W: dict[int, Any] = {
+            t: exact_windowed(st) if st.windowed is not None else [[mpq(w) for w in r]
+                                                                  for r in st.weight]
             for t, st in enumerate(stages, 1)
             if st.op in AFFINE
-        }
+        }  # fmt: skip
         for t, st in enumerate(stages, 1):
             out = self._clamp(t, FORWARD[st.op](self, t, st, inputs_of(self.ivs, st, t)))
             self.ivs.append(out)
