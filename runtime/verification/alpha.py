@@ -171,8 +171,9 @@ class Chain:
         for s in range(1, t + 1):
             st = cr.stages[s - 1]
             if st.op in AFFINE and s not in self.W and s in cr.err:
-                self.W[s] = (_Padded(st.windowed) if st.windowed is not None else
-                             np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64))  # fmt: skip
+                dense = st.windowed is None
+                self.W[s] = (np.array([[float(w) for w in r] for r in cr.W[s]]) if dense
+                             else _Padded(st.windowed))  # fmt: skip
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
             elif st.op == "add" and s not in self.e and s in cr.err:

@@ -195,9 +195,9 @@ def _back_linear(
     if not lam:
         return []
     if isinstance(W, Windowed):  # the transposed convolution of each row (sparse rows)
-        b = [mpq(v) for v in st.bias]
+        bq = [mpq(v) for v in st.bias]
         for r, row in enumerate(lam):
-            c[r] += sum((lv * b[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv), mpq(0))
+            c[r] += sum((lv * bq[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv), mpq(0))
         return [W.back(row, mpq(0)) for row in lam]
     if s not in cr.Wobj:  # numpy's object loops: the same exact sums, without the interpreter
         nz = sum(1 for r in W for v in r if v)
