@@ -352,6 +352,7 @@ class _Chain:
 
     def __init__(self) -> None:
         self.relax: dict[int, list[list[Fraction]]] = {}
+        self.qrelax: dict[int, list[list[Any]]] = {}  # the same as gmpy2 rationals
         self.errs: dict[int, list[Fraction]] = {}
         self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
         self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}

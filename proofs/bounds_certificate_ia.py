@@ -37,7 +37,7 @@ from fractions import Fraction
 from typing import Any
 
 import gmpy2
-from gmpy2 import mpfr
+from gmpy2 import mpfr, mpq
 
 from spec.errors import TorchLeanError
 from spec.ops import GELU_C, GELU_K
@@ -407,18 +407,19 @@ class Window:
 
     def __init__(self, n_in: int, taps: list[list[tuple[int, int]]],
                  kernel: list[list[Fraction]], base: list[int]) -> None:  # fmt: skip
-        self.n_in, self.taps, self.kernel, self.base = n_in, taps, kernel, base
+        self.n_in, self.taps, self.base = n_in, taps, base
+        self.kernel = [[mpq(v) for v in r] for r in kernel]  # exact, faster than Fraction
         self.positions = len(taps)
 
-    def row(self, j: int) -> list[tuple[int, Fraction]]:
+    def row(self, j: int) -> list[tuple[int, Any]]:
         """Row j's nonzero entries (input index, weight)."""
         o, pix = divmod(j, self.positions)
         ker, b = self.kernel[o], self.base[o]
         return [(b + off, ker[k]) for k, off in self.taps[pix] if ker[k]]
 
-    def back(self, lam: list[Fraction]) -> list[Fraction]:
+    def back(self, lam: list[Any]) -> list[Any]:
         """The row lam times the matrix (exact), window by window."""
-        out = [Fraction(0)] * self.n_in
+        out = [mpq(0)] * self.n_in
         for j, lv in enumerate(lam):
             if lv:
                 for i, w in self.row(j):
@@ -535,8 +536,8 @@ def backward(stages: list[dict[str, Any]], ch: Any, box: list[tuple[Fraction, Fr
     rows over its inputs are split per value read and summed into that value's rows (an
     add sends each row to both of its inputs); a LayerNorm's rows, and the input's, are
     concretised over their value's (validated) interval."""
-    pending: dict[int, list[list[Fraction]]] = {t: [list(r) for r in C]}
-    c = [Fraction(0)] * len(C)
+    pending: dict[int, list[list[Any]]] = {t: [[mpq(v) for v in r] for r in C]}
+    c = [mpq(0)] * len(C)
     for s in range(t, 0, -1):
         lam = pending.pop(s, None)
         if lam is None:
@@ -560,10 +561,12 @@ def backward(stages: list[dict[str, Any]], ch: Any, box: list[tuple[Fraction, Fr
     return c
 
 
-def concretise(lam: list[list[Fraction]], box: list[Any], c: list[Fraction]) -> None:
+def concretise(lam: list[list[Any]], box: list[Any], c: list[Any]) -> None:
+    """Add each row's lower bound over the intervals `box` to its constant (exact)."""
+    box = [(mpq(a), mpq(b)) for a, b in box]
     for r, row in enumerate(lam):
-        c[r] += sum((lv * (x[0] if lv >= 0 else x[1]) for lv, x in zip(row, box, strict=True)),
-                    Fraction(0))  # fmt: skip
+        c[r] += sum((lv * (box[j][0] if lv >= 0 else box[j][1]) for j, lv in enumerate(row)
+                     if lv), mpq(0))  # fmt: skip
 
 
 def cross(st: dict[str, Any], ch: Any, s: int, lam: list[list[Fraction]], c: list[Fraction],
@@ -580,18 +583,24 @@ def cross(st: dict[str, Any], ch: Any, s: int, lam: list[list[Fraction]], c: lis
                         Fraction(0))  # fmt: skip
         return [row + row for row in lam]
     if st["op"] in AFFINE:
-        W, b, e = st.get("weight"), st["bias"], ch.errs[s]
+        W = st.get("weight")
+        b, e = [mpq(v) for v in st["bias"]], [mpq(v) for v in ch.errs[s]]
         for r, row in enumerate(lam):
-            c[r] += sum((lv * b[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv),
-                        Fraction(0))  # fmt: skip
+            c[r] += sum((lv * b[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv), mpq(0))
         if "window" in st:  # conv2d / avg_pool2d: the transposed convolution of each row
             return [st["window"].back(row) for row in lam]
-        return [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
-                 for j in range(len(W[0]))] for row in lam]  # fmt: skip
+        Wq = [[mpq(v) for v in r] for r in W]
+        return [[sum((row[i] * Wq[i][j] for i in range(len(Wq)) if row[i]), mpq(0))
+                 for j in range(len(Wq[0]))] for row in lam]  # fmt: skip
     own = sl.get(s) if sl is not None else None
+    if s not in ch.qrelax:
+        ch.qrelax[s] = [[mpq(v) for v in r] for r in ch.relax[s]]
+    rq = ch.qrelax[s]
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
-            aL, cL, aU, cU = ch.relax[s][j]
+            if not lv:
+                continue  # a zero coefficient stays zero and adds nothing
+            aL, cL, aU, cU = rq[j]
             if own is not None and isinstance(own[r][j], list):
                 aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
             elif own is not None:
