@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import tracemalloc
 from fractions import Fraction
 from typing import Any
 
@@ -256,3 +255,66 @@ def test_windowed_equals_dense_exactly(g: Any) -> None:
         assert _refusals(got) == structured_msgs
     finally:
         mp.undo()
+
+
+# ----------------------------------------------------------------------------- size
+
+_CHILD = r"""
+import json, resource, sys
+import numpy as np
+from fractions import Fraction
+from tests.test_verify_structured import _result, SIZE_NETS
+from runtime.verification import verify
+from proofs.bounds_certificate_check import check_certificate
+name, algs = sys.argv[1], sys.argv[2].split(",")
+make, shape, r = SIZE_NETS[name]
+res = _result(make(), "float32", 1)
+rng = np.random.default_rng(2)
+c = rng.integers(0, 9, size=shape) / 8
+pts = c + rng.uniform(-r, r, (8, *shape))
+ys = np.asarray(res.predict(pts, batch=True), dtype=np.float64)
+out = {}
+for alg in algs:
+    v = verify(res, c, r, algorithm=alg)
+    ok = all(v.runtime.lower[j] <= Fraction(float(y)) <= v.runtime.upper[j]
+             for row in ys for j, y in enumerate(row))
+    msg = check_certificate(json.loads(json.dumps(v.certificate())))
+    out[alg] = [ok, "certificate holds" in msg, float(sum(v.real.widths()))]
+out["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+SIZE_NETS = {
+    # the --timeout test's model: conv 3x3 on 96x96, ReLU, average over the whole map
+    "96x96": (lambda: Sequential(Conv2d(1, 1, 3), ReLU(), AvgPool2d(94), Flatten()),
+              (1, 96, 96), 0.5),
+    "cifar": (lambda: Sequential(Conv2d(3, 8, 3, stride=2, padding=1), ReLU(),
+                                 Conv2d(8, 4, 3, stride=2, padding=1), ReLU(), MaxPool2d(2),
+                                 Flatten(), Linear(64, 10)), (3, 32, 32), 0.01),
+}  # fmt: skip
+# Peak resident memory allowed to the child process (interpreter and imports included):
+# generous. The dense matrices alone were out x in entries: 8836 x 9216 (96x96) and
+# 2048 x 3072 + 256 x 2048 (cifar), 8 bytes each as pointers (651 MB; 54 MB) plus their
+# rationals; the dense implementation peaked at 1368 MB on the 96x96 IBP run.
+MAX_RSS_MIB = 400
+
+
+@pytest.mark.parametrize(("name", "algs"), [("96x96", "crown"), ("cifar", "ibp,crown")])
+def test_large_conv_boxes_verify_and_check_in_small_memory(name: str, algs: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    got = subprocess.run([sys.executable, "-c", _CHILD, name, algs], capture_output=True,
+                         text=True, cwd=root, env=env, timeout=600)  # fmt: skip
+    assert got.returncode == 0, got.stderr[-2000:]
+    out = json.loads(got.stdout.strip().splitlines()[-1])
+    for alg in algs.split(","):
+        sound, holds, _ = out[alg]
+        assert sound and holds
+    if "ibp" in out:
+        assert out["crown"][2] <= out["ibp"][2]
+    assert out["maxrss_mib"] < MAX_RSS_MIB
