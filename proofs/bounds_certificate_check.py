@@ -28,7 +28,9 @@ Invariants (what `check_certificate` establishes before it accepts):
   every stored interval is checked to contain the intersection of IBP and the
   exact-rational backward pass over the already-validated relaxations (stopping at a
   LayerNorm, whose validated
-  output interval it concretises over), and the certified bounds (and margins)
+  output interval it concretises over; a conv2d / avg_pool2d stage reading the box
+  itself, with no `alpha`, is checked against its IBP interval alone, which equals that
+  intersection exactly), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
 - DAG networks (residual adds): a network stage may carry "inputs", the values it reads

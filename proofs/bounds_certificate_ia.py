@@ -18,15 +18,19 @@ Invariants:
   (gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1})) and of tanh/sigmoid.
 - `rat` reads a 'p/q' string (at most MAX_RATIONAL_CHARS), `jlist` a non-empty JSON list of
   a given length, `ints` a list of k integers; all raise `CertificateError` naming the
-  field. `windowed` builds a conv2d / avg_pool2d stage's dense matrix from its window
-  parameters (max_pool2d's windows are the nonzero entries of the same-shaped average
-  pooling's rows); `back_pool` pushes rows back through a max pooling's validated lines
-  (max >= x_k, max <= u, or max = x_k when x_k dominates its window). `ibp_stage` takes
+  field. `windowed` builds a conv2d / avg_pool2d stage's `Window` from its window
+  parameters: per output position its taps, per output channel its kernel (gmpy2
+  rationals) and first input; no dense matrix (memory O(positions x taps + kernel));
+  rows are read window by window and pushed back as the transposed convolution
+  (max_pool2d's windows are the rows of the same-shaped average pooling); `back_pool`
+  pushes rows back through a max pooling's validated lines (max >= x_k, max <= u, or max = x_k when x_k dominates its window). `ibp_stage` takes
   [max of the lower ends, max of the upper ends] per max pooling window (max is exact).
 - DAG networks: `stage_inputs` reads a stage's "inputs" (earlier values only; an add's two
   of one width), `add_err` is an add's level-2 error u max|a + b|, and `backward` is the
   checker's exact backward pass over a validated chain (`cross` per stage; rows split per
-  value read and summed at fan-out points; `concretise` over a value's interval).
+  value read and summed at fan-out points; `concretise` over a value's interval). The
+  pass computes in gmpy2 rationals (exact, as Fractions would be; a zero coefficient is
+  skipped: it adds nothing).
 """
 
 from __future__ import annotations

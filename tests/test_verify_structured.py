@@ -271,16 +271,20 @@ make, shape, r = SIZE_NETS[name]
 res = _result(make(), "float32", 1)
 rng = np.random.default_rng(2)
 c = rng.integers(0, 9, size=shape) / 8
-pts = c + rng.uniform(-r, r, (8, *shape))
-ys = np.asarray(res.predict(pts, batch=True), dtype=np.float64)
-out = {}
+out, bounds = {}, {}
 for alg in algs:
     v = verify(res, c, r, algorithm=alg)
-    ok = all(v.runtime.lower[j] <= Fraction(float(y)) <= v.runtime.upper[j]
-             for row in ys for j, y in enumerate(row))
     msg = check_certificate(json.loads(json.dumps(v.certificate())))
-    out[alg] = [ok, "certificate holds" in msg, float(sum(v.real.widths()))]
+    bounds[alg] = v.runtime
+    out[alg] = ["certificate holds" in msg, float(sum(v.real.widths()))]
 out["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# sampled points inside the box (after the measurement: the runtime's own forward pass
+# is not what is measured)
+pts = c + rng.uniform(-r, r, (8, *shape))
+ys = np.asarray(res.predict(pts, batch=True), dtype=np.float64)
+for alg, b in bounds.items():
+    out[alg].append(all(b.lower[j] <= Fraction(float(y)) <= b.upper[j]
+                        for row in ys for j, y in enumerate(row)))
 print(json.dumps(out))
 """
 
@@ -296,7 +300,7 @@ SIZE_NETS = {
 # generous. The dense matrices alone were out x in entries: 8836 x 9216 (96x96) and
 # 2048 x 3072 + 256 x 2048 (cifar), 8 bytes each as pointers (651 MB; 54 MB) plus their
 # rationals; the dense implementation peaked at 1368 MB on the 96x96 IBP run.
-MAX_RSS_MIB = 400
+MAX_RSS_MIB = 320
 
 
 @pytest.mark.parametrize(("name", "algs"), [("96x96", "crown"), ("cifar", "ibp,crown")])
@@ -313,8 +317,8 @@ def test_large_conv_boxes_verify_and_check_in_small_memory(name: str, algs: str)
     assert got.returncode == 0, got.stderr[-2000:]
     out = json.loads(got.stdout.strip().splitlines()[-1])
     for alg in algs.split(","):
-        sound, holds, _ = out[alg]
+        holds, _, sound = out[alg]
         assert sound and holds
     if "ibp" in out:
-        assert out["crown"][2] <= out["ibp"][2]
+        assert out["crown"][1] <= out["ibp"][1]
     assert out["maxrss_mib"] < MAX_RSS_MIB

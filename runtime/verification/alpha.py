@@ -26,6 +26,9 @@ Invariants:
   of `pool_lines` (CROWN's constant line is lam = 0, the start); the float objective uses
   its float image and gradient (-u_j* for the maximising j*, -l_i elsewhere), the caller
   recomputes c exactly from the returned binary64 slopes.
+- conv2d / avg_pool2d stages' float images are their windows as padded index and weight
+  arrays (`network.Windowed.padded`): rows cross them by a scatter-add (bincount) and
+  gradients by a gather, never through a dense matrix.
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the

@@ -10,6 +10,11 @@ Invariants:
   crossed with max >= x_k (k: the window's input with the largest lower end) and
   max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
   (its lower end >= every other input's upper end); max is exact in every format.
+  conv2d / avg_pool2d rows are pushed back window by window (the transposed convolution,
+  `Windowed.back`, skipping zero coefficients), never through a dense matrix. A conv2d /
+  avg_pool2d stage that reads the box itself is not tightened: its backward pass from the
+  unit rows is b - err + sum over the window of min(w l, w u), which is exactly its IBP
+  interval (the same exact sum, rounded outward alike), so the certificate is unchanged.
   alpha-CROWN may replace max <= u by max <= sum lam_i x_i + c(lam) (`pool_lines`).
 - DAG networks (residual adds): the backward pass crosses stages in decreasing order,
   splitting a stage's rows over its inputs per value read and summing the rows that reach

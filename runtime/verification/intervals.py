@@ -6,8 +6,9 @@ Invariants:
   level; `LAYERS[op](A, stage, xs)` does it for a whole stage. sigmoid, gelu and batch_norm
   execute their `OP_ORDER` trees (`oporder.evaluate`), so level 2 follows the ordered
   kernels' op order; linear is the kernels' left fold over j of w[i,j]*x[j] (from the first
-  product) then + b[i]; layer_norm follows OP_ORDER["layer_norm"] by hand (d*d enclosed as
-  a square; plain interval arithmetic: sound, not tight).
+  product) then + b[i]; conv2d / avg_pool2d sum each output's window only (`Windowed.row`,
+  its nonzero weights; no dense row); layer_norm follows OP_ORDER["layer_norm"] by hand
+  (d*d enclosed as a square; plain interval arithmetic: sound, not tight).
 - GELU is not monotone: its input interval is split at 0 and at the points of GELU_GRID;
   on each piece every intermediate of the body except the last product is monotone, so
   plain interval arithmetic per piece is sound, and the union (hull) is taken.

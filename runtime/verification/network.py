@@ -8,12 +8,17 @@ Invariants:
   found through its type's MRO, so a subclass is treated as its base (as an isinstance
   test would); a layer type without an entry raises `unavailable`.
 - A stage's `op` is the spec op name ("linear", "conv2d", "avg_pool2d", "relu", "tanh",
-  "sigmoid", "gelu", "batch_norm", "layer_norm"); the AFFINE ones carry a dense exact
-  matrix over the row-major flattened input (Conv2d with any stride, padding, dilation
-  and groups; AvgPool2d, zero padding counted in the divisor), built for the verified
-  input shape; BatchNorm2d is "batch_norm" with each channel's values repeated over its
-  H*W positions ("spatial" in the JSON); MaxPool2d is "max_pool2d" with each output's
-  window of input indices (`windows`; padded taps are left out: they never win a max);
+  "sigmoid", "gelu", "batch_norm", "layer_norm"); the AFFINE ones are y = W x + b over
+  the row-major flattened input: "linear" carries W as dense exact rows (`weight`);
+  "conv2d" (any stride, padding, dilation and groups) and "avg_pool2d" (zero padding
+  counted in the divisor) carry no matrix but a `Windowed` operator built for the
+  verified input shape: per output position its taps (kernel index, input offset), per
+  output channel its kernel and first input, so memory is O(positions x taps + kernel)
+  and row j of W is read window by window (`row`), a row pushed back is the transposed
+  convolution (`back`); `bias` holds one entry per output. BatchNorm2d is "batch_norm"
+  with each channel's values repeated over its H*W positions ("spatial" in the JSON:
+  O(outputs), no matrix); MaxPool2d is "max_pool2d" with each output's window of input
+  indices, in increasing order (`windows`; padded taps are left out: they never win a max);
   Flatten and Dropout are the identity here. "leaky_relu" and "hardtanh" carry their
   attributes (`negative_slope`; `min_val`, `max_val`) as exact p/q strings in `bits`
   (`attr` reads them back); verification takes negative_slope in [0, 1] only (leaky_relu is
@@ -80,8 +85,8 @@ __all__ = [
 ]
 
 CERT_NAMES = {"batch_norm": "bn", "layer_norm": "ln"}  # other ops keep their name
-# stages that are an affine map y = W x + b (dense W; conv and pooling built from their
-# windows over the row-major (C, H, W) input): crossed alike by CROWN
+# stages that are an affine map y = W x + b (linear: dense W; conv and average pooling: a
+# `Windowed` operator over the row-major (C, H, W) input): crossed alike by CROWN
 AFFINE = ("linear", "conv2d", "avg_pool2d")
 DTYPES = ("float64", "float32", "bfloat16", "float16", "exact")
 
@@ -418,7 +423,7 @@ def _append(
 def stages(result: Any, in_shape: Shape = None) -> list[Stage]:
     """The stages of `result`'s network in evaluation mode for inputs of `in_shape` (None:
     only check that every layer is supported; convolution and pooling stages then carry no
-    matrix), in topological order (a stage reads only earlier values). Raises
+    operator), in topological order (a stage reads only earlier values). Raises
     `unavailable` for a typed result, another dtype or an unsupported layer."""
     if getattr(result, "typed", False):
         raise unavailable("results of open_typed sessions (typed boundary values)")
