@@ -23,8 +23,9 @@ Invariants:
   rationals) and first input; no dense matrix (memory O(positions x taps + kernel));
   rows are read window by window and pushed back as the transposed convolution
   (max_pool2d's windows are the rows of the same-shaped average pooling); `back_pool`
-  pushes rows back through a max pooling's validated lines (max >= x_k, max <= u, or max = x_k when x_k dominates its window). `ibp_stage` takes
-  [max of the lower ends, max of the upper ends] per max pooling window (max is exact).
+  pushes rows back through a max pooling's validated lines (max >= x_k, max <= u, or
+  max = x_k when x_k dominates its window). `ibp_stage` takes [max of the lower ends, max
+  of the upper ends] per max pooling window (max is exact).
 - DAG networks: `stage_inputs` reads a stage's "inputs" (earlier values only; an add's two
   of one width), `add_err` is an add's level-2 error u max|a + b|, and `backward` is the
   checker's exact backward pass over a validated chain (`cross` per stage; rows split per
