@@ -10,6 +10,8 @@ certificate checker: equal, exactly, to the dense matrices of the runtime's own 
   bounds and witness included, for IBP and CROWN; the checker with dense matrices
   recomputes the same enclosure (its refusal of an impossible claim names the same exact
   numbers) and accepts the same certificate.
+  The binary64 image of each operator (the alpha-CROWN optimiser's and the float
+  search's) is the same dense matrix.
 - Size: a 96x96 conv box and a 3x32x32 CIFAR-sized conv net verify (IBP and CROWN) and
   check within a stated tracemalloc peak, far below the dense matrices' size.
 """
@@ -240,6 +242,10 @@ def test_windowed_equals_dense_exactly(g: Any) -> None:
     res = _result(model, "float32", seed)
     c = np.random.default_rng(seed).integers(-8, 9, size=shape) / 8
     parts = _dense_parts(res, shape)
+    ops = [st.windowed for st in stages(res, shape) if st.windowed is not None]
+    mats = [p for p in parts if isinstance(p, list)]
+    for op, M in zip(ops, mats, strict=True):  # the binary64 image (search, alpha-CROWN)
+        assert np.array_equal(op.float_dense(), np.array(M, dtype=np.float64))
     mp = pytest.MonkeyPatch()
     try:
         for alg in ("ibp", "crown"):

@@ -139,16 +139,28 @@ def _rows_in(lam: np.ndarray, W: Any) -> np.ndarray:
     if not isinstance(W, _Padded):
         return lam @ W
     k = lam.shape[0]
-    vals = lam[:, :, None] * W.w[None]
-    flat = (np.arange(k)[:, None, None] * W.n_in + W.idx[None]).ravel()
-    return np.bincount(flat, weights=vals.ravel(), minlength=k * W.n_in).reshape(k, W.n_in)
+    out = np.empty((k, W.n_in))
+    step = max(1, 2**22 // W.w.size)  # rows per chunk: about 4M products at a time
+    for a in range(0, k, step):
+        part = lam[a : a + step]
+        m = part.shape[0]
+        flat = (np.arange(m)[:, None, None] * W.n_in + W.idx[None]).ravel()
+        vals = (part[:, :, None] * W.w[None]).ravel()
+        out[a : a + m] = np.bincount(flat, weights=vals, minlength=m * W.n_in).reshape(m, -1)
+    return out
 
 
 def _rows_out(g: np.ndarray, W: Any) -> np.ndarray:
     """Rows over a stage's inputs times its matrix's transpose: rows over its outputs."""
     if not isinstance(W, _Padded):
         return g @ W.T
-    return (g[..., W.idx] * W.w).sum(axis=-1)
+    if g.ndim == 1:
+        return (g[W.idx] * W.w).sum(axis=-1)
+    out = np.empty((g.shape[0], W.w.shape[0]))
+    step = max(1, 2**22 // W.w.size)
+    for a in range(0, g.shape[0], step):
+        out[a : a + step] = (g[a : a + step, W.idx] * W.w).sum(axis=-1)
+    return out
 
 
 class Chain:
