@@ -437,8 +437,9 @@ class Crown:
 
 def _concretise(lam: list[list[Any]], box: list[Iv], c: list[Any]) -> None:
     """Add each row's lower bound over the intervals `box` to its constant."""
+    ends = [(q(x[0]), q(x[1])) for x in box] if len(lam) > 1 else box
     for r, row in enumerate(lam):
-        for lv, x in zip(row, box, strict=True):
+        for lv, x in zip(row, ends, strict=True):
             if lv:
                 c[r] += lv * (q(x[0]) if lv >= 0 else q(x[1]))
 

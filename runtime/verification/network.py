@@ -214,14 +214,15 @@ class Windowed:
     def back(self, lam: list[Any], zero: Any) -> list[Any]:
         """lam W (the transposed convolution of the row lam, window by window; exact)."""
         out = [zero] * self.n_in
-        P = self.positions
-        for j, lv in enumerate(lam):
-            if lv:
-                o, pix = divmod(j, P)
-                ker, b = self.kernel[o], self.base[o]
-                for k, off in self.taps[pix]:
-                    if ker[k]:
-                        out[b + off] += lv * ker[k]
+        P, taps, kernel, base = self.positions, self.taps, self.kernel, self.base
+        for j in [j for j, lv in enumerate(lam) if lv]:
+            lv = lam[j]
+            o, pix = divmod(j, P)
+            ker, b = kernel[o], base[o]
+            for k, off in taps[pix]:
+                w = ker[k]
+                if w:
+                    out[b + off] += lv * w
         return out
 
     def padded(self) -> tuple[np.ndarray, np.ndarray]:
