@@ -446,8 +446,9 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
             # a conv2d / avg_pool2d on the box: the backward pass gives exactly its
             # interval (both are the exact sum over the window, widened by the same error)
             on_box = "window" in st and st["src"] == [0] and "alpha" not in w
-            if t < len(stages) and not on_box:
-                nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
+            if t < len(stages):
+                if not on_box:
+                    nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
                 if prior is not None:
                     nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))
                            for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip
