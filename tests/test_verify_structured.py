@@ -1,6 +1,8 @@
 """Convolutions and pools as windowed operators (no dense matrices) in the verifier and the
 certificate checker: equal, exactly, to the dense matrices of the runtime's own layers.
 
+- Hand-worked windows of a small conv and a padded average pooling (rows and the
+  transposed convolution of a row).
 - Golden: certificates of two conv nets (strides, padding, dilation, groups, BatchNorm2d,
   average and max pooling, a residual block with a 1x1 conv shortcut on the input) are
   byte-identical (same digest) to those the dense-matrix implementation wrote, and check.
@@ -103,6 +105,29 @@ def test_certificates_identical_to_the_dense_implementations(key: str) -> None:
     cert = json.loads(json.dumps(verify(res, c, 0.125, algorithm=alg, property=prop).certificate()))
     assert cert["digest"] == GOLDEN[key]
     assert "certificate holds" in check_certificate(cert)
+
+
+def test_hand_worked_windows() -> None:
+    # Conv2d(1, 1, 2) with kernel [[1, 2], [3, 4]] on a 2x3 image (inputs 0 1 2 / 3 4 5):
+    # outputs (0, 0) and (0, 1) read inputs {0, 1, 3, 4} and {1, 2, 4, 5}
+    conv = Sequential(Conv2d(1, 1, 2), Flatten())
+    res = Result(conv, "mse", "float64", "eager", "ordered", False,
+                 [np.array([[[[1.0, 2.0], [3.0, 4.0]]]]), np.array([0.5])])  # fmt: skip
+    (st,) = stages(res, (1, 2, 3))
+    op = st.windowed
+    assert op is not None and (op.n_in, op.n_out) == (6, 2) and st.bias == (Fraction(1, 2),) * 2
+    assert op.row(0) == [(0, 1), (1, 2), (3, 3), (4, 4)]
+    assert op.row(1) == [(1, 1), (2, 2), (4, 3), (5, 4)]
+    assert op.back([Fraction(1), Fraction(-2)], Fraction(0)) == [1, 0, -4, 3, -2, -8]
+    # AvgPool2d(2, stride 1, padding 1) on 1x2x2: 3x3 outputs; a corner reads one input,
+    # the centre all four, each with weight 1/4 (the padding counts in the divisor)
+    pool = Sequential(AvgPool2d(2, stride=1, padding=1), Flatten())
+    (st,) = stages(Result(pool, "mse", "float64", "eager", "ordered", False, []), (1, 2, 2))
+    op = st.windowed
+    assert op is not None and op.n_out == 9
+    q = Fraction(1, 4)
+    assert op.row(0) == [(0, q)] and op.row(4) == [(0, q), (1, q), (2, q), (3, q)]
+    assert op.row(5) == [(1, q), (3, q)]
 
 
 # ----------------------------------------------------------------------------- dense reference
