@@ -28,7 +28,9 @@ Invariants (what `check_certificate` establishes before it accepts):
   every stored interval is checked to contain the intersection of IBP and the
   exact-rational backward pass over the already-validated relaxations (stopping at a
   LayerNorm, whose validated
-  output interval it concretises over), and the certified bounds (and margins)
+  output interval it concretises over; a conv2d / avg_pool2d stage reading the box
+  itself, with no `alpha`, is checked against its IBP interval alone, which equals that
+  intersection exactly), and the certified bounds (and margins)
   contain the final intersection. By induction every stored interval is sound, hence the
   bounds are.
 - DAG networks (residual adds): a network stage may carry "inputs", the values it reads
@@ -332,8 +334,9 @@ def _stage(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
     if op in ("conv2d", "avg_pool2d"):
         return windowed(st, dt, n, w, _decode)
     if op == "max_pool2d":  # the windows of the same-shaped average pooling
-        avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
-        return {"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]}
+        avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["window"]
+        return {"op": op, "windows": [[i for i, _ in avg.row(j)]
+                                      for j in range(len(avg.kernel) * avg.positions)]}  # fmt: skip
     raise CertificateError(f"{w}: unknown op {op!r}")
 
 
@@ -351,6 +354,7 @@ class _Chain:
 
     def __init__(self) -> None:
         self.relax: dict[int, list[list[Fraction]]] = {}
+        self.qrelax: dict[int, list[list[Any]]] = {}  # the same as gmpy2 rationals
         self.errs: dict[int, list[Fraction]] = {}
         self.outs: dict[int, list[tuple[Fraction, Fraction]]] = {}
         self.ins: dict[int, list[tuple[Fraction, Fraction]]] = {}
@@ -439,8 +443,12 @@ def _chain(ia: IA, fmt: Any, stages: list[dict[str, Any]], start: list[Any],
             raise CertificateError(f"{where}.alpha: slopes are not expected here")
         if st["op"] in tight:
             ch.errs[t] = lin_err(fmt, st, cur) if st["op"] != "add" else add_err(fmt, cur)
+            # a conv2d / avg_pool2d on the box: the backward pass gives exactly its
+            # interval (both are the exact sum over the window, widened by the same error)
+            on_box = "window" in st and st["src"] == [0] and "alpha" not in w
             if t < len(stages):
-                nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
+                if not on_box:
+                    nxt = _linear_stage(ch, stages, box, nxt, w, where, t, ia)
                 if prior is not None:
                     nxt = [(max(o[0], ia.box(p[0])[0]), min(o[1], ia.box(p[1])[1]))
                            for o, p in zip(nxt, prior.outs[t], strict=True)]  # fmt: skip

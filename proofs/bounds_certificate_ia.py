@@ -18,15 +18,20 @@ Invariants:
   (gamma_{n+1} (sum |w| max|x| + |b|) + n eta (1 + gamma_{n+1})) and of tanh/sigmoid.
 - `rat` reads a 'p/q' string (at most MAX_RATIONAL_CHARS), `jlist` a non-empty JSON list of
   a given length, `ints` a list of k integers; all raise `CertificateError` naming the
-  field. `windowed` builds a conv2d / avg_pool2d stage's dense matrix from its window
-  parameters (max_pool2d's windows are the nonzero entries of the same-shaped average
-  pooling's rows); `back_pool` pushes rows back through a max pooling's validated lines
-  (max >= x_k, max <= u, or max = x_k when x_k dominates its window). `ibp_stage` takes
-  [max of the lower ends, max of the upper ends] per max pooling window (max is exact).
+  field. `windowed` builds a conv2d / avg_pool2d stage's `Window` from its window
+  parameters: per output position its taps, per output channel its kernel (gmpy2
+  rationals) and first input; no dense matrix (memory O(positions x taps + kernel));
+  rows are read window by window and pushed back as the transposed convolution
+  (max_pool2d's windows are the rows of the same-shaped average pooling); `back_pool`
+  pushes rows back through a max pooling's validated lines (max >= x_k, max <= u, or
+  max = x_k when x_k dominates its window). `ibp_stage` takes [max of the lower ends, max
+  of the upper ends] per max pooling window (max is exact).
 - DAG networks: `stage_inputs` reads a stage's "inputs" (earlier values only; an add's two
   of one width), `add_err` is an add's level-2 error u max|a + b|, and `backward` is the
   checker's exact backward pass over a validated chain (`cross` per stage; rows split per
-  value read and summed at fan-out points; `concretise` over a value's interval).
+  value read and summed at fan-out points; `concretise` over a value's interval). The
+  pass computes in gmpy2 rationals (exact, as Fractions would be; a zero coefficient is
+  skipped: it adds nothing).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 import gmpy2
-from gmpy2 import mpfr
+from gmpy2 import mpfr, mpq
 
 from spec.errors import TorchLeanError
 from spec.ops import GELU_C, GELU_K
@@ -52,6 +57,7 @@ __all__ = [
     "PIECES",
     "PRECISION",
     "CertificateError",
+    "Window",
     "act",
     "act_err",
     "add_err",
@@ -61,6 +67,7 @@ __all__ = [
     "concretise",
     "cross",
     "exact",
+    "exact_q",
     "ibp_stage",
     "ints",
     "jlist",
@@ -159,6 +166,13 @@ def exact(x: Any) -> Fraction:
     return Fraction(int(n), int(d))
 
 
+def exact_q(x: Any) -> Any:
+    """`exact` as a gmpy2 rational (the same value; faster arithmetic)."""
+    if not gmpy2.is_finite(x):
+        raise CertificateError(f"a recomputed bound is not finite ({x})")
+    return mpq(x)
+
+
 def act(ia: IA, op: str, st: dict[str, Any], j: int, x: Any) -> tuple[Any, Any]:
     if op == "relu":
         return max(x[0], mpfr(0)), max(x[1], mpfr(0))
@@ -231,13 +245,13 @@ def ibp_stage(ia: IA, st: dict[str, Any], xs: list[Any]) -> list[Any]:
     if st["op"] == "max_pool2d":  # exact in every format: one of the window's inputs
         return [(max(xs[i][0] for i in w), max(xs[i][1] for i in w)) for w in st["windows"]]
     if st["op"] in ("conv2d", "avg_pool2d"):  # summation order not modelled: any order
-        out = []
-        for row, b, e in zip(st["weight"], st["bias"], lin_err(ia.fmt, st, xs), strict=True):
+        out, win = [], st["window"]
+        ends = [(exact_q(x[0]), exact_q(x[1])) for x in xs]
+        for j, (b, e) in enumerate(zip(st["bias"], lin_err(ia.fmt, st, xs), strict=True)):
             lo = hi = b
-            for w, x in zip(row, xs, strict=True):
-                if w:
-                    a, c = w * exact(x[0]), w * exact(x[1])
-                    lo, hi = lo + min(a, c), hi + max(a, c)
+            for i, w in win.row(j):
+                a, c = w * ends[i][0], w * ends[i][1]
+                lo, hi = lo + min(a, c), hi + max(a, c)
             out.append((ia.box(lo - e)[0], ia.box(hi + e)[1]))
         return out
     if st["op"] == "linear":
@@ -354,12 +368,16 @@ def lin_err(fmt: tuple[int, int, int] | None, st: dict[str, Any], xs: list[Any])
     if fmt is None:
         return [Fraction(0)] * len(st["bias"])
     u, eta = Fraction(1, 2 ** fmt[0]), Fraction(1, 2 ** (1 - fmt[1]))
-    X = [max(abs(exact(x[0])), abs(exact(x[1]))) for x in xs]
+    X = [max(abs(exact_q(x[0])), abs(exact_q(x[1]))) for x in xs]
     out = []
-    for row, b in zip(st["weight"], st["bias"], strict=True):
-        n = len(xs) if st["op"] == "linear" else sum(1 for w in row if w)
+    for j, b in enumerate(st["bias"]):
+        if st["op"] == "linear":
+            row, n = list(enumerate(st["weight"][j])), len(xs)
+        else:  # a window's nonzero weights
+            row = st["window"].row(j)
+            n = len(row)
         g = (n + 1) * u / (1 - (n + 1) * u)
-        s = sum((abs(w) * m for w, m in zip(row, X, strict=True) if w), Fraction(0))
+        s = sum((abs(w) * X[i] for i, w in row if w), Fraction(0))
         out.append(g * (s + abs(b)) + n * eta * (1 + g))
     return out
 
@@ -394,10 +412,38 @@ def ints(v: Any, k: int, what: str, least: int = 0) -> list[int]:
     return v
 
 
+class Window:
+    """A conv2d / avg_pool2d stage's matrix kept as its windows: output j = o * positions
+    + pix has, for each (k, off) in `taps[pix]`, weight `kernel[o][k]` on input
+    `base[o] + off` and 0 on every other input (the taps of one output read distinct
+    inputs; taps in the zero padding are left out)."""
+
+    def __init__(self, n_in: int, taps: list[list[tuple[int, int]]],
+                 kernel: list[list[Fraction]], base: list[int]) -> None:  # fmt: skip
+        self.n_in, self.taps, self.base = n_in, taps, base
+        self.kernel = [[mpq(v) for v in r] for r in kernel]  # exact, faster than Fraction
+        self.positions = len(taps)
+
+    def row(self, j: int) -> list[tuple[int, Any]]:
+        """Row j's nonzero entries (input index, weight)."""
+        o, pix = divmod(j, self.positions)
+        ker, b = self.kernel[o], self.base[o]
+        return [(b + off, ker[k]) for k, off in self.taps[pix] if ker[k]]
+
+    def back(self, lam: list[Any]) -> list[Any]:
+        """The row lam times the matrix (exact), window by window."""
+        out = [mpq(0)] * self.n_in
+        for j, lv in enumerate(lam):
+            if lv:
+                for i, w in self.row(j):
+                    out[i] += lv * w
+        return out
+
+
 def windowed(st: dict[str, Any], dt: str, n: int, w: str, decode: Any) -> dict[str, Any]:
-    """A conv2d / avg_pool2d stage as a dense matrix over the row-major (C, H, W) input,
-    built here from its window parameters (output (o, i, j) sums w[o, c, p, r] *
-    x[g * C/groups + c, i*s0 - p0 + p*d0, j*s1 - p1 + r*d1] over taps inside the input)."""
+    """A conv2d / avg_pool2d stage as its windows over the row-major (C, H, W) input
+    (`Window`: output (o, i, j) sums w[o, c, p, r] * x[g * C/groups + c, i*s0 - p0 + p*d0,
+    j*s1 - p1 + r*d1] over the taps inside the input), and its bias per output."""
     C, H, W = ints(st.get("in_shape"), 3, f"{w}.in_shape", 1)
     if C * H * W != n:
         raise CertificateError(f"{w}.in_shape: {[C, H, W]} does not hold {n} inputs")
@@ -412,31 +458,31 @@ def windowed(st: dict[str, Any], dt: str, n: int, w: str, decode: Any) -> dict[s
         kw = len(jlist(wt[0][0][0], None, f"{w}.weight[0][0][0]"))
         if cg * groups != C or O % groups:
             raise CertificateError(f"{w}: channels and groups do not fit")
-        k4 = [[[[decode(v, dt, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
-                for r in jlist(c, kh, f"{w}.weight")] for c in jlist(o, cg, f"{w}.weight")]
-              for o in wt]  # fmt: skip
+        kernel = [[decode(v, dt, f"{w}.weight") for c in jlist(o, cg, f"{w}.weight")
+                   for r in jlist(c, kh, f"{w}.weight") for v in jlist(r, kw, f"{w}.weight")]
+                  for o in wt]  # fmt: skip
         bias = [decode(v, dt, f"{w}.bias") for v in jlist(st.get("bias"), O, f"{w}.bias")]
+        base = [(o // (O // groups)) * cg * H * W for o in range(O)]
     else:
         kh, kw = ints(st.get("kernel_size"), 2, f"{w}.kernel_size", 1)
-        d0 = d1 = groups = 1
+        d0 = d1 = 1
         O, cg = C, 1
-        k4 = [[[[Fraction(1, kh * kw)] * kw] * kh] for _ in range(C)]
+        kernel = [[Fraction(1, kh * kw)] * (kh * kw) for _ in range(C)]
         bias = [Fraction(0)] * C
+        base = [o * H * W for o in range(O)]
     Ho, Wo = (H + 2 * p0 - d0 * (kh - 1) - 1) // s0 + 1, (W + 2 * p1 - d1 * (kw - 1) - 1) // s1 + 1
     if Ho < 1 or Wo < 1:
         raise CertificateError(f"{w}: empty output")
-    rows, bs = [], []
-    for o in range(O):
-        first = (o // (O // groups)) * cg if st["op"] == "conv2d" else o
-        for i, j in itertools.product(range(Ho), range(Wo)):
-            row = [Fraction(0)] * n
-            for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
-                y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
-                if 0 <= y < H and 0 <= x < W:
-                    row[((first + c) * H + y) * W + x] += k4[o][c][p][r]
-            rows.append(row)
-            bs.append(bias[o])
-    return {"op": st["op"], "weight": rows, "bias": bs}
+    taps = []
+    for i, j in itertools.product(range(Ho), range(Wo)):
+        pos = []
+        for c, p, r in itertools.product(range(cg), range(kh), range(kw)):
+            y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
+            if 0 <= y < H and 0 <= x < W:
+                pos.append(((c * kh + p) * kw + r, (c * H + y) * W + x))
+        taps.append(pos)
+    bs = [bias[o] for o in range(O) for _ in range(Ho * Wo)]
+    return {"op": st["op"], "window": Window(n, taps, kernel, base), "bias": bs}
 
 
 def back_pool(pool: list[tuple[int, bool, Fraction]], lam: list[list[Fraction]],
@@ -503,8 +549,8 @@ def backward(stages: list[dict[str, Any]], ch: Any, box: list[tuple[Fraction, Fr
     rows over its inputs are split per value read and summed into that value's rows (an
     add sends each row to both of its inputs); a LayerNorm's rows, and the input's, are
     concretised over their value's (validated) interval."""
-    pending: dict[int, list[list[Fraction]]] = {t: [list(r) for r in C]}
-    c = [Fraction(0)] * len(C)
+    pending: dict[int, list[list[Any]]] = {t: [[mpq(v) for v in r] for r in C]}
+    c = [mpq(0)] * len(C)
     for s in range(t, 0, -1):
         lam = pending.pop(s, None)
         if lam is None:
@@ -528,10 +574,12 @@ def backward(stages: list[dict[str, Any]], ch: Any, box: list[tuple[Fraction, Fr
     return c
 
 
-def concretise(lam: list[list[Fraction]], box: list[Any], c: list[Fraction]) -> None:
+def concretise(lam: list[list[Any]], box: list[Any], c: list[Any]) -> None:
+    """Add each row's lower bound over the intervals `box` to its constant (exact)."""
+    box = [(mpq(a), mpq(b)) for a, b in box]
     for r, row in enumerate(lam):
-        c[r] += sum((lv * (x[0] if lv >= 0 else x[1]) for lv, x in zip(row, box, strict=True)),
-                    Fraction(0))  # fmt: skip
+        c[r] += sum((lv * (box[j][0] if lv >= 0 else box[j][1]) for j, lv in enumerate(row)
+                     if lv), mpq(0))  # fmt: skip
 
 
 def cross(st: dict[str, Any], ch: Any, s: int, lam: list[list[Fraction]], c: list[Fraction],
@@ -548,16 +596,24 @@ def cross(st: dict[str, Any], ch: Any, s: int, lam: list[list[Fraction]], c: lis
                         Fraction(0))  # fmt: skip
         return [row + row for row in lam]
     if st["op"] in AFFINE:
-        W, b, e = st["weight"], st["bias"], ch.errs[s]
+        W = st.get("weight")
+        b, e = [mpq(v) for v in st["bias"]], [mpq(v) for v in ch.errs[s]]
         for r, row in enumerate(lam):
-            c[r] += sum((lv * bv - abs(lv) * ev for lv, bv, ev in zip(row, b, e, strict=True)),
-                        Fraction(0))  # fmt: skip
-        return [[sum((row[i] * W[i][j] for i in range(len(W)) if row[i]), Fraction(0))
-                 for j in range(len(W[0]))] for row in lam]  # fmt: skip
+            c[r] += sum((lv * b[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv), mpq(0))
+        if "window" in st:  # conv2d / avg_pool2d: the transposed convolution of each row
+            return [st["window"].back(row) for row in lam]
+        Wq = [[mpq(v) for v in r] for r in W]
+        return [[sum((row[i] * Wq[i][j] for i in range(len(Wq)) if row[i]), mpq(0))
+                 for j in range(len(Wq[0]))] for row in lam]  # fmt: skip
     own = sl.get(s) if sl is not None else None
+    if s not in ch.qrelax:
+        ch.qrelax[s] = [[mpq(v) for v in r] for r in ch.relax[s]]
+    rq = ch.qrelax[s]
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
-            aL, cL, aU, cU = ch.relax[s][j]
+            if not lv:
+                continue  # a zero coefficient stays zero and adds nothing
+            aL, cL, aU, cU = rq[j]
             if own is not None and isinstance(own[r][j], list):
                 aL, cL, aU, cU = own[r][j]  # tanh / sigmoid: the row's relaxation
             elif own is not None:

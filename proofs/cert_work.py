@@ -1,7 +1,7 @@
 """The work an output-bound certificate demands of its checker, bounded before checking.
 
 Public: `Work` (an estimate), `estimate(cert)`, `check_work(cert, max_width, max_ops)`,
-the default caps `MAX_WIDTH`, `MAX_OPS` and `MAX_DENSE` and their environment variables,
+the default caps `MAX_WIDTH`, `MAX_OPS` and `MAX_WINDOWS` and their environment variables,
 `caps()`.
 
 Invariants:
@@ -17,15 +17,17 @@ Invariants:
   up to it; the final enclosure by one of 2 x outputs rows through all of them; all of
   this per chain (CROWN 1, alpha-CROWN 2, branch and bound 2 plus one per branch) and
   per level (2). `width` is the widest value of the network (the box included).
-- `dense` counts the entries of the matrices the checker materialises: it builds each
-  conv2d / avg_pool2d stage, and the average pooling behind each max_pool2d stage, as a
-  dense out x in matrix (`bounds_certificate_ia.windowed`), so a small file naming a wide
-  window stage would demand memory proportional to out x in; that product is capped
-  (`MAX_DENSE`, about 8 bytes an entry) before anything is decoded.
+- `windows` counts the window entries the checker materialises: it builds each conv2d /
+  avg_pool2d stage (and the average pooling behind each max_pool2d stage) as its windows
+  (`bounds_certificate_ia.Window`: positions x taps (kernel index, input offset) pairs,
+  shared by the output channels), and a max_pool2d's windows per output (outputs x
+  taps); no dense out x in matrix is built. A small file naming a wide window
+  stage would still demand memory proportional to these counts, so their sum is capped
+  (`MAX_WINDOWS`, roughly 100 bytes an entry) before anything is decoded.
 - `check_work` raises `CertificateWorkError` (a `TorchLeanError`) naming the estimate, the
   cap and how to raise it when any exceeds its cap; the caps default to `MAX_WIDTH` /
-  `MAX_OPS` / `MAX_DENSE`, overridden by `TORCHLEAN_MAX_CERT_WIDTH` /
-  `TORCHLEAN_MAX_CERT_OPS` / `TORCHLEAN_MAX_CERT_DENSE`.
+  `MAX_OPS` / `MAX_WINDOWS`, overridden by `TORCHLEAN_MAX_CERT_WIDTH` /
+  `TORCHLEAN_MAX_CERT_OPS` / `TORCHLEAN_MAX_CERT_WINDOWS`.
 """
 
 from __future__ import annotations
@@ -37,29 +39,29 @@ from typing import Any
 from spec.errors import TorchLeanError
 
 __all__ = [
-    "ENV_DENSE",
     "ENV_OPS",
     "ENV_WIDTH",
-    "MAX_DENSE",
+    "ENV_WINDOWS",
     "MAX_OPS",
     "MAX_WIDTH",
+    "MAX_WINDOWS",
     "CertificateWorkError",
     "Work",
     "caps",
     "check_work",
-    "dense_cap",
     "estimate",
+    "windows_cap",
 ]
 
 MAX_WIDTH = 2**20
 """The widest value (neurons of one stage, or box inputs) a certificate may declare."""
 MAX_OPS = 10**10
 """The most rational operations (see the module docstring) a certificate may demand."""
-MAX_DENSE = 2**24
-"""The most dense-matrix entries (out x in over the window stages) the checker may build."""
+MAX_WINDOWS = 2**22
+"""The most window entries (positions x taps of the window stages, outputs x taps of the
+max poolings' windows) the checker may build."""
 ENV_WIDTH, ENV_OPS = "TORCHLEAN_MAX_CERT_WIDTH", "TORCHLEAN_MAX_CERT_OPS"
-ENV_DENSE = "TORCHLEAN_MAX_CERT_DENSE"
-_WINDOWED = ("conv2d", "avg_pool2d", "max_pool2d")
+ENV_WINDOWS = "TORCHLEAN_MAX_CERT_WINDOWS"
 _AFFINE = ("linear", "conv2d", "avg_pool2d")
 _CHAINS = {"ibp": 0, "crown": 1, "alpha-crown": 2, "bab": 2}
 
@@ -76,7 +78,7 @@ class Work:
     width: int
     ops: int
     stages: int
-    dense: int = 0
+    windows: int = 0
 
 
 def _ints(v: Any, k: int, least: int) -> list[int] | None:
@@ -89,8 +91,9 @@ def _list_len(v: Any) -> int | None:
     return len(v) if isinstance(v, list) and v else None
 
 
-def _windowed(st: dict[str, Any], n: int) -> tuple[int, int] | None:
-    """(output width, taps per output) of a conv2d / pooling stage reading n values."""
+def _windowed(st: dict[str, Any], n: int) -> tuple[int, int, int] | None:
+    """(output width, taps per output, output positions) of a conv2d / pooling stage
+    reading n values."""
     shape = _ints(st.get("in_shape"), 3, 1)
     stride, pad = _ints(st.get("stride"), 2, 1), _ints(st.get("padding"), 2, 0)
     if shape is None or stride is None or pad is None or shape[0] * shape[1] * shape[2] != n:
@@ -113,21 +116,26 @@ def _windowed(st: dict[str, Any], n: int) -> tuple[int, int] | None:
     wo = (W + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
     if ho < 1 or wo < 1:
         return None
-    return O * ho * wo, cg * kh * kw
+    return O * ho * wo, cg * kh * kw, ho * wo
 
 
-def _stage(st: Any, n: int) -> tuple[int, int] | None:
-    """(output width, per-row cost) of one stage reading a value of width n."""
+def _stage(st: Any, n: int) -> tuple[int, int, int] | None:
+    """(output width, per-row cost, window entries built) of one stage reading a value of
+    width n."""
     if not isinstance(st, dict):
         return None
     op = st.get("op")
     if op == "linear":
         rows = _list_len(st.get("weight"))
-        return None if rows is None else (rows, rows * n)
+        return None if rows is None else (rows, rows * n, 0)
     if op in ("conv2d", "avg_pool2d", "max_pool2d"):
         got = _windowed(st, n)
-        return None if got is None else (got[0], got[0] * got[1])
-    return (n, n) if isinstance(op, str) else None
+        if got is None:
+            return None
+        out, taps, pos = got
+        # the windows (positions x taps); a max pooling's also per output (outputs x taps)
+        return out, out * taps, pos * taps + (out * taps if op == "max_pool2d" else 0)
+    return (n, n, 0) if isinstance(op, str) else None
 
 
 def estimate(cert: Any) -> Work:
@@ -140,22 +148,21 @@ def estimate(cert: Any) -> Work:
     stages = net.get("stages") if isinstance(net, dict) else None
     if n is None or not isinstance(stages, list):
         return Work(n or 0, 0, 0)
-    widths, prefix, ops, dense = [n], 0, 0, 0
+    widths, prefix, ops, windows = [n], 0, 0, 0
     for k, st in enumerate(stages):
         n_in = widths[_source(st, len(widths))]
         got = _stage(st, n_in)
         if got is None:
             break
-        n, cost = got
-        if st.get("op") in _WINDOWED:
-            dense += n * n_in
+        n, cost, entries = got
+        windows += entries
         widths.append(n)
         prefix += cost
         ops += cost  # the interval (IBP) pass
         if st.get("op") in _AFFINE and k < len(stages) - 1:
             ops += 2 * n * prefix  # the backward pass tightening this stage's interval
     ops += 2 * widths[-1] * prefix  # the final enclosure
-    return Work(max(widths), _chains(cert) * 2 * ops, len(widths) - 1, dense)
+    return Work(max(widths), _chains(cert) * 2 * ops, len(widths) - 1, windows)
 
 
 def _source(st: Any, known: int) -> int:
@@ -194,9 +201,9 @@ def caps() -> tuple[int, int]:
     return _env(ENV_WIDTH, MAX_WIDTH), _env(ENV_OPS, MAX_OPS)
 
 
-def dense_cap() -> int:
-    """The dense-entries cap in force: `MAX_DENSE` or the environment's."""
-    return _env(ENV_DENSE, MAX_DENSE)
+def windows_cap() -> int:
+    """The window-entries cap in force: `MAX_WINDOWS` or the environment's."""
+    return _env(ENV_WINDOWS, MAX_WINDOWS)
 
 
 def check_work(cert: Any, max_width: int | None = None, max_ops: int | None = None) -> Work:
@@ -215,9 +222,9 @@ def check_work(cert: Any, max_width: int | None = None, max_ops: int | None = No
             f"checking the certificate would take about {w.ops:.3g} rational operations (at "
             f"most {max_ops:.3g}; raise with --max-work or {ENV_OPS})"
         )
-    if w.dense > dense_cap():
+    if w.windows > windows_cap():
         raise CertificateWorkError(
-            f"checking the certificate would build {w.dense:.3g} dense matrix entries for its "
-            f"window stages (at most {dense_cap():.3g}; raise with {ENV_DENSE})"
+            f"checking the certificate would build {w.windows:.3g} window entries for its "
+            f"conv / pool stages (at most {windows_cap():.3g}; raise with {ENV_WINDOWS})"
         )
     return w

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proofs.bounds_certificate_check import CertificateError, check_certificate, parse
-from proofs.cert_work import CertificateWorkError, Work, check_work, estimate
+from proofs.cert_work import MAX_OPS, CertificateWorkError, Work, check_work, estimate
 from proofs.cli import main as proofs_main
 from tests.cert_forge import resign
 
@@ -138,8 +138,8 @@ def test_estimate_golden_conv() -> None:
             "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1,
             "in_shape": [1, 4, 4]}  # fmt: skip
     c = {"box": {"lower": ["0"] * 16}, "network": {"stages": [conv]}, "algorithm": "crown"}
-    # the checker's dense matrix of that conv: 8 outputs x 16 inputs
-    assert estimate(c) == Work(width=16, ops=2448, stages=1, dense=128)
+    # the checker's windows of that conv: 4 output positions x 9 taps
+    assert estimate(c) == Work(width=16, ops=2448, stages=1, windows=36)
     wide = copy.deepcopy(c)
     wide["network"]["stages"][0]["padding"] = [100_000, 100_000]
     w = estimate(wide)
@@ -307,20 +307,21 @@ def test_proof_run_certificate_destination_is_checked_before_the_run(
     assert "symbolic link" in capsys.readouterr().err and not (tmp_path / "t.json").exists()
 
 
-def test_a_150x150_pool_certificate_is_refused_before_its_dense_matrix(
-    tmp_path: Path, capsys: Any
-) -> None:
-    # one avg_pool2d over (1, 150, 150), 2x2 stride 2: 75 * 75 = 5625 outputs x 22,500 inputs,
-    # 126,562,500 dense entries (about 1 GB of list slots alone) in the checker's method
+def test_a_wide_pool_certificate_is_refused_before_its_windows(tmp_path: Path, capsys: Any) -> None:
+    # one max_pool2d over (1, 256, 256), 17x17 stride 1 padding 8, then a Linear to one
+    # output: 256 * 256 positions x 289 taps, twice (the windows and each output's window):
+    # 37,879,808 window entries (about 4 GB) in the checker's method, few operations
     import tracemalloc
 
-    pool = {"op": "avg_pool2d", "in_shape": [1, 150, 150], "kernel_size": [2, 2],
-            "stride": [2, 2], "padding": [0, 0]}  # fmt: skip
-    n = 150 * 150
+    pool = {"op": "max_pool2d", "in_shape": [1, 256, 256], "kernel_size": [17, 17],
+            "stride": [1, 1], "padding": [8, 8]}  # fmt: skip
+    n = 256 * 256
+    lin = {"op": "linear", "weight": [["0x0"] * n], "bias": ["0x0"]}
     c = {"box": {"lower": ["0"] * n, "upper": ["1"] * n},
-         "network": {"dtype": "float32", "stages": [pool]}, "algorithm": "crown"}  # fmt: skip
-    assert estimate(c).dense == 5625 * 22500
-    with pytest.raises(CertificateWorkError, match="TORCHLEAN_MAX_CERT_DENSE"):
+         "network": {"dtype": "float32", "stages": [pool, lin]}, "algorithm": "crown"}  # fmt: skip
+    assert estimate(c).windows == 2 * n * 289
+    assert estimate(c).ops <= MAX_OPS
+    with pytest.raises(CertificateWorkError, match="TORCHLEAN_MAX_CERT_WINDOWS"):
         check_work(c)
     p = tmp_path / "pool.json"
     p.write_text(json.dumps(c))
@@ -330,5 +331,5 @@ def test_a_150x150_pool_certificate_is_refused_before_its_dense_matrix(
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert (rc, out) == (2, "") and "dense matrix entries" in err
+    assert (rc, out) == (2, "") and "window entries" in err
     assert peak < 100 * 2**20

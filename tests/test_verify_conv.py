@@ -1,7 +1,7 @@
 """Verification of convolutional networks: Conv2d (stride, padding, dilation, groups),
 AvgPool2d, BatchNorm2d (evaluation mode) and Flatten; sound at both levels (sampled points,
 every bfloat16 input of a small box), re-validated by the checker, which builds the
-convolution matrices itself; MaxPool2d (max >= x_k, max <= u, or max = x_k when it
+convolution windows itself; MaxPool2d (max >= x_k, max <= u, or max = x_k when it
 dominates), hand-worked, sound, and its forged relaxations refused.
 """
 

@@ -175,7 +175,7 @@ def test_elementwise_stages_are_sound_at_both_levels() -> None:
 
 def test_refused_forms_name_the_node() -> None:
     nodes = [helper.make_node("Div", ["X", "d"], ["n"]), helper.make_node("Relu", ["n"], ["Y"])]
-    m = _model(nodes, {"d": np.full((1, 3), 0.3, F32)}, [1, 3], [1, 3])
+    m = _model(nodes, {"d": np.array([[0.3, 0.7, 0.3]], F32)}, [1, 3], [1, 3])
     with pytest.raises(VerificationError, match=r"node \d+ \(div\): division .* power of two"):
         network_from_imported(from_onnx(m))
     moves = [helper.make_node("Transpose", ["X"], ["t"], perm=[0, 1, 3, 2]),

@@ -26,6 +26,9 @@ Invariants:
   of `pool_lines` (CROWN's constant line is lam = 0, the start); the float objective uses
   its float image and gradient (-u_j* for the maximising j*, -l_i elsewhere), the caller
   recomputes c exactly from the returned binary64 slopes.
+- conv2d / avg_pool2d stages' float images are their windows as padded index and weight
+  arrays (`network.Windowed.padded`): rows cross them by a scatter-add (bincount) and
+  gradients by a gather, never through a dense matrix.
 - The objective is the float64 image of the exact backward pass: the same stages, the
   same relaxations (aL, cL, aU, cU) except the free slopes, the same level-2 error terms,
   the same concretisation (over the box, or over a LayerNorm's output interval where the
@@ -122,12 +125,50 @@ def gelu_tight(
             np.take_along_axis(x, i[..., None], axis=-1)[..., 0])  # fmt: skip
 
 
+class _Padded:
+    """A conv2d / avg_pool2d stage's binary64 image: per output its inputs and weights,
+    padded to the widest window (`network.Windowed.padded`)."""
+
+    def __init__(self, op: Any) -> None:
+        self.idx, self.w = op.padded()
+        self.n_in = op.n_in
+
+
+def _rows_in(lam: np.ndarray, W: Any) -> np.ndarray:
+    """Rows over a stage's outputs times its matrix: rows over its inputs."""
+    if not isinstance(W, _Padded):
+        return lam @ W
+    k = lam.shape[0]
+    out = np.empty((k, W.n_in))
+    step = max(1, 2**22 // W.w.size)  # rows per chunk: about 4M products at a time
+    for a in range(0, k, step):
+        part = lam[a : a + step]
+        m = part.shape[0]
+        flat = (np.arange(m)[:, None, None] * W.n_in + W.idx[None]).ravel()
+        vals = (part[:, :, None] * W.w[None]).ravel()
+        out[a : a + m] = np.bincount(flat, weights=vals, minlength=m * W.n_in).reshape(m, -1)
+    return out
+
+
+def _rows_out(g: np.ndarray, W: Any) -> np.ndarray:
+    """Rows over a stage's inputs times its matrix's transpose: rows over its outputs."""
+    if not isinstance(W, _Padded):
+        return g @ W.T
+    if g.ndim == 1:
+        return (g[W.idx] * W.w).sum(axis=-1)
+    out = np.empty((g.shape[0], W.w.shape[0]))
+    step = max(1, 2**22 // W.w.size)
+    for a in range(0, g.shape[0], step):
+        out[a : a + step] = (g[a : a + step, W.idx] * W.w).sum(axis=-1)
+    return out
+
+
 class Chain:
     """The float64 image of one CROWN object's backward pass (built once per Crown)."""
 
     def __init__(self, cr: Any) -> None:
         self.cr = cr
-        self.W: dict[int, np.ndarray] = {}
+        self.W: dict[int, Any] = {}  # dense binary64 matrices, or `_Padded` windows
         self.b: dict[int, np.ndarray] = {}
         self.e: dict[int, np.ndarray] = {}
         self.rl: dict[int, np.ndarray] = {}
@@ -145,7 +186,9 @@ class Chain:
         for s in range(1, t + 1):
             st = cr.stages[s - 1]
             if st.op in AFFINE and s not in self.W and s in cr.err:
-                self.W[s] = np.array([[float(w) for w in r] for r in cr.W[s]], dtype=np.float64)
+                dense = st.windowed is None
+                self.W[s] = (np.array([[float(w) for w in r] for r in cr.W[s]]) if dense
+                             else _Padded(st.windowed))  # fmt: skip
                 self.b[s] = np.array([float(v) for v in st.bias], dtype=np.float64)
                 self.e[s] = np.array([float(v) for v in cr.err[s]], dtype=np.float64)
             elif st.op == "add" and s not in self.e and s in cr.err:
@@ -250,7 +293,7 @@ class Chain:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows through stage s: the new constants and the rows over its inputs."""
         if op in AFFINE:
-            return c + lam @ self.b[s] - np.abs(lam) @ self.e[s], lam @ self.W[s]
+            return c + lam @ self.b[s] - np.abs(lam) @ self.e[s], _rows_in(lam, self.W[s])
         if op == "add":
             return c - np.abs(lam) @ self.e[s], np.concatenate([lam, lam], axis=1)
         if op == "max_pool2d":
@@ -277,7 +320,7 @@ class Chain:
             st = self.cr.stages[s - 1]
             ins = [G[i] for i in st.srcs(s)]
             if st.op in AFFINE:
-                G[s] = self.b[s] - np.sign(lam_s) * self.e[s] + ins[0] @ self.W[s].T
+                G[s] = self.b[s] - np.sign(lam_s) * self.e[s] + _rows_out(ins[0], self.W[s])
             elif st.op == "add":
                 G[s] = ins[0] + ins[1] - np.sign(lam_s) * self.e[s]
             elif st.op == "max_pool2d":

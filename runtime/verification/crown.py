@@ -10,6 +10,11 @@ Invariants:
   crossed with max >= x_k (k: the window's input with the largest lower end) and
   max <= u (the window's largest upper end), or max = x_k when x_k dominates the window
   (its lower end >= every other input's upper end); max is exact in every format.
+  conv2d / avg_pool2d rows are pushed back window by window (the transposed convolution,
+  `Windowed.back`, skipping zero coefficients), never through a dense matrix. A conv2d /
+  avg_pool2d stage that reads the box itself is not tightened: its backward pass from the
+  unit rows is b - err + sum over the window of min(w l, w u), which is exactly its IBP
+  interval (the same exact sum, rounded outward alike), so the certificate is unchanged.
   alpha-CROWN may replace max <= u by max <= sum lam_i x_i + c(lam) (`pool_lines`).
 - DAG networks (residual adds): the backward pass crosses stages in decreasing order,
   splitting a stage's rows over its inputs per value read and summing the rows that reach
@@ -44,8 +49,8 @@ from spec.domains import IEEEDomain
 from .alpha import Chain, optimise
 from .arithmetic import Arith
 from .core import Iv, frac_str, q
-from .intervals import elem, inputs_of, layer, window_err
-from .network import AFFINE, Stage
+from .intervals import elem, exact_windowed, inputs_of, layer, window_err
+from .network import AFFINE, Stage, Windowed
 from .pool_lines import intercept
 from .relaxations import RELAXATIONS, SMOOTH, gelu_line, relax, smooth_line
 
@@ -97,6 +102,8 @@ def _fwd_linear(cr: Crown, t: int, st: Stage, prev: list[Iv]) -> list[Iv]:
     A, f = cr.A, cr.f
     if st.op != "linear":  # conv2d / avg_pool2d: any summation order
         cr.err[t] = window_err(A, st, prev)
+        if st.srcs(t) == (0,):  # on the box: the backward pass gives IBP's bounds exactly
+            return layer(A, st, prev)
     else:
         cr.err[t] = _lin_err(f, st, prev) if f is not None else [mpq(0)] * len(st.bias)
     return _tighten(cr, t, layer(A, st, prev))
@@ -192,6 +199,11 @@ def _back_linear(
     W, e = cr.W[s], cr.err[s]
     if not lam:
         return []
+    if isinstance(W, Windowed):  # the transposed convolution of each row (sparse rows)
+        bq = [mpq(v) for v in st.bias]
+        for r, row in enumerate(lam):
+            c[r] += sum((lv * bq[j] - abs(lv) * e[j] for j, lv in enumerate(row) if lv), mpq(0))
+        return [W.back(row, mpq(0)) for row in lam]
     if s not in cr.Wobj:  # numpy's object loops: the same exact sums, without the interpreter
         nz = sum(1 for r in W for v in r if v)
         cr.Wobj[s] = np.array(W, dtype=object) if 2 * nz >= len(W) * len(W[0]) else None
@@ -234,6 +246,8 @@ def _back_relaxed(
     own = sl.get(s) if sl is not None else None
     for r, row in enumerate(lam):
         for j, lv in enumerate(row):
+            if not lv:
+                continue  # a zero coefficient stays zero and adds nothing
             aL, cL, aU, cU = rl[j]
             if own is not None:
                 e = own[r][j]
@@ -314,11 +328,12 @@ class Crown:
         self.alpha: dict[int, dict[str, Slopes]] = {}
         self.Wobj: dict[int, Any] = {}  # dense affine weights as numpy object arrays
         self.chain = Chain(self)
-        self.W = {
-            t: [[mpq(w) for w in r] for r in st.weight]
+        self.W: dict[int, Any] = {
+            t: exact_windowed(st) if st.windowed is not None else [[mpq(w) for w in r]
+                                                                  for r in st.weight]
             for t, st in enumerate(stages, 1)
             if st.op in AFFINE
-        }
+        }  # fmt: skip
         for t, st in enumerate(stages, 1):
             out = self._clamp(t, FORWARD[st.op](self, t, st, inputs_of(self.ivs, st, t)))
             self.ivs.append(out)
@@ -422,8 +437,9 @@ class Crown:
 
 def _concretise(lam: list[list[Any]], box: list[Iv], c: list[Any]) -> None:
     """Add each row's lower bound over the intervals `box` to its constant."""
+    ends = [(q(x[0]), q(x[1])) for x in box] if len(lam) > 1 else box
     for r, row in enumerate(lam):
-        for lv, x in zip(row, box, strict=True):
+        for lv, x in zip(row, ends, strict=True):
             if lv:
                 c[r] += lv * (q(x[0]) if lv >= 0 else q(x[1]))
 

@@ -30,7 +30,8 @@ __all__ = ["FloatNet"]
 def _affine(st: Any) -> tuple[np.ndarray, np.ndarray]:
     """(W, b) in binary64 of an affine or batch_norm stage."""
     if st.op in AFFINE:
-        W = np.array(st.weight, dtype=np.float64)
+        W = (st.windowed.float_dense() if st.windowed is not None
+             else np.array(st.weight, dtype=np.float64))  # fmt: skip
         return W, np.array(st.bias, dtype=np.float64)
     g, b, m, v = (np.array(x, dtype=np.float64) for x in (st.weight[0], st.bias, st.mean, st.var))
     s = g / np.sqrt(v + float(st.eps))

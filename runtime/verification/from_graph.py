@@ -33,9 +33,12 @@ Invariants:
   avg_pool2d on an image are MaxPool2d / AvgPool2d (kernel, stride, padding; dilation,
   ceil_mode, count_include_pad and divisor_override only at their defaults);
   batch_norm_eval is BatchNorm2d (an image) or BatchNorm1d (a vector) in evaluation mode
-  with the node's statistics, weight, bias and eps (the same op order). sub / div by a
-  parameter (input normalisation) is refused: the runtime rounds each of them and no
-  stage models those roundings at the runtime level.
+  with the node's statistics, weight, bias and eps (the same op order). sub / add / mul /
+  div by a parameter (input normalisation): a neutral one leaves no layer, any other is a
+  batch norm in evaluation mode whose only inexact step is the op's own rounding (`_affine`;
+  a division by one divisor d for every unit that is not a power of two: running variance
+  v and eps with v + eps = d^2 exactly and sqrt(RN(v + RN(eps))) rounding to |d|, weight
+  sign(d), `_exact_div`); per-unit divisors that are not powers of two are refused.
 - Nothing is mutated: the parameters are copied into the Result's state in the model's
   dtype ("float32" or "float64", the dtype of the imported values).
 """
@@ -309,20 +312,56 @@ def _mul(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
 def _div(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:
     """x / d (d a parameter): nothing when d = 1; x * (1/d) when every d is a power of two
     with 1/d finite in the dtype (x / d and x * (1/d) are the same real number, rounded
-    once alike); any other divisor is refused (no exact stage for it at the real level)."""
+    once alike); one divisor d for every unit: `_exact_div`; per-unit divisors otherwise
+    are refused (no exact stage for them at the real level)."""
     d = _per_unit(w, args[1], where)
     if (d == 1).all():
         return
     m, _ = np.frexp(np.abs(d))
     with np.errstate(divide="ignore", over="ignore"):
         inv = (1 / d).astype(d.dtype)
-    if not ((m == 0.5) & np.isfinite(inv) & (d != 0)).all() or (inv * d != 1).any():
+    if ((m == 0.5) & np.isfinite(inv) & (d != 0)).all() and (inv * d == 1).all():
+        _affine(w, np.zeros_like(d), inv)
+        return
+    split = _exact_div(d) if (d == d[0]).all() and d[0] != 0 else None
+    if split is None:
         raise VerificationError(
-            f"{where}: division by a parameter other than a power of two is not supported by "
-            "the network import (no stage holds x / d exactly at the real level); fold it "
-            "into the next layer's weights or the property's box"
+            f"{where}: division by a parameter other than a power of two (or one value for "
+            "every unit) is not supported by the network import (no stage holds x / d "
+            "exactly at the real level); fold it into the next layer's weights or the "
+            "property's box"
         )
-    _affine(w, np.zeros_like(d), inv)
+    var, eps = split
+    c = d.shape[0]
+    w.layers.append(BatchNorm2d(c, eps) if len(w.shape) == 3 else BatchNorm1d(c, eps))
+    dt = d.dtype
+    w.state += [np.sign(d).astype(dt), np.zeros(c, dt), np.zeros(c, dt), np.full(c, var, dt),
+                np.asarray(0.1, dt)]  # fmt: skip
+    w.open_bias = False
+
+
+def _exact_div(d: np.ndarray) -> tuple[Any, float] | None:
+    """x / d by one divisor d (not a power of two) as batch norm's division: running_var v
+    (in the dtype) and eps (binary64, > 0) with v + eps = d^2 exactly, so at the real level
+    (x - 0) / sqrt(v + eps) * sign(d) + 0 = x / d, and with sqrt(RN(v + RN(eps))) rounding
+    to |d| in the dtype, so the runtime computes RN(x / |d|) * (+-1) + 0 = RN(x / d), the
+    ONNX op's one rounding. None when no candidate v (the largest values of the dtype below
+    d^2) gives both."""
+    dt = d.dtype.type
+    a = abs(Fraction(float(d[0])))
+    sq = a * a
+    v = dt(float(sq))
+    while Fraction(float(v)) >= sq:
+        v = np.nextafter(v, dt(0))
+    for _ in range(4):
+        eps = float(sq - Fraction(float(v)))
+        ok = Fraction(float(v)) + Fraction(eps) == sq and eps > 0
+        with np.errstate(all="ignore"):
+            ok = ok and np.sqrt(dt(v) + dt(eps)) == dt(float(a))
+        if ok:
+            return v, eps
+        v = np.nextafter(v, dt(0))
+    return None
 
 
 def _add(w: _Walk, args: tuple[int, ...], attrs: Attrs, where: str) -> None:

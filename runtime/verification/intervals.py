@@ -6,8 +6,9 @@ Invariants:
   level; `LAYERS[op](A, stage, xs)` does it for a whole stage. sigmoid, gelu and batch_norm
   execute their `OP_ORDER` trees (`oporder.evaluate`), so level 2 follows the ordered
   kernels' op order; linear is the kernels' left fold over j of w[i,j]*x[j] (from the first
-  product) then + b[i]; layer_norm follows OP_ORDER["layer_norm"] by hand (d*d enclosed as
-  a square; plain interval arithmetic: sound, not tight).
+  product) then + b[i]; conv2d / avg_pool2d sum each output's window only (`Windowed.row`,
+  its nonzero weights; no dense row); layer_norm follows OP_ORDER["layer_norm"] by hand
+  (d*d enclosed as a square; plain interval arithmetic: sound, not tight).
 - GELU is not monotone: its input interval is split at 0 and at the points of GELU_GRID;
   on each piece every intermediate of the body except the last product is monotone, so
   plain interval arithmetic per piece is sound, and the union (hull) is taken.
@@ -29,10 +30,19 @@ from gmpy2 import mpfr, mpq
 
 from .arithmetic import Arith, fold, square
 from .core import GELU_GRID, Iv, VerificationError, hull, q, show
-from .network import Stage, attr
+from .network import Stage, Windowed, attr
 from .oporder import OP_ORDER, evaluate
 
-__all__ = ["ELEMENTWISE", "LAYERS", "elem", "ibp", "inputs_of", "layer", "window_err"]
+__all__ = [
+    "ELEMENTWISE",
+    "LAYERS",
+    "elem",
+    "exact_windowed",
+    "ibp",
+    "inputs_of",
+    "layer",
+    "window_err",
+]
 
 ElemRule = Callable[[Arith, Stage, int, Iv], Iv]
 LayerRule = Callable[[Arith, Stage, list[Iv]], list[Iv]]
@@ -119,20 +129,28 @@ def _linear(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     return out
 
 
+def exact_windowed(st: Stage) -> Windowed:
+    """A conv2d / avg_pool2d stage's windows with its kernel as gmpy2 rationals."""
+    assert st.windowed is not None
+    return st.windowed.with_kernel(mpq)
+
+
 def window_err(A: Arith, st: Stage, xs: list[Iv]) -> list[Any]:
     """Level 2 (A in a format): per output of a conv2d / avg_pool2d stage, a bound on the
     rounding error of its dot product with k nonzero weights summed in *any* order, plus
     the bias: gamma_{k+1} (sum |w| max|x| + |b|) + k eta (1 + gamma_{k+1}) (u = 2^-p,
     gamma_k = k u / (1 - k u), eta = 2^(emin-1) for underflowing products; products with
-    a zero weight are exact zeros). Zero at level 1."""
+    a zero weight are exact zeros). Zero at level 1. Each output's term is computed from
+    its window only."""
     D = A.domain
     if D is None:
         return [mpq(0)] * len(st.bias)
     u, eta = mpq(1, 2**D.precision), mpq(1, 2 ** (1 - D.emin))
     X = [max(abs(q(x[0])), abs(q(x[1]))) for x in xs]
+    op = exact_windowed(st)
     out = []
-    for row, b in zip(st.weight, st.bias, strict=True):
-        nz = [(mpq(w), X[j]) for j, w in enumerate(row) if w]
+    for j, b in enumerate(st.bias):
+        nz = [(w, X[i]) for i, w in op.row(j)]
         k = len(nz)
         g = (k + 1) * u / (1 - (k + 1) * u)
         s = sum((abs(w) * xm for w, xm in nz), mpq(0))
@@ -142,17 +160,17 @@ def window_err(A: Arith, st: Stage, xs: list[Iv]) -> list[Any]:
 
 def _windowed(A: Arith, st: Stage, xs: list[Iv]) -> list[Iv]:
     """conv2d / avg_pool2d, whose summation order is not modelled: each output's exact
-    interval (the sum over its nonzero weights), widened at level 2 by `window_err`, which
-    holds for every order, and rounded outward into A's numbers."""
+    interval (the sum over its window's nonzero weights), widened at level 2 by
+    `window_err`, which holds for every order, and rounded outward into A's numbers."""
     errs = window_err(A, st, xs)
+    op = exact_windowed(st)
+    ends = [(q(x[0]), q(x[1])) for x in xs]
     out = []
-    for row, b, e in zip(st.weight, st.bias, errs, strict=True):
+    for j, (b, e) in enumerate(zip(st.bias, errs, strict=True)):
         lo = hi = mpq(b)
-        for w, x in zip(row, xs, strict=True):
-            if w:
-                wq = mpq(w)
-                a, c = wq * q(x[0]), wq * q(x[1])
-                lo, hi = lo + min(a, c), hi + max(a, c)
+        for i, w in op.row(j):
+            a, c = w * ends[i][0], w * ends[i][1]
+            lo, hi = lo + min(a, c), hi + max(a, c)
         out.append((A.cv(A.dn, lo - e), A.cv(A.up, hi + e)))
     return out
 

@@ -8,12 +8,17 @@ Invariants:
   found through its type's MRO, so a subclass is treated as its base (as an isinstance
   test would); a layer type without an entry raises `unavailable`.
 - A stage's `op` is the spec op name ("linear", "conv2d", "avg_pool2d", "relu", "tanh",
-  "sigmoid", "gelu", "batch_norm", "layer_norm"); the AFFINE ones carry a dense exact
-  matrix over the row-major flattened input (Conv2d with any stride, padding, dilation
-  and groups; AvgPool2d, zero padding counted in the divisor), built for the verified
-  input shape; BatchNorm2d is "batch_norm" with each channel's values repeated over its
-  H*W positions ("spatial" in the JSON); MaxPool2d is "max_pool2d" with each output's
-  window of input indices (`windows`; padded taps are left out: they never win a max);
+  "sigmoid", "gelu", "batch_norm", "layer_norm"); the AFFINE ones are y = W x + b over
+  the row-major flattened input: "linear" carries W as dense exact rows (`weight`);
+  "conv2d" (any stride, padding, dilation and groups) and "avg_pool2d" (zero padding
+  counted in the divisor) carry no matrix but a `Windowed` operator built for the
+  verified input shape: per output position its taps (kernel index, input offset), per
+  output channel its kernel and first input, so memory is O(positions x taps + kernel)
+  and row j of W is read window by window (`row`), a row pushed back is the transposed
+  convolution (`back`); `bias` holds one entry per output. BatchNorm2d is "batch_norm"
+  with each channel's values repeated over its H*W positions ("spatial" in the JSON:
+  O(outputs), no matrix); MaxPool2d is "max_pool2d" with each output's window of input
+  indices, in increasing order (`windows`; padded taps are left out: they never win a max);
   Flatten and Dropout are the identity here. "leaky_relu" and "hardtanh" carry their
   attributes (`negative_slope`; `min_val`, `max_val`) as exact p/q strings in `bits`
   (`attr` reads them back); verification takes negative_slope in [0, 1] only (leaky_relu is
@@ -71,6 +76,7 @@ __all__ = [
     "DTYPES",
     "LAYER_STAGES",
     "Stage",
+    "Windowed",
     "attr",
     "is_dag",
     "model_hash",
@@ -79,8 +85,8 @@ __all__ = [
 ]
 
 CERT_NAMES = {"batch_norm": "bn", "layer_norm": "ln"}  # other ops keep their name
-# stages that are an affine map y = W x + b (dense W; conv and pooling built from their
-# windows over the row-major (C, H, W) input): crossed alike by CROWN
+# stages that are an affine map y = W x + b (linear: dense W; conv and average pooling: a
+# `Windowed` operator over the row-major (C, H, W) input): crossed alike by CROWN
 AFFINE = ("linear", "conv2d", "avg_pool2d")
 DTYPES = ("float64", "float32", "bfloat16", "float16", "exact")
 
@@ -97,6 +103,8 @@ class Stage:
     eps: Fraction = Fraction(0)
     bits: dict[str, Any] = field(default_factory=dict, compare=False)
     windows: tuple[tuple[int, ...], ...] = ()  # max_pool2d: each output's input indices
+    # conv2d / avg_pool2d: the linear part as windows (no dense matrix; `weight` is empty)
+    windowed: Windowed | None = field(default=None, compare=False)
     # DAG networks: the values the stage reads (0: the network input, t: stage t's output);
     # () for a stage of a chain, which reads the previous stage's output
     inputs: tuple[int, ...] = ()
@@ -173,46 +181,103 @@ def _batch_norm(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> S
                  eps=Fraction(layer.eps), bits=bits)  # fmt: skip
 
 
-def _windows(
-    in_shape: tuple[int, ...], out_c: int, k: tuple[int, int], attrs: dict[str, Any], cin_g: int
-) -> list[list[list[tuple[int, int, int, int]]]]:
-    """Per output channel o, per output position (row-major): the (c, p, q, input index)
-    taps inside the (zero-padded) input; input channel group of o: o // (out_c / groups)."""
+@dataclass(frozen=True, eq=False)
+class Windowed:
+    """A conv2d / avg_pool2d stage's linear part y = W x over the row-major (C, H, W) input,
+    kept as its windows instead of a dense matrix: output j = o * positions + pix reads,
+    for each (k, off) in `taps[pix]`, input `base[o] + off` with weight `kernel[o][k]`
+    (k: the flattened (c, p, r) kernel index; taps inside the zero padding are left out:
+    they add exact zeros). Every (o, pix) reads distinct inputs, so W[j][base[o] + off] is
+    `kernel[o][k]` and every other entry of row j is 0."""
+
+    n_in: int
+    positions: int  # Ho * Wo
+    taps: tuple[tuple[tuple[int, int], ...], ...]  # per output position: (k, offset)
+    kernel: tuple[tuple[Fraction, ...], ...]  # per output channel: flattened weights
+    base: tuple[int, ...]  # per output channel: the first input of its channel group
+
+    @property
+    def n_out(self) -> int:
+        return len(self.kernel) * self.positions
+
+    def with_kernel(self, fn: Callable[[Fraction], Any]) -> Windowed:
+        """The same windows with fn applied to every kernel weight (e.g. to mpq)."""
+        return dataclasses.replace(self, kernel=tuple(tuple(fn(v) for v in r)
+                                                      for r in self.kernel))  # fmt: skip
+
+    def row(self, j: int) -> list[tuple[int, Fraction]]:
+        """Row j's nonzero entries (input index, weight), in increasing input index."""
+        o, pix = divmod(j, self.positions)
+        ker, b = self.kernel[o], self.base[o]
+        return [(b + off, ker[k]) for k, off in self.taps[pix] if ker[k]]
+
+    def back(self, lam: list[Any], zero: Any) -> list[Any]:
+        """lam W (the transposed convolution of the row lam, window by window; exact)."""
+        out = [zero] * self.n_in
+        P, taps, kernel, base = self.positions, self.taps, self.kernel, self.base
+        for j in [j for j, lv in enumerate(lam) if lv]:
+            lv = lam[j]
+            o, pix = divmod(j, P)
+            ker, b = kernel[o], base[o]
+            for k, off in taps[pix]:
+                w = ker[k]
+                if w:
+                    out[b + off] += lv * w
+        return out
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray]:
+        """(idx, w): per output its inputs and binary64 weights, padded to the widest window
+        (index 0, weight 0 on padding): W x = (x[idx] * w).sum(-1)."""
+        T = max(len(t) for t in self.taps)
+        kid = np.zeros((self.positions, T), dtype=np.int64)
+        off = np.zeros((self.positions, T), dtype=np.int64)
+        mask = np.zeros((self.positions, T), dtype=bool)
+        for pix, taps in enumerate(self.taps):
+            for t, (k, o) in enumerate(taps):
+                kid[pix, t], off[pix, t], mask[pix, t] = k, o, True
+        ker = np.array([[float(v) for v in r] for r in self.kernel], dtype=np.float64)
+        base = np.array(self.base, dtype=np.int64)
+        idx = np.where(mask, base[:, None, None] + off[None], 0).reshape(self.n_out, T)
+        w = np.where(mask, ker[:, kid], 0.0).reshape(self.n_out, T)
+        return idx, w
+
+    def float_dense(self) -> np.ndarray:
+        """The dense binary64 matrix (for the untrusted float search only)."""
+        idx, w = self.padded()
+        W = np.zeros((self.n_out, self.n_in))
+        np.add.at(W, (np.arange(self.n_out)[:, None], idx), w)
+        return W
+
+
+def _out_hw(H: int, W: int, k: tuple[int, int], attrs: dict[str, Any]) -> tuple[int, int]:
+    (s0, s1), (p0, p1) = attrs["stride"], attrs["padding"]
+    d0, d1 = attrs.get("dilation", (1, 1))
+    return (H + 2 * p0 - d0 * (k[0] - 1) - 1) // s0 + 1, (
+        W + 2 * p1 - d1 * (k[1] - 1) - 1
+    ) // s1 + 1
+
+
+def _taps(
+    in_shape: tuple[int, ...], k: tuple[int, int], attrs: dict[str, Any], cin_g: int
+) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per output position (row-major): the (kernel index, input offset) of each tap inside
+    the (zero-padded) input, offsets relative to the first channel of the group."""
     _, H, W = in_shape
     (s0, s1), (p0, p1) = attrs["stride"], attrs["padding"]
     d0, d1 = attrs.get("dilation", (1, 1))
-    groups = attrs.get("groups", 1)
-    Ho = (H + 2 * p0 - d0 * (k[0] - 1) - 1) // s0 + 1
-    Wo = (W + 2 * p1 - d1 * (k[1] - 1) - 1) // s1 + 1
-    og = out_c // groups
+    Ho, Wo = _out_hw(H, W, k, attrs)
     out = []
-    for o in range(out_c):
-        g, pos = o // og, []
-        for i in range(Ho):
-            for j in range(Wo):
-                taps = []
-                for c in range(cin_g):
-                    for p in range(k[0]):
-                        for r in range(k[1]):
-                            y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
-                            if 0 <= y < H and 0 <= x < W:
-                                taps.append((c, p, r, ((g * cin_g + c) * H + y) * W + x))
-                pos.append(taps)
-        out.append(pos)
-    return out
-
-
-def _dense(wins: Any, n_in: int, weight: Any, bias: Any) -> tuple[Any, Any]:
-    """The dense rows and biases of a windowed affine map (weight(o, c, p, q), bias(o))."""
-    rows, bs = [], []
-    for o, pos in enumerate(wins):
-        for taps in pos:
-            row = [Fraction(0)] * n_in
-            for c, p, r, idx in taps:
-                row[idx] += weight(o, c, p, r)
-            rows.append(tuple(row))
-            bs.append(bias(o))
-    return tuple(rows), tuple(bs)
+    for i in range(Ho):
+        for j in range(Wo):
+            taps = []
+            for c in range(cin_g):
+                for p in range(k[0]):
+                    for r in range(k[1]):
+                        y, x = i * s0 - p0 + p * d0, j * s1 - p1 + r * d1
+                        if 0 <= y < H and 0 <= x < W:
+                            taps.append(((c * k[0] + p) * k[1] + r, (c * H + y) * W + x))
+            out.append(tuple(taps))
+    return tuple(out)
 
 
 def _conv2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
@@ -224,11 +289,16 @@ def _conv2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage
     if shape is None:
         return Stage("conv2d", bits=bits)
     bits["in_shape"] = list(shape)
-    we, be = np.asarray(_exact(w), dtype=object), _exact(b)
-    wins = _windows(shape, w.shape[0], layer.k, layer.attrs, w.shape[1])
-    rows, bs = _dense(wins, int(np.prod(shape)), lambda o, c, p, r: we[o, c, p, r],
-                      lambda o: be[o])  # fmt: skip
-    return Stage("conv2d", weight=rows, bias=bs, bits=bits)
+    O, cg = w.shape[0], w.shape[1]
+    og = O // layer.attrs.get("groups", 1)
+    taps = _taps(shape, layer.k, layer.attrs, cg)
+    ker = tuple(tuple(r) for r in _exact(np.asarray(w).reshape(O, -1)))
+    plane = shape[1] * shape[2]
+    op = Windowed(int(np.prod(shape)), len(taps), taps, ker,
+                  tuple((o // og) * cg * plane for o in range(O)))  # fmt: skip
+    be = _exact(b)
+    return Stage("conv2d", bias=tuple(be[o] for o in range(O) for _ in taps), bits=bits,
+                 windowed=op)  # fmt: skip
 
 
 def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
@@ -237,19 +307,20 @@ def _avg_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> S
     if shape is None:
         return Stage("avg_pool2d", bits=bits)
     bits["in_shape"] = list(shape)
-    C = shape[0]
-    inv = Fraction(1, a["kernel_size"][0] * a["kernel_size"][1])
-    wins = _windows((1, shape[1], shape[2]), 1, a["kernel_size"], a, 1)[0]
-    plane = shape[1] * shape[2]
-    per = [[[(0, 0, 0, idx + c * plane) for *_, idx in taps] for taps in wins] for c in range(C)]
-    rows, bs = _dense(per, C * plane, lambda o, c, p, r: inv, lambda o: Fraction(0))
-    return Stage("avg_pool2d", weight=rows, bias=bs, bits=bits)
+    C, plane = shape[0], shape[1] * shape[2]
+    k = a["kernel_size"]
+    taps = _taps((1, shape[1], shape[2]), k, a, 1)
+    inv = Fraction(1, k[0] * k[1])
+    op = Windowed(C * plane, len(taps), taps, ((inv,) * (k[0] * k[1]),) * C,
+                  tuple(c * plane for c in range(C)))  # fmt: skip
+    return Stage("avg_pool2d", bias=(Fraction(0),) * op.n_out, bits=bits, windowed=op)
 
 
 def _max_pool2d(layer: Any, st: list[Any], dtype: str, shape: Shape = None) -> Stage:
     """Each output's window: the input indices inside the input (padding never wins)."""
     avg = _avg_pool2d(layer, st, dtype, shape)
-    wins = tuple(tuple(i for i, w in enumerate(r) if w) for r in avg.weight)
+    op = avg.windowed
+    wins = () if op is None else tuple(tuple(i for i, _ in op.row(j)) for j in range(op.n_out))
     return Stage("max_pool2d", bits=avg.bits, windows=wins)
 
 
@@ -353,7 +424,7 @@ def _append(
 def stages(result: Any, in_shape: Shape = None) -> list[Stage]:
     """The stages of `result`'s network in evaluation mode for inputs of `in_shape` (None:
     only check that every layer is supported; convolution and pooling stages then carry no
-    matrix), in topological order (a stage reads only earlier values). Raises
+    operator), in topological order (a stage reads only earlier values). Raises
     `unavailable` for a typed result, another dtype or an unsupported layer."""
     if getattr(result, "typed", False):
         raise unavailable("results of open_typed sessions (typed boundary values)")
