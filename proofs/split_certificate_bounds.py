@@ -66,7 +66,7 @@ ETA = {k: Fraction(1, 2 ** (1 - e)) for k, (_, e) in DTYPES.items()}
 """eta = 2^(emin - 1): the underflow term of one rounded product in each dtype."""
 FMAX = {"float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
 TINY64 = 2.0**-1074
-BUDGET = 2**19  # float64 entries of one back-substitution batch (per array)
+BUDGET = 2**21  # float64 entries of one back-substitution batch (per array)
 
 
 def up(x: np.ndarray) -> np.ndarray:
@@ -180,7 +180,7 @@ def _linear_ibp(net: ChainNet, k: int, la: np.ndarray, ua: np.ndarray, m: np.nda
     s = up(v + ab)
     E = up(up(gam * s) + eta_n)
     ok = np.all(up(s + E) <= FMAX[net.dtype], axis=1)
-    err = up(up(E + up(rel(2 * n) * v)) + tiny(2 * n))
+    err = up(up(E + up(rel(2 * n) * v)) + 2 * tiny(2 * n))
     lo = dn(dn(dn(la @ net.Wp[k].T + ua @ net.Wn[k].T) + b) - err)
     hi = up(up(up(ua @ net.Wp[k].T + la @ net.Wn[k].T) + b) + err)
     st.E.append(E)
@@ -249,7 +249,8 @@ class _Acc:
         rho = 4 * rel(n + self.pieces)
         bound = up(up(self.charge * (1 + rho)) + up(self.absc * rho))
         bound = up(bound + up(self.tiny + self.pieces * tiny(n))[:, None])
-        return dn(self.const - bound)
+        # a piece that overflowed to +inf says nothing: only a finite or -inf sum is used
+        return np.where(self.const < np.inf, dn(self.const - bound), np.nan)
 
 
 def _cvec(net: ChainNet, k: int, st: _State, idx: np.ndarray, rounded: bool) -> np.ndarray:
