@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as hs
 
+from proofs import split_certificate_bounds as scb
 from proofs import split_certificate_check as scc
 from proofs.bounds_certificate_ia import CertificateError
 from proofs.cert_work import CertificateWorkError, check_work
@@ -446,3 +447,104 @@ def test_generated_certificates_are_sound(seed: int, shift: int) -> None:
         )
         if inside:
             assert not _satisfies(rows, _runtime(case, xf)), f"runtime at {x} satisfies the rows"
+
+
+# ------------------------------- the engine against the contract's algorithm in Fractions
+
+
+def _E(dt: str, W: list[Any], b: list[F], cur: list[Any]) -> list[F]:
+    n, g = len(cur), _gamma(dt, len(cur) + 1)
+    m = [max(abs(lo), abs(hi)) for lo, hi in cur]
+    return [g * (sum((abs(w) * mj for w, mj in zip(r, m, strict=True)), F(0)) + abs(bi))
+            + n * _eta(dt) * (1 + g) for r, bi in zip(W, b, strict=True)]  # fmt: skip
+
+
+def _relaxation(lu: tuple[F, F], al: F | None) -> tuple[F, F, F]:
+    """(lower slope, upper slope, upper intercept) of ReLU on [l, u] (adaptive al if None)."""
+    lo, hi = lu
+    if lo >= 0:
+        return F(1), F(1), F(0)
+    if hi <= 0:
+        return F(0), F(0), F(0)
+    s = hi / (hi - lo)
+    return (F(int(hi >= -lo)) if al is None else al), s, -s * lo
+
+
+def _exact_backsub(case: dict[str, Any], Es: list[Any], inter: list[Any], box: list[Any],
+                   k: int, lam: list[F], alpha: list[Any] | None) -> F:  # fmt: skip
+    W, b, const = case["Wq"], case["bq"], F(0)
+    for j in range(k, -1, -1):
+        const += sum((c * bi - abs(c) * e for c, bi, e in zip(lam, b[j], Es[j], strict=True)), F(0))
+        G = [
+            sum((c * W[j][i][col] for i, c in enumerate(lam)), F(0)) for col in range(len(W[j][0]))
+        ]
+        if j == 0:
+            return const + sum(
+                (min(g * lo, g * hi) for g, (lo, hi) in zip(G, box, strict=True)), F(0)
+            )
+        lam = []
+        for i, g in enumerate(G):
+            al = None if alpha is None or alpha[j - 1] is None else alpha[j - 1][i]
+            lower, s, beta = _relaxation(inter[j - 1][i], al)
+            lam.append(g * (lower if g >= 0 else s))
+            const += g * beta if g < 0 else 0
+    raise AssertionError
+
+
+def exact_leaf(case: dict[str, Any], box: list[Any], signs: list[dict[int, int]], a: list[F],
+               alpha: list[Any] | None) -> F | None:  # fmt: skip
+    """The contract's leaf bound in exact arithmetic (None: the region is empty)."""
+    W, b, dt = case["Wq"], case["bq"], case["dt"]
+    Es: list[Any] = []
+    inter: list[Any] = []
+    cur = list(box)
+    for k in range(len(W)):
+        Es.append(_E(dt, W[k], b[k], cur))
+        if k == len(W) - 1:
+            break
+        ibp = _exact_layers([W[k]], [b[k]], [c[0] for c in cur], [c[1] for c in cur])[0]
+        lay = []
+        for i, ((lo, hi), e) in enumerate(zip(ibp, Es[k], strict=True)):
+            unit = [F(int(r == i)) for r in range(len(W[k]))]
+            lo = max(lo - e, _exact_backsub(case, Es, inter, box, k, unit, None))
+            hi = min(hi + e, -_exact_backsub(case, Es, inter, box, k, [-v for v in unit], None))
+            s = signs[k].get(i, 0)
+            lo, hi = (max(lo, F(0)) if s > 0 else lo), (min(hi, F(0)) if s < 0 else hi)
+            if lo > hi:
+                return None
+            lay.append((lo, hi))
+        inter.append(lay)
+        cur = [(max(lo, F(0)), max(hi, F(0))) for lo, hi in lay]
+    return _exact_backsub(case, Es, inter, box, len(W) - 1, a, alpha)
+
+
+@given(seed=hs.integers(0, 10**6))
+def test_engine_equals_the_contract_algorithm_in_fractions(seed: int) -> None:
+    """Random small networks, boxes, sign splits and slopes: the float64 engine's bound
+    is the exact algorithm's to within 1e-9 (1 + |bound|) (it may only differ by its own
+    rounding terms and its float upper slopes), and it finds the same regions empty."""
+    case = _random_case(seed)
+    rng = case["rng"]
+    widths = [len(b) for b in case["bq"]]
+    net = scb.ChainNet(case["dt"], [np.array(W, dtype=np.float64) for W in case["Ws"]],
+                       [np.array(b, dtype=np.float64) for b in case["bs"]])  # fmt: skip
+    box = list(zip(case["lo"], case["hi"], strict=True))
+    signs = [{int(i): int(rng.choice([-1, 1])) for i in rng.integers(0, w, rng.integers(0, 2))}
+             for w in widths[:-1]]  # fmt: skip
+    alpha = [None if rng.random() < 0.5 else [F(float(v)) for v in rng.random(w).round(3)]
+             for w in widths[:-1]]  # fmt: skip
+    a = [F(int(v)) for v in rng.integers(-2, 3, widths[-1])]
+    want = exact_leaf(case, box, signs, a, alpha)
+    sg = [np.array([[s.get(i, 0) for i in range(w)]], dtype=np.int8)
+          for s, w in zip(signs, widths, strict=False)]  # fmt: skip
+    al = [np.full((1, w), np.nan) if v is None else np.array([[float(x) for x in v]])
+          for v, w in zip(alpha, widths, strict=False)]  # fmt: skip
+    lb = scb.LeafBatch(np.array([[scb.enclose(lo, False) for lo, _ in box]]),
+                       np.array([[scb.enclose(hi, True) for _, hi in box]]), sg,
+                       np.array([[float(v) for v in a]]), al)  # fmt: skip
+    lower, outcome, _ = scb.leaf_bounds(net, lb)
+    if want is None:
+        assert outcome[0] == scb.EMPTY
+        return
+    assert outcome[0] == scb.PROVED
+    assert abs(F(float(lower[0])) - want) <= F(1, 10**9) * (1 + abs(want)), (float(want), lower)
