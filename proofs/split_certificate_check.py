@@ -86,9 +86,11 @@ MAX_TREE_DEPTH = 64
 MAX_NODES = 2_000_000
 MAX_BYTES = 64 * 2**20
 MAX_INT_DIGITS = 30
-CHUNK = 8192
-"""Leaves bounded together (bounds of a stage are shared between leaves of one chunk with
-the same box and the same signs below that stage)."""
+CHUNK = 2**20
+"""Leaves are bounded in chunks of at most CHUNK // (hidden and output neurons) leaves (at
+least 16): per-leaf state is a dozen float64 arrays of the network's widths, and bounds of
+a stage are shared between leaves of one chunk with the same box and the same signs below
+that stage."""
 _HEX = {
     "float32": (re.compile(r"0x[0-9a-fA-F]{1,8}"), np.uint32, np.float32),
     "float64": (re.compile(r"0x[0-9a-fA-F]{1,16}"), np.uint64, np.float64),
@@ -387,8 +389,9 @@ def _bounds(nt: _Net, found: list[_Leaf], leaves: list[Any], A: np.ndarray,
     order = sorted(range(len(found)), key=lambda k: found[k].path)
     cache: dict[int, Any] = {}
     empty = 0
-    for c in range(0, len(order), CHUNK):
-        part = order[c : c + CHUNK]
+    step = max(16, CHUNK // sum(len(b) for b in nt.net.b))
+    for c in range(0, len(order), step):
+        part = order[c : c + step]
         lb = _batch(nt, found, leaves, A, part, cache)  # type: ignore[arg-type]
         lower, outcome, stage = leaf_bounds(nt.net, lb)
         for r, k in enumerate(part):

@@ -335,12 +335,13 @@ def _row_lower(a: list[F], ys: list[Any]) -> F:
 
 
 def generate(Ws: list[Any], bs: list[Any], lo: list[F], hi: list[F], rows: list[Any],
-             depth: int) -> tuple[Any, list[Any], bool]:  # fmt: skip
-    """Split the widest coordinate until, by exact interval arithmetic, every hidden neuron
-    is stable by a margin and some row is violated by a margin (then the checker's CROWN
-    bound, exact on a stable region up to tiny rounding terms, proves it too); at the depth
-    limit a leaf names the row of best interval bound, unproved. Returns (tree, leaves,
-    every leaf proved)."""
+             depth: int, rng: Any = None) -> tuple[Any, list[Any], bool]:  # fmt: skip
+    """Split the widest coordinate until, by exact interval arithmetic, some row is
+    violated by a margin; the leaf counts as proved when every hidden neuron is also stable
+    by a margin (then the checker's CROWN bound, exact on a stable region up to tiny
+    rounding terms, proves it too; with unstable neurons it may not); at the depth
+    limit a leaf names the row of best interval bound, unproved (below up to two random
+    ReLU splits when `rng` is given). Returns (tree, leaves, every leaf proved)."""
     leaves: list[Any] = []
     margin = F(1, 1000)
 
@@ -348,20 +349,30 @@ def generate(Ws: list[Any], bs: list[Any], lo: list[F], hi: list[F], rows: list[
         layers = _exact_layers(Ws, bs, lo, hi)
         stable = all(a > margin or c < -margin for lay in layers[:-1] for a, c in lay)
         for i, (a, d) in enumerate(rows):
-            if stable and _row_lower(a, layers[-1]) > d + margin:
-                leaves.append({"row": i, "proved": True})
+            if _row_lower(a, layers[-1]) > d + margin:  # with unstable neurons: not sure
+                leaves.append({"row": i, "proved": stable})
                 return {"leaf": len(leaves) - 1}
         if left == 0:  # unproved: the row with the best interval bound
             best = max(
                 range(len(rows)), key=lambda i: _row_lower(rows[i][0], layers[-1]) - rows[i][1]
             )
-            leaves.append({"row": best, "proved": False})
-            return {"leaf": len(leaves) - 1}
+            return relu_splits(best, 0 if rng is None else int(rng.integers(0, 3)), ())
         j = max(range(len(lo)), key=lambda i: hi[i] - lo[i])
         mid = (lo[j] + hi[j]) / 2
         low = rec(lo, [*hi[:j], mid, *hi[j + 1 :]], left - 1)
         high = rec([*lo[:j], mid, *lo[j + 1 :]], hi, left - 1)
         return {"split": j, "children": [low, high]}
+
+    def relu_splits(row: int, count: int, used: tuple[Any, ...]) -> Any:
+        """A leaf, or (count > 0) a split of a random unused hidden neuron above two."""
+        hidden = [(2 * k + 1, i) for k in range(len(Ws) - 1) for i in range(len(Ws[k]))]
+        free = [h for h in hidden if h not in used]
+        if count == 0 or not free:
+            leaves.append({"row": row, "proved": False})
+            return {"leaf": len(leaves) - 1}
+        t, i = free[int(rng.integers(0, len(free)))]
+        kids = [relu_splits(row, count - 1, (*used, (t, i))) for _ in range(2)]
+        return {"relu": [t, i], "children": kids}
 
     tree = rec(lo, hi, depth)
     ok = all(lf.pop("proved") for lf in leaves)
@@ -431,7 +442,7 @@ def test_generated_certificates_are_sound(seed: int, shift: int) -> None:
         a = [F(int(v)) for v in rng.integers(-2, 3, m)]
         vals = [sum((ai * yi for ai, yi in zip(a, _real(case, x), strict=True)), F(0)) for x in pts]
         rows.append((a, min(vals) + F(shift, 10)))
-    tree, leaves, proved = generate(case["Wq"], case["bq"], case["lo"], case["hi"], rows, 6)
+    tree, leaves, proved = generate(case["Wq"], case["bq"], case["lo"], case["hi"], rows, 6, rng)
     c = cert(network(case["Ws"], case["bs"], case["dt"]), case["lo"], case["hi"], rows, tree,
              leaves)  # fmt: skip
     accepted = holds(c)
