@@ -559,3 +559,14 @@ def test_engine_equals_the_contract_algorithm_in_fractions(seed: int) -> None:
         return
     assert outcome[0] == scb.PROVED
     assert abs(F(float(lower[0])) - want) <= F(1, 10**9) * (1 + abs(want)), (float(want), lower)
+
+
+def test_a_single_linear_stage() -> None:
+    """Y = x1 - 2 x2 on [0, 1]^2 (float64, no ReLU): min Y = -2, so Y <= -2.5 is empty and
+    Y <= -2 is not; a ReLU split or slope names a stage that does not exist."""
+    net = network([[[1, -2]]], [[0]], "float64")
+    assert holds(cert(net, [0, 0], [1, 1], [([1], F(-5, 2))], LEAF, [{"row": 0}]))
+    refused(cert(net, [0, 0], [1, 1], [([1], F(-2))], LEAF, [{"row": 0}]), "not proved")
+    split = {"relu": [1, 0], "children": [LEAF, {"leaf": 1}]}
+    refused(cert(net, [0, 0], [1, 1], [([1], F(-5, 2))], split, [{"row": 0}] * 2),
+            r"relu stages \[\]")  # fmt: skip
