@@ -264,12 +264,17 @@ def _cvec(net: ChainNet, k: int, st: _State, idx: np.ndarray, rounded: bool) -> 
     return up(c + up(2.0**-52 * st.mz[k][idx])) if rounded else c
 
 
-def _first(net: ChainNet, k: int, lam: np.ndarray, st: _State, idx: np.ndarray,
-           acc: _Acc, rounded: bool) -> np.ndarray:  # fmt: skip
-    """One back-substitution step through linear stage k from float rows lam (P x R x n_k):
+def _first(net: ChainNet, k: int, pos: np.ndarray, neg: np.ndarray, st: _State,
+           idx: np.ndarray, acc: _Acc, rounded: bool) -> np.ndarray:  # fmt: skip
+    """One back-substitution step through linear stage k from float rows lam = pos + neg
+    (P x R x n_k; pos >= 0 >= neg, never both non-zero, so |lam| = pos - neg exactly):
     lam . b_k and the charges go to acc; returns G = fl(lam W_k)."""
-    P, R, nk = lam.shape
-    acc.add(lam @ net.b[k], _bmv(np.abs(lam), _cvec(net, k, st, idx, rounded)))
+    P, R, nk = pos.shape
+    cvec = _cvec(net, k, st, idx, rounded)
+    acc.add(None, _bmv(pos, cvec))
+    acc.add(None, -_bmv(neg, cvec))  # two dots of one sign each: |lam| . cvec
+    lam = np.add(pos, neg, out=pos)  # exact: one of the two is zero
+    acc.add(lam @ net.b[k], None)
     mprev = _mag(k - 1, st, idx, st.lo, st.hi)
     under = up(tiny(nk) * up(2.0 + _sum_up(mprev)))
     if rounded:
@@ -281,7 +286,9 @@ def _first(net: ChainNet, k: int, lam: np.ndarray, st: _State, idx: np.ndarray,
 def _backsub(net: ChainNet, k: int, lam: np.ndarray | _Start, st: _State, idx: np.ndarray,
              al: list[np.ndarray]) -> np.ndarray:  # fmt: skip
     """A lower bound of each row of lam . z_k over the relaxed region of leaves idx (lam:
-    P x R x n_k exact floats, or a `_Start`), with the lower slopes `al` per ReLU layer."""
+    P x R x n_k exact floats, or a `_Start`), with the lower slopes `al` per ReLU layer.
+    Through a ReLU layer, the rows G split into G+ (times the lower slopes) and G-
+    (times the upper slopes, plus G- . beta): fl(G+ al) + fl(G- su) is fl(G slope)."""
     P = len(idx)
     if isinstance(lam, _Start):
         G = np.broadcast_to(lam.G, (P, *lam.G.shape))
@@ -291,13 +298,14 @@ def _backsub(net: ChainNet, k: int, lam: np.ndarray | _Start, st: _State, idx: n
         acc = _Acc(np.broadcast_to(lam.const, (P, len(lam.nr))).copy(), charge, P)
     else:
         acc = _Acc(np.zeros(lam.shape[:2]), np.zeros(lam.shape[:2]), P)
-        G = _first(net, k, lam, st, idx, acc, False)
+        G = _first(net, k, np.maximum(lam, 0.0), np.minimum(lam, 0.0), st, idx, acc, False)
     for j in range(k, 0, -1):
-        mask = G >= 0
-        acc.add(_bmv(np.where(mask, 0.0, G), st.beta[j - 1][idx]), None)
-        rows = np.where(mask, al[j - 1][idx][:, None, :], st.su[j - 1][idx][:, None, :])
-        np.multiply(rows, G, out=rows)
-        G = _first(net, j - 1, rows, st, idx, acc, True)
+        neg = np.minimum(G, 0.0)
+        acc.add(_bmv(neg, st.beta[j - 1][idx]), None)
+        pos = np.maximum(G, 0.0)
+        np.multiply(pos, al[j - 1][idx][:, None, :], out=pos)
+        np.multiply(neg, st.su[j - 1][idx][:, None, :], out=neg)
+        G = _first(net, j - 1, pos, neg, st, idx, acc, True)
     return _concretise(G, acc, st.lo[idx], st.hi[idx], net)
 
 
