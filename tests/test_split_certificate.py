@@ -570,3 +570,15 @@ def test_a_single_linear_stage() -> None:
     split = {"relu": [1, 0], "children": [LEAF, {"leaf": 1}]}
     refused(cert(net, [0, 0], [1, 1], [([1], F(-5, 2))], split, [{"row": 0}] * 2),
             r"relu stages \[\]")  # fmt: skip
+
+
+def test_cli_reads_trees_deeper_than_the_output_bound_format_nests(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tree of depth 64 nests JSON about 130 levels deep (the output-bound format refuses
+    more than 32): check-cert dispatches on the format before that limit applies."""
+    c = cert(_relu_net(), [-1], [1], [([1], F(-10))], _deep(64), [{"row": 0}] * 65)
+    p = tmp_path / "deep.json"
+    p.write_text(json.dumps(c))
+    assert proofs_main(["check-cert", str(p)]) == 0
+    assert "65 leaves" in capsys.readouterr().out
