@@ -432,8 +432,8 @@ def _check(cert: Any) -> str:
     empty = _bounds(nt, found, leaves, A, D)
     return (
         f"certificate holds: split bounds, 1 conjunction of {len(D)} row(s) empty on {n} "
-        f"inputs, dtype {nt.net.dtype}, levels real and runtime, {len(leaves)} leaves "
-        f"({empty} of them infeasible), model {cert['model_hash'][:12]}"
+        f"inputs, dtype {nt.net.dtype}, levels real and runtime, {len(leaves)} leaves, "
+        f"model {cert['model_hash'][:12]}; {empty} leaves infeasible"
     )
 
 
