@@ -144,7 +144,7 @@ def _network(net: Any, n: int) -> _Net:
     if not isinstance(net, dict) or set(net) != {"dtype", "stages"}:
         raise CertificateError("network: expected keys dtype, stages")
     dt = net["dtype"]
-    if dt not in DTYPES:
+    if not isinstance(dt, str) or dt not in DTYPES:
         raise CertificateError(f"network.dtype: expected float32 or float64, got {short(dt)}")
     stages = jlist(net["stages"], None, "network.stages")
     if len(stages) % 2 == 0:

@@ -582,3 +582,44 @@ def test_cli_reads_trees_deeper_than_the_output_bound_format_nests(
     p.write_text(json.dumps(c))
     assert proofs_main(["check-cert", str(p)]) == 0
     assert "65 leaves" in capsys.readouterr().out
+
+
+def _paths(o: Any, p: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [p] if p else []
+    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else []
+    for k, v in items:
+        if k not in ("digest", "model_hash"):
+            out += _paths(v, (*p, k))
+    return out
+
+
+def _alpha_split() -> dict[str, Any]:
+    split = {
+        "relu": [1, 0],
+        "children": [{"leaf": 0}, {"split": 0, "children": [LEAF, {"leaf": 2}]}],
+    }
+    zero = {"1": [(0.0).hex()]}
+    leaves = [{"row": 0}, {"row": 0, "alpha": zero}, {"row": 0}]
+    return cert(_relu_net("float32"), [-1], [1], [([1], F(-10))], split, leaves)
+
+
+JUNK = [None, -1, 0, 1, 2, 10**6, "x", "1/0", "0x", [], {}, [1], {"leaf": 0}, True, 1.5,
+        "-1/1", "0xffffffff", [[]], {"a": 1}, "nan"]  # fmt: skip
+
+
+@given(base=hs.sampled_from([two_rows, _alpha_split]), where=hs.integers(0, 10**6),
+       junk=hs.sampled_from(JUNK))  # fmt: skip
+def test_any_one_edit_is_judged_with_a_named_reason(base: Any, where: int, junk: Any) -> None:
+    """Any value of a valid certificate replaced by junk (model hash and digest recomputed):
+    the checker accepts or names what it refuses; never a bare 'malformed' fallback."""
+    c = base()
+    paths = _paths(c)
+    path = paths[where % len(paths)]
+    node = c
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = junk
+    try:
+        scc.check_certificate(seal(c))
+    except CertificateError as e:
+        assert not str(e).startswith("malformed"), (path, junk, str(e))
