@@ -8,9 +8,13 @@ region, at level 1 (real arithmetic) and level 2 (the runtime in the dtype, any 
 order, FMA or not), or reports that the region is empty or that the runtime could overflow.
 
 Invariants (what makes every returned number rigorous):
-- Every float64 operation is followed by `up` / `dn` (one step towards +-inf) whenever its
-  result is used as an upper / lower bound: the exact result of a correctly rounded +, -,
-  *, / lies in [dn(r), up(r)] (also on overflow: dn(inf) is the largest float).
+- Every elementwise float64 operation whose result is used as an upper / lower bound is
+  followed by `up` / `dn` (one step towards +-inf): the exact result of a correctly
+  rounded +, -, *, / lies in [dn(r), up(r)] (also on overflow: dn(inf) is the largest
+  float). The pieces of one back-substitution (signed constants, non-negative charges)
+  are summed in plain float64 together with their magnitudes and bounded once (`_Acc`:
+  4 rel(n + pieces) times the magnitudes, plus the underflow terms); a sum that reached
+  +inf proves nothing.
 - A computed dot product or matrix product of inner dimension n, in any order, BLAS or FMA,
   differs from the exact one by at most `rel(n)` times the exact |A| |B| plus `tiny(n)`
   (Higham Thm 3.5: gamma_n <= 2 (n + 2) 2^-53 while (n + 2) 2^-53 <= 1/100, plus one
@@ -32,6 +36,10 @@ Invariants (what makes every returned number rigorous):
   hence on [l, u]); lower line alpha z with alpha in [0, 1] (below ReLU everywhere).
 - NaN or infinity in a bound never proves anything (every comparison with NaN is false,
   and a leaf with a non-finite intermediate bound is not proved).
+- Per linear stage but the last, a leaf's interval is IBP's intersected with CROWN's
+  (identity rows, adaptive lower slopes), then clamped by the leaf's signs; crossed
+  bounds make the leaf EMPTY. CROWN intervals are computed once per distinct (box, signs
+  below the stage) among the leaves of one call: they depend on nothing else.
 """
 
 from __future__ import annotations
@@ -140,9 +148,8 @@ class ChainNet:
 @dataclass
 class LeafBatch:
     """Leaves to bound: float64 box enclosures (N x n0), signs per ReLU layer (N x width,
-    -1 / 0 / +1), the objective row per leaf (N x outputs, exact floats) and its
-    right-hand side rounded up, and per ReLU layer the lower slopes for the final row
-    (NaN: the adaptive rule)."""
+    -1 / 0 / +1), the objective row per leaf (N x outputs, exact floats), and per ReLU
+    layer the lower slopes for the final row (N x width; NaN: the adaptive rule)."""
 
     lo: np.ndarray
     hi: np.ndarray
