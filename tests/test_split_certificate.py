@@ -450,7 +450,7 @@ def test_generated_certificates_are_sound(seed: int, shift: int) -> None:
         assert accepted, scc.check_certificate(c)
     if not accepted:
         return
-    for x in pts:
+    for x in pts + _points(case, 24):  # the points that set d, and fresh ones
         assert not _satisfies(rows, _real(case, x)), f"accepted, but x = {x} satisfies the rows"
         xf = np.array([float(v) for v in x]).astype(case["dt"])
         inside = all(
