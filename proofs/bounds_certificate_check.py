@@ -136,9 +136,7 @@ __all__ = [
     "canonical_sha",
     "check_certificate",
     "check_file",
-    "decode_bits",
     "mpfr_format",
-    "network_stages",
     "parse",
     "statement",
 ]
@@ -343,14 +341,6 @@ def _stage(st: dict[str, Any], dt: str, n: int, w: str) -> dict[str, Any]:
         avg = windowed({**st, "op": "avg_pool2d"}, dt, n, w, _decode)["weight"]
         return {"op": op, "windows": [[i for i, v in enumerate(r) if v] for r in avg]}
     raise CertificateError(f"{w}: unknown op {op!r}")
-
-
-decode_bits = _decode
-"""A stored value of a certificate's network, exactly: decode_bits(v, dtype, what) is the
-Fraction of hex bit pattern v of the dtype ('p/q' for dtype "exact")."""
-network_stages = _network
-"""network_stages(net, n) = (dtype, decoded stages, output width) of a certificate's
-network reading an input of width n."""
 
 
 def mpfr_format(dt: str) -> tuple[int, int, int]:

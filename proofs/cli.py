@@ -22,8 +22,9 @@ Invariants:
   1 when an output-bound certificate is rejected (the reason on stderr; a split
   certificate: 2 with that one line, as its format specifies), 2 with one line when the
   file is not a regular file of at most the checker's MAX_BYTES of UTF-8
-  (`spec.safe_files.read_text`: a FIFO never blocks) or when `proofs.cert_work`
-  estimates more work than its caps, before any check starts.
+  (`spec.safe_files.read_text`: a FIFO never blocks) or when the work estimated from the
+  certificate's sizes exceeds the caps (`proofs.cert_work`; split certificates:
+  `split_certificate_check.check_work`), before any check starts.
 - `readme` writes every generated part of the docs (`proofs.generated`: docs/OPS.md, the
   theorem table of proofs/README.md, README.md's op count, docs/ARCHITECTURE.md's family
   table); `--check` writes nothing and exits 1 when one is stale; `--print` prints the
@@ -398,9 +399,12 @@ def _cmd_check_cert(args: argparse.Namespace) -> int:
         is_split = isinstance(cert, dict) and cert.get("format") == split.FORMAT
         if not is_split:
             cert = bounds.parse(text)  # the output-bound format's own limits
-        check_work(cert, args.max_width, args.max_work)
-        checker = split.check_certificate if is_split else bounds.check_certificate
-        sys.stdout.write(checker(cert) + "\n")
+        if is_split:
+            split.check_work(cert, args.max_width)
+            sys.stdout.write(split.check_certificate(cert) + "\n")
+        else:
+            check_work(cert, args.max_width, args.max_work)
+            sys.stdout.write(bounds.check_certificate(cert) + "\n")
     except bounds.CertificateError as e:
         sys.stderr.write(f"certificate rejected: {args.path}: {e}\n")
         return 2 if is_split else 1

@@ -30,6 +30,10 @@ Invariants (what `check_certificate` establishes before it accepts):
   conjunction at either level.
 - The file is parsed by `parse`: files over MAX_BYTES, integers longer than MAX_INT_DIGITS
   and NaN / Infinity are refused; nesting too deep for the JSON reader is refused.
+- `check_work` (what check-cert runs first) estimates the float64 work from sizes only
+  (`flops`: leaves times back-substitution size) and refuses, with
+  `proofs.cert_work.CertificateWorkError`, more than MAX_FLOPS or a value wider than the
+  width cap, before anything is decoded.
 A rejected certificate raises `CertificateError` with one line naming the first failed
 check (the field, or the leaf and its node path in the tree).
 """
@@ -37,6 +41,7 @@ check (the field, or the leaf and its node path in the tree).
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -48,6 +53,7 @@ from spec.safe_files import read_text
 
 from .bounds_certificate_check import canonical_sha
 from .bounds_certificate_ia import CertificateError, jlist, rat, short
+from .cert_work import CertificateWorkError, caps
 from .split_certificate_bounds import (
     DTYPES,
     EMPTY,
@@ -66,10 +72,12 @@ from .split_certificate_bounds import (
 __all__ = [
     "CHUNK",
     "DTYPES",
+    "ENV_FLOPS",
     "ETA",
     "FORMAT",
     "KEYS",
     "MAX_BYTES",
+    "MAX_FLOPS",
     "MAX_INT_DIGITS",
     "MAX_NODES",
     "MAX_TREE_DEPTH",
@@ -77,6 +85,8 @@ __all__ = [
     "U",
     "check_certificate",
     "check_file",
+    "check_work",
+    "flops",
     "parse",
 ]
 
@@ -86,6 +96,9 @@ MAX_TREE_DEPTH = 64
 MAX_NODES = 2_000_000
 MAX_BYTES = 64 * 2**20
 MAX_INT_DIGITS = 30
+MAX_FLOPS = 10**13
+"""The most float64 multiply-adds (`flops`) a certificate may demand of this checker."""
+ENV_FLOPS = "TORCHLEAN_MAX_CERT_FLOPS"
 CHUNK = 2**20
 """Leaves are bounded in chunks of at most CHUNK // (hidden and output neurons) leaves (at
 least 16): per-leaf state is a dozen float64 arrays of the network's widths, and bounds of
@@ -399,6 +412,58 @@ def _bounds(nt: _Net, found: list[_Leaf], leaves: list[Any], A: np.ndarray,
             _verdict(k, found[k], row, D[row], lower[r], int(outcome[r]), int(stage[r]))
         empty += int(np.sum(outcome == EMPTY))
     return empty
+
+
+def flops(cert: Any) -> tuple[int, int]:
+    """(widest value, float64 multiply-adds) the check of `cert` demands, from sizes only
+    (list lengths, nothing decoded): per leaf, 2 x width rows of every linear stage
+    back-substituted through the stages up to it, plus each objective row through all of
+    them (leaves sharing a box and the signs below a stage share that stage's work, so
+    this is an upper estimate). (0, 0) where the sizes are malformed: the check refuses."""
+    if not isinstance(cert, dict) or not isinstance(cert.get("box"), dict):
+        return 0, 0
+    lower, net = cert["box"].get("lower"), cert.get("network")
+    stages = net.get("stages") if isinstance(net, dict) else None
+    if not isinstance(lower, list) or not isinstance(stages, list):
+        return 0, 0
+    widths, prefix, per_leaf = [len(lower)], 0, 0
+    for st in stages:
+        rows = st.get("weight") if isinstance(st, dict) and st.get("op") == "linear" else None
+        if isinstance(rows, list):
+            prefix += len(rows) * widths[-1]
+            per_leaf += 2 * len(rows) * prefix
+            widths.append(len(rows))
+    count = [len(v) if isinstance(v, list) else 1 for v in (cert.get("rows"), cert.get("leaves"))]
+    return max(widths), count[1] * (per_leaf + count[0] * prefix)
+
+
+def _cap(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise CertificateWorkError(f"{name}={raw!r} must be an integer >= 1")
+    return int(raw)
+
+
+def check_work(cert: Any, max_width: int | None = None) -> tuple[int, int]:
+    """`flops(cert)`, refused (`CertificateWorkError`, before anything is decoded) when the
+    widest value exceeds the width cap (`max_width`, else `proofs.cert_work.caps()`) or the
+    multiply-adds exceed MAX_FLOPS (or TORCHLEAN_MAX_CERT_FLOPS)."""
+    width, work = flops(cert)
+    cap_w = caps()[0] if max_width is None else max_width
+    if width > cap_w:
+        raise CertificateWorkError(
+            f"the certificate declares a value of {width} entries (at most {cap_w}; raise "
+            "with --max-width or TORCHLEAN_MAX_CERT_WIDTH)"
+        )
+    cap = _cap(ENV_FLOPS, MAX_FLOPS)
+    if work > cap:
+        raise CertificateWorkError(
+            f"checking the certificate would take about {work:.3g} float64 multiply-adds "
+            f"(at most {cap:.3g}; raise with {ENV_FLOPS})"
+        )
+    return width, work
 
 
 def check_certificate(cert: Any) -> str:

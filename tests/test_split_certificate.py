@@ -19,7 +19,7 @@ from hypothesis import strategies as hs
 from proofs import split_certificate_bounds as scb
 from proofs import split_certificate_check as scc
 from proofs.bounds_certificate_ia import CertificateError
-from proofs.cert_work import CertificateWorkError, check_work
+from proofs.cert_work import CertificateWorkError
 from proofs.cli import main as proofs_main
 
 F = Fraction
@@ -299,11 +299,11 @@ def test_cli(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
 def test_work_cap(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     c = two_rows()
-    w = check_work(c)
-    assert w.flops == 2 * (2 * 2 * 2 + 2 * 1 * (2 + 2) + 2 * (2 + 2))  # 2 leaves, see cert_work
+    # linear 2x1 (2 rows, prefix 2), relu, linear 1x2 (1 row, prefix 4); 2 rows; 2 leaves
+    assert scc.check_work(c) == (2, 2 * (2 * 2 * 2 + 2 * 1 * 4 + 2 * 4))
     monkeypatch.setenv("TORCHLEAN_MAX_CERT_FLOPS", "10")
     with pytest.raises(CertificateWorkError, match="float64 multiply-adds"):
-        check_work(c)
+        scc.check_work(c)
     p = tmp_path / "c.json"
     p.write_text(json.dumps(c))
     assert proofs_main(["check-cert", str(p)]) == 2
