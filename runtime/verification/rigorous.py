@@ -29,6 +29,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -47,6 +48,20 @@ _TINY = 2.0**-1074
 CHUNK_ELEMENTS = 1 << 23  # leaves per chunk x hidden rows x hidden width, at most
 
 Arr = np.ndarray
+
+
+def _kernel() -> Any:
+    """The numba loop when numba is installed (TORCHLEAN_COMPILED=0 turns it off)."""
+    if os.environ.get("TORCHLEAN_COMPILED") == "0":
+        return None
+    try:
+        from .rigorous_kernels import relax_rows
+    except ImportError:
+        return None
+    return relax_rows
+
+
+_KERNEL: dict[str, Any] = {"relax_rows": _kernel()}
 
 
 def _up(x: Any) -> Any:
@@ -230,37 +245,51 @@ class SoundNet:
     def _crown_box(self, k: int, st: _Leaves, zl: Arr, zu: Arr) -> tuple[Arr, Arr]:
         """IBP [zl, zu] of linear stage k intersected with CROWN's bounds (adaptive slopes)
         of every output (a stable output's bounds still matter: they enter the rounding
-        terms and the next stage's IBP, so the checker's recomputation needs them all)."""
-        B, n = zl.shape
-        eye = np.eye(n)
-        rows = np.broadcast_to(np.concatenate([eye, -eye]), (B, 2 * n, n))
-        low, _ = self._back(k, rows, st, None)
+        terms and the next stage's IBP, so the checker's recomputation needs them all).
+        The rows are +-identity: their first step is exact (coefficients +-W, constant
+        +-b, error +-E)."""
+        n = zl.shape[1]
+        W, b, E = self.Ws[k], self.bs[k], st.E[k]
+        G = np.broadcast_to(np.concatenate([W, -W]), (zl.shape[0], 2 * n, W.shape[1]))
+        const = np.concatenate([_dn(b - E), _dn(-b - E)], axis=1)
+        low, _ = self._back(k, G, st, None, const)
         return np.maximum(zl, low[:, :n]), np.minimum(zu, -low[:, n:])
 
-    def _back(self, k: int, Lam: Arr, st: _Leaves, alpha: Any) -> tuple[Arr, Arr]:
+    def _back(
+        self, k: int, Lam: Arr, st: _Leaves, alpha: Any, const: Arr | None = None
+    ) -> tuple[Arr, Arr]:
         """Rigorous lower bounds of Lam . z_k (Lam: (B, r, n_k)) by back-substitution to
-        the box, and the final input coefficients."""
+        the box, and the final input coefficients. With `const`, Lam is already the
+        coefficients on stage k's input and `const` a lower bound of the rest."""
         B, r = Lam.shape[:2]
-        const = np.zeros((B, r))
+        G = None if const is None else Lam
+        const = np.zeros((B, r)) if const is None else const
+        t = k
         aL = np.abs(Lam)
-        for t in range(k, -1, -1):
-            W, b = self.Ws[t], self.bs[t]
-            n = W.shape[0]
-            v = _hi_pos(st.mx[t], self.absW[t].T)  # |W| mx
-            vecs = np.stack([np.broadcast_to(np.abs(b), st.E[t].shape), st.E[t], v], axis=-1)
-            R = aL @ vecs  # (B, r, 3): |Lam| |b|, |Lam| E, |Lam| |W| mx
-            c1 = Lam @ b
-            c1 = _dn(c1 - mm_err(R[..., 0], n))
-            c2 = _up(R[..., 1] + mm_err(R[..., 1], n))
-            c3 = _gemm_err(_up(R[..., 2] + mm_err(R[..., 2], n)), n, st.mx[t])
-            const = _dn(_dn(_dn(const + c1) - c2) - c3)
-            G = (np.reshape(Lam, (B * r, n)) @ W).reshape(B, r, W.shape[1])
+        while True:
+            if G is None:
+                const, G = self._step(t, Lam, aL, const, st)
             if t == 0:
                 return _dn(const + _concretise(G, st.lo, st.hi)), G
             a = None if alpha is None else alpha[t - 1]
             Lam, aL, c4 = _relax(G, st.pre[t - 1], a)
             const = _dn(const + c4)
-        raise AssertionError("unreachable")
+            G, t = None, t - 1
+
+    def _step(self, t: int, Lam: Arr, aL: Arr, const: Arr, st: _Leaves) -> tuple[Arr, Arr]:
+        """Lam . z_t >= G . x_t + const': G = fl(Lam W_t), const' = const + Lam b - |Lam| E
+        less the rounding of G times max |x_t| (rounded down)."""
+        B, r = Lam.shape[:2]
+        W, b = self.Ws[t], self.bs[t]
+        n = W.shape[0]
+        v = _hi_pos(st.mx[t], self.absW[t].T)  # |W| mx
+        vecs = np.stack([np.broadcast_to(np.abs(b), st.E[t].shape), st.E[t], v], axis=-1)
+        R = aL @ vecs  # (B, r, 3): |Lam| |b|, |Lam| E, |Lam| |W| mx
+        c1 = _dn(Lam @ b - mm_err(R[..., 0], n))
+        c2 = _up(R[..., 1] + mm_err(R[..., 1], n))
+        c3 = _gemm_err(_up(R[..., 2] + mm_err(R[..., 2], n)), n, st.mx[t])
+        const = _dn(_dn(_dn(const + c1) - c2) - c3)
+        return const, (np.reshape(Lam, (B * r, n)) @ W).reshape(B, r, W.shape[1])
 
 
 def _gemm_err(w: Arr, n: int, mx: Arr) -> Arr:
@@ -283,6 +312,23 @@ def _lines(pre: tuple[Arr, Arr]) -> tuple[Arr, ...]:
     return live, dead, unst, s, icpt
 
 
+def _rows_numpy(G: Arr, slope_lo: Arr, slope_up: Arr, icpt: Arr, zu: Arr) -> tuple[Arr, ...]:
+    """`rigorous_kernels.relax_rows` in NumPy (the same values)."""
+    Gn = np.minimum(G, 0.0)
+    H = np.maximum(G, 0.0) * slope_lo
+    H += Gn * slope_up  # one of the two products is 0: H is fl(G x its slope)
+    aH = np.abs(H)
+    return H, aH, (Gn @ icpt[..., None])[..., 0], (aH @ zu[..., None])[..., 0]
+
+
+def _rows(G: Arr, slope_lo: Arr, slope_up: Arr, icpt: Arr, zu: Arr) -> tuple[Arr, ...]:
+    """H = fl(G x slope), |H|, sum_j min(G, 0) icpt, sum_j |H| zu (computed)."""
+    args = [np.ascontiguousarray(x) for x in (G, slope_lo, slope_up, icpt, zu)]
+    if _KERNEL["relax_rows"] is None:
+        return _rows_numpy(*args)
+    return tuple(_KERNEL["relax_rows"](*args))
+
+
 def _relax(G: Arr, pre: tuple[Arr, Arr], alpha: Arr | None) -> tuple[Arr, Arr, Arr]:
     """G . relu(z) >= H . z + c on z in [l, u]: the new coefficients H (computed), |H|,
     and a rigorous lower bound of c (the upper lines' intercepts on negative
@@ -293,16 +339,11 @@ def _relax(G: Arr, pre: tuple[Arr, Arr], alpha: Arr | None) -> tuple[Arr, Arr, A
     a = np.where(u >= -l, 1.0, 0.0) if alpha is None else alpha
     slope_lo = np.where(live, 1.0, np.where(dead, 0.0, a))
     slope_up = np.where(live, 1.0, s)
-    neg = G < 0
-    H = G * np.where(neg, slope_up, slope_lo)
-    aH = np.abs(H)
-    Gn = np.where(neg, G, 0.0)
     n = G.shape[-1]
-    P = Gn @ icpt[:, 0, :, None]  # <= 0; its absolute-value product is -P
-    c = _dn(P[..., 0] - mm_err(-P[..., 0], n))
     zu = np.where(unst[:, 0, :], np.maximum(np.abs(pre[0]), np.abs(pre[1])), 0.0)
-    w = aH @ zu[..., None]
-    w = _up(w[..., 0] + mm_err(w[..., 0], n))
+    H, aH, P, w = _rows(G, slope_lo, slope_up, icpt[:, 0, :], zu)
+    c = _dn(P - mm_err(-P, n))  # P <= 0: its absolute-value sum is -P
+    w = _up(w + mm_err(w, n))
     e = _up(_up(2.0**-52 * w) + _up(_TINY * _hi_pos(zu, np.ones(n)))[:, None])
     return H, aH, _dn(c - e)
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -163,8 +163,6 @@ def cover_boxes(box: Box, tree: dict[str, Any]) -> list[tuple[int, Box]]:
 
 
 MAX_DEPTH = 64  # the split certificate's bound on a path's length
-TRY_BOTH = False
-RATIO = 8.0
 
 
 def _box_attack(
@@ -232,16 +230,11 @@ class _SoundSearch:
         return out, margin
 
     def candidates(self, o: _Open) -> list[int]:
-        """The coordinate of the largest score, and the widest relative to the root box
-        (TRY_BOTH); or only the first unless it is RATIO times narrower (relatively) than
-        the widest."""
-        w = o.hi - o.lo
-        rel = w / self.scale
+        """The coordinate of the largest score, and the widest relative to the root box."""
+        rel = (o.hi - o.lo) / self.scale
         a = int(np.argmax(o.score)) if o.score.max() > 0 else int(np.argmax(rel))
         b = int(np.argmax(rel))
-        if TRY_BOTH:
-            return [a] if a == b else [a, b]
-        return [b] if rel[a] * RATIO < rel[b] else [a]
+        return [a] if a == b else [a, b]
 
     def split(self, opens: list[_Open]) -> list[_Open]:
         """Each open box split on the candidate whose halves' worse margin is larger (all
