@@ -155,10 +155,12 @@ def test_bounds_hold_at_both_levels(case: Any) -> None:
             for s, v in zip(S[0], zs, strict=True)
         )
         if inside:  # the leaf's region: the real network's sign constraints hold
-            for k, (a, lb) in enumerate(zip(A, low[0], strict=True)):
+            for a, lb in zip(A, low[0], strict=True):
                 assert sum(Fraction(c) * v for c, v in zip(a, y, strict=True)) >= Fraction(lb)
             for (l, u), zs in zip(pre, z, strict=True):
-                assert all(Fraction(a) <= v <= Fraction(b) for a, b, v in zip(l[0], u[0], zs))
+                assert all(
+                    Fraction(a) <= v <= Fraction(b) for a, b, v in zip(l[0], u[0], zs, strict=True)
+                )
         if splits is None:  # the runtime's outputs (its own sign pattern: no constraints)
             for a, lb in zip(A, low[0], strict=True):
                 got = sum(Fraction(c) * Fraction(v) for c, v in zip(a, yr, strict=True))

@@ -240,7 +240,8 @@ class _SoundSearch:
         """Each open box split on the candidate whose halves' worse margin is larger (all
         candidates' halves bounded in one batch); the halves' nodes get their open or
         leaf records."""
-        items, owner = [], []
+        items: list[tuple[Box, dict[str, Any], int]] = []
+        owner: list[tuple[int, int, int]] = []
         for k, o in enumerate(opens):
             for j in self.candidates(o):
                 left, right = _halves(o.box, j)
