@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from runtime.nn import Linear, ReLU, Sequential, Tanh
 from runtime.trainer import Result
-from runtime.verification import verify
+from runtime.verification import VerificationError, verify
 from runtime.verification.floatnet import FloatNet
 from runtime.verification.from_graph import Network
 from runtime.verification.rigorous import SoundNet, enclose, gamma
@@ -216,3 +216,12 @@ def test_never_above_exact_crown(seed: int) -> None:
     for i in range(2):
         exact = Fraction(vr.real.lower[i])
         assert Fraction(low[0, i]) <= exact
+
+
+def test_slopes_outside_the_unit_interval_are_refused() -> None:
+    sn = SoundNet.build(_net(GOLD, "float64"))
+    assert sn is not None
+    box = (np.array([[-1.0, -1]]), np.array([[1.0, 1]]))
+    for bad in (1.5, -0.5, np.nan):
+        with pytest.raises(VerificationError, match=r"alpha must be in \[0, 1\]"):
+            sn.lower(*box, np.array([[1.0]]), alpha=[np.full((1, 1, 2), bad)])

@@ -176,6 +176,8 @@ class SoundNet:
         """`lower`, plus the rows' input coefficients (B, m, n_in) (search heuristics).
         Large batches are computed in chunks of at most CHUNK_ELEMENTS / (2 n^2) leaves."""
         lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        if alpha is not None and not all(((a >= 0) & (a <= 1)).all() for a in alpha):
+            raise VerificationError("SoundNet.lower: every lower slope alpha must be in [0, 1]")
         step = max(1, CHUNK_ELEMENTS // (2 * max(self.widths[1:-1] or (1,)) ** 2))
         if lo.shape[0] <= step:
             return self._bound(lo, hi, A, splits, alpha)
