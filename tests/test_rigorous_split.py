@@ -34,7 +34,7 @@ def _abs_net() -> Network:
 BOX = ((Fraction(-1), Fraction(-1)), (Fraction(2), Fraction(2)))
 
 
-def _search(net: Network, d: float, hits: list[Any]) -> tuple[str, Any]:
+def _search(net: Network, d: float, hits: list[Any], slopes: bool = True) -> tuple[str, Any]:
     sn, fn = SoundNet.build(net), FloatNet.build(net.result, net.in_shape)
     assert sn is not None
 
@@ -43,18 +43,27 @@ def _search(net: Network, d: float, hits: list[Any]) -> tuple[str, Any]:
         return ("hit", pts[0]) if pts else None
 
     rows = (np.array([[1.0]]), np.array([d]))
-    return sound_split_search(sn, fn, BOX, rows, attack, deadline=float("inf"))
+    return sound_split_search(sn, fn, BOX, rows, attack, deadline=float("inf"), slopes=slopes)
 
 
-def test_unsat_needs_splits_and_the_certificate_holds() -> None:
-    """|x0| + |x1| <= -1/8 is empty on [-1, 2]^2 but not by CROWN on the whole box (lower
-    slopes 1 for relu(x), 0 for relu(-x): the bound is x0 + x1 >= -2); the tree closes it
-    and the checker agrees."""
+def test_unsat_by_leaf_slopes_and_the_certificate_holds() -> None:
+    """|x0| + |x1| <= -1/8 is empty on [-1, 2]^2 but not by CROWN's adaptive slopes on the
+    whole box (1 for relu(x), 0 for relu(-x): the bound is x0 + x1 >= -2); the leaf's own
+    lower slopes (all 1: |x| >= x + (-x) = 0) close it, and the checker agrees."""
     net = _abs_net()
+    sn = SoundNet.build(net)
+    assert sn is not None
+    lo, hi = np.array([[-1.0, -1]]), np.array([[2.0, 2]])
+    assert sn.lower(lo, hi, np.array([[1.0]]))[0][0, 0] < -0.125
     status, got = _search(net, -0.125, [])
     assert status == "unsat"
     tree, leaves = got
-    assert "split" in tree and len(leaves) > 1
+    assert any("alpha" in lf for lf in leaves)
+    adaptive = _search(net, -0.125, [], slopes=False)
+    assert adaptive[0] == "unsat" and "split" in adaptive[1][0]  # without them: splits
+    assert all("alpha" not in lf for lf in adaptive[1][1])
+    cert = split_certificate(net, BOX, (((Fraction(1),), Fraction(-1, 8)),), *adaptive[1])
+    assert "certificate holds" in check_split(cert)
     conj = (((Fraction(1),), Fraction(-1, 8)),)
     cert = split_certificate(net, BOX, conj, tree, leaves)
     assert cert["format"] == SPLIT_FORMAT and cert["rows"] == [{"a": ["1/1"], "d": "-1/8"}]

@@ -39,7 +39,16 @@ import numpy as np
 from .core import VerificationError
 from .network import stages
 
-__all__ = ["CHUNK_ELEMENTS", "FORMATS", "SoundNet", "enclose", "gamma", "mm_err"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "FORMATS",
+    "SCHEMES",
+    "SoundNet",
+    "enclose",
+    "gamma",
+    "mm_err",
+    "scheme_alpha",
+]
 
 FORMATS = {"float32": (24, -126), "float64": (53, -1022)}  # (precision p, emin)
 _MAXF = {"float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
@@ -105,6 +114,22 @@ def enclose(box: tuple[Any, Any]) -> tuple[Arr, Arr]:
         if Fraction(hi[i]) < Fraction(b):
             hi[i] = _up(hi[i])
     return lo, hi
+
+
+SCHEMES = ("adaptive", "parallel", "zero", "one")
+"""Lower-slope schemes `bound_tries` tries for the final rows: the adaptive rule, the
+upper line's slope u / (u - l), 0, 1 (on unstable neurons; any value in [0, 1] is sound)."""
+
+
+def scheme_alpha(c: int, pre: tuple[Arr, Arr]) -> Arr:
+    """The lower slopes (B, n) of scheme c on relu bounds pre = (l, u): values in [0, 1]."""
+    l, u = pre
+    if c == 1:
+        unst = (l < 0) & (u > 0)
+        return np.where(unst, np.clip(u / np.where(unst, u - l, 1.0), 0.0, 1.0), 0.0)
+    if c == 0:
+        return np.where(u >= -l, 1.0, 0.0)
+    return np.full(l.shape, 1.0 if c == 3 else 0.0)
 
 
 @dataclass
@@ -173,20 +198,30 @@ class SoundNet:
     def bound(
         self, lo: Arr, hi: Arr, A: Arr, splits: Any = None, alpha: Any = None
     ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr]:
-        """`lower`, plus the rows' input coefficients (B, m, n_in) (search heuristics).
-        Large batches are computed in chunks of at most CHUNK_ELEMENTS / (2 n^2) leaves."""
+        """`lower`, plus the rows' input coefficients (B, m, n_in) (search heuristics)."""
+        low, pre, coef, _ = self.bound_tries(lo, hi, A, None, splits, alpha)
+        return low, pre, coef
+
+    def bound_tries(
+        self, lo: Arr, hi: Arr, A: Arr, thr: Arr | None, splits: Any = None, alpha: Any = None
+    ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr, Arr]:
+        """`bound`; with `thr` (m,), the final rows are also bounded with each lower-slope
+        scheme of SCHEMES (intermediate bounds shared) and each leaf gets the scheme whose
+        best row clears thr by most: its bounds and its index (0: the adaptive rule; the
+        slopes are `scheme_alpha(k, pre)`). Large batches are computed in chunks of at
+        most CHUNK_ELEMENTS / (2 n^2) leaves."""
         lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
         if alpha is not None and not all(((a >= 0) & (a <= 1)).all() for a in alpha):
             raise VerificationError("SoundNet.lower: every lower slope alpha must be in [0, 1]")
         step = max(1, CHUNK_ELEMENTS // (2 * max(self.widths[1:-1] or (1,)) ** 2))
-        if lo.shape[0] <= step:
-            return self._bound(lo, hi, A, splits, alpha)
         parts = []
         for i in range(0, lo.shape[0], step):
             sl = slice(i, i + step)
             sp = None if splits is None else [s[sl] for s in splits]
             al = None if alpha is None else [a[sl] for a in alpha]
-            parts.append(self._bound(lo[sl], hi[sl], A, sp, al))
+            parts.append(self._bound(lo[sl], hi[sl], A, sp, al, thr))
+        if len(parts) == 1:
+            return parts[0]
         pre = [
             (
                 np.concatenate([p[1][j][0] for p in parts]),
@@ -195,11 +230,16 @@ class SoundNet:
             for j in range(len(parts[0][1]))
         ]
         low = np.concatenate([p[0] for p in parts])
-        return low, pre, np.concatenate([p[2] for p in parts])
+        return (
+            low,
+            pre,
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts]),
+        )
 
     def _bound(
-        self, lo: Arr, hi: Arr, A: Arr, splits: Any, alpha: Any
-    ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr]:
+        self, lo: Arr, hi: Arr, A: Arr, splits: Any, alpha: Any, thr: Arr | None
+    ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr, Arr]:
         B = lo.shape[0]
         st = _Leaves(lo, hi, [], [np.maximum(np.abs(lo), np.abs(hi))], [],
                      np.zeros(B, bool), np.zeros(B, bool))  # fmt: skip
@@ -222,9 +262,20 @@ class SoundNet:
             st.mx.append(np.maximum(xl, xu))
         Am = np.broadcast_to(np.asarray(A, np.float64), (B, *np.shape(A)))
         low, coef = self._back(K - 1, Am, st, alpha)
+        choice = np.zeros(B, np.int64)
+        if thr is not None:
+            best = (low - thr).max(axis=1)
+            for c in range(1, len(SCHEMES)):
+                m = Am.shape[1]
+                al = [np.broadcast_to(scheme_alpha(c, p)[:, None, :], (B, m, p[0].shape[1]))
+                      for p in st.pre]  # fmt: skip
+                lc, _ = self._back(K - 1, Am, st, al)
+                gc = (lc - thr).max(axis=1)
+                better = gc > best
+                low[better], best[better], choice[better] = lc[better], gc[better], c
         st.bad |= ~np.isfinite(low).all(1)
         low = np.where(st.bad[:, None], -np.inf, np.where(st.empty[:, None], np.inf, low))
-        return low, st.pre, coef
+        return low, st.pre, coef, choice
 
     def _err(self, k: int, mx: Arr, st: _Leaves) -> Arr:
         """E of linear stage k (B, n_out); marks leaves that could overflow the dtype."""
