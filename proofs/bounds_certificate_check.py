@@ -221,13 +221,18 @@ def _constant(name: str) -> Any:
     raise CertificateError(f"JSON constant {name} is not allowed in a certificate")
 
 
-def parse(text: str) -> Any:
-    """A certificate's JSON, refusing deep nesting, long integers and NaN/Infinity."""
+def parse(text: str, *, bounded_depth: bool = True) -> Any:
+    """A certificate's JSON, refusing long integers, NaN/Infinity and files over MAX_BYTES;
+    nesting deeper than MAX_DEPTH is refused before parsing, or, with `bounded_depth`
+    False (formats that nest deeper), only where the JSON reader itself gives up."""
     if len(text) > MAX_BYTES:
         raise CertificateError(f"certificate of {len(text)} characters (at most {MAX_BYTES})")
-    _depth_ok(text)
+    if bounded_depth:
+        _depth_ok(text)
     try:
         return json.loads(text, parse_int=_int, parse_constant=_constant)
+    except RecursionError:
+        raise CertificateError("JSON nested too deeply: refused") from None
     except ValueError as e:
         raise CertificateError(f"cannot parse the certificate as JSON: {e}") from None
 

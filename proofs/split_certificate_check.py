@@ -40,7 +40,6 @@ check (the field, or the leaf and its node path in the tree).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -51,7 +50,8 @@ import numpy as np
 
 from spec.safe_files import read_text
 
-from .bounds_certificate_check import canonical_sha
+from .bounds_certificate_check import MAX_BYTES, MAX_INT_DIGITS, canonical_sha
+from .bounds_certificate_check import parse as parse_json
 from .bounds_certificate_ia import CertificateError, jlist, rat, short
 from .cert_work import CertificateWorkError, caps
 from .split_certificate_bounds import (
@@ -94,8 +94,6 @@ FORMAT = "torchlean_split_bounds_v1"
 KEYS = frozenset({"format", "network", "model_hash", "box", "rows", "tree", "leaves", "digest"})
 MAX_TREE_DEPTH = 64
 MAX_NODES = 2_000_000
-MAX_BYTES = 64 * 2**20
-MAX_INT_DIGITS = 30
 MAX_FLOPS = 10**13
 """The most float64 multiply-adds (`flops`) a certificate may demand of this checker."""
 ENV_FLOPS = "TORCHLEAN_MAX_CERT_FLOPS"
@@ -110,26 +108,10 @@ _HEX = {
 }
 
 
-def _int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise CertificateError(f"a JSON integer of {len(text)} digits: refused")
-    return int(text)
-
-
-def _constant(name: str) -> Any:
-    raise CertificateError(f"JSON constant {name} is not allowed in a certificate")
-
-
 def parse(text: str) -> Any:
-    """A certificate's JSON, refusing long integers, NaN / Infinity and excessive nesting."""
-    if len(text) > MAX_BYTES:
-        raise CertificateError(f"certificate of {len(text)} characters (at most {MAX_BYTES})")
-    try:
-        return json.loads(text, parse_int=_int, parse_constant=_constant)
-    except RecursionError:
-        raise CertificateError("JSON nested too deeply: refused") from None
-    except ValueError as e:
-        raise CertificateError(f"cannot parse the certificate as JSON: {e}") from None
+    """A certificate's JSON: the output-bound checker's reader (MAX_BYTES, MAX_INT_DIGITS,
+    no NaN / Infinity) without its nesting limit, since split trees nest deeper."""
+    return parse_json(text, bounded_depth=False)
 
 
 @dataclass
