@@ -24,26 +24,17 @@ from runtime.verification.from_graph import network_from_imported
 from runtime.verification.network import stages
 
 onnx = pytest.importorskip("onnx", reason="needs the onnx package")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from runtime.interop import from_onnx  # noqa: E402
+from tests.onnx_build import onnx_model  # noqa: E402
 
 F32 = np.float32
 
 
-def _model(nodes: list, inits: dict[str, np.ndarray], x: list[int], y: list[int]) -> bytes:
-    g = helper.make_graph(
-        nodes, "m",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, x)],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y)],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()],
-    )  # fmt: skip
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
-
-
 def _div_net(d: float, n: int) -> bytes:
     nodes = [helper.make_node("Div", ["X", "d"], ["Y"])]
-    return _model(nodes, {"d": np.full((1, 1), d, F32)}, [1, n], [1, n])
+    return onnx_model(nodes, {"d": np.full((1, 1), d, F32)}, [1, n], [1, n])
 
 
 @settings(max_examples=25)
@@ -81,7 +72,7 @@ def _eran(n: int) -> bytes:
     ]
     inits = {"m": np.full((1, 1, 1, 1), 0.1307, F32), "d": np.full((1, 1, 1, 1), 0.3081, F32),
              "W0": W0, "b0": b0, "W1": W1, "b1": b1}  # fmt: skip
-    return _model(nodes, inits, [1, 1, 2, 2], [1, 2])
+    return onnx_model(nodes, inits, [1, 1, 2, 2], [1, 2])
 
 
 def test_eran_normalisation_matches_onnxruntime() -> None:
@@ -90,7 +81,7 @@ def test_eran_normalisation_matches_onnxruntime() -> None:
     nodes = [helper.make_node("Sub", ["X", "m"], ["s"]), helper.make_node("Div", ["s", "d"], ["z"]),
              helper.make_node("Flatten", ["z"], ["Y"])]  # fmt: skip
     inits = {"m": np.full((1, 1, 1, 1), 0.1307, F32), "d": np.full((1, 1, 1, 1), 0.3081, F32)}
-    m = _model(nodes, inits, [1, 1, 2, 2], [1, 4])
+    m = onnx_model(nodes, inits, [1, 1, 2, 2], [1, 4])
     net = network_from_imported(from_onnx(m))
     assert net.layers == ["BatchNorm2d", "BatchNorm2d", "Flatten"]
     sess = ort.InferenceSession(m, providers=["CPUExecutionProvider"])

@@ -30,22 +30,13 @@ from runtime.verification.vnn import GRACE, decide, decide_cases, verify_vnnlib
 from runtime.verification.vnnlib import parse_vnnlib_cases
 
 onnx = pytest.importorskip("onnx", reason="needs the onnx package")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 from runtime.interop import from_onnx  # noqa: E402
+from tests.onnx_build import onnx_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 F32 = np.float32
-
-
-def _model(nodes: list, inits: dict[str, np.ndarray], x: list[int], y: list[int]) -> bytes:
-    g = helper.make_graph(
-        nodes, "m",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, x)],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y)],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()],
-    )  # fmt: skip
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
 
 def _const(name: str, v: np.ndarray) -> Any:
@@ -93,7 +84,7 @@ def test_acas_form_sub_of_a_zero_image_flatten_matmul_add() -> None:
     ]
     inits = {"avg": np.zeros((1, 1, 1, 5), F32), "W0": W0.T.copy(), "b0": b0,
              "W1": W1.T.copy(), "b1": b1}  # fmt: skip
-    net = _same_as_onnxruntime(_model(nodes, inits, [1, 1, 1, 5], [1, 5]), [1, 1, 1, 5])
+    net = _same_as_onnxruntime(onnx_model(nodes, inits, [1, 1, 1, 5], [1, 5]), [1, 1, 1, 5])
     assert net.layers == ["Flatten", "Linear", "ReLU", "Linear"] and net.n_in == 5
 
 
@@ -107,7 +98,7 @@ def test_mnistfc_form_unit_dimension_input_then_flatten() -> None:
         helper.make_node("Gemm", ["r", "W1", "b1"], ["Y"], transB=1),
     ]
     inits = {"W0": W0, "b0": b0, "W1": W1, "b1": b1}
-    net = _same_as_onnxruntime(_model(nodes, inits, [1, 6, 1], [1, 3]), [1, 6, 1])
+    net = _same_as_onnxruntime(onnx_model(nodes, inits, [1, 6, 1], [1, 3]), [1, 6, 1])
     assert net.layers == ["Linear", "ReLU", "Linear"] and net.in_shape == (6,)
 
 
@@ -125,7 +116,7 @@ def test_eran_form_constants_feeding_sub_and_div() -> None:
             helper.make_node("Flatten", ["n"], ["f"]),
             helper.make_node("Gemm", ["f", "W", "b"], ["Y"], transB=1),
         ]
-        m = _model(nodes, {"W": W, "b": b}, [1, 2, 2, 3], [1, 3])
+        m = onnx_model(nodes, {"W": W, "b": b}, [1, 2, 2, 3], [1, 3])
         net = _same_as_onnxruntime(m, [1, 2, 2, 3])
         assert net.layers.count("BatchNorm2d") == stages and net.layers[-1] == "Linear"
 
@@ -150,7 +141,7 @@ def _elementwise(shape: list[int], per: tuple[int, ...], gemm: bool) -> bytes:
         inits |= {"W": W, "b": b}
     else:
         nodes.append(helper.make_node("Flatten", ["r"], ["Y"]))
-    return _model(nodes, inits, shape, [1, 2] if gemm else [1, n])
+    return onnx_model(nodes, inits, shape, [1, 2] if gemm else [1, n])
 
 
 @pytest.mark.parametrize(("shape", "per"), [([1, 4], (1, 4)), ([1, 2, 2, 2], (1, 2, 1, 1))])
@@ -176,13 +167,13 @@ def test_elementwise_stages_are_sound_at_both_levels() -> None:
 
 def test_refused_forms_name_the_node() -> None:
     nodes = [helper.make_node("Div", ["X", "d"], ["n"]), helper.make_node("Relu", ["n"], ["Y"])]
-    m = _model(nodes, {"d": np.array([[0.3, 0.7, 0.3]], F32)}, [1, 3], [1, 3])
+    m = onnx_model(nodes, {"d": np.array([[0.3, 0.7, 0.3]], F32)}, [1, 3], [1, 3])
     with pytest.raises(VerificationError, match=r"node \d+ \(div\): division .* power of two"):
         network_from_imported(from_onnx(m))
     moves = [helper.make_node("Transpose", ["X"], ["t"], perm=[0, 1, 3, 2]),
              helper.make_node("Flatten", ["t"], ["Y"])]  # fmt: skip
     with pytest.raises(VerificationError, match="transpose that moves values"):
-        network_from_imported(from_onnx(_model(moves, {}, [1, 1, 2, 3], [1, 6])))
+        network_from_imported(from_onnx(onnx_model(moves, {}, [1, 1, 2, 3], [1, 6])))
 
 
 def test_transpose_of_unit_axes_is_the_identity() -> None:
@@ -194,7 +185,7 @@ def test_transpose_of_unit_axes_is_the_identity() -> None:
         helper.make_node("Gemm", ["f", "W", "b"], ["Y"], transB=1),
     ]
     inits = {"W": W, "b": b, "s": np.array([1, 4], np.int64)}
-    net = _same_as_onnxruntime(_model(nodes, inits, [1, 4], [1, 2]), [1, 4])
+    net = _same_as_onnxruntime(onnx_model(nodes, inits, [1, 4], [1, 2]), [1, 4])
     assert net.layers == ["Linear"]
 
 
@@ -203,7 +194,7 @@ def test_transpose_of_unit_axes_is_the_identity() -> None:
 
 def _identity_net() -> Any:
     """y = (x0, x1) exactly (a Gemm with the identity and zero bias)."""
-    m = _model([helper.make_node("Gemm", ["X", "W", "b"], ["Y"], transB=1)],
+    m = onnx_model([helper.make_node("Gemm", ["X", "W", "b"], ["Y"], transB=1)],
                {"W": np.eye(2, dtype=F32), "b": np.zeros(2, F32)}, [1, 2], [1, 2])  # fmt: skip
     return m, network_from_imported(from_onnx(m))
 
@@ -297,7 +288,7 @@ def _planted(n: int = 20) -> tuple[bytes, str]:
     head = "".join(f"(declare-const X_{i} Real)(assert (>= X_{i} -1))(assert (<= X_{i} 1))\n"
                    for i in range(n))  # fmt: skip
     prop = head + "(declare-const Y_0 Real)(declare-const Y_1 Real)(assert (>= Y_0 0.25))\n"
-    return _model(nodes, inits, [1, n], [1, 2]), prop
+    return onnx_model(nodes, inits, [1, n], [1, 2]), prop
 
 
 def test_attack_finds_a_planted_violation() -> None:
@@ -333,7 +324,7 @@ def test_timeout_honoured_on_a_large_conv_box(tmp_path: Path) -> None:
         helper.make_node("Flatten", ["a"], ["Y"]),
     ]
     inits = {"Wc": np.full((1, 1, 3, 3), 0.1, F32), "bc": np.zeros(1, F32)}
-    m = _model(nodes, inits, [1, 1, 96, 96], [1, 1])
+    m = onnx_model(nodes, inits, [1, 1, 96, 96], [1, 1])
     assert len(m) < 400
     (tmp_path / "c.onnx").write_bytes(m)
     box = "".join(f"(declare-const X_{i} Real)(assert (>= X_{i} 0))(assert (<= X_{i} 1))\n"
