@@ -3,6 +3,8 @@
     PYTHONPATH=$PWD python scripts/vnncomp.py BENCH_DIR --out results.csv
         [--instances FILE] [--only SUBSTR ...] [--stride K] [--timeout-scale X]
         [--reference RESULTS_CSV_DIR] [--summary summary.md] [--check] [--cex-dir DIR]
+        [--write-reference FILE]
+    PYTHONPATH=$PWD python scripts/vnncomp.py --render docs/vnncomp
 
 - Instances: BENCH_DIR/*instances.csv (VNN-COMP's `onnx,vnnlib,timeout` rows, paths
   relative to BENCH_DIR), filtered by `--only` (substrings of "onnx,vnnlib") and `--stride`.
@@ -24,7 +26,12 @@
   `benchmark,onnx,vnnlib,prepare_time,result,run_time`); the reference answer of an
   instance is the majority of the tools' sat / unsat answers; the summary counts solved,
   wrong (our sat / unsat against the reference), unknown / timeout, and lists per instance
-  our time next to the fastest tool's time with the reference answer.
+  our time next to the fastest tool's time with the reference answer. `--reference` also
+  takes one extract file (`onnx,vnnlib,answer,best_time` rows), which `--write-reference
+  FILE` writes for the instances run.
+- `--render DIR`: the results table of docs/VERIFICATION.md, per ACAS Xu property and per
+  network otherwise, from every results CSV in DIR and its `reference.csv` extract
+  (tests/test_vnncomp_table.py checks that the docs show exactly this table).
 """
 
 from __future__ import annotations
@@ -156,7 +163,12 @@ def audit(model: str, prop: str, res: Any) -> str | None:
 
 
 def reference(folder: str | None) -> dict[tuple[str, str], tuple[str, float | None]]:
-    """(onnx basename, vnnlib basename) -> (majority answer, fastest time with it)."""
+    """(onnx basename, vnnlib basename) -> (majority answer, fastest time with it), from a
+    folder of the tools' results CSVs, or from one extract written by `--write-reference`
+    (`onnx,vnnlib,answer,best_time` rows)."""
+    if folder and os.path.isfile(folder):
+        with open(folder, encoding="utf-8") as h:
+            return {(r[0], r[1]): (r[2], float(r[3]) if r[3] else None) for r in csv.reader(h)}
     votes: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for f in sorted(glob.glob(os.path.join(folder, "*.csv"))) if folder else []:
         with open(f, encoding="utf-8") as h:
@@ -211,10 +223,74 @@ def summary(rows: list[tuple[str, str, str, float]], ref: dict) -> str:
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 
+def write_reference(path: str, rows: list[tuple[str, str, str, float]], ref: dict) -> None:
+    """The reference answers of the instances run, as `onnx,vnnlib,answer,best_time` rows
+    (what a committed results table needs of the tools' published CSVs)."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        for onnx, prop, _, _ in rows:
+            key = (os.path.basename(onnx), os.path.basename(prop))
+            if key in ref:
+                ans, best = ref[key]
+                w.writerow([*key, ans, "" if best is None else f"{best:.3f}"])
+
+
+def _group(bench: str, onnx: str, prop: str) -> str:
+    """The table row an instance counts in: per property for ACAS Xu, per network else."""
+    stem = os.path.splitext(os.path.basename(prop if bench == "acasxu" else onnx))[0]
+    return f"{bench} {stem}"
+
+
+def _med_max(ts: list[float]) -> str:
+    if not ts:
+        return "—"
+    ts = sorted(ts)
+    return f"{ts[len(ts) // 2]:.1f} s / {ts[-1]:.1f} s"
+
+
+def table(rows: list[tuple[str, str, str, str, float]], ref: dict) -> str:
+    """Per group (`_group`): instances, solved (sat / unsat), wrong against the reference,
+    unknown / timeout / error, our median / max time on the solved ones, and the fastest
+    tool's median / max on the instances it solved. rows: (bench, onnx, vnnlib, result,
+    seconds) as in the results CSV."""
+    groups: dict[str, list[tuple[str, str, str, float]]] = {}
+    for bench, onnx, prop, got, took in rows:
+        groups.setdefault(_group(bench, onnx, prop), []).append((onnx, prop, got, took))
+    out = ["| benchmark | instances | solved | sat | unsat | wrong | unknown / timeout / error "
+           "| our time, solved (median / max) | fastest tool (median / max) |",
+           "|---|---:|---:|---:|---:|---:|---|---|---|"]  # fmt: skip
+    for name, rs in groups.items():
+        c = Counter(got for _, _, got, _ in rs)
+        refs = [
+            ref.get((os.path.basename(o), os.path.basename(p)), ("?", None)) for o, p, _, _ in rs
+        ]
+        wrong = sum(g in ("sat", "unsat") and a in ("sat", "unsat") and g != a
+                    for (_, _, g, _), (a, _) in zip(rs, refs, strict=True))  # fmt: skip
+        ours = [t for _, _, g, t in rs if g in ("sat", "unsat")]
+        best = [b for a, b in refs if b is not None]
+        out.append(f"| {name} | {len(rs)} | {c['sat'] + c['unsat']} | {c['sat']} | {c['unsat']} "
+                   f"| {wrong} | {c['unknown']} / {c['timeout']} / {c['error']} "
+                   f"| {_med_max(ours)} | {_med_max(best)} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def render(folder: str) -> str:
+    """The results table of every `BENCH.csv` in `folder` (results CSVs, VNN-COMP's format)
+    against `folder/reference.csv` (`--write-reference`'s extract)."""
+    rows = []
+    for f in sorted(glob.glob(os.path.join(folder, "*.csv"))):
+        if os.path.basename(f) != "reference.csv":
+            with open(f, encoding="utf-8") as h:
+                rows += [(r[0], r[1], r[2], r[4], float(r[5])) for r in csv.reader(h) if r]
+    return table(rows, reference(os.path.join(folder, "reference.csv")))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("bench")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("bench", nargs="?")
+    ap.add_argument("--out")
+    ap.add_argument("--render", default=None, metavar="DIR")
+    ap.add_argument("--write-reference", default=None, metavar="FILE")
     ap.add_argument("--instances", default=None)
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--stride", type=int, default=1)
@@ -224,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--cex-dir", default=None)
     a = ap.parse_args(argv)
+    if a.render:
+        sys.stdout.write(render(a.render))
+        return 0
+    if not a.bench or not a.out:
+        ap.error("BENCH and --out are required (or --render DIR)")
     todo = [x for x in instances(a.bench, a.instances)
             if not a.only or any(s in f"{x[0]},{x[1]}" for s in a.only)][:: a.stride]  # fmt: skip
     name = os.path.basename(os.path.normpath(a.bench))
@@ -236,8 +317,11 @@ def main(argv: list[str] | None = None) -> int:
             f.flush()
             print(f"{onnx} {prop}: {got} {took:.1f} s", flush=True)
             rows.append((onnx, prop, got, took))
-    text = summary(rows, reference(a.reference))
+    ref = reference(a.reference)
+    text = summary(rows, ref)
     print(text.split("\n")[0])
+    if a.write_reference:
+        write_reference(a.write_reference, rows, ref)
     if a.summary:
         with open(a.summary, "w", encoding="utf-8") as f:
             f.write(text)
