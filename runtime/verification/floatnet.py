@@ -85,6 +85,14 @@ class FloatNet:
                 return None
         return FloatNet(out)
 
+    @staticmethod
+    def chain(Ws: list[np.ndarray], bs: list[np.ndarray]) -> FloatNet:
+        """The ReLU chain of the affine maps (W, b) (binary64 values), ReLU between."""
+        out: list[tuple[Any, ...]] = []
+        for W, b in zip(Ws, bs, strict=True):
+            out += [("affine", np.asarray(W, np.float64), np.asarray(b, np.float64)), ("relu", 0.0)]
+        return FloatNet(out[:-1])
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Outputs for a batch of flat inputs (rows)."""
         for layer in self.layers:

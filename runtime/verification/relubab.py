@@ -25,20 +25,35 @@ Invariants:
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .core import VerificationError, sha
 from .floatnet import FloatNet, relax
+from .rigorous import SoundNet, enclose
+from .splitcert import leaf_indices, split_certificate
+from .splitting import pgd
 
-__all__ = ["BATCH", "MARGIN", "MAX_DOMAINS", "STEPS", "decide_conjunctions", "search"]
+__all__ = [
+    "BATCH",
+    "MARGIN",
+    "MAX_DOMAINS",
+    "STEPS",
+    "decide_conjunctions",
+    "decide_property",
+    "search",
+]
 
 MARGIN = 1e-9  # a row is proved when its rigorous lower bound exceeds d + MARGIN (1 + |d|)
 BATCH = 48  # domains split per batch (twice as many children bounded)
 STEPS = 12  # Adam steps on the slopes per bounding
 MAX_DOMAINS = 100_000
+PGD_RESTARTS = 32
+PGD_STEPS = 60
 _LR = 0.25
 
 Pre = list[tuple[np.ndarray, np.ndarray]]
@@ -256,7 +271,7 @@ def search(
 ) -> tuple[str, Any]:
     """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason) for the
     conjunction rows = (A, d) (A . Y <= d) over the exact box (lower, upper Fractions)."""
-    lo, hi = sn.enclose(box)
+    lo, hi = enclose(box)
     ctx = _Ctx(sn, fn, np.asarray(lo, np.float64), np.asarray(hi, np.float64),
                np.asarray(rows[0], np.float64), np.asarray(rows[1], np.float64), attack)  # fmt: skip
     tree: dict[str, Any] = {}
@@ -279,6 +294,30 @@ def search(
     return "unsat", (tree, ctx.leaves)
 
 
+def _pgd_first(
+    fn: FloatNet,
+    box: tuple[Any, Any],
+    conjs: list[tuple[np.ndarray, np.ndarray]],
+    order: list[int],
+    deadline: float,
+    attack: Callable[[list[np.ndarray]], Any] | None,
+) -> Any:
+    """Projected-gradient search per conjunction (hardest to prove first); points the
+    float image puts inside every row go to the exact attack."""
+    if attack is None:
+        return None
+    lo = np.array([float(v) for v in box[0]])
+    hi = np.array([float(v) for v in box[1]])
+    for i in order:
+        A, d = conjs[i]
+        pts, f = pgd(fn, lo, hi, (A, d), deadline, restarts=PGD_RESTARTS, steps=PGD_STEPS)
+        good = [x for x, v in zip(pts, f, strict=True) if v <= 1e-6 * (1 + np.abs(d).max())]
+        hit = attack(good[:4]) if good else None
+        if hit is not None:
+            return hit
+    return None
+
+
 def decide_conjunctions(
     sn: Any,
     fn: FloatNet,
@@ -287,16 +326,78 @@ def decide_conjunctions(
     deadline: float,
     attack: Callable[[list[np.ndarray]], Any] | None = None,
 ) -> tuple[str, Any]:
-    """Every conjunction searched in turn, the easiest (largest float CROWN margin at the
-    root) first: ("unsat", [(tree, leaves) per conjunction in the given order]), or the
-    first non-unsat answer."""
-    lo = np.array([float(v) for v in box[0]])[None]
-    hi = np.array([float(v) for v in box[1]])[None]
-    ease = [float((fn.crown(lo[0], hi[0], A)[0] - d).max()) for A, d in conjs]
+    """A disjunction of conjunctions: first the projected-gradient attack, then every
+    conjunction searched in turn, the easiest (largest float CROWN margin at the root)
+    first: ("unsat", [(tree, leaves) per conjunction in the given order]), or the first
+    non-unsat answer."""
+    lo = np.array([float(v) for v in box[0]])
+    hi = np.array([float(v) for v in box[1]])
+    ease = [float((fn.crown(lo, hi, A)[0] - d).max()) for A, d in conjs]
+    order = sorted(range(len(conjs)), key=lambda j: -ease[j])
+    hit = _pgd_first(fn, box, conjs, order[::-1], deadline, attack)
+    if hit is not None:
+        return "sat", hit
     got: dict[int, Any] = {}
-    for i in sorted(range(len(conjs)), key=lambda j: -ease[j]):
+    for i in order:
         status, out = search(sn, fn, box, conjs[i], deadline, attack)
         if status != "unsat":
             return status, out
         got[i] = out
     return "unsat", [got[i] for i in range(len(conjs))]
+
+
+def _certificates(net: Any, box: tuple[Any, Any], conjs: Any, got: list[Any]) -> list[Any]:
+    """One split certificate per conjunction; the network's JSON (the costly part) is
+    built once and shared, each certificate's digest recomputed."""
+    first = split_certificate(net, box, conjs[0], *got[0])
+    out = [first]
+    for conj, (tree, leaves) in zip(conjs[1:], got[1:], strict=True):
+        if sorted(leaf_indices(tree)) != list(range(len(leaves))):
+            raise VerificationError("split certificate: the tree does not name each leaf once")
+        cert = {k: v for k, v in first.items() if k != "digest"}
+        cert["rows"] = [{"a": [_q(a) for a in r], "d": _q(d)} for r, d in conj]
+        cert["tree"], cert["leaves"] = tree, leaves
+        cert["digest"] = sha(cert)
+        out.append(cert)
+    return out
+
+
+def _q(v: Any) -> str:
+    f = Fraction(v)
+    return f"{f.numerator}/{f.denominator}"
+
+
+def _rows(dtype: str, conj: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(A, d) in binary64; A must be exact in the network's dtype."""
+    dt = np.float32 if dtype == "float32" else np.float64
+    A = np.array([[float(a) for a in r] for r, _ in conj])
+    if any(Fraction(float(dt(v))) != a for row, (r, _) in zip(A, conj, strict=True)
+           for v, a in zip(row, r, strict=True)):  # fmt: skip
+        raise VerificationError(f"a property coefficient is not exact in {dtype}")
+    return A, np.array([float(d) for _, d in conj])
+
+
+def decide_property(
+    net: Any,
+    p: Any,
+    deadline: float,
+    attack: Callable[[list[np.ndarray]], Any],
+) -> Any:
+    """A VNN-LIB property (one input box, a disjunction of conjunctions) on a dense ReLU
+    chain: None when the network is not one; else ("sat", the attack's hit), ("unknown",
+    {"reason": why}) or ("unsat", {"certificates": one split certificate per conjunction,
+    "proofs": [{"conjunction": i, "first": i, "split": True}, ...]})."""
+    sn = SoundNet.build(net)
+    if sn is None:
+        return None
+    fn = FloatNet.chain(sn.Ws, sn.bs)
+    if any(not conj for conj in p.disjuncts):
+        return "unknown", {"reason": "an unconstrained output region"}
+    conjs = [_rows(net.result.dtype, conj) for conj in p.disjuncts]
+    box = (p.lower, p.upper)
+    status, got = decide_conjunctions(sn, fn, box, conjs, deadline, attack)
+    if status != "unsat":
+        return status, got if status == "sat" else {"reason": got}
+    certs = _certificates(net, box, p.disjuncts, got)
+    proofs = [{"conjunction": i, "first": i, "split": True} for i in range(len(certs))]
+    return "unsat", {"certificates": certs, "proofs": proofs}

@@ -50,6 +50,7 @@ from .api import verify
 from .core import VerificationError
 from .floatnet import FloatNet
 from .from_graph import Network, network_from_imported
+from .relubab import decide_property
 from .splitting import Box, pgd, split_search
 from .vnnlib import Property, Row, read_vnnlib_cases
 
@@ -254,6 +255,11 @@ def decide(net: Network, p: Property, timeout: float) -> VnnResult:
             f"{net.n_in} and {net.n_out}"
         )
     p.check_dtype(net.result.dtype)
+    if net.n_in > SPLIT_INPUTS:  # ReLU-split branch and bound on dense ReLU chains
+        hits = lambda pts: _attack(net, p, [x.tolist() for x in pts], sample=False)  # noqa: E731
+        got = decide_property(net, p, deadline, hits)
+        if got is not None:
+            return got[1] if got[0] == "sat" else VnnResult(got[0], **got[1])
     fn = FloatNet.build(net.result, net.in_shape)
     hit = _pgd_attack(net, fn, p, deadline) or _attack(net, p, [])
     if hit is not None:
