@@ -40,6 +40,7 @@ from .splitting import pgd
 
 __all__ = [
     "BATCH",
+    "FSB_TOP",
     "MARGIN",
     "MAX_DOMAINS",
     "STEPS",
@@ -52,6 +53,7 @@ MARGIN = 1e-9  # a row is proved when its rigorous lower bound exceeds d + MARGI
 BATCH = 48  # domains split per batch (twice as many children bounded)
 STEPS = 12  # Adam steps on the slopes per bounding
 MAX_DOMAINS = 100_000
+FSB_TOP = 8  # candidates per domain whose children the float bound compares
 PGD_RESTARTS = 32
 PGD_STEPS = 60
 _LR = 0.25
@@ -198,23 +200,55 @@ def _bound(ctx: _Ctx, doms: list[_Dom]) -> list[_Dom]:
     return left
 
 
-def _choose(ctx: _Ctx, doms: list[_Dom]) -> list[tuple[int, int] | None]:
-    """Per domain the (ReLU index, neuron) to split, or None when none is unstable."""
+def _scores(ctx: _Ctx, doms: list[_Dom]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """BaBSR-style scores (B, all hidden neurons; -1 where not splittable) for each
+    domain's best row, that row, and the offset of each ReLU stage in the score vector."""
     splits, pre, alpha = _stack(doms)
     lo, hi = ctx.boxes(len(doms))
     bound, _, coef, _ = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
     rows = np.argmax(bound - ctx.d, axis=1)
-    best = np.full(len(doms), -1.0)
-    pick: list[tuple[int, int] | None] = [None] * len(doms)
+    parts, offs = [], [0]
     for k, (l, u) in enumerate(pre):
         _, unst, _, icpt = relax(l, u)
         lam = coef[k][np.arange(len(doms)), rows]
         score = -np.minimum(lam, 0) * icpt + 0.2 * np.maximum(lam, 0) * np.minimum(u, -l)
-        score = np.where(unst & (splits[k] == 0), score + 1e-30, -1.0)
-        j = np.argmax(score, axis=1)
-        s = score[np.arange(len(doms)), j]
-        for b in np.nonzero(s > best)[0]:
-            best[b], pick[b] = s[b], (k, int(j[b]))
+        parts.append(np.where(unst & (splits[k] == 0), score + 1e-30, -1.0))
+        offs.append(offs[-1] + l.shape[1])
+    return np.concatenate(parts, axis=1), rows, offs
+
+
+def _choose(ctx: _Ctx, doms: list[_Dom]) -> list[tuple[int, int] | None]:
+    """Per domain the (ReLU index, neuron) to split, or None when none is unstable: of the
+    FSB_TOP best-scored neurons, the one whose worse child has the best float bound (the
+    children's intervals: the parent's, clamped; the parent's slopes)."""
+    sc, rows, offs = _scores(ctx, doms)
+    B, T = len(doms), min(FSB_TOP, sc.shape[1])
+    top = np.argsort(-sc, axis=1)[:, :T]
+    splits, pre, alpha = _stack(doms)
+    rep = np.repeat(np.arange(B), 2 * T)
+    cand = np.repeat(top, 2, axis=1).reshape(-1)
+    sign = np.tile([-1, 1], B * T)
+    kids = [s[rep].copy() for s in splits]
+    for k in range(len(pre)):
+        hit = (cand >= offs[k]) & (cand < offs[k + 1])
+        kids[k][np.nonzero(hit)[0], cand[hit] - offs[k]] = sign[hit]
+    kpre = _clamp([(l[rep], u[rep]) for l, u in pre], kids)
+    lo, hi = ctx.boxes(B * 2 * T)
+    bound, _, _, _ = ctx.fn.alpha_crown(lo, hi, ctx.A, kpre, [a[rep] for a in alpha])
+    value = bound[np.arange(B * 2 * T), rows[rep]]
+    empty = np.zeros(B * 2 * T, bool)
+    for lk, uk in kpre:
+        empty |= (lk > uk).any(axis=1)
+    value = np.where(empty, np.inf, value).reshape(B, T, 2).min(axis=2)
+    value = np.where(np.take_along_axis(sc, top, axis=1) >= 0, value, -np.inf)
+    best = top[np.arange(B), np.argmax(value, axis=1)]
+    pick: list[tuple[int, int] | None] = []
+    for b in range(B):
+        if sc[b, best[b]] < 0:
+            pick.append(None)
+            continue
+        k = int(np.searchsorted(offs, best[b], side="right") - 1)
+        pick.append((k, int(best[b] - offs[k])))
     return pick
 
 
