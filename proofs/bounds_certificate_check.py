@@ -133,6 +133,7 @@ __all__ = [
     "PIECES",
     "PRECISION",
     "CertificateError",
+    "canonical_sha",
     "check_certificate",
     "check_file",
     "mpfr_format",
@@ -232,6 +233,11 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(
         json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")
     ).hexdigest()
+
+
+canonical_sha = _sha
+"""sha256 of the canonical JSON of an object (sorted keys, no spaces): digests and model
+hashes of every certificate format."""
 
 
 def _decode(v: Any, dtype: str, what: str) -> Fraction:

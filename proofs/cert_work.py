@@ -22,6 +22,12 @@ Invariants:
   dense out x in matrix (`bounds_certificate_ia.windowed`), so a small file naming a wide
   window stage would demand memory proportional to out x in; that product is capped
   (`MAX_DENSE`, about 8 bytes an entry) before anything is decoded.
+- Split certificates (`torchlean_split_bounds_v1`) are checked in float64, not in
+  rationals: their estimate counts float64 multiply-adds (`flops`), per leaf 2 x width
+  rows of every linear stage back-substituted through every stage up to it, plus each
+  objective row through all of them (leaves sharing a box and the signs below a stage
+  share that stage's work in the checker, so this is an upper estimate), capped by
+  `MAX_FLOPS` (`TORCHLEAN_MAX_CERT_FLOPS`).
 - `check_work` raises `CertificateWorkError` (a `TorchLeanError`) naming the estimate, the
   cap and how to raise it when any exceeds its cap; the caps default to `MAX_WIDTH` /
   `MAX_OPS` / `MAX_DENSE`, overridden by `TORCHLEAN_MAX_CERT_WIDTH` /
@@ -38,9 +44,11 @@ from spec.errors import TorchLeanError
 
 __all__ = [
     "ENV_DENSE",
+    "ENV_FLOPS",
     "ENV_OPS",
     "ENV_WIDTH",
     "MAX_DENSE",
+    "MAX_FLOPS",
     "MAX_OPS",
     "MAX_WIDTH",
     "CertificateWorkError",
@@ -49,6 +57,7 @@ __all__ = [
     "check_work",
     "dense_cap",
     "estimate",
+    "flops_cap",
 ]
 
 MAX_WIDTH = 2**20
@@ -59,6 +68,10 @@ MAX_DENSE = 2**24
 """The most dense-matrix entries (out x in over the window stages) the checker may build."""
 ENV_WIDTH, ENV_OPS = "TORCHLEAN_MAX_CERT_WIDTH", "TORCHLEAN_MAX_CERT_OPS"
 ENV_DENSE = "TORCHLEAN_MAX_CERT_DENSE"
+MAX_FLOPS = 10**13
+"""The most float64 multiply-adds (see the module docstring) a split certificate may demand."""
+ENV_FLOPS = "TORCHLEAN_MAX_CERT_FLOPS"
+SPLIT_FORMAT = "torchlean_split_bounds_v1"
 _WINDOWED = ("conv2d", "avg_pool2d", "max_pool2d")
 _AFFINE = ("linear", "conv2d", "avg_pool2d")
 _CHAINS = {"ibp": 0, "crown": 1, "alpha-crown": 2, "bab": 2}
@@ -77,6 +90,7 @@ class Work:
     ops: int
     stages: int
     dense: int = 0
+    flops: int = 0
 
 
 def _ints(v: Any, k: int, least: int) -> list[int] | None:
@@ -130,6 +144,24 @@ def _stage(st: Any, n: int) -> tuple[int, int] | None:
     return (n, n) if isinstance(op, str) else None
 
 
+def _split_estimate(cert: dict[str, Any], n: int, stages: list[Any]) -> Work:
+    """Float64 multiply-adds of a split certificate's check (see the module docstring)."""
+    widths, prefix, per_leaf = [n], 0, 0
+    for st in stages:
+        got = _stage(st, widths[-1])
+        if got is None:
+            break
+        widths.append(got[0])
+        if isinstance(st, dict) and st.get("op") == "linear":
+            prefix += got[1]
+            per_leaf += 2 * got[0] * prefix
+    rows = cert.get("rows")
+    per_leaf += (len(rows) if isinstance(rows, list) else 1) * prefix
+    leaves = cert.get("leaves")
+    count = len(leaves) if isinstance(leaves, list) else 0
+    return Work(max(widths), 0, len(widths) - 1, 0, count * per_leaf)
+
+
 def estimate(cert: Any) -> Work:
     """The work `cert` demands (see the module docstring); sizes only, nothing decoded."""
     if not isinstance(cert, dict):
@@ -140,6 +172,8 @@ def estimate(cert: Any) -> Work:
     stages = net.get("stages") if isinstance(net, dict) else None
     if n is None or not isinstance(stages, list):
         return Work(n or 0, 0, 0)
+    if cert.get("format") == SPLIT_FORMAT:
+        return _split_estimate(cert, n, stages)
     widths, prefix, ops, dense = [n], 0, 0, 0
     for k, st in enumerate(stages):
         n_in = widths[_source(st, len(widths))]
@@ -199,6 +233,11 @@ def dense_cap() -> int:
     return _env(ENV_DENSE, MAX_DENSE)
 
 
+def flops_cap() -> int:
+    """The float64 multiply-add cap in force: `MAX_FLOPS` or the environment's."""
+    return _env(ENV_FLOPS, MAX_FLOPS)
+
+
 def check_work(cert: Any, max_width: int | None = None, max_ops: int | None = None) -> Work:
     """`estimate(cert)`, refused when over a cap (given, else `caps()`)."""
     dw, do = caps()
@@ -214,6 +253,11 @@ def check_work(cert: Any, max_width: int | None = None, max_ops: int | None = No
         raise CertificateWorkError(
             f"checking the certificate would take about {w.ops:.3g} rational operations (at "
             f"most {max_ops:.3g}; raise with --max-work or {ENV_OPS})"
+        )
+    if w.flops > flops_cap():
+        raise CertificateWorkError(
+            f"checking the certificate would take about {w.flops:.3g} float64 multiply-adds "
+            f"(at most {flops_cap():.3g}; raise with {ENV_FLOPS})"
         )
     if w.dense > dense_cap():
         raise CertificateWorkError(

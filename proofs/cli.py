@@ -15,12 +15,15 @@ Invariants:
   every check passed, 1 when one failed, 2 on a usage error (e.g. an unknown name).
 - `verify PATH` re-hashes the sources and checks a certificate's digest without running
   anything: exit 0 when the digest matches and no theorem is stale, 1 otherwise.
-- `check-cert FILE [--max-width N] [--max-work N]` re-validates an output-bound
-  certificate written by `runtime.verification` (`proofs.bounds_certificate_check`,
-  independent of the code that wrote it): exit 0 when it holds, 1 when it is rejected (the
-  reason on stderr), 2 with one line when the file is not a regular file of at most the
-  checker's MAX_BYTES of UTF-8 (`spec.safe_files.read_text`: a FIFO never blocks) or when
-  `proofs.cert_work` estimates more work than its caps, before any check starts.
+- `check-cert FILE [--max-width N] [--max-work N]` re-validates a certificate written by
+  `runtime.verification`, independently of the code that wrote it, dispatching on its
+  "format": output bounds (`proofs.bounds_certificate_check`) or split bounds
+  (`torchlean_split_bounds_v1`, `proofs.split_certificate_check`): exit 0 when it holds,
+  1 when an output-bound certificate is rejected (the reason on stderr; a split
+  certificate: 2 with that one line, as its format specifies), 2 with one line when the
+  file is not a regular file of at most the checker's MAX_BYTES of UTF-8
+  (`spec.safe_files.read_text`: a FIFO never blocks) or when `proofs.cert_work`
+  estimates more work than its caps, before any check starts.
 - `readme` writes every generated part of the docs (`proofs.generated`: docs/OPS.md, the
   theorem table of proofs/README.md, README.md's op count, docs/ARCHITECTURE.md's family
   table); `--check` writes nothing and exits 1 when one is stale; `--print` prints the
@@ -377,22 +380,30 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_cert(args: argparse.Namespace) -> int:
-    """0 and the summary when the certificate holds; 1 when it is rejected; 2 (one line)
-    when the file cannot be read or demands more work than the caps allow."""
-    from .bounds_certificate_check import MAX_BYTES, CertificateError, check_certificate, parse
+    """0 and the summary when the certificate holds; 1 when it is rejected (a split
+    certificate: 2); 2 (one line) when the file cannot be read or demands more work than
+    the caps allow. The checker is chosen by the certificate's "format"."""
+    from . import bounds_certificate_check as bounds
+    from . import split_certificate_check as split
 
     try:
-        text = read_text(args.path, MAX_BYTES)
+        text = read_text(args.path, bounds.MAX_BYTES)
     except TorchLeanError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
+    is_split = split.FORMAT in text
     try:
-        cert = parse(text)
+        # a split certificate's tree nests deeper than the output-bound format allows
+        cert = split.parse(text) if is_split else None
+        is_split = isinstance(cert, dict) and cert.get("format") == split.FORMAT
+        if not is_split:
+            cert = bounds.parse(text)  # the output-bound format's own limits
         check_work(cert, args.max_width, args.max_work)
-        sys.stdout.write(check_certificate(cert) + "\n")
-    except CertificateError as e:
+        checker = split.check_certificate if is_split else bounds.check_certificate
+        sys.stdout.write(checker(cert) + "\n")
+    except bounds.CertificateError as e:
         sys.stderr.write(f"certificate rejected: {args.path}: {e}\n")
-        return 1
+        return 2 if is_split else 1
     except CertificateWorkError as e:
         sys.stderr.write(f"error: {args.path}: {e}\n")
         return 2

@@ -44,6 +44,7 @@ FORMATS = {"float32": (24, -126), "float64": (53, -1022)}  # (precision p, emin)
 _MAXF = {"float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
 _U = 2.0**-53
 _TINY = 2.0**-1074
+GROUP = 64  # leaves per CROWN row group (grouped by their number of unstable outputs)
 CHUNK_ELEMENTS = 1 << 23  # leaves per chunk x hidden rows x hidden width, at most
 
 Arr = np.ndarray
@@ -103,6 +104,12 @@ class _Leaves:
     pre: list[tuple[Arr, Arr]]  # per relu stage: (l, u) (B, n)
     bad: Arr  # (B,) not computable
     empty: Arr  # (B,) region proved empty
+
+    def take(self, ix: Arr) -> _Leaves:
+        """The state of the leaves ix (the arrays indexed, not shared)."""
+        return _Leaves(self.lo[ix], self.hi[ix], [e[ix] for e in self.E],
+                       [m[ix] for m in self.mx], [(a[ix], b[ix]) for a, b in self.pre],
+                       self.bad[ix], self.empty[ix])  # fmt: skip
 
 
 @dataclass
@@ -229,19 +236,35 @@ class SoundNet:
 
     def _crown_box(self, k: int, st: _Leaves, zl: Arr, zu: Arr) -> tuple[Arr, Arr]:
         """IBP [zl, zu] of linear stage k intersected with CROWN's bounds (adaptive slopes).
-        CROWN rows are computed for the outputs unstable under IBP in some leaf of the
-        batch only: a stable one's relaxation does not depend on its bounds."""
-        idx = np.nonzero(((zl < 0) & (zu > 0)).any(axis=0))[0]
-        if idx.size == 0:
-            return zl, zu
-        m = idx.size
-        eye = np.eye(self.widths[k + 1])[idx]
-        rows = np.broadcast_to(np.concatenate([eye, -eye]), (zl.shape[0], 2 * m, eye.shape[1]))
-        low, _ = self._back(k, rows, st, None)
+        CROWN rows are computed, per leaf, for its outputs unstable under IBP only (a
+        stable output's relaxation does not depend on its bounds), leaves grouped by
+        their number of such outputs."""
+        unst = (zl < 0) & (zu > 0)
+        cnt = unst.sum(axis=1)
         l, u = zl.copy(), zu.copy()
-        l[:, idx] = np.maximum(zl[:, idx], low[:, :m])
-        u[:, idx] = np.minimum(zu[:, idx], -low[:, m:])
+        by = np.argsort(cnt, kind="stable")
+        for g in range(0, by.size, GROUP):
+            ix = by[g : g + GROUP]
+            M = int(cnt[ix].max())
+            if M > 0:
+                self._crown_rows(k, st.take(ix), unst[ix], M, l, u, ix)
         return l, u
+
+    def _crown_rows(self, k: int, st: _Leaves, unst: Arr, M: int, l: Arr, u: Arr, ix: Arr) -> None:
+        """CROWN bounds of the leaves' unstable outputs (padded to M per leaf with
+        repeats of the first one) intersected into l, u at rows ix."""
+        B, n = unst.shape
+        order = np.argsort(~unst, axis=1, kind="stable")[:, :M]
+        pad = np.arange(M)[None, :] >= unst.sum(axis=1)[:, None]
+        idx = np.where(pad, order[:, :1], order)
+        rows = np.zeros((B, 2 * M, n))
+        bi = np.arange(B)[:, None]
+        rows[bi, np.arange(M)[None, :], idx] = 1.0
+        rows[bi, M + np.arange(M)[None, :], idx] = -1.0
+        low, _ = self._back(k, rows, st, None)
+        gi = ix[:, None]
+        l[gi, idx] = np.maximum(l[gi, idx], low[:, :M])
+        u[gi, idx] = np.minimum(u[gi, idx], -low[:, M:])
 
     def _back(self, k: int, Lam: Arr, st: _Leaves, alpha: Any) -> tuple[Arr, Arr]:
         """Rigorous lower bounds of Lam . z_k (Lam: (B, r, n_k)) by back-substitution to

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import dataclass
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -29,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from .floatnet import FloatNet
+from .rigorous import SoundNet, enclose
 
-__all__ = ["Box", "cover_boxes", "pgd", "split_search"]
+__all__ = ["Box", "cover_boxes", "pgd", "sound_split_search", "split_search"]
 
 Box = tuple[tuple[Fraction, ...], tuple[Fraction, ...]]
 
@@ -158,3 +160,173 @@ def cover_boxes(box: Box, tree: dict[str, Any]) -> list[tuple[int, Box]]:
     left, right = _halves(box, int(tree["split"]))
     a, b = tree["children"]
     return cover_boxes(left, a) + cover_boxes(right, b)
+
+
+MAX_DEPTH = 64  # the split certificate's bound on a path's length
+TRY_BOTH = False
+RATIO = 8.0
+
+
+def _box_attack(
+    fn: FloatNet, lo: np.ndarray, hi: np.ndarray, rows: tuple[np.ndarray, np.ndarray], steps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Signed-gradient descent of max_i (a_i . y - d_i) from each box's center, one point
+    per box (rows of lo / hi); the best points and their values."""
+    A, d = rows
+    x = (lo + hi) / 2
+    best, best_f = x.copy(), np.full(x.shape[0], np.inf)
+    for k in range(steps + 1):
+        viol = fn.forward(x) @ A.T - d
+        f = viol.max(axis=1)
+        better = f < best_f
+        best[better], best_f[better] = x[better], f[better]
+        if k == steps:
+            break
+        _, g = fn.grad(x, A[viol.argmax(axis=1)], leak=0.01)
+        x = np.clip(x - np.sign(g) * (0.2 * 0.8**k) * (hi - lo), lo, hi)
+    return best, best_f
+
+
+@dataclass
+class _Open:
+    """A bounded box not closed yet: its exact box, tree node, depth, float enclosure and
+    the split score per coordinate (|input coefficient| x width of its best row)."""
+
+    box: Box
+    node: dict[str, Any]
+    depth: int
+    lo: np.ndarray
+    hi: np.ndarray
+    score: np.ndarray
+
+
+class _SoundSearch:
+    """The tree under construction: bounds batches of boxes, closes the proved ones."""
+
+    def __init__(self, sn: SoundNet, rows: tuple[np.ndarray, np.ndarray], root: Box):
+        self.sn, self.rows = sn, rows
+        d = rows[1]
+        self.thr = np.nextafter(d + 1e-9 * (1 + np.abs(d)) + np.spacing(np.abs(d)), np.inf)
+        self.leaves: list[dict[str, Any]] = []
+        lo, hi = enclose(root)
+        self.scale = np.where(hi > lo, hi - lo, np.inf)  # relative widths for the fallback
+
+    def bound(self, items: list[tuple[Box, dict[str, Any], int]]) -> tuple[list[_Open], Any]:
+        """The open ones among the bounded boxes (the proved ones become leaves) and each
+        box's best margin (margin > 0: closed)."""
+        encl = [enclose(b) for b, _, _ in items]
+        lo = np.array([e[0] for e in encl])
+        hi = np.array([e[1] for e in encl])
+        low, _, coef = self.sn.bound(lo, hi, self.rows[0])
+        gap = low - self.thr
+        best = np.argmax(gap, axis=1)
+        margin = gap[np.arange(len(items)), best]
+        out = []
+        for i, (b, node, depth) in enumerate(items):
+            if margin[i] > 0:
+                node["leaf"] = len(self.leaves)
+                self.leaves.append({"row": int(best[i])})
+            else:
+                score = np.abs(coef[i, best[i]]) * (hi[i] - lo[i])
+                out.append(_Open(b, node, depth, lo[i], hi[i], score))
+        return out, margin
+
+    def candidates(self, o: _Open) -> list[int]:
+        """The coordinate of the largest score, and the widest relative to the root box
+        (TRY_BOTH); or only the first unless it is RATIO times narrower (relatively) than
+        the widest."""
+        w = o.hi - o.lo
+        rel = w / self.scale
+        a = int(np.argmax(o.score)) if o.score.max() > 0 else int(np.argmax(rel))
+        b = int(np.argmax(rel))
+        if TRY_BOTH:
+            return [a] if a == b else [a, b]
+        return [b] if rel[a] * RATIO < rel[b] else [a]
+
+    def split(self, opens: list[_Open]) -> list[_Open]:
+        """Each open box split on the candidate whose halves' worse margin is larger (all
+        candidates' halves bounded in one batch); the halves' nodes get their open or
+        leaf records."""
+        items, owner = [], []
+        for k, o in enumerate(opens):
+            for j in self.candidates(o):
+                left, right = _halves(o.box, j)
+                items += [(left, {}, o.depth + 1), (right, {}, o.depth + 1)]
+                owner.append((k, j, len(items) - 2))
+        trial = SoundTrial(self, items)
+        return trial.choose(opens, owner)
+
+
+class SoundTrial:
+    """The halves of every candidate split, bounded without touching the tree; `choose`
+    keeps one candidate per box and records its halves."""
+
+    def __init__(self, S: _SoundSearch, items: list[tuple[Box, dict[str, Any], int]]):
+        self.S, self.items = S, items
+        encl = [enclose(b) for b, _, _ in items]
+        self.lo = np.array([e[0] for e in encl])
+        self.hi = np.array([e[1] for e in encl])
+        low, _, self.coef = S.sn.bound(self.lo, self.hi, S.rows[0])
+        gap = low - S.thr
+        self.best = np.argmax(gap, axis=1)
+        self.margin = gap[np.arange(len(items)), self.best]
+
+    def choose(self, opens: list[_Open], owner: list[tuple[int, int, int]]) -> list[_Open]:
+        pick: dict[int, tuple[float, int, int]] = {}
+        for k, j, at in owner:
+            worse = float(min(self.margin[at], self.margin[at + 1]))
+            if k not in pick or worse > pick[k][0]:
+                pick[k] = (worse, j, at)
+        out = []
+        for k, (_, j, at) in pick.items():
+            o = opens[k]
+            o.node["split"], o.node["children"] = j, [{}, {}]
+            for h in range(2):
+                i = at + h
+                node = o.node["children"][h]
+                if self.margin[i] > 0:
+                    node["leaf"] = len(self.S.leaves)
+                    self.S.leaves.append({"row": int(self.best[i])})
+                else:
+                    score = np.abs(self.coef[i, self.best[i]]) * (self.hi[i] - self.lo[i])
+                    out.append(_Open(self.items[i][0], node, o.depth + 1, self.lo[i],
+                                     self.hi[i], score))  # fmt: skip
+        return out
+
+
+def sound_split_search(
+    sn: SoundNet,
+    fn: FloatNet | None,
+    box: Box,
+    rows: tuple[np.ndarray, np.ndarray],
+    attack: Callable[[list[np.ndarray]], Any],
+    deadline: float,
+    batch: int = 256,
+) -> tuple[str, Any]:
+    """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason): open
+    boxes taken in batches (depth first) are attacked (a short signed-gradient search from
+    each center; points with float violation <= 0 go to `attack`) and split; a box is
+    closed when some row's rigorous lower bound exceeds d + 1e-9 (1 + |d|). Two candidate
+    coordinates per box (largest |input coefficient| x width of its best row, widest
+    relative to the root box) are both tried and the one whose halves' worse margin is
+    larger kept."""
+    S = _SoundSearch(sn, rows, box)
+    root: dict[str, Any] = {}
+    todo, _ = S.bound([(box, root, 0)])
+    while todo:
+        if time.monotonic() > deadline:
+            return "unknown", "timeout"
+        opens = todo[-batch:]
+        del todo[-batch:]
+        if fn is not None:
+            lo = np.array([o.lo for o in opens])
+            hi = np.array([o.hi for o in opens])
+            pts, f = _box_attack(fn, lo, hi, rows, steps=8)
+            tol = 1e-6 * (1 + np.abs(rows[1]).max())
+            hit = attack([x for x, v in zip(pts, f, strict=True) if v <= tol][:8])
+            if hit is not None:
+                return "sat", hit
+        if any(o.depth >= MAX_DEPTH for o in opens):
+            return "unknown", f"a box needs more than {MAX_DEPTH} splits"
+        todo += S.split(opens)
+    return "unsat", (root, S.leaves)

@@ -51,7 +51,9 @@ from .core import VerificationError
 from .floatnet import FloatNet
 from .from_graph import Network, network_from_imported
 from .relubab import decide_property
-from .splitting import Box, pgd, split_search
+from .rigorous import SoundNet
+from .splitcert import split_certificate
+from .splitting import Box, pgd, sound_split_search, split_search
 from .vnnlib import Property, Row, read_vnnlib_cases
 
 __all__ = [
@@ -232,12 +234,50 @@ def _split_conj(
     return VnnResult("unsat", certificates=certs, proofs=[{"tree": tree}])
 
 
+def _exact_rows(net: Network, conj: tuple[Row, ...]) -> None:
+    dt = _NP[net.result.dtype]
+    if any(Fraction(float(dt(float(a)))) != a for r, _ in conj for a in r):
+        raise VerificationError(f"a property coefficient is not exact in {net.result.dtype}")
+
+
+def _sound_conj(
+    net: Network,
+    sn: SoundNet,
+    fn: FloatNet | None,
+    p: Property,
+    conj: tuple[Row, ...],
+    deadline: float,
+) -> VnnResult:
+    """Input-domain branch and bound on the rigorous engine (`splitting.sound_split_search`):
+    one split certificate for the conjunction."""
+    _exact_rows(net, conj)
+
+    def attack(pts: list[np.ndarray]) -> VnnResult | None:
+        return _attack(net, p, [x.tolist() for x in pts], sample=False) if pts else None
+
+    box = (p.lower, p.upper)
+    status, got = sound_split_search(sn, fn, box, _rows_np(conj), attack, deadline)
+    if status == "sat":
+        return got
+    if status == "unknown":
+        return VnnResult("unknown", reason=got)
+    cert = split_certificate(net, box, conj, got[0], got[1])
+    return VnnResult("unsat", certificates=[cert], proofs=[{"split": True}])
+
+
 def _decide_conj(
-    net: Network, fn: FloatNet | None, p: Property, conj: tuple[Row, ...], deadline: float
+    net: Network,
+    fn: FloatNet | None,
+    p: Property,
+    conj: tuple[Row, ...],
+    deadline: float,
+    sn: SoundNet | None = None,
 ) -> VnnResult:
     """One conjunction: empty (unsat, certificates), hit (sat) or unknown."""
     if not conj:
         return VnnResult("unknown", reason="an unconstrained output region")
+    if sn is not None and net.n_in <= SPLIT_INPUTS:
+        return _sound_conj(net, sn, fn, p, conj, deadline)
     if fn is not None and net.n_in <= SPLIT_INPUTS:
         return _split_conj(net, fn, p, conj, deadline)
     cert = _prove(net, p, conj, "alpha-crown")
@@ -267,11 +307,12 @@ def decide(net: Network, p: Property, timeout: float) -> VnnResult:
     k = _top_label(p.disjuncts, p.n_out)
     if k is not None and net.n_in > SPLIT_INPUTS:
         return _branch(net, p, k, deadline - time.monotonic())
+    sn = SoundNet.build(net)
     out = VnnResult("unsat")
     for i, conj in enumerate(p.disjuncts):
         if time.monotonic() > deadline:
             return VnnResult("unknown", reason="timeout")
-        got = _decide_conj(net, fn, p, conj, deadline)
+        got = _decide_conj(net, fn, p, conj, deadline, sn)
         if got.status != "unsat":
             return got
         base = len(out.certificates)
