@@ -42,6 +42,7 @@ __all__ = [
     "BATCH",
     "FSB_TOP",
     "MARGIN",
+    "MAX_DEPTH",
     "MAX_DOMAINS",
     "STEPS",
     "decide_conjunctions",
@@ -53,6 +54,7 @@ MARGIN = 1e-9  # a row is proved when its rigorous lower bound exceeds d + MARGI
 BATCH = 48  # domains split per batch (twice as many children bounded)
 STEPS = 12  # Adam steps on the slopes per bounding
 MAX_DOMAINS = 100_000
+MAX_DEPTH = 60  # the certificate allows 64
 FSB_TOP = 8  # candidates per domain whose children the float bound compares
 PGD_RESTARTS = 32
 PGD_STEPS = 60
@@ -65,12 +67,16 @@ Pre = list[tuple[np.ndarray, np.ndarray]]
 class _Dom:
     """One open domain: per ReLU stage its split signs (n_k,) int8, the pre-activation
     intervals known for it (its own or its parent's, clamped), the slopes (m, n_k), its
-    node in the tree and its rigorous lower bounds (m,)."""
+    node in the tree, its input box and its rigorous lower bounds (m,)."""
 
     splits: list[np.ndarray]
     pre: list[tuple[np.ndarray, np.ndarray]]
     alpha: list[np.ndarray]
     node: dict[str, Any]
+    box: tuple[Any, Any]  # exact (lower, upper)
+    lo: np.ndarray  # its binary64 enclosure
+    hi: np.ndarray
+    depth: int = 0
     lower: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
@@ -78,18 +84,11 @@ class _Dom:
 class _Ctx:
     sn: Any
     fn: FloatNet
-    lo: np.ndarray
-    hi: np.ndarray
     A: np.ndarray
     d: np.ndarray
     attack: Callable[[list[np.ndarray]], Any] | None
     leaves: list[dict[str, Any]] = field(default_factory=list)
     hit: Any = None
-
-    def boxes(self, B: int) -> tuple[np.ndarray, np.ndarray]:
-        return np.broadcast_to(self.lo, (B, self.lo.size)), np.broadcast_to(
-            self.hi, (B, self.hi.size)
-        )
 
     def need(self) -> np.ndarray:
         return self.d + MARGIN * (1 + np.abs(self.d))
@@ -104,6 +103,10 @@ def _stack(doms: list[_Dom]) -> tuple[list[np.ndarray], Pre, list[np.ndarray]]:
     ]
     alpha = [np.stack([x.alpha[k] for x in doms]) for k in range(K)]
     return splits, pre, alpha
+
+
+def _boxes(doms: list[_Dom]) -> tuple[np.ndarray, np.ndarray]:
+    return np.stack([x.lo for x in doms]), np.stack([x.hi for x in doms])
 
 
 def _clamp(pre: Pre, splits: list[np.ndarray]) -> Pre:
@@ -162,7 +165,7 @@ def _rigorous(ctx: _Ctx, doms: list[_Dom], alpha: list[np.ndarray]) -> list[int]
     """Bound the domains rigorously with the slopes; close the proved ones. Returns the
     indices of those left open (their pre, alpha and lower updated)."""
     splits, _, _ = _stack(doms)
-    lo, hi = ctx.boxes(len(doms))
+    lo, hi = _boxes(doms)
     lower, pre = ctx.sn.lower(lo, hi, ctx.A, splits, alpha)
     gap = lower - ctx.need()
     open_ = []
@@ -183,13 +186,13 @@ def _bound(ctx: _Ctx, doms: list[_Dom]) -> list[_Dom]:
     optimise again on their own (rigorous) intervals and re-bound those the float bound
     now predicts proved. Returns the domains still open."""
     splits, pre, alpha = _stack(doms)
-    lo, hi = ctx.boxes(len(doms))
+    lo, hi = _boxes(doms)
     alpha, _ = optimise(ctx.fn, lo, hi, ctx.A, _clamp(pre, splits), alpha)
     left = [doms[b] for b in _rigorous(ctx, doms, alpha)]
     if not left:
         return left
     splits, pre, alpha = _stack(left)
-    lo, hi = ctx.boxes(len(left))
+    lo, hi = _boxes(left)
     alpha, fb = optimise(ctx.fn, lo, hi, ctx.A, pre, alpha)
     retry = [b for b in range(len(left)) if (fb[b] > ctx.need()).any()]
     if retry:
@@ -204,7 +207,7 @@ def _scores(ctx: _Ctx, doms: list[_Dom]) -> tuple[np.ndarray, np.ndarray, list[i
     """BaBSR-style scores (B, all hidden neurons; -1 where not splittable) for each
     domain's best row, that row, and the offset of each ReLU stage in the score vector."""
     splits, pre, alpha = _stack(doms)
-    lo, hi = ctx.boxes(len(doms))
+    lo, hi = _boxes(doms)
     bound, _, coef, _ = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
     rows = np.argmax(bound - ctx.d, axis=1)
     parts, offs = [], [0]
@@ -233,7 +236,8 @@ def _choose(ctx: _Ctx, doms: list[_Dom]) -> list[tuple[int, int] | None]:
         hit = (cand >= offs[k]) & (cand < offs[k + 1])
         kids[k][np.nonzero(hit)[0], cand[hit] - offs[k]] = sign[hit]
     kpre = _clamp([(l[rep], u[rep]) for l, u in pre], kids)
-    lo, hi = ctx.boxes(B * 2 * T)
+    lo, hi = _boxes(doms)
+    lo, hi = lo[rep], hi[rep]
     bound, _, _, _ = ctx.fn.alpha_crown(lo, hi, ctx.A, kpre, [a[rep] for a in alpha])
     value = bound[np.arange(B * 2 * T), rows[rep]]
     empty = np.zeros(B * 2 * T, bool)
@@ -252,15 +256,34 @@ def _choose(ctx: _Ctx, doms: list[_Dom]) -> list[tuple[int, int] | None]:
     return pick
 
 
-def _children(ctx: _Ctx, dom: _Dom, k: int, i: int) -> list[_Dom]:
-    dom.node["relu"] = [int(ctx.sn.relu_stages[k]), i]
+def _children(ctx: _Ctx, dom: _Dom, pick: tuple[int, int] | None) -> list[_Dom]:
+    """The two children of a ReLU split (k, neuron), or, where no neuron is left to
+    split (None), of the input split of the widest coordinate at its exact midpoint."""
     dom.node["children"] = [{}, {}]
+    if pick is None:
+        j = int(np.argmax(dom.hi - dom.lo))
+        dom.node["split"] = j
+        mid = (dom.box[0][j] + dom.box[1][j]) / 2
+        halves = [(dom.box[0], (*dom.box[1][:j], mid, *dom.box[1][j + 1 :])),
+                  ((*dom.box[0][:j], mid, *dom.box[0][j + 1 :]), dom.box[1])]  # fmt: skip
+        return [_Dom(dom.splits, dom.pre, dom.alpha, node, b, *_enclose1(dom, j, b), dom.depth + 1)
+                for node, b in zip(dom.node["children"], halves, strict=True)]  # fmt: skip
+    k, i = pick
+    dom.node["relu"] = [int(ctx.sn.relu_stages[k]), i]
     out = []
     for sign, node in zip((-1, 1), dom.node["children"], strict=True):
         splits = [s.copy() for s in dom.splits]
         splits[k][i] = sign
-        out.append(_Dom(splits, dom.pre, dom.alpha, node))
+        out.append(_Dom(splits, dom.pre, dom.alpha, node, dom.box, dom.lo, dom.hi, dom.depth + 1))
     return out
+
+
+def _enclose1(dom: _Dom, j: int, box: tuple[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The enclosure of a half of the domain's box (coordinate j changed)."""
+    lo, hi = dom.lo.copy(), dom.hi.copy()
+    lj, hj = enclose(((box[0][j],), (box[1][j],)))
+    lo[j], hi[j] = lj[0], hj[0]
+    return lo, hi
 
 
 def _attack_points(ctx: _Ctx, doms: list[_Dom]) -> Any:
@@ -269,7 +292,7 @@ def _attack_points(ctx: _Ctx, doms: list[_Dom]) -> Any:
     if ctx.attack is None or not doms:
         return None
     splits, pre, alpha = _stack(doms)
-    lo, hi = ctx.boxes(len(doms))
+    lo, hi = _boxes(doms)
     _, _, _, x = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
     pts = x.reshape(-1, x.shape[2])
     viol = (ctx.fn.forward(pts) @ ctx.A.T - ctx.d).max(axis=1)
@@ -278,14 +301,14 @@ def _attack_points(ctx: _Ctx, doms: list[_Dom]) -> Any:
     return ctx.attack(good) if good else None
 
 
-def _root(ctx: _Ctx, node: dict[str, Any]) -> list[_Dom]:
+def _root(ctx: _Ctx, node: dict[str, Any], box: tuple[Any, Any]) -> list[_Dom]:
     K = len(ctx.sn.relu_stages)
-    lo, hi = ctx.boxes(1)
+    lo, hi = (np.asarray(v, np.float64) for v in enclose(box))
     zero = [np.zeros((1, w), dtype=np.int8) for w in _widths(ctx.fn)]
-    pre = ctx.fn.split_bounds(lo, hi, zero)
+    pre = ctx.fn.split_bounds(lo[None], hi[None], zero)
     alpha = [np.broadcast_to((u >= -l)[0].astype(np.float64), (ctx.A.shape[0], l.shape[1])) for
              l, u in pre]  # fmt: skip
-    dom = _Dom([z[0] for z in zero], [(l[0], u[0]) for l, u in pre], alpha, node)
+    dom = _Dom([z[0] for z in zero], [(l[0], u[0]) for l, u in pre], alpha, node, box, lo, hi)
     assert len(dom.splits) == K
     return _bound(ctx, [dom])
 
@@ -305,21 +328,19 @@ def search(
 ) -> tuple[str, Any]:
     """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason) for the
     conjunction rows = (A, d) (A . Y <= d) over the exact box (lower, upper Fractions)."""
-    lo, hi = enclose(box)
-    ctx = _Ctx(sn, fn, np.asarray(lo, np.float64), np.asarray(hi, np.float64),
-               np.asarray(rows[0], np.float64), np.asarray(rows[1], np.float64), attack)  # fmt: skip
+    ctx = _Ctx(sn, fn, np.asarray(rows[0], np.float64), np.asarray(rows[1], np.float64), attack)
     tree: dict[str, Any] = {}
-    stack = _root(ctx, tree)
+    stack = _root(ctx, tree, box)
     while stack:
         if time.monotonic() > deadline:
             return "unknown", f"timeout with {len(stack)} open ReLU domains"
         if len(stack) > MAX_DOMAINS:
             return "unknown", f"more than {MAX_DOMAINS} open ReLU domains"
         doms, stack = stack[-batch:], stack[:-batch]
+        if max(x.depth for x in doms) >= MAX_DEPTH:
+            return "unknown", f"a branch {MAX_DEPTH} splits deep is still open"
         picks = _choose(ctx, doms)
-        if any(p is None for p in picks):
-            return "unknown", "an open domain with no unstable neuron left"
-        kids = [c for dom, p in zip(doms, picks, strict=True) if p for c in _children(ctx, dom, *p)]
+        kids = [c for dom, p in zip(doms, picks, strict=True) for c in _children(ctx, dom, p)]
         left = _bound(ctx, kids)
         hit = _attack_points(ctx, left)
         if hit is not None:
