@@ -178,7 +178,8 @@ class FloatNet:
         intervals of the k-th ReLU's input and lower slopes alpha[k] (B, m, n) (None: the
         adaptive rule); and the tape `alpha_crown` differentiates."""
         B, m = lam.shape[:2]
-        const, tape = np.zeros((B, m)), []
+        const = np.zeros((B, m))
+        tape: list[Any] = []
         for i in range(upto - 1, -1, -1):
             layer = self.layers[i]
             if layer[0] == "affine":

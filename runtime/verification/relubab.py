@@ -25,9 +25,9 @@ Invariants:
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -291,7 +291,7 @@ def _attack_points(ctx: _Ctx, doms: list[_Dom]) -> Any:
     float image puts inside every row go to the exact attack."""
     if ctx.attack is None or not doms:
         return None
-    splits, pre, alpha = _stack(doms)
+    _, pre, alpha = _stack(doms)
     lo, hi = _boxes(doms)
     _, _, _, x = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
     pts = x.reshape(-1, x.shape[2])
