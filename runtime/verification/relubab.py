@@ -1,25 +1,34 @@
-"""Branch and bound on ReLU splits with optimised lower slopes (alpha), for one conjunction
-of output rows over one input box of a dense ReLU chain (networks with many inputs, where
-input splitting does not pay: mnistfc).
+"""Branch and bound on ReLU splits with optimised lower slopes (alpha) for a disjunction
+of conjunctions of output rows over one input box of a dense ReLU chain (networks with
+many inputs, where input splitting does not pay: mnistfc).
 
 Invariants:
-- A domain is the box plus a sign per split neuron (its pre-activation <= 0 or >= 0). The
-  two children of a split neuron cover their parent (every value is <= 0 or >= 0), so the
-  leaves of a complete tree cover the box. The tree and the leaves are the
+- A domain is a box plus a sign per split neuron (its pre-activation <= 0 or >= 0). The
+  two children of a split neuron cover their parent (every value is <= 0 or >= 0), as do
+  the two halves of an input split (the widest coordinate at its exact midpoint, used only
+  when no neuron is left to split), so the leaves of a complete tree cover the box.
+- All conjunctions share the domains (a domain's pre-activation intervals do not depend on
+  the rows; each row has its own slopes); each conjunction has its own tree in the
   `torchlean_split_bounds_v1` form (splitcert.md): {"relu": [stage, neuron], "children":
-  [negative, positive]} and {"leaf": k}, the k-th leaf {"row": i, "alpha": {stage: [hex]}}.
-- A domain is closed only by the rigorous engine (`rigorous.SoundNet.lower`, the leaf's
-  splits and slopes): some row's lower bound above its d by MARGIN (1 + |d|), or +inf (the
-  split signs leave no input). Nothing computed in plain floats closes a domain.
+  [negative, positive]}, {"split": j, "children": [low, high]} and {"leaf": k}, its k-th
+  leaf {"row": i, "alpha": {stage: [hex]}}. A conjunction's tree ends at the first domain
+  on each path where it is proved; a domain stays open while some conjunction is not.
+- A conjunction is proved on a domain only by the rigorous engine (`rigorous.SoundNet
+  .lower`, the domain's box, splits and slopes): some row's lower bound above its d by
+  MARGIN (1 + |d|), or +inf (the split signs leave no input). Nothing computed in plain
+  floats closes anything.
 - The plain-float image (`floatnet.FloatNet`) proposes everything else: the lower slopes
   (projected Adam ascent on the float alpha-CROWN bound, analytic gradient, warm-started
   from the parent's slopes, on the parent's or the domain's own pre-activation intervals),
-  the neuron to split (BaBSR-style: the upper relaxation's intercept weighted by the best
-  row's coefficient, plus a share of the lower relaxation's gap), and attack points (per
-  open domain and row, the box vertex minimising the bound's linear form; points whose
-  float outputs meet every row go to the caller's exact `attack`).
-- The clock is read between batches; past the deadline, or with more than MAX_DOMAINS open
-  domains, the search answers ("unknown", reason).
+  the neuron to split (BaBSR-style scores: the upper relaxation's intercept weighted by
+  the coefficient of each open conjunction's best row, plus a share of the lower
+  relaxation's gap; of the FSB_TOP best, the one whose worse child has the best float
+  bound), and attack points (per open domain and row, the box vertex minimising the
+  bound's linear form; points whose float outputs meet every row of some conjunction go to
+  the caller's exact `attack`, as do the projected-gradient search's before the search).
+- The clock is read between batches; when the next batch (as long as the last one) would
+  end past the deadline, or with more than MAX_DOMAINS open domains, or a branch MAX_DEPTH
+  splits deep, the search answers ("unknown", reason).
 """
 
 from __future__ import annotations
@@ -47,7 +56,9 @@ __all__ = [
     "STEPS",
     "decide_conjunctions",
     "decide_property",
+    "optimise",
     "search",
+    "search_all",
 ]
 
 MARGIN = 1e-9  # a row is proved when its rigorous lower bound exceeds d + MARGIN (1 + |d|)
@@ -66,32 +77,46 @@ Pre = list[tuple[np.ndarray, np.ndarray]]
 @dataclass
 class _Dom:
     """One open domain: per ReLU stage its split signs (n_k,) int8, the pre-activation
-    intervals known for it (its own or its parent's, clamped), the slopes (m, n_k), its
-    node in the tree, its input box and its rigorous lower bounds (m,)."""
+    intervals known for it (its own or its parent's, clamped), the slopes (m, n_k), the
+    tree node of each conjunction still open on it, its box (exact, and the binary64
+    enclosure) and its depth."""
 
     splits: list[np.ndarray]
     pre: list[tuple[np.ndarray, np.ndarray]]
     alpha: list[np.ndarray]
-    node: dict[str, Any]
-    box: tuple[Any, Any]  # exact (lower, upper)
-    lo: np.ndarray  # its binary64 enclosure
+    nodes: dict[int, dict[str, Any]]
+    box: tuple[Any, Any]
+    lo: np.ndarray
     hi: np.ndarray
     depth: int = 0
-    lower: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
 class _Ctx:
+    """The rows of every conjunction stacked (A (m, n_out), d (m,)); conjunction g owns
+    rows first[g] .. first[g + 1] - 1; its tree and leaves."""
+
     sn: Any
     fn: FloatNet
     A: np.ndarray
     d: np.ndarray
+    first: np.ndarray
     attack: Callable[[list[np.ndarray]], Any] | None
-    leaves: list[dict[str, Any]] = field(default_factory=list)
-    hit: Any = None
+    trees: list[dict[str, Any]] = field(default_factory=list)
+    leaves: list[list[dict[str, Any]]] = field(default_factory=list)
 
     def need(self) -> np.ndarray:
         return self.d + MARGIN * (1 + np.abs(self.d))
+
+    def by_group(self, rows: np.ndarray) -> np.ndarray:
+        """(B, m) per row -> (B, G) the best (largest) per conjunction."""
+        return np.maximum.reduceat(rows, self.first[:-1], axis=1)
+
+    def open_mask(self, doms: list[_Dom]) -> np.ndarray:
+        mask = np.zeros((len(doms), len(self.first) - 1), bool)
+        for b, dom in enumerate(doms):
+            mask[b, list(dom.nodes)] = True
+        return mask
 
 
 def _stack(doms: list[_Dom]) -> tuple[list[np.ndarray], Pre, list[np.ndarray]]:
@@ -148,43 +173,39 @@ def optimise(
     return best_a, best
 
 
-def _close(ctx: _Ctx, dom: _Dom, k_row: int, alpha: list[np.ndarray]) -> None:
-    dom.node["leaf"] = len(ctx.leaves)
-    stages = ctx.sn.relu_stages
-    ctx.leaves.append(
-        {
-            "row": k_row,
-            "alpha": {
-                str(t): [float(v).hex() for v in alpha[k][k_row]] for k, t in enumerate(stages)
-            },
-        }
-    )
+def _close(ctx: _Ctx, dom: _Dom, g: int, r: int) -> None:
+    """Conjunction g proved on the domain by its row r (a global row index)."""
+    node = dom.nodes.pop(g)
+    node["leaf"] = len(ctx.leaves[g])
+    hexes = {str(t): [float(v).hex() for v in dom.alpha[k][r]]
+             for k, t in enumerate(ctx.sn.relu_stages)}  # fmt: skip
+    ctx.leaves[g].append({"row": int(r - ctx.first[g]), "alpha": hexes})
 
 
 def _rigorous(ctx: _Ctx, doms: list[_Dom], alpha: list[np.ndarray]) -> list[int]:
-    """Bound the domains rigorously with the slopes; close the proved ones. Returns the
-    indices of those left open (their pre, alpha and lower updated)."""
+    """Bound the domains rigorously with the slopes; close the conjunctions proved on
+    each. Returns the indices of the domains left open (their pre and alpha updated)."""
     splits, _, _ = _stack(doms)
     lo, hi = _boxes(doms)
     lower, pre = ctx.sn.lower(lo, hi, ctx.A, splits, alpha)
     gap = lower - ctx.need()
     open_ = []
     for b, dom in enumerate(doms):
-        r = int(np.argmax(gap[b]))
         dom.alpha = [x[b] for x in alpha]
-        if gap[b, r] > 0:
-            _close(ctx, dom, r, dom.alpha)
-            continue
-        dom.pre = [(pl[b], pu[b]) for pl, pu in pre]
-        dom.lower = lower[b]
-        open_.append(b)
+        for g in list(dom.nodes):
+            r = int(ctx.first[g] + np.argmax(gap[b, ctx.first[g] : ctx.first[g + 1]]))
+            if gap[b, r] > 0:
+                _close(ctx, dom, g, r)
+        if dom.nodes:
+            dom.pre = [(pl[b], pu[b]) for pl, pu in pre]
+            open_.append(b)
     return open_
 
 
 def _bound(ctx: _Ctx, doms: list[_Dom]) -> list[_Dom]:
     """Optimise the slopes on the known intervals, bound rigorously; for the open ones
-    optimise again on their own (rigorous) intervals and re-bound those the float bound
-    now predicts proved. Returns the domains still open."""
+    optimise again on their own (rigorous) intervals and re-bound those where the float
+    bound now predicts some open conjunction proved. Returns the domains still open."""
     splits, pre, alpha = _stack(doms)
     lo, hi = _boxes(doms)
     alpha, _ = optimise(ctx.fn, lo, hi, ctx.A, _clamp(pre, splits), alpha)
@@ -194,37 +215,49 @@ def _bound(ctx: _Ctx, doms: list[_Dom]) -> list[_Dom]:
     splits, pre, alpha = _stack(left)
     lo, hi = _boxes(left)
     alpha, fb = optimise(ctx.fn, lo, hi, ctx.A, pre, alpha)
-    retry = [b for b in range(len(left)) if (fb[b] > ctx.need()).any()]
+    hope = (ctx.by_group(fb - ctx.need()) > 0) & ctx.open_mask(left)
+    retry = [int(b) for b in np.nonzero(hope.any(axis=1))[0]]
+    for b, dom in enumerate(left):
+        dom.alpha = [x[b] for x in alpha]
     if retry:
         again = [left[b] for b in retry]
-        keep = set(_rigorous(ctx, again, [x[retry] for x in alpha]))
-        closed = {retry[b] for b in range(len(retry)) if b not in keep}
-        left = [x for b, x in enumerate(left) if b not in closed]
+        keep = {retry[b] for b in _rigorous(ctx, again, [x[retry] for x in alpha])}
+        left = [x for b, x in enumerate(left) if b not in retry or b in keep]
     return left
 
 
-def _scores(ctx: _Ctx, doms: list[_Dom]) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """BaBSR-style scores (B, all hidden neurons; -1 where not splittable) for each
-    domain's best row, that row, and the offset of each ReLU stage in the score vector."""
+def _scores(ctx: _Ctx, doms: list[_Dom]) -> tuple[np.ndarray, list[int]]:
+    """BaBSR-style scores (B, all hidden neurons; -1 where not splittable): per open
+    conjunction, its best row's, summed; and the offset of each ReLU stage."""
     splits, pre, alpha = _stack(doms)
     lo, hi = _boxes(doms)
     bound, _, coef, _ = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
-    rows = np.argmax(bound - ctx.d, axis=1)
+    gap, mask = bound - ctx.d, ctx.open_mask(doms)
+    w = np.zeros_like(gap)
+    for g in range(len(ctx.first) - 1):
+        a, b = ctx.first[g], ctx.first[g + 1]
+        best = a + np.argmax(gap[:, a:b], axis=1)
+        w[np.arange(len(doms)), best] = mask[:, g]
     parts, offs = [], [0]
     for k, (l, u) in enumerate(pre):
         _, unst, _, icpt = relax(l, u)
-        lam = coef[k][np.arange(len(doms)), rows]
-        score = -np.minimum(lam, 0) * icpt + 0.2 * np.maximum(lam, 0) * np.minimum(u, -l)
+        lam = coef[k]
+        per = (
+            -np.minimum(lam, 0) * icpt[:, None]
+            + 0.2 * np.maximum(lam, 0) * np.minimum(u, -l)[:, None]
+        )
+        score = np.einsum("bm,bmn->bn", w, per)
         parts.append(np.where(unst & (splits[k] == 0), score + 1e-30, -1.0))
         offs.append(offs[-1] + l.shape[1])
-    return np.concatenate(parts, axis=1), rows, offs
+    return np.concatenate(parts, axis=1), offs
 
 
 def _choose(ctx: _Ctx, doms: list[_Dom]) -> list[tuple[int, int] | None]:
     """Per domain the (ReLU index, neuron) to split, or None when none is unstable: of the
     FSB_TOP best-scored neurons, the one whose worse child has the best float bound (the
-    children's intervals: the parent's, clamped; the parent's slopes)."""
-    sc, rows, offs = _scores(ctx, doms)
+    worst open conjunction's best row; the children's intervals: the parent's, clamped;
+    the parent's slopes)."""
+    sc, offs = _scores(ctx, doms)
     B, T = len(doms), min(FSB_TOP, sc.shape[1])
     top = np.argsort(-sc, axis=1)[:, :T]
     splits, pre, alpha = _stack(doms)
@@ -237,44 +270,46 @@ def _choose(ctx: _Ctx, doms: list[_Dom]) -> list[tuple[int, int] | None]:
         kids[k][np.nonzero(hit)[0], cand[hit] - offs[k]] = sign[hit]
     kpre = _clamp([(l[rep], u[rep]) for l, u in pre], kids)
     lo, hi = _boxes(doms)
-    lo, hi = lo[rep], hi[rep]
-    bound, _, _, _ = ctx.fn.alpha_crown(lo, hi, ctx.A, kpre, [a[rep] for a in alpha])
-    value = bound[np.arange(B * 2 * T), rows[rep]]
-    empty = np.zeros(B * 2 * T, bool)
+    bound, _, _, _ = ctx.fn.alpha_crown(lo[rep], hi[rep], ctx.A, kpre, [a[rep] for a in alpha])
+    per = np.where(ctx.open_mask(doms)[rep], ctx.by_group(bound - ctx.d), np.inf)
+    value = per.min(axis=1)
     for lk, uk in kpre:
-        empty |= (lk > uk).any(axis=1)
-    value = np.where(empty, np.inf, value).reshape(B, T, 2).min(axis=2)
+        value = np.where((lk > uk).any(axis=1), np.inf, value)
+    value = value.reshape(B, T, 2).min(axis=2)
     value = np.where(np.take_along_axis(sc, top, axis=1) >= 0, value, -np.inf)
     best = top[np.arange(B), np.argmax(value, axis=1)]
     pick: list[tuple[int, int] | None] = []
     for b in range(B):
-        if sc[b, best[b]] < 0:
-            pick.append(None)
-            continue
         k = int(np.searchsorted(offs, best[b], side="right") - 1)
-        pick.append((k, int(best[b] - offs[k])))
+        pick.append(None if sc[b, best[b]] < 0 else (k, int(best[b] - offs[k])))
     return pick
 
 
 def _children(ctx: _Ctx, dom: _Dom, pick: tuple[int, int] | None) -> list[_Dom]:
     """The two children of a ReLU split (k, neuron), or, where no neuron is left to
-    split (None), of the input split of the widest coordinate at its exact midpoint."""
-    dom.node["children"] = [{}, {}]
+    split (None), of the input split of the widest coordinate at its exact midpoint; each
+    open conjunction's node gets the split and two children."""
+    kids: list[dict[int, dict[str, Any]]] = [{}, {}]
+    for g, node in dom.nodes.items():
+        node["children"] = [{}, {}]
+        if pick is None:
+            node["split"] = int(np.argmax(dom.hi - dom.lo))
+        else:
+            node["relu"] = [int(ctx.sn.relu_stages[pick[0]]), pick[1]]
+        kids[0][g], kids[1][g] = node["children"]
     if pick is None:
         j = int(np.argmax(dom.hi - dom.lo))
-        dom.node["split"] = j
         mid = (dom.box[0][j] + dom.box[1][j]) / 2
         halves = [(dom.box[0], (*dom.box[1][:j], mid, *dom.box[1][j + 1 :])),
                   ((*dom.box[0][:j], mid, *dom.box[0][j + 1 :]), dom.box[1])]  # fmt: skip
-        return [_Dom(dom.splits, dom.pre, dom.alpha, node, b, *_enclose1(dom, j, b), dom.depth + 1)
-                for node, b in zip(dom.node["children"], halves, strict=True)]  # fmt: skip
+        return [_Dom(dom.splits, dom.pre, dom.alpha, nodes, b, *_enclose1(dom, j, b), dom.depth + 1)
+                for nodes, b in zip(kids, halves, strict=True)]  # fmt: skip
     k, i = pick
-    dom.node["relu"] = [int(ctx.sn.relu_stages[k]), i]
     out = []
-    for sign, node in zip((-1, 1), dom.node["children"], strict=True):
+    for sign, nodes in zip((-1, 1), kids, strict=True):
         splits = [s.copy() for s in dom.splits]
         splits[k][i] = sign
-        out.append(_Dom(splits, dom.pre, dom.alpha, node, dom.box, dom.lo, dom.hi, dom.depth + 1))
+        out.append(_Dom(splits, dom.pre, dom.alpha, nodes, dom.box, dom.lo, dom.hi, dom.depth + 1))
     return out
 
 
@@ -286,30 +321,36 @@ def _enclose1(dom: _Dom, j: int, box: tuple[Any, Any]) -> tuple[np.ndarray, np.n
     return lo, hi
 
 
+def _violation(ctx: _Ctx, pts: np.ndarray) -> np.ndarray:
+    """Per point, the float image's smallest violation over conjunctions (<= 0: the point
+    meets every row of some conjunction)."""
+    per = ctx.fn.forward(pts) @ ctx.A.T - ctx.d
+    return np.maximum.reduceat(per, ctx.first[:-1], axis=1).min(axis=1)
+
+
 def _attack_points(ctx: _Ctx, doms: list[_Dom]) -> Any:
-    """Per open domain and row, the vertex minimising its bound's linear form; those the
-    float image puts inside every row go to the exact attack."""
+    """Per open domain and row, the vertex minimising its bound's linear form; the best
+    four the float image puts inside some conjunction go to the exact attack."""
     if ctx.attack is None or not doms:
         return None
     _, pre, alpha = _stack(doms)
     lo, hi = _boxes(doms)
     _, _, _, x = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
     pts = x.reshape(-1, x.shape[2])
-    viol = (ctx.fn.forward(pts) @ ctx.A.T - ctx.d).max(axis=1)
+    viol = _violation(ctx, pts)
     order = np.argsort(viol)
     good = [pts[j] for j in order[:4] if viol[j] <= 1e-6 * (1 + np.abs(ctx.d).max())]
     return ctx.attack(good) if good else None
 
 
-def _root(ctx: _Ctx, node: dict[str, Any], box: tuple[Any, Any]) -> list[_Dom]:
-    K = len(ctx.sn.relu_stages)
+def _root(ctx: _Ctx, box: tuple[Any, Any]) -> list[_Dom]:
     lo, hi = (np.asarray(v, np.float64) for v in enclose(box))
     zero = [np.zeros((1, w), dtype=np.int8) for w in _widths(ctx.fn)]
     pre = ctx.fn.split_bounds(lo[None], hi[None], zero)
     alpha = [np.broadcast_to((u >= -l)[0].astype(np.float64), (ctx.A.shape[0], l.shape[1])) for
              l, u in pre]  # fmt: skip
-    dom = _Dom([z[0] for z in zero], [(l[0], u[0]) for l, u in pre], alpha, node, box, lo, hi)
-    assert len(dom.splits) == K
+    nodes = dict(enumerate(ctx.trees))
+    dom = _Dom([z[0] for z in zero], [(l[0], u[0]) for l, u in pre], alpha, nodes, box, lo, hi)
     return _bound(ctx, [dom])
 
 
@@ -317,22 +358,29 @@ def _widths(fn: FloatNet) -> list[int]:
     return [fn.layers[i][1].shape[0] for i in range(0, len(fn.layers) - 1, 2)]
 
 
-def search(
+def search_all(
     sn: Any,
     fn: FloatNet,
     box: tuple[Any, Any],
-    rows: tuple[np.ndarray, np.ndarray],
+    conjs: list[tuple[np.ndarray, np.ndarray]],
     deadline: float,
     attack: Callable[[list[np.ndarray]], Any] | None = None,
     batch: int = BATCH,
 ) -> tuple[str, Any]:
-    """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason) for the
-    conjunction rows = (A, d) (A . Y <= d) over the exact box (lower, upper Fractions)."""
-    ctx = _Ctx(sn, fn, np.asarray(rows[0], np.float64), np.asarray(rows[1], np.float64), attack)
-    tree: dict[str, Any] = {}
-    stack = _root(ctx, tree, box)
+    """("unsat", [(tree, leaves) per conjunction]), ("sat", the attack's hit) or
+    ("unknown", reason) for the conjunctions (A, d) (A . Y <= d) over the exact box
+    (lower, upper Fractions): every conjunction empty on it, or a hit."""
+    first = np.cumsum([0] + [len(d) for _, d in conjs])
+    A = np.vstack([np.asarray(a, np.float64) for a, _ in conjs])
+    d = np.concatenate([np.asarray(v, np.float64) for _, v in conjs])
+    ctx = _Ctx(sn, fn, A, d, first, attack)
+    ctx.trees = [{} for _ in conjs]
+    ctx.leaves = [[] for _ in conjs]
+    stack = _root(ctx, box)
+    took = 0.0
     while stack:
-        if time.monotonic() > deadline:
+        t0 = time.monotonic()
+        if t0 + took > deadline:
             return "unknown", f"timeout with {len(stack)} open ReLU domains"
         if len(stack) > MAX_DOMAINS:
             return "unknown", f"more than {MAX_DOMAINS} open ReLU domains"
@@ -346,26 +394,42 @@ def search(
         if hit is not None:
             return "sat", hit
         stack += left
-    return "unsat", (tree, ctx.leaves)
+        took = time.monotonic() - t0
+    return "unsat", list(zip(ctx.trees, ctx.leaves, strict=True))
+
+
+def search(
+    sn: Any,
+    fn: FloatNet,
+    box: tuple[Any, Any],
+    rows: tuple[np.ndarray, np.ndarray],
+    deadline: float,
+    attack: Callable[[list[np.ndarray]], Any] | None = None,
+    batch: int = BATCH,
+) -> tuple[str, Any]:
+    """`search_all` for one conjunction: ("unsat", (tree, leaves)) or the other answers."""
+    status, got = search_all(sn, fn, box, [rows], deadline, attack, batch)
+    return (status, got[0]) if status == "unsat" else (status, got)
 
 
 def _pgd_first(
-    fn: FloatNet,
+    ctx_fn: FloatNet,
     box: tuple[Any, Any],
     conjs: list[tuple[np.ndarray, np.ndarray]],
-    order: list[int],
     deadline: float,
     attack: Callable[[list[np.ndarray]], Any] | None,
 ) -> Any:
-    """Projected-gradient search per conjunction (hardest to prove first); points the
-    float image puts inside every row go to the exact attack."""
+    """Projected-gradient search per conjunction, the one whose float CROWN bound at the
+    root is lowest first; points the float image puts inside every row go to the exact
+    attack."""
     if attack is None:
         return None
     lo = np.array([float(v) for v in box[0]])
     hi = np.array([float(v) for v in box[1]])
-    for i in order:
+    ease = [float((ctx_fn.crown(lo, hi, A)[0] - d).max()) for A, d in conjs]
+    for i in sorted(range(len(conjs)), key=lambda j: ease[j]):
         A, d = conjs[i]
-        pts, f = pgd(fn, lo, hi, (A, d), deadline, restarts=PGD_RESTARTS, steps=PGD_STEPS)
+        pts, f = pgd(ctx_fn, lo, hi, (A, d), deadline, restarts=PGD_RESTARTS, steps=PGD_STEPS)
         good = [x for x, v in zip(pts, f, strict=True) if v <= 1e-6 * (1 + np.abs(d).max())]
         hit = attack(good[:4]) if good else None
         if hit is not None:
@@ -381,19 +445,19 @@ def decide_conjunctions(
     deadline: float,
     attack: Callable[[list[np.ndarray]], Any] | None = None,
 ) -> tuple[str, Any]:
-    """A disjunction of conjunctions: first the projected-gradient attack, then every
-    conjunction searched in turn, the easiest (largest float CROWN margin at the root)
-    first: ("unsat", [(tree, leaves) per conjunction in the given order]), or the first
-    non-unsat answer."""
+    """A disjunction of conjunctions: the projected-gradient attack, then one search per
+    conjunction (its own splits: a shared tree must pick splits that serve all of them,
+    and needs more domains), the easiest (largest float CROWN margin at the root) first:
+    ("unsat", [(tree, leaves) per conjunction in the given order]) or the first answer
+    that is not unsat."""
+    hit = _pgd_first(fn, box, conjs, deadline, attack)
+    if hit is not None:
+        return "sat", hit
     lo = np.array([float(v) for v in box[0]])
     hi = np.array([float(v) for v in box[1]])
     ease = [float((fn.crown(lo, hi, A)[0] - d).max()) for A, d in conjs]
-    order = sorted(range(len(conjs)), key=lambda j: -ease[j])
-    hit = _pgd_first(fn, box, conjs, order[::-1], deadline, attack)
-    if hit is not None:
-        return "sat", hit
     got: dict[int, Any] = {}
-    for i in order:
+    for i in sorted(range(len(conjs)), key=lambda j: -ease[j]):
         status, out = search(sn, fn, box, conjs[i], deadline, attack)
         if status != "unsat":
             return status, out
