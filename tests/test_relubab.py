@@ -27,6 +27,8 @@ from runtime.verification.floatnet import FloatNet
 from runtime.verification.from_graph import Network
 from runtime.verification.rigorous import SoundNet, enclose
 from runtime.verification.splitcert import split_certificate
+from runtime.verification.vnn import decide
+from runtime.verification.vnnlib import parse_vnnlib_cases
 
 NP = {"float32": np.float32, "float64": np.float64}
 
@@ -234,3 +236,31 @@ def test_never_unsat_where_a_sampled_point_satisfies(seed: int, shift: float, dt
         assert status != "unsat"
     lo_f, hi_f = enclose((lo, hi))
     assert (lo_f <= pts).all() and (pts <= hi_f).all()
+
+
+def _top_label_text(n: int, x: np.ndarray, eps: float, k: int, m: int) -> str:
+    decl = [f"(declare-const X_{i} Real)" for i in range(n)]
+    decl += [f"(declare-const Y_{j} Real)" for j in range(m)]
+    box = [f"(assert (<= X_{i} {float(x[i]) + eps!r}))\n(assert (>= X_{i} {float(x[i]) - eps!r}))"
+           for i in range(n)]  # fmt: skip
+    ors = " ".join(f"(and (>= Y_{j} Y_{k}))" for j in range(m) if j != k)
+    return "\n".join([*decl, *box, f"(assert (or {ors}))"]) + "\n"
+
+
+def test_vnn_decides_wide_networks_with_split_certificates() -> None:
+    """Through `vnn.decide` (more inputs than SPLIT_INPUTS): a small box around a point
+    is unsat with one checked certificate per conjunction; a wide box is sat at a point
+    the runtime confirms."""
+    net = _net([20, 8, 8, 3], 11, "float32")
+    x = np.random.default_rng(2).uniform(-1, 1, 20).astype(np.float32).astype(np.float64)
+    y = np.asarray(net.result.predict(x[None].astype(np.float32), batch=True), np.float64)[0]
+    k = int(np.argmax(y))
+    got = decide(net, parse_vnnlib_cases(_top_label_text(20, x, 1e-3, k, 3))[0], 60)
+    assert got.status == "unsat" and len(got.certificates) == 2
+    assert [p["conjunction"] for p in got.proofs] == [0, 1]
+    for cert in got.certificates:
+        assert check_certificate(json.loads(json.dumps(cert))).startswith("certificate holds")
+    hit = decide(net, parse_vnnlib_cases(_top_label_text(20, x, 3.0, k, 3))[0], 60)
+    assert hit.status == "sat" and hit.x is not None and hit.y is not None
+    ys = np.asarray(net.result.predict(np.array([hit.x], np.float32), batch=True))[0]
+    assert list(map(float, ys)) == hit.y and max(np.delete(ys, k)) >= ys[k]
