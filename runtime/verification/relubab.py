@@ -69,6 +69,7 @@ MAX_DEPTH = 60  # the certificate allows 64
 FSB_TOP = 8  # candidates per domain whose children the float bound compares
 PGD_RESTARTS = 32
 PGD_STEPS = 60
+REFINE_STEPS = 10  # gradient steps from each attack vertex
 _LR = 0.25
 
 Pre = list[tuple[np.ndarray, np.ndarray]]
@@ -328,15 +329,29 @@ def _violation(ctx: _Ctx, pts: np.ndarray) -> np.ndarray:
     return np.maximum.reduceat(per, ctx.first[:-1], axis=1).min(axis=1)
 
 
+def _refine(ctx: _Ctx, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """A few signed-gradient steps from the points x (rows) in their boxes, lowering the
+    smallest float violation of the first conjunction's rows."""
+    for k in range(REFINE_STEPS):
+        viol = ctx.fn.forward(x) @ ctx.A.T - ctx.d
+        rows = ctx.A[np.argmax(viol[:, : ctx.first[1]], axis=1)]
+        _, g = ctx.fn.grad(x, rows, leak=0.01)
+        x = np.clip(x - np.sign(g) * (0.1 * 0.8**k) * (hi - lo), lo, hi)
+    return x
+
+
 def _attack_points(ctx: _Ctx, doms: list[_Dom]) -> Any:
-    """Per open domain and row, the vertex minimising its bound's linear form; the best
-    four the float image puts inside some conjunction go to the exact attack."""
+    """Per open domain and row, the vertex minimising its bound's linear form, refined
+    by a few gradient steps; the best four the float image puts inside some conjunction
+    go to the exact attack."""
     if ctx.attack is None or not doms:
         return None
     _, pre, alpha = _stack(doms)
     lo, hi = _boxes(doms)
     _, _, _, x = ctx.fn.alpha_crown(lo, hi, ctx.A, pre, alpha)
+    m = x.shape[1]
     pts = x.reshape(-1, x.shape[2])
+    pts = np.vstack([pts, _refine(ctx, pts, np.repeat(lo, m, axis=0), np.repeat(hi, m, axis=0))])
     viol = _violation(ctx, pts)
     order = np.argsort(viol)
     good = [pts[j] for j in order[:4] if viol[j] <= 1e-6 * (1 + np.abs(ctx.d).max())]
@@ -413,28 +428,26 @@ def search(
 
 
 def _pgd_first(
-    ctx_fn: FloatNet,
+    fn: FloatNet,
     box: tuple[Any, Any],
     conjs: list[tuple[np.ndarray, np.ndarray]],
     deadline: float,
     attack: Callable[[list[np.ndarray]], Any] | None,
-) -> Any:
-    """Projected-gradient search per conjunction, the one whose float CROWN bound at the
-    root is lowest first; points the float image puts inside every row go to the exact
-    attack."""
-    if attack is None:
-        return None
+) -> tuple[Any, list[float]]:
+    """Projected-gradient search per conjunction; points the float image puts inside every
+    row go to the exact attack. The hit (or None) and each conjunction's best float
+    violation."""
     lo = np.array([float(v) for v in box[0]])
     hi = np.array([float(v) for v in box[1]])
-    ease = [float((ctx_fn.crown(lo, hi, A)[0] - d).max()) for A, d in conjs]
-    for i in sorted(range(len(conjs)), key=lambda j: ease[j]):
-        A, d = conjs[i]
-        pts, f = pgd(ctx_fn, lo, hi, (A, d), deadline, restarts=PGD_RESTARTS, steps=PGD_STEPS)
+    best = []
+    for A, d in conjs:
+        pts, f = pgd(fn, lo, hi, (A, d), deadline, restarts=PGD_RESTARTS, steps=PGD_STEPS)
+        best.append(float(f[0]))
         good = [x for x, v in zip(pts, f, strict=True) if v <= 1e-6 * (1 + np.abs(d).max())]
-        hit = attack(good[:4]) if good else None
+        hit = attack(good[:4]) if good and attack is not None else None
         if hit is not None:
-            return hit
-    return None
+            return hit, best
+    return None, best
 
 
 def decide_conjunctions(
@@ -447,17 +460,14 @@ def decide_conjunctions(
 ) -> tuple[str, Any]:
     """A disjunction of conjunctions: the projected-gradient attack, then one search per
     conjunction (its own splits: a shared tree must pick splits that serve all of them,
-    and needs more domains), the easiest (largest float CROWN margin at the root) first:
-    ("unsat", [(tree, leaves) per conjunction in the given order]) or the first answer
-    that is not unsat."""
-    hit = _pgd_first(fn, box, conjs, deadline, attack)
+    and needs more domains), the one the attack came closest to meeting first (where a
+    hit is likeliest; an unsat answer needs them all anyway): ("unsat", [(tree, leaves)
+    per conjunction in the given order]) or the first answer that is not unsat."""
+    hit, close = _pgd_first(fn, box, conjs, deadline, attack)
     if hit is not None:
         return "sat", hit
-    lo = np.array([float(v) for v in box[0]])
-    hi = np.array([float(v) for v in box[1]])
-    ease = [float((fn.crown(lo, hi, A)[0] - d).max()) for A, d in conjs]
     got: dict[int, Any] = {}
-    for i in sorted(range(len(conjs)), key=lambda j: -ease[j]):
+    for i in sorted(range(len(conjs)), key=lambda j: close[j]):
         status, out = search(sn, fn, box, conjs[i], deadline, attack)
         if status != "unsat":
             return status, out
