@@ -29,6 +29,9 @@ Invariants:
   budget: then the answer is `timeout`. `unknown` when the search gives up earlier (budget
   read inside it, or nothing left to try); coefficients `a` not exactly representable in
   the dtype are refused.
+- A dense ReLU chain with more than SPLIT_INPUTS inputs is decided by
+  `relubab.decide_property` (its own attack, then ReLU-split branch and bound on the
+  rigorous engine): unsat carries one split certificate per conjunction.
 """
 
 from __future__ import annotations
