@@ -45,7 +45,6 @@ from .core import VerificationError, sha
 from .floatnet import FloatNet, relax
 from .rigorous import SoundNet, enclose
 from .splitcert import leaf_indices, split_certificate
-from .splitting import pgd
 
 __all__ = [
     "BATCH",
@@ -427,6 +426,29 @@ def search(
     return (status, got[0]) if status == "unsat" else (status, got)
 
 
+def _pgd(
+    fn: FloatNet, lo: np.ndarray, hi: np.ndarray, A: np.ndarray, d: np.ndarray, deadline: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Signed-gradient descent of max_i (a_i . y - d_i) from PGD_RESTARTS points (the
+    center, then seeded uniform ones), first steps half the box wide (the image is
+    piecewise linear: long steps reach the vertices that its linear pieces favour), then
+    shrinking. The best points, best first, with their float values."""
+    x = lo + np.random.default_rng(0).random((PGD_RESTARTS, lo.size)) * (hi - lo)
+    x[0] = (lo + hi) / 2
+    best, best_f = x.copy(), np.full(PGD_RESTARTS, np.inf)
+    for k in range(PGD_STEPS + 1):
+        viol = fn.forward(x) @ A.T - d
+        f = viol.max(axis=1)
+        better = f < best_f
+        best[better], best_f[better] = x[better], f[better]
+        if (best_f <= 0).any() or k == PGD_STEPS or time.monotonic() > deadline:
+            break
+        _, g = fn.grad(x, A[viol.argmax(axis=1)], leak=0.01)
+        x = np.clip(x - np.sign(g) * (0.5 * 0.95**k) * (hi - lo), lo, hi)
+    order = np.argsort(best_f)
+    return best[order], best_f[order]
+
+
 def _pgd_first(
     fn: FloatNet,
     box: tuple[Any, Any],
@@ -434,14 +456,13 @@ def _pgd_first(
     deadline: float,
     attack: Callable[[list[np.ndarray]], Any] | None,
 ) -> tuple[Any, list[float]]:
-    """Projected-gradient search per conjunction; points the float image puts inside every
-    row go to the exact attack. The hit (or None) and each conjunction's best float
-    violation."""
+    """`_pgd` per conjunction; points the float image puts inside every row go to the
+    exact attack. The hit (or None) and each conjunction's best float violation."""
     lo = np.array([float(v) for v in box[0]])
     hi = np.array([float(v) for v in box[1]])
     best = []
     for A, d in conjs:
-        pts, f = pgd(fn, lo, hi, (A, d), deadline, restarts=PGD_RESTARTS, steps=PGD_STEPS)
+        pts, f = _pgd(fn, lo, hi, A, d, deadline)
         best.append(float(f[0]))
         good = [x for x, v in zip(pts, f, strict=True) if v <= 1e-6 * (1 + np.abs(d).max())]
         hit = attack(good[:4]) if good and attack is not None else None
