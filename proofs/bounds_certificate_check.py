@@ -136,6 +136,7 @@ __all__ = [
     "canonical_sha",
     "check_certificate",
     "check_file",
+    "decode_bits",
     "mpfr_format",
     "parse",
     "statement",
@@ -255,6 +256,10 @@ def _decode(v: Any, dtype: str, what: str) -> Fraction:
     if ex:
         val *= Fraction(2) ** (ex - bias)
     return -val if sign else val
+
+
+decode_bits = _decode
+"""The exact value of a bit pattern (hex string) of the dtype ("exact": a p/q string)."""
 
 
 def _pool_stage(ch: _Chain, st: dict[str, Any], w: dict[str, Any], where: str, t: int,

@@ -11,8 +11,11 @@
   `benchmark,onnx,vnnlib,prepare_time,result,run_time` (result sat / unsat / unknown /
   timeout / error). Rows are written as they finish.
 - `--check`: every `unsat` is audited here, independently of the search that produced it:
-  each certificate re-validated by `proofs.bounds_certificate_check.check_certificate`
-  (what `python -m proofs check-cert` runs), the split tree's leaves rebuilt from the case's
+  each certificate re-validated by the checker of its format (what `python -m proofs
+  check-cert` runs): a split-bounds certificate (one per conjunction, dense ReLU chains)
+  by `proofs.split_certificate_check`, its box, rows, network and model hash compared with
+  the instance's; an output-bounds certificate by `proofs.bounds_certificate_check`,
+  the split tree's leaves rebuilt from the case's
   box and matched with the certificates' boxes, the certificate's network compared with the
   imported network followed by the rows of the conjunction, and some row's certified lower
   bound above its d at both levels (or the top-label margins positive). A failed audit
@@ -36,8 +39,9 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from proofs.bounds_certificate_check import _decode as decode_bits
-from proofs.bounds_certificate_check import check_certificate
+from proofs.bounds_certificate_check import canonical_sha, check_certificate, decode_bits
+from proofs.split_certificate_check import FORMAT as SPLIT_FORMAT
+from proofs.split_certificate_check import check_certificate as check_split
 from runtime.interop import from_onnx
 from runtime.verification.from_graph import network_from_imported
 from runtime.verification.network import network_json
@@ -93,6 +97,24 @@ def _audit_leaf(cert: dict[str, Any], net_stages: list, conj: tuple, dtype: str)
     return "no row is certified above its bound at both levels"
 
 
+CHECKERS = {SPLIT_FORMAT: check_split}
+
+
+def _audit_split(cert: dict[str, Any], base: dict[str, Any], case: Any, conj: tuple) -> str | None:
+    """A checked split certificate proves this case's conjunction: its box, rows, network
+    and model hash are the instance's."""
+    if cert.get("format") != SPLIT_FORMAT:
+        return "a split proof without a split certificate"
+    if cert["network"] != base or cert["model_hash"] != canonical_sha(base):
+        return "a split certificate is of another network"
+    if not _same_box(cert, case.lower, case.upper):
+        return "a split certificate is of another box"
+    rows = [([Fraction(v) for v in r["a"]], Fraction(r["d"])) for r in cert["rows"]]
+    if rows != [(list(a), d) for a, d in conj]:
+        return "a split certificate's rows are not the conjunction's"
+    return None
+
+
 def audit(model: str, prop: str, res: Any) -> str | None:
     """None when every certificate of an unsat answer holds and they cover the property."""
     net = network_from_imported(from_onnx(model))
@@ -101,9 +123,16 @@ def audit(model: str, prop: str, res: Any) -> str | None:
     cases = read_vnnlib_cases(prop)
     need = {(c, k) for c, p in enumerate(cases) for k in range(len(p.disjuncts))}
     for cert in res.certificates:
-        check_certificate(cert)
+        CHECKERS.get(cert.get("format"), check_certificate)(cert)
     for pr in res.proofs:
         case = cases[pr.get("case", 0)]
+        if pr.get("split"):
+            conj = case.disjuncts[pr["conjunction"]]
+            bad = _audit_split(res.certificates[pr["first"]], base, case, conj)
+            if bad:
+                return bad
+            need.discard((pr.get("case", 0), pr["conjunction"]))
+            continue
         if "top_label" in pr:
             cert = res.certificates[pr["first"]]
             ok = cert["property"] == ["top_label", pr["top_label"]] and all(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from runtime.nn import Linear, ReLU, Sequential, Tanh
 from runtime.trainer import Result
-from runtime.verification import verify
+from runtime.verification import VerificationError, verify
 from runtime.verification.floatnet import FloatNet
 from runtime.verification.from_graph import Network
 from runtime.verification.rigorous import SoundNet, enclose, gamma
@@ -155,10 +155,12 @@ def test_bounds_hold_at_both_levels(case: Any) -> None:
             for s, v in zip(S[0], zs, strict=True)
         )
         if inside:  # the leaf's region: the real network's sign constraints hold
-            for k, (a, lb) in enumerate(zip(A, low[0], strict=True)):
+            for a, lb in zip(A, low[0], strict=True):
                 assert sum(Fraction(c) * v for c, v in zip(a, y, strict=True)) >= Fraction(lb)
             for (l, u), zs in zip(pre, z, strict=True):
-                assert all(Fraction(a) <= v <= Fraction(b) for a, b, v in zip(l[0], u[0], zs))
+                assert all(
+                    Fraction(a) <= v <= Fraction(b) for a, b, v in zip(l[0], u[0], zs, strict=True)
+                )
         if splits is None:  # the runtime's outputs (its own sign pattern: no constraints)
             for a, lb in zip(A, low[0], strict=True):
                 got = sum(Fraction(c) * Fraction(v) for c, v in zip(a, yr, strict=True))
@@ -214,3 +216,12 @@ def test_never_above_exact_crown(seed: int) -> None:
     for i in range(2):
         exact = Fraction(vr.real.lower[i])
         assert Fraction(low[0, i]) <= exact
+
+
+def test_slopes_outside_the_unit_interval_are_refused() -> None:
+    sn = SoundNet.build(_net(GOLD, "float64"))
+    assert sn is not None
+    box = (np.array([[-1.0, -1]]), np.array([[1.0, 1]]))
+    for bad in (1.5, -0.5, np.nan):
+        with pytest.raises(VerificationError, match=r"alpha must be in \[0, 1\]"):
+            sn.lower(*box, np.array([[1.0]]), alpha=[np.full((1, 1, 2), bad)])

@@ -21,12 +21,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from proofs.bounds_certificate_check import check_certificate
+from proofs import split_certificate_check as split_check
+from proofs.bounds_certificate_check import check_certificate as check_bounds
 from runtime.verification import VerificationError
 from runtime.verification.__main__ import main
 from runtime.verification.from_graph import network_from_imported
 from runtime.verification.vnn import decide, format_result
 from runtime.verification.vnnlib import VNNLibError, parse_vnnlib
+
+
+def check_certificate(cert: dict[str, Any]) -> str:
+    """The checker of the certificate's format (as `python -m proofs check-cert`)."""
+    fmt = cert.get("format")
+    return (split_check.check_certificate if fmt == split_check.FORMAT else check_bounds)(cert)
+
 
 onnx = pytest.importorskip("onnx", reason="needs the onnx package")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -209,7 +217,8 @@ def test_unsat_is_certified_and_not_contradicted(ws: Any, net: Any, r: float) ->
     for cert in out.certificates:
         assert "certificate holds" in check_certificate(cert)
     if r == 0.06:  # CROWN on the whole box leaves a disjunct open: input splitting closed it
-        assert len(out.certificates) > 4 and any("split" in q["tree"] for q in out.proofs)
+        assert all(q["split"] for q in out.proofs) and len(out.certificates) == 4
+        assert any("split" in c["tree"] for c in out.certificates)
     assert _sampled_hits(ws, text) == 0
 
 
@@ -314,7 +323,8 @@ def test_input_splitting_decides_what_alpha_crown_cannot(ws: Any, net: Any) -> N
     show it (and the region is not top-label): input splitting proves it leaf by leaf."""
     text = _header() + _box(0.06) + "(assert (>= Y_0 Y_4))"
     out = decide(net, parse_vnnlib(text), 60)
-    assert out.status == "unsat" and "split" in out.proofs[0]["tree"]
+    assert out.status == "unsat" and out.proofs[0]["split"]
+    assert "split" in out.certificates[0]["tree"]
     for cert in out.certificates:
         assert "certificate holds" in check_certificate(cert)
     assert _sampled_hits(ws, text) == 0

@@ -29,6 +29,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -38,16 +39,38 @@ import numpy as np
 from .core import VerificationError
 from .network import stages
 
-__all__ = ["CHUNK_ELEMENTS", "FORMATS", "SoundNet", "enclose", "gamma", "mm_err"]
+__all__ = [
+    "CHUNK_ELEMENTS",
+    "FORMATS",
+    "SCHEMES",
+    "SoundNet",
+    "enclose",
+    "gamma",
+    "mm_err",
+    "scheme_alpha",
+]
 
 FORMATS = {"float32": (24, -126), "float64": (53, -1022)}  # (precision p, emin)
 _MAXF = {"float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(np.float64).max)}
 _U = 2.0**-53
 _TINY = 2.0**-1074
-GROUP = 64  # leaves per CROWN row group (grouped by their number of unstable outputs)
 CHUNK_ELEMENTS = 1 << 23  # leaves per chunk x hidden rows x hidden width, at most
 
 Arr = np.ndarray
+
+
+def _kernel() -> Any:
+    """The numba loop when numba is installed (TORCHLEAN_COMPILED=0 turns it off)."""
+    if os.environ.get("TORCHLEAN_COMPILED") == "0":
+        return None
+    try:
+        from .rigorous_kernels import relax_rows
+    except ImportError:
+        return None
+    return relax_rows
+
+
+_KERNEL: dict[str, Any] = {"relax_rows": _kernel()}
 
 
 def _up(x: Any) -> Any:
@@ -93,6 +116,22 @@ def enclose(box: tuple[Any, Any]) -> tuple[Arr, Arr]:
     return lo, hi
 
 
+SCHEMES = ("adaptive", "parallel", "zero", "one")
+"""Lower-slope schemes `bound_tries` tries for the final rows: the adaptive rule, the
+upper line's slope u / (u - l), 0, 1 (on unstable neurons; any value in [0, 1] is sound)."""
+
+
+def scheme_alpha(c: int, pre: tuple[Arr, Arr]) -> Arr:
+    """The lower slopes (B, n) of scheme c on relu bounds pre = (l, u): values in [0, 1]."""
+    l, u = pre
+    if c == 1:
+        unst = (l < 0) & (u > 0)
+        return np.where(unst, np.clip(u / np.where(unst, u - l, 1.0), 0.0, 1.0), 0.0)
+    if c == 0:
+        return np.where(u >= -l, 1.0, 0.0)
+    return np.full(l.shape, 1.0 if c == 3 else 0.0)
+
+
 @dataclass
 class _Leaves:
     """The per-leaf state of one `SoundNet.bound` call."""
@@ -104,12 +143,6 @@ class _Leaves:
     pre: list[tuple[Arr, Arr]]  # per relu stage: (l, u) (B, n)
     bad: Arr  # (B,) not computable
     empty: Arr  # (B,) region proved empty
-
-    def take(self, ix: Arr) -> _Leaves:
-        """The state of the leaves ix (the arrays indexed, not shared)."""
-        return _Leaves(self.lo[ix], self.hi[ix], [e[ix] for e in self.E],
-                       [m[ix] for m in self.mx], [(a[ix], b[ix]) for a, b in self.pre],
-                       self.bad[ix], self.empty[ix])  # fmt: skip
 
 
 @dataclass
@@ -165,18 +198,30 @@ class SoundNet:
     def bound(
         self, lo: Arr, hi: Arr, A: Arr, splits: Any = None, alpha: Any = None
     ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr]:
-        """`lower`, plus the rows' input coefficients (B, m, n_in) (search heuristics).
-        Large batches are computed in chunks of at most CHUNK_ELEMENTS / (2 n^2) leaves."""
+        """`lower`, plus the rows' input coefficients (B, m, n_in) (search heuristics)."""
+        low, pre, coef, _ = self.bound_tries(lo, hi, A, None, splits, alpha)
+        return low, pre, coef
+
+    def bound_tries(
+        self, lo: Arr, hi: Arr, A: Arr, thr: Arr | None, splits: Any = None, alpha: Any = None
+    ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr, Arr]:
+        """`bound`; with `thr` (m,), the final rows are also bounded with each lower-slope
+        scheme of SCHEMES (intermediate bounds shared) and each leaf gets the scheme whose
+        best row clears thr by most: its bounds and its index (0: the adaptive rule; the
+        slopes are `scheme_alpha(k, pre)`). Large batches are computed in chunks of at
+        most CHUNK_ELEMENTS / (2 n^2) leaves."""
         lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        if alpha is not None and not all(((a >= 0) & (a <= 1)).all() for a in alpha):
+            raise VerificationError("SoundNet.lower: every lower slope alpha must be in [0, 1]")
         step = max(1, CHUNK_ELEMENTS // (2 * max(self.widths[1:-1] or (1,)) ** 2))
-        if lo.shape[0] <= step:
-            return self._bound(lo, hi, A, splits, alpha)
         parts = []
         for i in range(0, lo.shape[0], step):
             sl = slice(i, i + step)
             sp = None if splits is None else [s[sl] for s in splits]
             al = None if alpha is None else [a[sl] for a in alpha]
-            parts.append(self._bound(lo[sl], hi[sl], A, sp, al))
+            parts.append(self._bound(lo[sl], hi[sl], A, sp, al, thr))
+        if len(parts) == 1:
+            return parts[0]
         pre = [
             (
                 np.concatenate([p[1][j][0] for p in parts]),
@@ -185,11 +230,16 @@ class SoundNet:
             for j in range(len(parts[0][1]))
         ]
         low = np.concatenate([p[0] for p in parts])
-        return low, pre, np.concatenate([p[2] for p in parts])
+        return (
+            low,
+            pre,
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts]),
+        )
 
     def _bound(
-        self, lo: Arr, hi: Arr, A: Arr, splits: Any, alpha: Any
-    ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr]:
+        self, lo: Arr, hi: Arr, A: Arr, splits: Any, alpha: Any, thr: Arr | None
+    ) -> tuple[Arr, list[tuple[Arr, Arr]], Arr, Arr]:
         B = lo.shape[0]
         st = _Leaves(lo, hi, [], [np.maximum(np.abs(lo), np.abs(hi))], [],
                      np.zeros(B, bool), np.zeros(B, bool))  # fmt: skip
@@ -212,9 +262,20 @@ class SoundNet:
             st.mx.append(np.maximum(xl, xu))
         Am = np.broadcast_to(np.asarray(A, np.float64), (B, *np.shape(A)))
         low, coef = self._back(K - 1, Am, st, alpha)
+        choice = np.zeros(B, np.int64)
+        if thr is not None:
+            best = (low - thr).max(axis=1)
+            for c in range(1, len(SCHEMES)):
+                m = Am.shape[1]
+                al = [np.broadcast_to(scheme_alpha(c, p)[:, None, :], (B, m, p[0].shape[1]))
+                      for p in st.pre]  # fmt: skip
+                lc, _ = self._back(K - 1, Am, st, al)
+                gc = (lc - thr).max(axis=1)
+                better = gc > best
+                low[better], best[better], choice[better] = lc[better], gc[better], c
         st.bad |= ~np.isfinite(low).all(1)
         low = np.where(st.bad[:, None], -np.inf, np.where(st.empty[:, None], np.inf, low))
-        return low, st.pre, coef
+        return low, st.pre, coef, choice
 
     def _err(self, k: int, mx: Arr, st: _Leaves) -> Arr:
         """E of linear stage k (B, n_out); marks leaves that could overflow the dtype."""
@@ -235,61 +296,53 @@ class SoundNet:
         return zl, zu
 
     def _crown_box(self, k: int, st: _Leaves, zl: Arr, zu: Arr) -> tuple[Arr, Arr]:
-        """IBP [zl, zu] of linear stage k intersected with CROWN's bounds (adaptive slopes).
-        CROWN rows are computed, per leaf, for its outputs unstable under IBP only (a
-        stable output's relaxation does not depend on its bounds), leaves grouped by
-        their number of such outputs."""
-        unst = (zl < 0) & (zu > 0)
-        cnt = unst.sum(axis=1)
-        l, u = zl.copy(), zu.copy()
-        by = np.argsort(cnt, kind="stable")
-        for g in range(0, by.size, GROUP):
-            ix = by[g : g + GROUP]
-            M = int(cnt[ix].max())
-            if M > 0:
-                self._crown_rows(k, st.take(ix), unst[ix], M, l, u, ix)
-        return l, u
+        """IBP [zl, zu] of linear stage k intersected with CROWN's bounds (adaptive slopes)
+        of every output (a stable output's bounds still matter: they enter the rounding
+        terms and the next stage's IBP, so the checker's recomputation needs them all).
+        The rows are +-identity: their first step is exact (coefficients +-W, constant
+        +-b, error +-E)."""
+        n = zl.shape[1]
+        W, b, E = self.Ws[k], self.bs[k], st.E[k]
+        G = np.broadcast_to(np.concatenate([W, -W]), (zl.shape[0], 2 * n, W.shape[1]))
+        const = np.concatenate([_dn(b - E), _dn(-b - E)], axis=1)
+        low, _ = self._back(k, G, st, None, const)
+        return np.maximum(zl, low[:, :n]), np.minimum(zu, -low[:, n:])
 
-    def _crown_rows(self, k: int, st: _Leaves, unst: Arr, M: int, l: Arr, u: Arr, ix: Arr) -> None:
-        """CROWN bounds of the leaves' unstable outputs (padded to M per leaf with
-        repeats of the first one) intersected into l, u at rows ix."""
-        B, n = unst.shape
-        order = np.argsort(~unst, axis=1, kind="stable")[:, :M]
-        pad = np.arange(M)[None, :] >= unst.sum(axis=1)[:, None]
-        idx = np.where(pad, order[:, :1], order)
-        rows = np.zeros((B, 2 * M, n))
-        bi = np.arange(B)[:, None]
-        rows[bi, np.arange(M)[None, :], idx] = 1.0
-        rows[bi, M + np.arange(M)[None, :], idx] = -1.0
-        low, _ = self._back(k, rows, st, None)
-        gi = ix[:, None]
-        l[gi, idx] = np.maximum(l[gi, idx], low[:, :M])
-        u[gi, idx] = np.minimum(u[gi, idx], -low[:, M:])
-
-    def _back(self, k: int, Lam: Arr, st: _Leaves, alpha: Any) -> tuple[Arr, Arr]:
+    def _back(
+        self, k: int, Lam: Arr, st: _Leaves, alpha: Any, const: Arr | None = None
+    ) -> tuple[Arr, Arr]:
         """Rigorous lower bounds of Lam . z_k (Lam: (B, r, n_k)) by back-substitution to
-        the box, and the final input coefficients."""
+        the box, and the final input coefficients. With `const`, Lam is already the
+        coefficients on stage k's input and `const` a lower bound of the rest."""
         B, r = Lam.shape[:2]
-        const = np.zeros((B, r))
+        G = None if const is None else Lam
+        const = np.zeros((B, r)) if const is None else const
+        t = k
         aL = np.abs(Lam)
-        for t in range(k, -1, -1):
-            W, b = self.Ws[t], self.bs[t]
-            n = W.shape[0]
-            v = _hi_pos(st.mx[t], self.absW[t].T)  # |W| mx
-            vecs = np.stack([np.broadcast_to(np.abs(b), st.E[t].shape), st.E[t], v], axis=-1)
-            R = aL @ vecs  # (B, r, 3): |Lam| |b|, |Lam| E, |Lam| |W| mx
-            c1 = Lam @ b
-            c1 = _dn(c1 - mm_err(R[..., 0], n))
-            c2 = _up(R[..., 1] + mm_err(R[..., 1], n))
-            c3 = _gemm_err(_up(R[..., 2] + mm_err(R[..., 2], n)), n, st.mx[t])
-            const = _dn(_dn(_dn(const + c1) - c2) - c3)
-            G = (np.reshape(Lam, (B * r, n)) @ W).reshape(B, r, W.shape[1])
+        while True:
+            if G is None:
+                const, G = self._step(t, Lam, aL, const, st)
             if t == 0:
                 return _dn(const + _concretise(G, st.lo, st.hi)), G
             a = None if alpha is None else alpha[t - 1]
             Lam, aL, c4 = _relax(G, st.pre[t - 1], a)
             const = _dn(const + c4)
-        raise AssertionError("unreachable")
+            G, t = None, t - 1
+
+    def _step(self, t: int, Lam: Arr, aL: Arr, const: Arr, st: _Leaves) -> tuple[Arr, Arr]:
+        """Lam . z_t >= G . x_t + const': G = fl(Lam W_t), const' = const + Lam b - |Lam| E
+        less the rounding of G times max |x_t| (rounded down)."""
+        B, r = Lam.shape[:2]
+        W, b = self.Ws[t], self.bs[t]
+        n = W.shape[0]
+        v = _hi_pos(st.mx[t], self.absW[t].T)  # |W| mx
+        vecs = np.stack([np.broadcast_to(np.abs(b), st.E[t].shape), st.E[t], v], axis=-1)
+        R = aL @ vecs  # (B, r, 3): |Lam| |b|, |Lam| E, |Lam| |W| mx
+        c1 = _dn(Lam @ b - mm_err(R[..., 0], n))
+        c2 = _up(R[..., 1] + mm_err(R[..., 1], n))
+        c3 = _gemm_err(_up(R[..., 2] + mm_err(R[..., 2], n)), n, st.mx[t])
+        const = _dn(_dn(_dn(const + c1) - c2) - c3)
+        return const, (np.reshape(Lam, (B * r, n)) @ W).reshape(B, r, W.shape[1])
 
 
 def _gemm_err(w: Arr, n: int, mx: Arr) -> Arr:
@@ -312,6 +365,23 @@ def _lines(pre: tuple[Arr, Arr]) -> tuple[Arr, ...]:
     return live, dead, unst, s, icpt
 
 
+def _rows_numpy(G: Arr, slope_lo: Arr, slope_up: Arr, icpt: Arr, zu: Arr) -> tuple[Arr, ...]:
+    """`rigorous_kernels.relax_rows` in NumPy (the same values)."""
+    Gn = np.minimum(G, 0.0)
+    H = np.maximum(G, 0.0) * slope_lo
+    H += Gn * slope_up  # one of the two products is 0: H is fl(G x its slope)
+    aH = np.abs(H)
+    return H, aH, (Gn @ icpt[..., None])[..., 0], (aH @ zu[..., None])[..., 0]
+
+
+def _rows(G: Arr, slope_lo: Arr, slope_up: Arr, icpt: Arr, zu: Arr) -> tuple[Arr, ...]:
+    """H = fl(G x slope), |H|, sum_j min(G, 0) icpt, sum_j |H| zu (computed)."""
+    args = [np.ascontiguousarray(x) for x in (G, slope_lo, slope_up, icpt, zu)]
+    if _KERNEL["relax_rows"] is None:
+        return _rows_numpy(*args)
+    return tuple(_KERNEL["relax_rows"](*args))
+
+
 def _relax(G: Arr, pre: tuple[Arr, Arr], alpha: Arr | None) -> tuple[Arr, Arr, Arr]:
     """G . relu(z) >= H . z + c on z in [l, u]: the new coefficients H (computed), |H|,
     and a rigorous lower bound of c (the upper lines' intercepts on negative
@@ -322,16 +392,11 @@ def _relax(G: Arr, pre: tuple[Arr, Arr], alpha: Arr | None) -> tuple[Arr, Arr, A
     a = np.where(u >= -l, 1.0, 0.0) if alpha is None else alpha
     slope_lo = np.where(live, 1.0, np.where(dead, 0.0, a))
     slope_up = np.where(live, 1.0, s)
-    neg = G < 0
-    H = G * np.where(neg, slope_up, slope_lo)
-    aH = np.abs(H)
-    Gn = np.where(neg, G, 0.0)
     n = G.shape[-1]
-    P = Gn @ icpt[:, 0, :, None]  # <= 0; its absolute-value product is -P
-    c = _dn(P[..., 0] - mm_err(-P[..., 0], n))
     zu = np.where(unst[:, 0, :], np.maximum(np.abs(pre[0]), np.abs(pre[1])), 0.0)
-    w = aH @ zu[..., None]
-    w = _up(w[..., 0] + mm_err(w[..., 0], n))
+    H, aH, P, w = _rows(G, slope_lo, slope_up, icpt[:, 0, :], zu)
+    c = _dn(P - mm_err(-P, n))  # P <= 0: its absolute-value sum is -P
+    w = _up(w + mm_err(w, n))
     e = _up(_up(2.0**-52 * w) + _up(_TINY * _hi_pos(zu, np.ones(n)))[:, None])
     return H, aH, _dn(c - e)
 

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from .floatnet import FloatNet
-from .rigorous import SoundNet, enclose
+from .rigorous import SoundNet, enclose, scheme_alpha
 
 __all__ = ["Box", "cover_boxes", "pgd", "sound_split_search", "split_search"]
 
@@ -163,8 +163,6 @@ def cover_boxes(box: Box, tree: dict[str, Any]) -> list[tuple[int, Box]]:
 
 
 MAX_DEPTH = 64  # the split certificate's bound on a path's length
-TRY_BOTH = False
-RATIO = 8.0
 
 
 def _box_attack(
@@ -203,11 +201,14 @@ class _Open:
 class _SoundSearch:
     """The tree under construction: bounds batches of boxes, closes the proved ones."""
 
-    def __init__(self, sn: SoundNet, rows: tuple[np.ndarray, np.ndarray], root: Box):
+    def __init__(
+        self, sn: SoundNet, rows: tuple[np.ndarray, np.ndarray], root: Box, slopes: bool
+    ) -> None:
         self.sn, self.rows = sn, rows
         d = rows[1]
         self.thr = np.nextafter(d + 1e-9 * (1 + np.abs(d)) + np.spacing(np.abs(d)), np.inf)
         self.leaves: list[dict[str, Any]] = []
+        self.tries = self.thr if slopes else None  # the leaf slope schemes, or adaptive only
         lo, hi = enclose(root)
         self.scale = np.where(hi > lo, hi - lo, np.inf)  # relative widths for the fallback
 
@@ -217,7 +218,7 @@ class _SoundSearch:
         encl = [enclose(b) for b, _, _ in items]
         lo = np.array([e[0] for e in encl])
         hi = np.array([e[1] for e in encl])
-        low, _, coef = self.sn.bound(lo, hi, self.rows[0])
+        low, pre, coef, choice = self.sn.bound_tries(lo, hi, self.rows[0], self.tries)
         gap = low - self.thr
         best = np.argmax(gap, axis=1)
         margin = gap[np.arange(len(items)), best]
@@ -225,29 +226,37 @@ class _SoundSearch:
         for i, (b, node, depth) in enumerate(items):
             if margin[i] > 0:
                 node["leaf"] = len(self.leaves)
-                self.leaves.append({"row": int(best[i])})
+                self.leaves.append(self.record(int(best[i]), int(choice[i]), pre, i))
             else:
                 score = np.abs(coef[i, best[i]]) * (hi[i] - lo[i])
                 out.append(_Open(b, node, depth, lo[i], hi[i], score))
         return out, margin
 
+    def record(self, row: int, c: int, pre: list[tuple[np.ndarray, np.ndarray]], i: int) -> Any:
+        """A closed leaf's record: its row, and the lower slopes of scheme c unless it is
+        the adaptive rule (float.hex per neuron, per relu stage index)."""
+        if c == 0:
+            return {"row": row}
+        al = {}
+        for t, (lo, hi) in zip(self.sn.relu_stages, pre, strict=True):
+            al[str(t)] = [
+                float(v).hex() for v in scheme_alpha(c, (lo[i : i + 1], hi[i : i + 1]))[0]
+            ]
+        return {"row": row, "alpha": al}
+
     def candidates(self, o: _Open) -> list[int]:
-        """The coordinate of the largest score, and the widest relative to the root box
-        (TRY_BOTH); or only the first unless it is RATIO times narrower (relatively) than
-        the widest."""
-        w = o.hi - o.lo
-        rel = w / self.scale
+        """The coordinate of the largest score, and the widest relative to the root box."""
+        rel = (o.hi - o.lo) / self.scale
         a = int(np.argmax(o.score)) if o.score.max() > 0 else int(np.argmax(rel))
         b = int(np.argmax(rel))
-        if TRY_BOTH:
-            return [a] if a == b else [a, b]
-        return [b] if rel[a] * RATIO < rel[b] else [a]
+        return [a] if a == b else [a, b]
 
     def split(self, opens: list[_Open]) -> list[_Open]:
         """Each open box split on the candidate whose halves' worse margin is larger (all
         candidates' halves bounded in one batch); the halves' nodes get their open or
         leaf records."""
-        items, owner = [], []
+        items: list[tuple[Box, dict[str, Any], int]] = []
+        owner: list[tuple[int, int, int]] = []
         for k, o in enumerate(opens):
             for j in self.candidates(o):
                 left, right = _halves(o.box, j)
@@ -266,7 +275,9 @@ class SoundTrial:
         encl = [enclose(b) for b, _, _ in items]
         self.lo = np.array([e[0] for e in encl])
         self.hi = np.array([e[1] for e in encl])
-        low, _, self.coef = S.sn.bound(self.lo, self.hi, S.rows[0])
+        low, self.pre, self.coef, self.choice = S.sn.bound_tries(
+            self.lo, self.hi, S.rows[0], S.tries
+        )
         gap = low - S.thr
         self.best = np.argmax(gap, axis=1)
         self.margin = gap[np.arange(len(items)), self.best]
@@ -286,7 +297,8 @@ class SoundTrial:
                 node = o.node["children"][h]
                 if self.margin[i] > 0:
                     node["leaf"] = len(self.S.leaves)
-                    self.S.leaves.append({"row": int(self.best[i])})
+                    rec = self.S.record(int(self.best[i]), int(self.choice[i]), self.pre, i)
+                    self.S.leaves.append(rec)
                 else:
                     score = np.abs(self.coef[i, self.best[i]]) * (self.hi[i] - self.lo[i])
                     out.append(_Open(self.items[i][0], node, o.depth + 1, self.lo[i],
@@ -302,6 +314,7 @@ def sound_split_search(
     attack: Callable[[list[np.ndarray]], Any],
     deadline: float,
     batch: int = 256,
+    slopes: bool = False,
 ) -> tuple[str, Any]:
     """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason): open
     boxes taken in batches (depth first) are attacked (a short signed-gradient search from
@@ -309,8 +322,9 @@ def sound_split_search(
     closed when some row's rigorous lower bound exceeds d + 1e-9 (1 + |d|). Two candidate
     coordinates per box (largest |input coefficient| x width of its best row, widest
     relative to the root box) are both tried and the one whose halves' worse margin is
-    larger kept."""
-    S = _SoundSearch(sn, rows, box)
+    larger kept. With `slopes`, each leaf's final rows are also bounded with the lower-slope
+    schemes of `rigorous.SCHEMES` and a leaf closed by one records its slopes."""
+    S = _SoundSearch(sn, rows, box, slopes)
     root: dict[str, Any] = {}
     todo, _ = S.bound([(box, root, 0)])
     while todo:

@@ -239,7 +239,7 @@ def _split_conj(
 
 def _exact_rows(net: Network, conj: tuple[Row, ...]) -> None:
     dt = _NP[net.result.dtype]
-    if any(Fraction(float(dt(float(a)))) != a for r, _ in conj for a in r):
+    if any(Fraction(float(np.asarray(float(a), dtype=dt))) != a for r, _ in conj for a in r):
         raise VerificationError(f"a property coefficient is not exact in {net.result.dtype}")
 
 

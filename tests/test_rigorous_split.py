@@ -1,0 +1,92 @@
+"""Input splitting on the rigorous engine (`splitting.sound_split_search`) and the split
+certificate it yields (`splitcert.split_certificate`), re-validated by the independent
+checker `proofs.split_certificate_check`."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from proofs.split_certificate_check import CertificateError
+from proofs.split_certificate_check import check_certificate as check_split
+from runtime.nn import Linear, ReLU, Sequential
+from runtime.trainer import Result
+from runtime.verification import VerificationError
+from runtime.verification.floatnet import FloatNet
+from runtime.verification.from_graph import Network
+from runtime.verification.rigorous import SoundNet
+from runtime.verification.splitcert import SPLIT_FORMAT, leaf_indices, split_certificate
+from runtime.verification.splitting import cover_boxes, sound_split_search
+
+
+def _abs_net() -> Network:
+    """Y = relu(x0) + relu(-x0) + relu(x1) + relu(-x1) = |x0| + |x1| (float32)."""
+    W1 = np.array([[1, 0], [-1, 0], [0, 1], [0, -1]], np.float32)
+    state = [W1, np.zeros(4, np.float32), np.ones((1, 4), np.float32), np.zeros(1, np.float32)]
+    res = Result(Sequential(Linear(2, 4), ReLU(), Linear(4, 1)), "mse", "float32", "eager",
+                 "ordered", False, state)  # fmt: skip
+    return Network(res, 2, 1, [], (2,))
+
+
+BOX = ((Fraction(-1), Fraction(-1)), (Fraction(2), Fraction(2)))
+
+
+def _search(net: Network, d: float, hits: list[Any], slopes: bool = True) -> tuple[str, Any]:
+    sn, fn = SoundNet.build(net), FloatNet.build(net.result, net.in_shape)
+    assert sn is not None
+
+    def attack(pts: list[np.ndarray]) -> Any:
+        hits.extend(pts)
+        return ("hit", pts[0]) if pts else None
+
+    rows = (np.array([[1.0]]), np.array([d]))
+    return sound_split_search(sn, fn, BOX, rows, attack, deadline=float("inf"), slopes=slopes)
+
+
+def test_unsat_by_leaf_slopes_and_the_certificate_holds() -> None:
+    """|x0| + |x1| <= -1/8 is empty on [-1, 2]^2 but not by CROWN's adaptive slopes on the
+    whole box (1 for relu(x), 0 for relu(-x): the bound is x0 + x1 >= -2); the leaf's own
+    lower slopes (all 1: |x| >= x + (-x) = 0) close it, and the checker agrees."""
+    net = _abs_net()
+    sn = SoundNet.build(net)
+    assert sn is not None
+    lo, hi = np.array([[-1.0, -1]]), np.array([[2.0, 2]])
+    assert sn.lower(lo, hi, np.array([[1.0]]))[0][0, 0] < -0.125
+    status, got = _search(net, -0.125, [])
+    assert status == "unsat"
+    tree, leaves = got
+    assert any("alpha" in lf for lf in leaves)
+    adaptive = _search(net, -0.125, [], slopes=False)
+    assert adaptive[0] == "unsat" and "split" in adaptive[1][0]  # without them: splits
+    assert all("alpha" not in lf for lf in adaptive[1][1])
+    cert = split_certificate(net, BOX, (((Fraction(1),), Fraction(-1, 8)),), *adaptive[1])
+    assert "certificate holds" in check_split(cert)
+    conj = (((Fraction(1),), Fraction(-1, 8)),)
+    cert = split_certificate(net, BOX, conj, tree, leaves)
+    assert cert["format"] == SPLIT_FORMAT and cert["rows"] == [{"a": ["1/1"], "d": "-1/8"}]
+    assert sorted(leaf_indices(tree)) == list(range(len(leaves)))
+    assert len(cover_boxes(BOX, tree)) == len(leaves)
+    assert "certificate holds" in check_split(cert)
+    worse = split_certificate(net, BOX, (((Fraction(1),), Fraction(0)),), tree, leaves)
+    with pytest.raises(CertificateError, match="not proved"):
+        check_split(worse)  # |x| + |y| <= 0 holds at the origin: some leaf cannot close
+
+
+def test_sat_point_goes_to_the_attack() -> None:
+    hits: list[Any] = []
+    status, got = _search(_abs_net(), 0.25, hits)
+    assert status == "sat" and got[0] == "hit"
+    assert all(abs(x[0]) + abs(x[1]) <= 0.25 + 1e-6 for x in hits[:1])
+
+
+def test_certificate_refuses_a_tree_without_each_leaf_once() -> None:
+    net = _abs_net()
+    conj = (((Fraction(1),), Fraction(-1)),)
+    tree = {"split": 0, "children": [{"leaf": 0}, {"leaf": 0}]}
+    with pytest.raises(VerificationError, match="each leaf once"):
+        split_certificate(net, BOX, conj, tree, [{"row": 0}, {"row": 0}])
+    with pytest.raises(VerificationError, match="bad leaf record"):
+        split_certificate(net, BOX, conj, {"leaf": 0}, [{"row": 1}])
