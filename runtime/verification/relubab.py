@@ -481,18 +481,32 @@ def decide_conjunctions(
 ) -> tuple[str, Any]:
     """A disjunction of conjunctions: the projected-gradient attack, then one search per
     conjunction (its own splits: a shared tree must pick splits that serve all of them,
-    and needs more domains), the one the attack came closest to meeting first (where a
-    hit is likeliest; an unsat answer needs them all anyway): ("unsat", [(tree, leaves)
-    per conjunction in the given order]) or the first answer that is not unsat."""
+    and needs more domains), the one the attack came closest to meeting first. A first
+    round gives each an equal share of the time left (a hit may hide behind any of them);
+    those it leaves open by timeout are searched again with all the time left.
+    ("unsat", [(tree, leaves) per conjunction in the given order]), a hit, or unknown."""
     hit, close = _pgd_first(fn, box, conjs, deadline, attack)
     if hit is not None:
         return "sat", hit
     got: dict[int, Any] = {}
-    for i in sorted(range(len(conjs)), key=lambda j: close[j]):
-        status, out = search(sn, fn, box, conjs[i], deadline, attack)
-        if status != "unsat":
-            return status, out
-        got[i] = out
+    todo = sorted(range(len(conjs)), key=lambda j: close[j])
+    why = ""
+    for last in (False, True):
+        again = []
+        for n, i in enumerate(todo):
+            share = (deadline - time.monotonic()) / (1 if last else len(todo) - n)
+            status, out = search(sn, fn, box, conjs[i], time.monotonic() + share, attack)
+            if status == "sat":
+                return status, out
+            if status == "unsat":
+                got[i] = out
+            elif out.startswith("timeout") and not last:
+                again.append(i)
+            else:
+                why = why or out
+        todo = again
+    if len(got) < len(conjs):
+        return "unknown", why or f"{len(conjs) - len(got)} conjunction(s) left open"
     return "unsat", [got[i] for i in range(len(conjs))]
 
 
