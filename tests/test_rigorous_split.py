@@ -90,3 +90,13 @@ def test_certificate_refuses_a_tree_without_each_leaf_once() -> None:
         split_certificate(net, BOX, conj, tree, [{"row": 0}, {"row": 0}])
     with pytest.raises(VerificationError, match="bad leaf record"):
         split_certificate(net, BOX, conj, {"leaf": 0}, [{"row": 1}])
+
+
+def test_constants_shared_with_the_checker() -> None:
+    """The verifier and the checker restate the format's constants independently."""
+    from proofs import split_certificate_check as chk
+    from runtime.verification.rigorous import FORMATS
+    from runtime.verification.splitting import MAX_DEPTH
+
+    assert SPLIT_FORMAT == chk.FORMAT and dict(FORMATS) == dict(chk.DTYPES)
+    assert MAX_DEPTH == chk.MAX_TREE_DEPTH

@@ -16,6 +16,11 @@ Invariants:
   midpoint); `cover_boxes` rebuilds the leaves' boxes from it.
 - The clock is read before every box, every exact proof and every attack step; past the
   deadline the search returns ("unknown", ...).
+- `sound_split_search` builds the same kind of tree on the rigorous engine
+  (`rigorous.SoundNet`): a leaf is closed by the engine's bound itself (some row's lower
+  bound above d + 1e-9 (1 + |d|)), so no per-leaf certificate is made; the tree and the
+  leaf records ({"row": i[, "alpha": ...]}) go into one split certificate, which the
+  independent checker recomputes. Its clock is read between batches of boxes.
 """
 
 from __future__ import annotations

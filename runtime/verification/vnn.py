@@ -14,8 +14,13 @@ Invariants:
   center, the box vertices (all of them for up to 10 inputs, else SAMPLES seeded ones),
   SAMPLES seeded uniform points, the input-splitting search's attack points and branch
   and bound's counterexample.
-- `unsat` only when every conjunction is proved empty: on every leaf of a split tree
-  covering the box (networks of at most SPLIT_INPUTS inputs; one leaf, the whole box,
+- Networks of at most SPLIT_INPUTS inputs that `rigorous.SoundNet` accepts (chains of dense
+  linear / relu stages in float32 / float64): a conjunction is proved by
+  `splitting.sound_split_search` on the rigorous engine and answered with one split
+  certificate (`splitcert`, `torchlean_split_bounds_v1`) holding the whole tree; its
+  proofs entry is {"conjunction": i, "first": k, "split": True}.
+- Otherwise, `unsat` only when every conjunction is proved empty: on every leaf of a split
+  tree covering the box (networks of at most SPLIT_INPUTS inputs; one leaf, the whole box,
   otherwise) some row `a . Y <= d` has a lower bound of `a . Y` above d at both soundness
   levels (real network on real inputs, and the runtime on binary64 inputs), by CROWN or
   alpha-CROWN on the network with one more exact linear layer (weights `a`, bias 0: the
