@@ -372,6 +372,54 @@ def _widths(fn: FloatNet) -> list[int]:
     return [fn.layers[i][1].shape[0] for i in range(0, len(fn.layers) - 1, 2)]
 
 
+class _Run:
+    """A search over the conjunctions that can be resumed: `step(deadline)` runs until an
+    answer or the deadline, keeping the open domains (and the trees) for the next call."""
+
+    def __init__(
+        self,
+        sn: Any,
+        fn: FloatNet,
+        box: tuple[Any, Any],
+        conjs: list[tuple[np.ndarray, np.ndarray]],
+        attack: Callable[[list[np.ndarray]], Any] | None,
+        batch: int,
+    ) -> None:
+        first = np.cumsum([0] + [len(d) for _, d in conjs])
+        A = np.vstack([np.asarray(a, np.float64) for a, _ in conjs])
+        d = np.concatenate([np.asarray(v, np.float64) for _, v in conjs])
+        self.ctx = _Ctx(sn, fn, A, d, first, attack)
+        self.ctx.trees = [{} for _ in conjs]
+        self.ctx.leaves = [[] for _ in conjs]
+        self.box, self.batch = box, batch
+        self.stack: list[_Dom] | None = None
+        self.took = 0.0  # the last batch's seconds
+
+    def step(self, deadline: float) -> tuple[str, Any]:
+        ctx = self.ctx
+        if self.stack is None:
+            self.stack = _root(ctx, self.box)
+        stack = self.stack
+        while stack:
+            t0 = time.monotonic()
+            if t0 + self.took > deadline:
+                return "unknown", f"timeout with {len(stack)} open ReLU domains"
+            if len(stack) > MAX_DOMAINS:
+                return "unknown", f"more than {MAX_DOMAINS} open ReLU domains"
+            if max(x.depth for x in stack[-self.batch :]) >= MAX_DEPTH:
+                return "unknown", f"a branch {MAX_DEPTH} splits deep is still open"
+            doms = [stack.pop() for _ in range(min(self.batch, len(stack)))]
+            picks = _choose(ctx, doms)
+            kids = [c for dom, p in zip(doms, picks, strict=True) for c in _children(ctx, dom, p)]
+            left = _bound(ctx, kids)
+            hit = _attack_points(ctx, left)
+            if hit is not None:
+                return "sat", hit
+            stack += left
+            self.took = time.monotonic() - t0
+        return "unsat", list(zip(ctx.trees, ctx.leaves, strict=True))
+
+
 def search_all(
     sn: Any,
     fn: FloatNet,
@@ -384,32 +432,7 @@ def search_all(
     """("unsat", [(tree, leaves) per conjunction]), ("sat", the attack's hit) or
     ("unknown", reason) for the conjunctions (A, d) (A . Y <= d) over the exact box
     (lower, upper Fractions): every conjunction empty on it, or a hit."""
-    first = np.cumsum([0] + [len(d) for _, d in conjs])
-    A = np.vstack([np.asarray(a, np.float64) for a, _ in conjs])
-    d = np.concatenate([np.asarray(v, np.float64) for _, v in conjs])
-    ctx = _Ctx(sn, fn, A, d, first, attack)
-    ctx.trees = [{} for _ in conjs]
-    ctx.leaves = [[] for _ in conjs]
-    stack = _root(ctx, box)
-    took = 0.0
-    while stack:
-        t0 = time.monotonic()
-        if t0 + took > deadline:
-            return "unknown", f"timeout with {len(stack)} open ReLU domains"
-        if len(stack) > MAX_DOMAINS:
-            return "unknown", f"more than {MAX_DOMAINS} open ReLU domains"
-        doms, stack = stack[-batch:], stack[:-batch]
-        if max(x.depth for x in doms) >= MAX_DEPTH:
-            return "unknown", f"a branch {MAX_DEPTH} splits deep is still open"
-        picks = _choose(ctx, doms)
-        kids = [c for dom, p in zip(doms, picks, strict=True) for c in _children(ctx, dom, p)]
-        left = _bound(ctx, kids)
-        hit = _attack_points(ctx, left)
-        if hit is not None:
-            return "sat", hit
-        stack += left
-        took = time.monotonic() - t0
-    return "unsat", list(zip(ctx.trees, ctx.leaves, strict=True))
+    return _Run(sn, fn, box, conjs, attack, batch).step(deadline)
 
 
 def search(
@@ -483,23 +506,24 @@ def decide_conjunctions(
     conjunction (its own splits: a shared tree must pick splits that serve all of them,
     and needs more domains), the one the attack came closest to meeting first. A first
     round gives each an equal share of the time left (a hit may hide behind any of them);
-    those it leaves open by timeout are searched again with all the time left.
+    the searches it leaves open by timeout are resumed with all the time left.
     ("unsat", [(tree, leaves) per conjunction in the given order]), a hit, or unknown."""
     hit, close = _pgd_first(fn, box, conjs, deadline, attack)
     if hit is not None:
         return "sat", hit
     got: dict[int, Any] = {}
     todo = sorted(range(len(conjs)), key=lambda j: close[j])
+    runs = {i: _Run(sn, fn, box, [conjs[i]], attack, BATCH) for i in todo}
     why = ""
     for last in (False, True):
         again = []
         for n, i in enumerate(todo):
             share = (deadline - time.monotonic()) / (1 if last else len(todo) - n)
-            status, out = search(sn, fn, box, conjs[i], time.monotonic() + share, attack)
+            status, out = runs[i].step(time.monotonic() + share)
             if status == "sat":
                 return status, out
             if status == "unsat":
-                got[i] = out
+                got[i] = out[0]
             elif out.startswith("timeout") and not last:
                 again.append(i)
             else:
