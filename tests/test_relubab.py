@@ -162,6 +162,27 @@ def test_planted_unsat_needs_relu_splits() -> None:
     assert check_certificate(json.loads(json.dumps(cert))).startswith("certificate holds")
 
 
+def test_shared_search_of_two_conjunctions() -> None:
+    """`search_all` on two conjunctions (both empty): one tree each, every leaf re-bounded
+    from its own path proves its conjunction's row."""
+    _, sn, lo, hi, m, root = _planted(SEED)
+    ds = [float(m) - 0.05 * (float(m) - root), float(m) - 0.5 * (float(m) - root)]
+    fn = FloatNet.chain(sn.Ws, sn.bs)
+    conjs = [(np.array([[1.0]]), np.array([d])) for d in ds]
+    status, got = relubab.search_all(sn, fn, ((lo,), (hi,)), conjs, np.inf)
+    assert status == "unsat" and len(got) == 2
+    for d, (tree, leaves) in zip(ds, got, strict=True):
+        paths = _leaf_paths(sn, tree, ((lo,), (hi,)))
+        assert sorted(paths) == list(range(len(leaves)))
+        for k, leaf in enumerate(leaves):
+            alpha = [np.array([[[float.fromhex(h) for h in leaf["alpha"][str(t)]]]])
+                     for t in sn.relu_stages]  # fmt: skip
+            b, sp = paths[k]
+            flo, fhi = enclose(b)
+            low, _ = sn.lower(flo[None], fhi[None], np.array([[1.0]]), [s[None] for s in sp], alpha)
+            assert leaf["row"] == 0 and low[0, 0] > d
+
+
 def test_planted_sat_found() -> None:
     net, sn, lo, hi, m, _ = _planted(SEED)
     d = float(m) + 0.01

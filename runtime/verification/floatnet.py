@@ -13,7 +13,8 @@ Invariants:
 - `crown(lo, hi, C)` is CROWN with the adaptive lower slope (1 when u >= -l, else 0):
   per row of C, a lower bound of C . y over the box [lo, hi] and the linear coefficients on
   the input that give it (the split heuristic reads them).
-- On a ReLU chain (`is_relu_chain`), `split_bounds` is the sound engine's algorithm
+- On a ReLU chain (`chain`: affine maps with plain ReLUs between), `split_bounds` is the
+  sound engine's algorithm
   (`rigorous`: IBP intersected with CROWN, ReLU split signs clamping the pre-activation
   intervals) in plain float64, batched over domains, and `alpha_crown` the final rows'
   bound for given pre-activation intervals and lower slopes with its exact gradient in the
@@ -157,12 +158,6 @@ class FloatNet:
             A = pos * lo_slope + neg * up_slope
         val = const + np.maximum(A, 0) @ lo + np.minimum(A, 0) @ hi
         return val, A
-
-    def is_relu_chain(self) -> bool:
-        """Affine maps alternating with plain ReLUs, first and last affine."""
-        kinds = [(layer[0], layer[1] if layer[0] == "relu" else None) for layer in self.layers]
-        want = [("affine", None) if i % 2 == 0 else ("relu", 0.0) for i in range(len(kinds))]
-        return len(kinds) % 2 == 1 and kinds == want
 
     def backsub(
         self,
