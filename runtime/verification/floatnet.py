@@ -13,6 +13,14 @@ Invariants:
 - `crown(lo, hi, C)` is CROWN with the adaptive lower slope (1 when u >= -l, else 0):
   per row of C, a lower bound of C . y over the box [lo, hi] and the linear coefficients on
   the input that give it (the split heuristic reads them).
+- On a ReLU chain (`chain`: affine maps with plain ReLUs between), `split_bounds` is the
+  sound engine's algorithm
+  (`rigorous`: IBP intersected with CROWN, ReLU split signs clamping the pre-activation
+  intervals) in plain float64, batched over domains, and `alpha_crown` the final rows'
+  bound for given pre-activation intervals and lower slopes with its exact gradient in the
+  slopes (reverse mode through the back-substitution, the sign pattern of the
+  coefficients held fixed): ReLU branch and bound optimises slopes and picks splits with
+  them, and only the rigorous engine's bound closes a branch.
 """
 
 from __future__ import annotations
@@ -24,7 +32,22 @@ import numpy as np
 
 from .network import AFFINE, attr, stages
 
-__all__ = ["FloatNet"]
+__all__ = ["FloatNet", "relax"]
+
+
+def relax(l: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """ReLU relaxation on [l, u] (elementwise): (live, unstable, upper slope, upper
+    intercept); a dead neuron has slope 0, a live one slope 1, an unstable one the chord."""
+    live, unst = l >= 0, (l < 0) & (u > 0)
+    den = np.where(unst, u - l, 1.0)
+    up = np.where(live, 1.0, np.where(unst, u / den, 0.0))
+    return live, unst, up, np.where(unst, -up * l, 0.0)
+
+
+def _rows_matmul(lam: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """(B, m, n) @ (n, k) through one 2-D product."""
+    B, m, n = lam.shape
+    return (lam.reshape(B * m, n) @ W).reshape(B, m, W.shape[1])
 
 
 def _affine(st: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +86,14 @@ class FloatNet:
             else:
                 return None
         return FloatNet(out)
+
+    @staticmethod
+    def chain(Ws: list[np.ndarray], bs: list[np.ndarray]) -> FloatNet:
+        """The ReLU chain of the affine maps (W, b) (binary64 values), ReLU between."""
+        out: list[tuple[Any, ...]] = []
+        for W, b in zip(Ws, bs, strict=True):
+            out += [("affine", np.asarray(W, np.float64), np.asarray(b, np.float64)), ("relu", 0.0)]
+        return FloatNet(out[:-1])
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Outputs for a batch of flat inputs (rows)."""
@@ -128,3 +159,88 @@ class FloatNet:
             A = pos * lo_slope + neg * up_slope
         val = const + np.maximum(A, 0) @ lo + np.minimum(A, 0) @ hi
         return val, A
+
+    def backsub(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        lam: np.ndarray,
+        upto: int,
+        pre: list[tuple[np.ndarray, np.ndarray]],
+        alpha: list[np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, list[Any]]:
+        """Lower bounds (B, m) of lam[b] . (value after layer upto - 1) over the box
+        lo[b], hi[b] (B, n_in) by back-substitution on a ReLU chain, with pre[k] the
+        intervals of the k-th ReLU's input and lower slopes alpha[k] (B, m, n) (None: the
+        adaptive rule); and the tape `alpha_crown` differentiates."""
+        B, m = lam.shape[:2]
+        const = np.zeros((B, m))
+        tape: list[Any] = []
+        for i in range(upto - 1, -1, -1):
+            layer = self.layers[i]
+            if layer[0] == "affine":
+                const = const + lam @ layer[2]
+                tape.append(("affine", layer[1], layer[2]))
+                lam = _rows_matmul(lam, layer[1])
+                continue
+            k = i // 2
+            l, u = pre[k]
+            live, unst, up, icpt = (v[:, None, :] for v in relax(l, u))
+            a = (u >= -l).astype(np.float64)[:, None, :] if alpha is None else alpha[k]
+            pos = lam >= 0
+            S = np.where(pos, np.where(live, 1.0, np.where(unst, a, 0.0)), up)
+            const = const + (np.minimum(lam, 0) * icpt).sum(axis=2)
+            tape.append(("relu", k, lam, pos & unst, S, icpt))
+            lam = lam * S
+        x = np.where(lam > 0, lo[:, None, :], hi[:, None, :])
+        tape.append(("input", x))
+        return const + (lam * x).sum(axis=2), tape
+
+    def alpha_crown(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        A: np.ndarray,
+        pre: list[tuple[np.ndarray, np.ndarray]],
+        alpha: list[np.ndarray],
+    ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], np.ndarray]:
+        """The bound (B, m) of the rows A (m, n_out), its gradient in each alpha[k]
+        (B, m, n_k), per ReLU the rows' coefficients on its output (B, m, n_k), and per
+        row the box vertex (B, m, n_in) where the bound's linear form is smallest."""
+        B = lo.shape[0]
+        lam0 = np.broadcast_to(A, (B, *A.shape)).copy()
+        bound, tape = self.backsub(lo, hi, lam0, len(self.layers), pre, alpha)
+        g = tape[-1][1]
+        grads: list[Any] = [None] * len(pre)
+        coef: list[Any] = [None] * len(pre)
+        for op in reversed(tape[:-1]):
+            if op[0] == "affine":
+                g = _rows_matmul(g, op[1].T) + op[2]
+            else:
+                _, k, lam, mask, S, icpt = op
+                grads[k] = np.where(mask, g * lam, 0.0)
+                coef[k] = lam
+                g = g * S + np.where(lam < 0, icpt, 0.0)
+        return bound, grads, coef, tape[-1][1]
+
+    def split_bounds(
+        self, lo: np.ndarray, hi: np.ndarray, splits: list[np.ndarray]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per ReLU, the (l, u) (B, n) of its input over the boxes (B, n_in): IBP
+        intersected with CROWN (adaptive slopes), then clamped by the split signs."""
+        pre: list[tuple[np.ndarray, np.ndarray]] = []
+        xl, xu = lo, hi
+        for i in range(0, len(self.layers) - 1, 2):
+            W, b = self.layers[i][1], self.layers[i][2]
+            Wp, Wn = np.maximum(W, 0), np.minimum(W, 0)
+            zl, zu = xl @ Wp.T + xu @ Wn.T + b, xu @ Wp.T + xl @ Wn.T + b
+            if pre:
+                n = W.shape[0]
+                eye = np.broadcast_to(np.vstack([np.eye(n), -np.eye(n)]), (lo.shape[0], 2 * n, n))
+                cb, _ = self.backsub(lo, hi, eye.copy(), i + 1, pre)
+                zl, zu = np.maximum(zl, cb[:, :n]), np.minimum(zu, -cb[:, n:])
+            s = splits[len(pre)]
+            zl, zu = np.where(s > 0, np.maximum(zl, 0), zl), np.where(s < 0, np.minimum(zu, 0), zu)
+            pre.append((zl, zu))
+            xl, xu = np.maximum(zl, 0), np.maximum(zu, 0)
+        return pre

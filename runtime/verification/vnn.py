@@ -34,6 +34,9 @@ Invariants:
   budget: then the answer is `timeout`. `unknown` when the search gives up earlier (budget
   read inside it, or nothing left to try); coefficients `a` not exactly representable in
   the dtype are refused.
+- A dense ReLU chain with more than SPLIT_INPUTS inputs is decided by
+  `relubab.decide_property` (its own attack, then ReLU-split branch and bound on the
+  rigorous engine): unsat carries one split certificate per conjunction.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from .api import verify
 from .core import VerificationError
 from .floatnet import FloatNet
 from .from_graph import Network, network_from_imported
+from .relubab import decide_property
 from .rigorous import SoundNet
 from .splitcert import split_certificate
 from .splitting import Box, pgd, sound_split_search, split_search
@@ -299,6 +303,11 @@ def decide(net: Network, p: Property, timeout: float) -> VnnResult:
             f"{net.n_in} and {net.n_out}"
         )
     p.check_dtype(net.result.dtype)
+    if net.n_in > SPLIT_INPUTS:  # ReLU-split branch and bound on dense ReLU chains
+        hits = lambda pts: _attack(net, p, [x.tolist() for x in pts], sample=False)  # noqa: E731
+        got = decide_property(net, p, deadline, hits)
+        if got is not None:
+            return got[1] if got[0] == "sat" else VnnResult(got[0], **got[1])
     fn = FloatNet.build(net.result, net.in_shape)
     hit = _pgd_attack(net, fn, p, deadline) or _attack(net, p, [])
     if hit is not None:
