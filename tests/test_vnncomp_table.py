@@ -47,6 +47,4 @@ def test_counting_golden() -> None:
     assert got[2] == (
         "| acasxu prop_1 | 1 | 1 | 1 | 0 | 1 | 0 / 0 / 0 | 1.0 s / 1.0 s | 2.0 s / 2.0 s |"
     )
-    assert got[3] == (
-        "| acasxu prop_2 | 1 | 0 | 0 | 0 | 0 | 0 / 1 / 0 | — | 4.0 s / 4.0 s |"
-    )
+    assert got[3] == ("| acasxu prop_2 | 1 | 0 | 0 | 0 | 0 | 0 / 1 / 0 | — | 4.0 s / 4.0 s |")

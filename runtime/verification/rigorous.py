@@ -24,7 +24,13 @@ Invariants:
   with some l > u has an empty region (its bound is +inf). The rows are back-substituted
   with the same relaxations, except for the leaf's own lower slopes `alpha` where given.
   A leaf where some linear output could exceed the dtype's largest finite value (the
-  runtime could overflow), or where a bound is not finite, gets -inf.
+  runtime could overflow), or where a bound or a back-substituted coefficient is not
+  finite, gets -inf: `_up` / `_dn` turn a non-finite computed value into NaN (never into
+  the largest finite number), so an overflowed computation proves nothing.
+- The rows' final bounds give up SHARE (2^-36) of the sum of the absolute values of their
+  pieces: still lower bounds, and ones an independent recomputation with looser sound
+  rounding terms (the checker's) still reaches; intermediate bounds are not lowered (a
+  lower one would change the adaptive slope choices the checker recomputes).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ __all__ = [
     "CHUNK_ELEMENTS",
     "FORMATS",
     "SCHEMES",
+    "SHARE",
     "SoundNet",
     "enclose",
     "gamma",
@@ -55,6 +62,7 @@ _MAXF = {"float32": float(np.finfo(np.float32).max), "float64": float(np.finfo(n
 _U = 2.0**-53
 _TINY = 2.0**-1074
 CHUNK_ELEMENTS = 1 << 23  # leaves per chunk x hidden rows x hidden width, at most
+SHARE = 2.0**-36  # of a row bound's absolute pieces given up so that the checker agrees
 
 Arr = np.ndarray
 
@@ -74,11 +82,16 @@ _KERNEL: dict[str, Any] = {"relax_rows": _kernel()}
 
 
 def _up(x: Any) -> Any:
-    return np.nextafter(x, np.inf)
+    """The next binary64 up of each computed value; a non-finite one (an overflowed or
+    undefined computation, standing for no known exact value: nextafter would turn +-inf
+    into a finite number) becomes NaN, which no bound passes."""
+    return np.where(np.isfinite(x), np.nextafter(x, np.inf), np.nan)
 
 
 def _dn(x: Any) -> Any:
-    return np.nextafter(x, -np.inf)
+    """The next binary64 down of each computed value; non-finite ones become NaN (see
+    `_up`)."""
+    return np.where(np.isfinite(x), np.nextafter(x, -np.inf), np.nan)
 
 
 def gamma(dtype: str, k: int) -> float:
@@ -261,7 +274,7 @@ class SoundNet:
             xl, xu = np.maximum(l, 0.0), np.maximum(u, 0.0)
             st.mx.append(np.maximum(xl, xu))
         Am = np.broadcast_to(np.asarray(A, np.float64), (B, *np.shape(A)))
-        low, coef = self._back(K - 1, Am, st, alpha)
+        low, coef = self._final(K - 1, Am, st, alpha)
         choice = np.zeros(B, np.int64)
         if thr is not None:
             best = (low - thr).max(axis=1)
@@ -269,7 +282,7 @@ class SoundNet:
                 m = Am.shape[1]
                 al = [np.broadcast_to(scheme_alpha(c, p)[:, None, :], (B, m, p[0].shape[1]))
                       for p in st.pre]  # fmt: skip
-                lc, _ = self._back(K - 1, Am, st, al)
+                lc, _ = self._final(K - 1, Am, st, al)
                 gc = (lc - thr).max(axis=1)
                 better = gc > best
                 low[better], best[better], choice[better] = lc[better], gc[better], c
@@ -305,33 +318,48 @@ class SoundNet:
         W, b, E = self.Ws[k], self.bs[k], st.E[k]
         G = np.broadcast_to(np.concatenate([W, -W]), (zl.shape[0], 2 * n, W.shape[1]))
         const = np.concatenate([_dn(b - E), _dn(-b - E)], axis=1)
-        low, _ = self._back(k, G, st, None, const)
+        low, _, _ = self._back(k, G, st, None, const)
         return np.maximum(zl, low[:, :n]), np.minimum(zu, -low[:, n:])
+
+    def _final(self, k: int, Lam: Arr, st: _Leaves, alpha: Any) -> tuple[Arr, Arr]:
+        """The rows' bounds as `_back`, each lowered by SHARE times the sum of the absolute
+        values of its pieces: still a lower bound, and one that an independent
+        recomputation with looser (but sound) rounding terms still reaches, since those
+        terms are multiples of the same magnitudes."""
+        low, G, mag = self._back(k, Lam, st, alpha)
+        return _dn(low - _up(SHARE * mag)), G
 
     def _back(
         self, k: int, Lam: Arr, st: _Leaves, alpha: Any, const: Arr | None = None
-    ) -> tuple[Arr, Arr]:
+    ) -> tuple[Arr, Arr, Arr]:
         """Rigorous lower bounds of Lam . z_k (Lam: (B, r, n_k)) by back-substitution to
-        the box, and the final input coefficients. With `const`, Lam is already the
+        the box, the final input coefficients, and the sum of the absolute values of the
+        pieces summed (computed, for `_final`). With `const`, Lam is already the
         coefficients on stage k's input and `const` a lower bound of the rest."""
         B, r = Lam.shape[:2]
         G = None if const is None else Lam
         const = np.zeros((B, r)) if const is None else const
+        mag = np.abs(const)
         t = k
         aL = np.abs(Lam)
         while True:
             if G is None:
-                const, G = self._step(t, Lam, aL, const, st)
+                const, G, m = self._step(t, Lam, aL, const, st)
+                mag = mag + m
             if t == 0:
-                return _dn(const + _concretise(G, st.lo, st.hi)), G
+                x, m = _concretise(G, st.lo, st.hi)
+                return _dn(const + x), G, mag + m
             a = None if alpha is None else alpha[t - 1]
             Lam, aL, c4 = _relax(G, st.pre[t - 1], a)
             const = _dn(const + c4)
+            mag = mag + np.abs(c4)
             G, t = None, t - 1
 
-    def _step(self, t: int, Lam: Arr, aL: Arr, const: Arr, st: _Leaves) -> tuple[Arr, Arr]:
+    def _step(self, t: int, Lam: Arr, aL: Arr, const: Arr, st: _Leaves) -> tuple[Arr, Arr, Arr]:
         """Lam . z_t >= G . x_t + const': G = fl(Lam W_t), const' = const + Lam b - |Lam| E
-        less the rounding of G times max |x_t| (rounded down)."""
+        less the rounding of G times max |x_t| (rounded down); and the pieces' magnitude
+        |Lam| (|b| + E + |W| max |x_t|). A leaf with a non-finite G (an overflowed
+        coefficient, no longer near the exact one) is marked not computable."""
         B, r = Lam.shape[:2]
         W, b = self.Ws[t], self.bs[t]
         n = W.shape[0]
@@ -342,7 +370,9 @@ class SoundNet:
         c2 = _up(R[..., 1] + mm_err(R[..., 1], n))
         c3 = _gemm_err(_up(R[..., 2] + mm_err(R[..., 2], n)), n, st.mx[t])
         const = _dn(_dn(_dn(const + c1) - c2) - c3)
-        return const, (np.reshape(Lam, (B * r, n)) @ W).reshape(B, r, W.shape[1])
+        G = (np.reshape(Lam, (B * r, n)) @ W).reshape(B, r, W.shape[1])
+        st.bad |= ~np.isfinite(G).all(axis=(1, 2))
+        return const, G, R.sum(axis=-1)
 
 
 def _gemm_err(w: Arr, n: int, mx: Arr) -> Arr:
@@ -401,7 +431,7 @@ def _relax(G: Arr, pre: tuple[Arr, Arr], alpha: Arr | None) -> tuple[Arr, Arr, A
     return H, aH, _dn(c - e)
 
 
-def _concretise(G: Arr, lo: Arr, hi: Arr) -> Arr:
+def _concretise(G: Arr, lo: Arr, hi: Arr) -> tuple[Arr, Arr]:
     """A rigorous lower bound of min over x in [lo, hi] of G . x, per (leaf, row), as
     G . c - |G| . r over the box [c - r, c + r] that contains [lo, hi] (c the computed
     midpoint, r rounded up): two products of inner dimension n and their difference,
@@ -414,4 +444,5 @@ def _concretise(G: Arr, lo: Arr, hi: Arr) -> Arr:
     aG = np.abs(G)
     s = np.matmul(G, c[:, :, None])[..., 0]
     P = np.matmul(aG, np.stack([r, _up(np.abs(c) + r)], axis=-1))
-    return _dn(_dn(s - _up(P[..., 0] + mm_err(P[..., 0], n))) - mm_err(P[..., 1], 2 * n + 2))
+    low = _dn(_dn(s - _up(P[..., 0] + mm_err(P[..., 0], n))) - mm_err(P[..., 1], 2 * n + 2))
+    return low, P[..., 1]
