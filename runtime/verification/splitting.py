@@ -196,15 +196,65 @@ class _Open:
     lo: np.ndarray
     hi: np.ndarray
     score: np.ndarray
+    pre: list[tuple[np.ndarray, np.ndarray]]  # per relu stage: the rigorous (l, u) (n,)
+    alpha: list[np.ndarray] | None = None  # per relu stage: optimised row slopes (m, n)
+
+
+def _row_pre(pre: list[tuple[np.ndarray, np.ndarray]], i: int) -> list[tuple[np.ndarray, ...]]:
+    return [(lo[i], hi[i]) for lo, hi in pre]
+
+
+def ascend_slopes(
+    fc: FloatNet,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    A: np.ndarray,
+    pre: list[tuple[np.ndarray, np.ndarray]],
+    alpha: list[np.ndarray],
+    steps: int,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Lower slopes in [0, 1] (per relu stage (B, m, n)) raising the untrusted float
+    alpha-CROWN bound of each row (projected Adam from `alpha`), the best seen per (box,
+    row), with that bound (B, m)."""
+    a = [x.copy() for x in alpha]
+    best_a = [x.copy() for x in alpha]
+    best = np.full(alpha[0].shape[:2], -np.inf)
+    m1 = [np.zeros_like(x) for x in a]
+    m2 = [np.zeros_like(x) for x in a]
+    for t in range(1, steps + 2):
+        bound, grads, _, _ = fc.alpha_crown(lo, hi, A, pre, a)
+        better = bound > best
+        best = np.where(better, bound, best)
+        for k in range(len(a)):
+            best_a[k][better] = a[k][better]
+        if t > steps:
+            break
+        for k, g in enumerate(grads):
+            m1[k] = 0.9 * m1[k] + 0.1 * g
+            m2[k] = 0.999 * m2[k] + 0.001 * g * g
+            step = (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-12)
+            a[k] = np.clip(a[k] + SLOPE_LR * 0.92**t * step, 0.0, 1.0)
+    return best_a, best
+
+
+SLOPE_STEPS = 20  # Adam steps on a box's row slopes
+SLOPE_LR = 0.2
 
 
 class _SoundSearch:
     """The tree under construction: bounds batches of boxes, closes the proved ones."""
 
     def __init__(
-        self, sn: SoundNet, rows: tuple[np.ndarray, np.ndarray], root: Box, slopes: bool
+        self,
+        sn: SoundNet,
+        rows: tuple[np.ndarray, np.ndarray],
+        root: Box,
+        slopes: bool,
+        opt: tuple[int, int] = (0, 0),
     ) -> None:
         self.sn, self.rows = sn, rows
+        self.steps, self.min_depth = opt  # slope ascent: steps (0: off), from which depth
+        self.fc = FloatNet.chain(sn.Ws, sn.bs)
         d = rows[1]
         self.thr = np.nextafter(d + 1e-9 * (1 + np.abs(d)) + np.spacing(np.abs(d)), np.inf)
         self.leaves: list[dict[str, Any]] = []
@@ -229,7 +279,7 @@ class _SoundSearch:
                 self.leaves.append(self.record(int(best[i]), int(choice[i]), pre, i))
             else:
                 score = np.abs(coef[i, best[i]]) * (hi[i] - lo[i])
-                out.append(_Open(b, node, depth, lo[i], hi[i], score))
+                out.append(_Open(b, node, depth, lo[i], hi[i], score, _row_pre(pre, i)))
         return out, margin
 
     def record(self, row: int, c: int, pre: list[tuple[np.ndarray, np.ndarray]], i: int) -> Any:
@@ -243,6 +293,45 @@ class _SoundSearch:
                 float(v).hex() for v in scheme_alpha(c, (lo[i : i + 1], hi[i : i + 1]))[0]
             ]
         return {"row": row, "alpha": al}
+
+    def tighten(self, opens: list[_Open]) -> list[_Open]:
+        """The boxes left open after optimising their rows' lower slopes (warm-started from
+        the parent's, else the adaptive rule) on the float bound and re-bounding rigorously
+        those the float bound clears; a box so proved becomes a leaf with its row's slopes."""
+        pick = [o for o in opens if o.depth >= self.min_depth]
+        if self.steps <= 0 or not pick:
+            return opens
+        A = self.rows[0]
+        m = A.shape[0]
+        lo = np.array([o.lo for o in pick])
+        hi = np.array([o.hi for o in pick])
+        pre = [(np.array([o.pre[k][0] for o in pick]), np.array([o.pre[k][1] for o in pick]))
+               for k in range(len(self.sn.relu_stages))]  # fmt: skip
+        alpha = [np.array([_start(o, k, m) for o in pick]) for k in range(len(pre))]
+        alpha, fl = ascend_slopes(self.fc, lo, hi, A, pre, alpha, self.steps)
+        for i, o in enumerate(pick):
+            o.alpha = [a[i] for a in alpha]
+        cand = np.flatnonzero((fl - self.thr).max(axis=1) > 0)
+        closed = set()
+        if cand.size:
+            low, _ = self.sn.lower(lo[cand], hi[cand], A, alpha=[a[cand] for a in alpha])
+            gap = low - self.thr
+            for c, i in enumerate(cand):
+                r = int(np.argmax(gap[c]))
+                if gap[c, r] > 0:
+                    self.close_with(pick[i], r)
+                    closed.add(id(pick[i]))
+        return [o for o in opens if id(o) not in closed]
+
+    def close_with(self, o: _Open, r: int) -> None:
+        """Box o proved by row r with its optimised slopes: a leaf recording them."""
+        assert o.alpha is not None
+        al = {
+            str(t): [float(v).hex() for v in a[r]]
+            for t, a in zip(self.sn.relu_stages, o.alpha, strict=True)
+        }
+        o.node["leaf"] = len(self.leaves)
+        self.leaves.append({"row": r, "alpha": al})
 
     def candidates(self, o: _Open) -> list[int]:
         """The coordinate of the largest score, and the widest relative to the root box."""
@@ -264,6 +353,14 @@ class _SoundSearch:
                 owner.append((k, j, len(items) - 2))
         trial = SoundTrial(self, items)
         return trial.choose(opens, owner)
+
+
+def _start(o: _Open, k: int, m: int) -> np.ndarray:
+    """Relu stage k's initial row slopes (m, n) of box o: its parent's, else adaptive."""
+    if o.alpha is not None:
+        return o.alpha[k]
+    l, u = o.pre[k]
+    return np.broadcast_to(np.where(u >= -l, 1.0, 0.0), (m, l.size)).copy()
 
 
 class SoundTrial:
@@ -302,7 +399,7 @@ class SoundTrial:
                 else:
                     score = np.abs(self.coef[i, self.best[i]]) * (self.hi[i] - self.lo[i])
                     out.append(_Open(self.items[i][0], node, o.depth + 1, self.lo[i],
-                                     self.hi[i], score))  # fmt: skip
+                                     self.hi[i], score, _row_pre(self.pre, i), o.alpha))  # fmt: skip
         return out
 
 
@@ -315,6 +412,7 @@ def sound_split_search(
     deadline: float,
     batch: int = 256,
     slopes: bool = False,
+    opt: tuple[int, int] = (SLOPE_STEPS, 0),
 ) -> tuple[str, Any]:
     """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason): open
     boxes taken in batches (depth first) are attacked (a short signed-gradient search from
@@ -324,9 +422,9 @@ def sound_split_search(
     relative to the root box) are both tried and the one whose halves' worse margin is
     larger kept. With `slopes`, each leaf's final rows are also bounded with the lower-slope
     schemes of `rigorous.SCHEMES` and a leaf closed by one records its slopes."""
-    S = _SoundSearch(sn, rows, box, slopes)
+    S = _SoundSearch(sn, rows, box, slopes, opt)
     root: dict[str, Any] = {}
-    todo, _ = S.bound([(box, root, 0)])
+    todo = S.tighten(S.bound([(box, root, 0)])[0])
     while todo:
         if time.monotonic() > deadline:
             return "unknown", "timeout"
@@ -342,5 +440,5 @@ def sound_split_search(
                 return "sat", hit
         if any(o.depth >= MAX_DEPTH for o in opens):
             return "unknown", f"a box needs more than {MAX_DEPTH} splits"
-        todo += S.split(opens)
+        todo += S.tighten(S.split(opens))
     return "unsat", (root, S.leaves)
