@@ -140,6 +140,6 @@ def test_forged_slopes_are_refused() -> None:
     with pytest.raises(CertificateError, match="not proved"):
         check_split(forged)
     tampered = json.loads(json.dumps(cert))
-    tampered["leaves"][0]["alpha"]["1"][0] = float(0.5).hex()
+    tampered["leaves"][0]["alpha"]["1"][0] = (0.5).hex()
     with pytest.raises(CertificateError, match="digest"):
         check_split(tampered)  # changed without recomputing the digest

@@ -398,8 +398,10 @@ class SoundTrial:
                     self.S.leaves.append(rec)
                 else:
                     score = np.abs(self.coef[i, self.best[i]]) * (self.hi[i] - self.lo[i])
-                    out.append(_Open(self.items[i][0], node, o.depth + 1, self.lo[i],
-                                     self.hi[i], score, _row_pre(self.pre, i), o.alpha))  # fmt: skip
+                    pre = _row_pre(self.pre, i)
+                    box = self.items[i][0]
+                    out.append(_Open(box, node, o.depth + 1, self.lo[i], self.hi[i], score,
+                                     pre, o.alpha))  # fmt: skip
         return out
 
 
