@@ -207,7 +207,9 @@ class _Open:
     gap: float = -np.inf  # the plain bound's best margin (< 0: open)
 
 
-def _row_pre(pre: list[tuple[np.ndarray, np.ndarray]], i: int) -> list[tuple[np.ndarray, ...]]:
+def _row_pre(
+    pre: list[tuple[np.ndarray, np.ndarray]], i: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(lo[i], hi[i]) for lo, hi in pre]
 
 
@@ -324,7 +326,7 @@ class _SoundSearch:
         if cand.size:
             low, _ = self.sn.lower(lo[cand], hi[cand], A, alpha=[a[cand] for a in alpha])
             gap = low - self.thr
-            for c, i in enumerate(cand):
+            for c, i in enumerate(cand.tolist()):
                 r = int(np.argmax(gap[c]))
                 if gap[c, r] > 0:
                     self.close_with(pick[i], r)
