@@ -445,7 +445,7 @@ def _attack_batch(
     return attack([pts[i] for i in order if f[i] <= tol][:8])
 
 
-ROOT_SAMPLES = 1 << 20  # random points of the root box, sampled once when it is open
+ROOT_SAMPLES = 1 << 19  # random points of the root box, sampled once when it is open
 
 
 def _root_attack(
@@ -471,6 +471,8 @@ def _root_attack(
         top = np.argsort(f)[:ATTACK_STARTS]
         keep_x.append(x[top])
         keep_f.append(f[top])
+        if f[top[0]] <= 0:
+            break
     if not keep_x:
         return None
     x, f = np.concatenate(keep_x), np.concatenate(keep_f)
