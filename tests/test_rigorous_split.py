@@ -4,12 +4,14 @@ checker `proofs.split_certificate_check`."""
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
 
+from proofs.bounds_certificate_check import canonical_sha
 from proofs.split_certificate_check import CertificateError
 from proofs.split_certificate_check import check_certificate as check_split
 from runtime.nn import Linear, ReLU, Sequential
@@ -34,7 +36,9 @@ def _abs_net() -> Network:
 BOX = ((Fraction(-1), Fraction(-1)), (Fraction(2), Fraction(2)))
 
 
-def _search(net: Network, d: float, hits: list[Any], slopes: bool = True) -> tuple[str, Any]:
+def _search(
+    net: Network, d: float, hits: list[Any], slopes: bool = True, opt: tuple[int, int] = (0, 0)
+) -> tuple[str, Any]:
     sn, fn = SoundNet.build(net), FloatNet.build(net.result, net.in_shape)
     assert sn is not None
 
@@ -43,7 +47,9 @@ def _search(net: Network, d: float, hits: list[Any], slopes: bool = True) -> tup
         return ("hit", pts[0]) if pts else None
 
     rows = (np.array([[1.0]]), np.array([d]))
-    return sound_split_search(sn, fn, BOX, rows, attack, deadline=float("inf"), slopes=slopes)
+    return sound_split_search(
+        sn, fn, BOX, rows, attack, deadline=float("inf"), slopes=slopes, opt=opt
+    )
 
 
 def test_unsat_by_leaf_slopes_and_the_certificate_holds() -> None:
@@ -100,3 +106,50 @@ def test_constants_shared_with_the_checker() -> None:
 
     assert SPLIT_FORMAT == chk.FORMAT and dict(FORMATS) == dict(chk.DTYPES)
     assert MAX_DEPTH == chk.MAX_TREE_DEPTH
+
+
+def _adaptive_fails_slopes_prove() -> tuple[Network, Any, Any]:
+    """The search with slope ascent only (no schemes) on |x0| + |x1| <= -1/8: the plain
+    bound of the whole box is short, the optimised slopes close it without a split."""
+    net = _abs_net()
+    sn, fn = SoundNet.build(net), FloatNet.build(net.result, net.in_shape)
+    assert sn is not None
+    rows = (np.array([[1.0]]), np.array([-0.125]))
+    got = sound_split_search(sn, fn, BOX, rows, lambda p: None, float("inf"), opt=(20, 0))
+    return net, got, sn
+
+
+def test_optimised_slopes_close_a_box_plain_crown_does_not() -> None:
+    net, (status, (tree, leaves)), sn = _adaptive_fails_slopes_prove()
+    lo, hi = np.array([[-1.0, -1]]), np.array([[2.0, 2]])
+    assert sn.lower(lo, hi, np.array([[1.0]]))[0][0, 0] < -0.125  # plain CROWN: short
+    assert status == "unsat" and tree == {"leaf": 0}
+    (leaf,) = leaves
+    assert leaf["row"] == 0 and set(leaf["alpha"]) == {"1"}
+    slopes = [float.fromhex(h) for h in leaf["alpha"]["1"]]
+    assert all(0.0 <= a <= 1.0 for a in slopes)
+    alpha = [np.array([[slopes]])]
+    assert sn.lower(lo, hi, np.array([[1.0]]), alpha=alpha)[0][0, 0] > -0.125
+    conj = (((Fraction(1),), Fraction(-1, 8)),)
+    cert = split_certificate(net, BOX, conj, tree, leaves)
+    assert "certificate holds" in check_split(cert)
+    plain = sound_split_search(sn, None, BOX, (np.array([[1.0]]), np.array([-0.125])),
+                               lambda p: None, float("inf"), opt=(0, 0))  # fmt: skip
+    assert plain[0] == "unsat" and "split" in plain[1][0]  # without the ascent: splits
+
+
+def test_forged_slopes_are_refused() -> None:
+    """The adaptive slopes written in place of the optimised ones, digest recomputed: the
+    checker's own bound with them falls short, so the leaf is not proved."""
+    net, (_, (tree, leaves)), _ = _adaptive_fails_slopes_prove()
+    conj = (((Fraction(1),), Fraction(-1, 8)),)
+    cert = split_certificate(net, BOX, conj, tree, leaves)
+    forged = json.loads(json.dumps(cert))
+    forged["leaves"][0]["alpha"]["1"] = [float(v).hex() for v in (1.0, 0.0, 1.0, 0.0)]
+    forged["digest"] = canonical_sha({k: v for k, v in forged.items() if k != "digest"})
+    with pytest.raises(CertificateError, match="not proved"):
+        check_split(forged)
+    tampered = json.loads(json.dumps(cert))
+    tampered["leaves"][0]["alpha"]["1"][0] = (0.5).hex()
+    with pytest.raises(CertificateError, match="digest"):
+        check_split(tampered)  # changed without recomputing the digest

@@ -171,12 +171,18 @@ MAX_DEPTH = 64  # the split certificate's bound on a path's length
 
 
 def _box_attack(
-    fn: FloatNet, lo: np.ndarray, hi: np.ndarray, rows: tuple[np.ndarray, np.ndarray], steps: int
+    fn: FloatNet,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray],
+    steps: int,
+    x: np.ndarray | None = None,
+    scale: float = 0.2,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Signed-gradient descent of max_i (a_i . y - d_i) from each box's center, one point
-    per box (rows of lo / hi); the best points and their values."""
+    """Signed-gradient descent of max_i (a_i . y - d_i) from each box's center (or from
+    the points x), one point per box (rows of lo / hi); the best points and their values."""
     A, d = rows
-    x = (lo + hi) / 2
+    x = (lo + hi) / 2 if x is None else x
     best, best_f = x.copy(), np.full(x.shape[0], np.inf)
     for k in range(steps + 1):
         viol = fn.forward(x) @ A.T - d
@@ -186,7 +192,7 @@ def _box_attack(
         if k == steps:
             break
         _, g = fn.grad(x, A[viol.argmax(axis=1)], leak=0.01)
-        x = np.clip(x - np.sign(g) * (0.2 * 0.8**k) * (hi - lo), lo, hi)
+        x = np.clip(x - np.sign(g) * (scale * 0.8**k) * (hi - lo), lo, hi)
     return best, best_f
 
 
@@ -201,15 +207,68 @@ class _Open:
     lo: np.ndarray
     hi: np.ndarray
     score: np.ndarray
+    pre: list[tuple[np.ndarray, np.ndarray]]  # per relu stage: the rigorous (l, u) (n,)
+    alpha: list[np.ndarray] | None = None  # per relu stage: optimised row slopes (m, n)
+    gap: float = -np.inf  # the plain bound's best margin (< 0: open)
+
+
+def _row_pre(
+    pre: list[tuple[np.ndarray, np.ndarray]], i: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(lo[i], hi[i]) for lo, hi in pre]
+
+
+def ascend_slopes(
+    fc: FloatNet,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    A: np.ndarray,
+    pre: list[tuple[np.ndarray, np.ndarray]],
+    alpha: list[np.ndarray],
+    steps: int,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Lower slopes in [0, 1] (per relu stage (B, m, n)) raising the untrusted float
+    alpha-CROWN bound of each row (projected Adam from `alpha`), the best seen per (box,
+    row), with that bound (B, m)."""
+    a = [x.copy() for x in alpha]
+    best_a = [x.copy() for x in alpha]
+    best = np.full(alpha[0].shape[:2], -np.inf)
+    m1 = [np.zeros_like(x) for x in a]
+    m2 = [np.zeros_like(x) for x in a]
+    for t in range(1, steps + 2):
+        bound, grads, _, _ = fc.alpha_crown(lo, hi, A, pre, a)
+        better = bound > best
+        best = np.where(better, bound, best)
+        for k in range(len(a)):
+            best_a[k][better] = a[k][better]
+        if t > steps:
+            break
+        for k, g in enumerate(grads):
+            m1[k] = 0.9 * m1[k] + 0.1 * g
+            m2[k] = 0.999 * m2[k] + 0.001 * g * g
+            step = (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-12)
+            a[k] = np.clip(a[k] + SLOPE_LR * 0.92**t * step, 0.0, 1.0)
+    return best_a, best
+
+
+SLOPE_STEPS = 20  # Adam steps on a box's row slopes
+SLOPE_LR = 0.2
 
 
 class _SoundSearch:
     """The tree under construction: bounds batches of boxes, closes the proved ones."""
 
     def __init__(
-        self, sn: SoundNet, rows: tuple[np.ndarray, np.ndarray], root: Box, slopes: bool
+        self,
+        sn: SoundNet,
+        rows: tuple[np.ndarray, np.ndarray],
+        root: Box,
+        slopes: bool,
+        opt: tuple[int, int] = (0, 0),
     ) -> None:
         self.sn, self.rows = sn, rows
+        self.steps, self.min_depth = opt  # slope ascent: steps (0: off), from which depth
+        self.fc = FloatNet.chain(sn.Ws, sn.bs)
         d = rows[1]
         self.thr = np.nextafter(d + 1e-9 * (1 + np.abs(d)) + np.spacing(np.abs(d)), np.inf)
         self.leaves: list[dict[str, Any]] = []
@@ -234,7 +293,8 @@ class _SoundSearch:
                 self.leaves.append(self.record(int(best[i]), int(choice[i]), pre, i))
             else:
                 score = np.abs(coef[i, best[i]]) * (hi[i] - lo[i])
-                out.append(_Open(b, node, depth, lo[i], hi[i], score))
+                pr = _row_pre(pre, i)
+                out.append(_Open(b, node, depth, lo[i], hi[i], score, pr, None, margin[i]))
         return out, margin
 
     def record(self, row: int, c: int, pre: list[tuple[np.ndarray, np.ndarray]], i: int) -> Any:
@@ -248,6 +308,45 @@ class _SoundSearch:
                 float(v).hex() for v in scheme_alpha(c, (lo[i : i + 1], hi[i : i + 1]))[0]
             ]
         return {"row": row, "alpha": al}
+
+    def tighten(self, opens: list[_Open]) -> list[_Open]:
+        """The boxes left open after optimising their rows' lower slopes (warm-started from
+        the parent's, else the adaptive rule) on the float bound and re-bounding rigorously
+        those the float bound clears; a box so proved becomes a leaf with its row's slopes."""
+        pick = [o for o in opens if o.depth >= self.min_depth]
+        if self.steps <= 0 or not pick:
+            return opens
+        A = self.rows[0]
+        m = A.shape[0]
+        lo = np.array([o.lo for o in pick])
+        hi = np.array([o.hi for o in pick])
+        pre = [(np.array([o.pre[k][0] for o in pick]), np.array([o.pre[k][1] for o in pick]))
+               for k in range(len(self.sn.relu_stages))]  # fmt: skip
+        alpha = [np.array([_start(o, k, m) for o in pick]) for k in range(len(pre))]
+        alpha, fl = ascend_slopes(self.fc, lo, hi, A, pre, alpha, self.steps)
+        for i, o in enumerate(pick):
+            o.alpha = [a[i] for a in alpha]
+        cand = np.flatnonzero((fl - self.thr).max(axis=1) > 0)
+        closed = set()
+        if cand.size:
+            low, _ = self.sn.lower(lo[cand], hi[cand], A, alpha=[a[cand] for a in alpha])
+            gap = low - self.thr
+            for c, i in enumerate(cand.tolist()):
+                r = int(np.argmax(gap[c]))
+                if gap[c, r] > 0:
+                    self.close_with(pick[i], r)
+                    closed.add(id(pick[i]))
+        return [o for o in opens if id(o) not in closed]
+
+    def close_with(self, o: _Open, r: int) -> None:
+        """Box o proved by row r with its optimised slopes: a leaf recording them."""
+        assert o.alpha is not None
+        al = {
+            str(t): [float(v).hex() for v in a[r]]
+            for t, a in zip(self.sn.relu_stages, o.alpha, strict=True)
+        }
+        o.node["leaf"] = len(self.leaves)
+        self.leaves.append({"row": r, "alpha": al})
 
     def candidates(self, o: _Open) -> list[int]:
         """The coordinate of the largest score, and the widest relative to the root box."""
@@ -269,6 +368,14 @@ class _SoundSearch:
                 owner.append((k, j, len(items) - 2))
         trial = SoundTrial(self, items)
         return trial.choose(opens, owner)
+
+
+def _start(o: _Open, k: int, m: int) -> np.ndarray:
+    """Relu stage k's initial row slopes (m, n) of box o: its parent's, else adaptive."""
+    if o.alpha is not None:
+        return o.alpha[k]
+    l, u = o.pre[k]
+    return np.broadcast_to(np.where(u >= -l, 1.0, 0.0), (m, l.size)).copy()
 
 
 class SoundTrial:
@@ -306,9 +413,82 @@ class SoundTrial:
                     self.S.leaves.append(rec)
                 else:
                     score = np.abs(self.coef[i, self.best[i]]) * (self.hi[i] - self.lo[i])
-                    out.append(_Open(self.items[i][0], node, o.depth + 1, self.lo[i],
-                                     self.hi[i], score))  # fmt: skip
+                    pre = _row_pre(self.pre, i)
+                    box = self.items[i][0]
+                    out.append(_Open(box, node, o.depth + 1, self.lo[i], self.hi[i], score,
+                                     pre, o.alpha, self.margin[i]))  # fmt: skip
         return out
+
+
+ATTACK_SAMPLES = 16384  # random points spread over a batch's open boxes
+ATTACK_STARTS = 32  # the best of them, refined by descent in their boxes
+
+
+def _attack_batch(
+    fn: FloatNet,
+    opens: list[_Open],
+    rows: tuple[np.ndarray, np.ndarray],
+    attack: Callable[[list[np.ndarray]], Any],
+    rng: np.random.Generator,
+) -> Any:
+    """A short descent from every box's center, and longer ones from the best of random
+    points of the boxes (the open boxes are where a violation can still be: sampling them
+    finds narrow regions a descent from few points misses, e.g. a plateau of dead
+    neurons); points with float violation <= tol go to `attack` (its answer or None)."""
+    A, d = rows
+    lo = np.array([o.lo for o in opens])
+    hi = np.array([o.hi for o in opens])
+    pts, f = _box_attack(fn, lo, hi, rows, steps=8)
+    own = rng.integers(0, len(opens), ATTACK_SAMPLES)
+    x = lo[own] + rng.random((ATTACK_SAMPLES, lo.shape[1])) * (hi[own] - lo[own])
+    fs = (fn.forward(x) @ A.T - d).max(axis=1)
+    top = np.argsort(fs)[:ATTACK_STARTS]
+    p2, f2 = _box_attack(fn, lo[own[top]], hi[own[top]], rows, steps=20, x=x[top])
+    pts, f = np.concatenate([pts, p2]), np.concatenate([f, f2])
+    tol = 1e-6 * (1 + np.abs(d).max())
+    order = np.argsort(f)
+    return attack([pts[i] for i in order if f[i] <= tol][:8])
+
+
+ROOT_SAMPLES = 1 << 19  # random points of the root box, sampled once when it is open
+
+
+def _root_attack(
+    fn: FloatNet,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray],
+    attack: Callable[[list[np.ndarray]], Any],
+    rng: np.random.Generator,
+    deadline: float,
+) -> Any:
+    """Uniform random points of the box (in chunks, the clock read between them), the
+    best refined by a descent with short steps; points with float violation <= tol go to
+    `attack`."""
+    A, d = rows
+    chunk = 1 << 16
+    keep_x, keep_f = [], []
+    for _ in range(ROOT_SAMPLES // chunk):
+        if time.monotonic() > deadline:
+            break
+        x = lo + rng.random((chunk, lo.size)) * (hi - lo)
+        f = (fn.forward(x) @ A.T - d).max(axis=1)
+        top = np.argsort(f)[:ATTACK_STARTS]
+        keep_x.append(x[top])
+        keep_f.append(f[top])
+        if f[top[0]] <= 0:
+            break
+    if not keep_x:
+        return None
+    x, f = np.concatenate(keep_x), np.concatenate(keep_f)
+    top = np.argsort(f)[: 2 * ATTACK_STARTS]
+    n = top.size
+    rlo, rhi = np.tile(lo, (n, 1)), np.tile(hi, (n, 1))
+    p2, f2 = _box_attack(fn, rlo, rhi, rows, steps=30, x=x[top], scale=0.01)
+    pts, f = np.concatenate([x[top], p2]), np.concatenate([f[top], f2])
+    tol = 1e-6 * (1 + np.abs(d).max())
+    order = np.argsort(f)
+    return attack([pts[i] for i in order if f[i] <= tol][:8])
 
 
 def sound_split_search(
@@ -320,32 +500,35 @@ def sound_split_search(
     deadline: float,
     batch: int = 256,
     slopes: bool = False,
+    opt: tuple[int, int] = (SLOPE_STEPS, 0),
 ) -> tuple[str, Any]:
     """("unsat", (tree, leaves)), ("sat", the attack's hit) or ("unknown", reason): open
-    boxes taken in batches (depth first) are attacked (a short signed-gradient search from
-    each center; points with float violation <= 0 go to `attack`) and split; a box is
-    closed when some row's rigorous lower bound exceeds d + 1e-9 (1 + |d|). Two candidate
-    coordinates per box (largest |input coefficient| x width of its best row, widest
-    relative to the root box) are both tried and the one whose halves' worse margin is
-    larger kept. With `slopes`, each leaf's final rows are also bounded with the lower-slope
-    schemes of `rigorous.SCHEMES` and a leaf closed by one records its slopes."""
-    S = _SoundSearch(sn, rows, box, slopes)
+    boxes taken in batches (depth first) are attacked (`_attack_batch`; points with float
+    violation <= 0 go to `attack`) and split; a box is closed when some row's rigorous
+    lower bound exceeds d + 1e-9 (1 + |d|). Two candidate coordinates per box (largest
+    |input coefficient| x width of its best row, widest relative to the root box) are both
+    tried and the one whose halves' worse margin is larger kept. `opt` = (steps, depth):
+    every open box at least that deep gets its rows' lower slopes optimised (`tighten`,
+    steps 0: off); with `slopes`, each leaf's final rows are also bounded with the
+    lower-slope schemes of `rigorous.SCHEMES`. A leaf closed with slopes records them."""
+    S = _SoundSearch(sn, rows, box, slopes, opt)
+    rng = np.random.default_rng(0)
     root: dict[str, Any] = {}
-    todo, _ = S.bound([(box, root, 0)])
+    todo = S.tighten(S.bound([(box, root, 0)])[0])
+    if todo and fn is not None:
+        hit = _root_attack(fn, todo[0].lo, todo[0].hi, rows, attack, rng, deadline)
+        if hit is not None:
+            return "sat", hit
     while todo:
         if time.monotonic() > deadline:
             return "unknown", "timeout"
         opens = todo[-batch:]
         del todo[-batch:]
         if fn is not None:
-            lo = np.array([o.lo for o in opens])
-            hi = np.array([o.hi for o in opens])
-            pts, f = _box_attack(fn, lo, hi, rows, steps=8)
-            tol = 1e-6 * (1 + np.abs(rows[1]).max())
-            hit = attack([x for x, v in zip(pts, f, strict=True) if v <= tol][:8])
+            hit = _attack_batch(fn, opens, rows, attack, rng)
             if hit is not None:
                 return "sat", hit
         if any(o.depth >= MAX_DEPTH for o in opens):
             return "unknown", f"a box needs more than {MAX_DEPTH} splits"
-        todo += S.split(opens)
+        todo += S.tighten(S.split(opens))
     return "unsat", (root, S.leaves)
