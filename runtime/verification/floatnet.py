@@ -32,7 +32,7 @@ import numpy as np
 
 from .network import AFFINE, attr, stages
 
-__all__ = ["FloatNet", "relax"]
+__all__ = ["FloatNet", "ascend_slopes", "relax"]
 
 
 def relax(l: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -244,3 +244,38 @@ class FloatNet:
             pre.append((zl, zu))
             xl, xu = np.maximum(zl, 0), np.maximum(zu, 0)
         return pre
+
+
+def ascend_slopes(
+    fn: FloatNet,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    A: np.ndarray,
+    pre: Any,
+    alpha: list[np.ndarray],
+    steps: int,
+    lr: float,
+    decay: float,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Lower slopes in [0, 1] (per relu stage (B, m, n)) raising the untrusted float
+    alpha-CROWN bound of each row: projected Adam from `alpha` with step lr * decay**t, the
+    best seen per (box or domain, row), with that bound (B, m)."""
+    a = [x.copy() for x in alpha]
+    best_a = [x.copy() for x in alpha]
+    best = np.full(alpha[0].shape[:2], -np.inf)
+    m1 = [np.zeros_like(x) for x in a]
+    m2 = [np.zeros_like(x) for x in a]
+    for t in range(1, steps + 2):
+        bound, grads, _, _ = fn.alpha_crown(lo, hi, A, pre, a)
+        better = bound > best
+        best = np.where(better, bound, best)
+        for k in range(len(a)):
+            best_a[k][better] = a[k][better]
+        if t > steps:
+            break
+        for k, g in enumerate(grads):
+            m1[k] = 0.9 * m1[k] + 0.1 * g
+            m2[k] = 0.999 * m2[k] + 0.001 * g * g
+            step = (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-12)
+            a[k] = np.clip(a[k] + lr * decay**t * step, 0.0, 1.0)
+    return best_a, best

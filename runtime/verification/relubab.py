@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .core import VerificationError, sha
-from .floatnet import FloatNet, relax
+from .floatnet import FloatNet, ascend_slopes, relax
 from .rigorous import SoundNet, enclose
 from .splitcert import leaf_indices, split_certificate
 
@@ -152,25 +152,7 @@ def optimise(
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """Slopes in [0, 1] maximising the float alpha-CROWN bound of each row (projected
     Adam), best seen per (domain, row), with that bound."""
-    a = [x.copy() for x in alpha]
-    best_a = [x.copy() for x in alpha]
-    best = np.full(alpha[0].shape[:2], -np.inf)
-    m1 = [np.zeros_like(x) for x in a]
-    m2 = [np.zeros_like(x) for x in a]
-    for t in range(1, steps + 2):
-        bound, grads, _, _ = fn.alpha_crown(lo, hi, A, pre, a)
-        better = bound > best
-        best = np.where(better, bound, best)
-        for k in range(len(a)):
-            best_a[k][better] = a[k][better]
-        if t > steps:
-            break
-        for k, g in enumerate(grads):
-            m1[k] = 0.9 * m1[k] + 0.1 * g
-            m2[k] = 0.999 * m2[k] + 0.001 * g * g
-            step = (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-12)
-            a[k] = np.clip(a[k] + _LR * 0.95**t * step, 0.0, 1.0)
-    return best_a, best
+    return ascend_slopes(fn, lo, hi, A, pre, alpha, steps, _LR, 0.95)
 
 
 def _close(ctx: _Ctx, dom: _Dom, g: int, r: int) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .floatnet import FloatNet
+from .floatnet import FloatNet, ascend_slopes
 from .rigorous import SoundNet, enclose, scheme_alpha
 
 __all__ = ["Box", "cover_boxes", "pgd", "sound_split_search", "split_search"]
@@ -218,39 +218,6 @@ def _row_pre(
     return [(lo[i], hi[i]) for lo, hi in pre]
 
 
-def ascend_slopes(
-    fc: FloatNet,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    A: np.ndarray,
-    pre: list[tuple[np.ndarray, np.ndarray]],
-    alpha: list[np.ndarray],
-    steps: int,
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """Lower slopes in [0, 1] (per relu stage (B, m, n)) raising the untrusted float
-    alpha-CROWN bound of each row (projected Adam from `alpha`), the best seen per (box,
-    row), with that bound (B, m)."""
-    a = [x.copy() for x in alpha]
-    best_a = [x.copy() for x in alpha]
-    best = np.full(alpha[0].shape[:2], -np.inf)
-    m1 = [np.zeros_like(x) for x in a]
-    m2 = [np.zeros_like(x) for x in a]
-    for t in range(1, steps + 2):
-        bound, grads, _, _ = fc.alpha_crown(lo, hi, A, pre, a)
-        better = bound > best
-        best = np.where(better, bound, best)
-        for k in range(len(a)):
-            best_a[k][better] = a[k][better]
-        if t > steps:
-            break
-        for k, g in enumerate(grads):
-            m1[k] = 0.9 * m1[k] + 0.1 * g
-            m2[k] = 0.999 * m2[k] + 0.001 * g * g
-            step = (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-12)
-            a[k] = np.clip(a[k] + SLOPE_LR * 0.92**t * step, 0.0, 1.0)
-    return best_a, best
-
-
 SLOPE_STEPS = 20  # Adam steps on a box's row slopes
 SLOPE_LR = 0.2
 
@@ -323,7 +290,7 @@ class _SoundSearch:
         pre = [(np.array([o.pre[k][0] for o in pick]), np.array([o.pre[k][1] for o in pick]))
                for k in range(len(self.sn.relu_stages))]  # fmt: skip
         alpha = [np.array([_start(o, k, m) for o in pick]) for k in range(len(pre))]
-        alpha, fl = ascend_slopes(self.fc, lo, hi, A, pre, alpha, self.steps)
+        alpha, fl = ascend_slopes(self.fc, lo, hi, A, pre, alpha, self.steps, SLOPE_LR, 0.92)
         for i, o in enumerate(pick):
             o.alpha = [a[i] for a in alpha]
         cand = np.flatnonzero((fl - self.thr).max(axis=1) > 0)
