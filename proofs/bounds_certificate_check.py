@@ -108,6 +108,7 @@ from .bounds_certificate_ia import (
     lin_err,
     piecewise,
     rat,
+    rejecting,
     short,
     stage_inputs,
     windowed,
@@ -718,12 +719,7 @@ def _check_claims(cert: dict[str, Any], dt: str, kernels: str) -> None:
 def check_certificate(cert: Any) -> str:
     """Re-validate a certificate (a parsed JSON object); a one-line summary if it holds.
     Raises `CertificateError` for a certificate that is malformed or does not hold."""
-    try:
-        return _check(cert)
-    except CertificateError:
-        raise
-    except Exception as e:  # a malformed value this module did not anticipate: reject it
-        raise CertificateError(f"malformed certificate: {type(e).__name__}: {e}") from None
+    return rejecting(_check, cert)
 
 
 def _check(cert: Any) -> str:

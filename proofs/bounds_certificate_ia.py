@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -75,6 +76,7 @@ __all__ = [
     "phi_bounds",
     "piecewise",
     "rat",
+    "rejecting",
     "short",
     "stage_inputs",
     "windowed",
@@ -94,6 +96,17 @@ characters: binary64 values and 160-bit bounds)."""
 
 class CertificateError(TorchLeanError):
     """The certificate is malformed or does not hold."""
+
+
+def rejecting(check: Callable[[Any], str], cert: Any) -> str:
+    """`check(cert)`, with any error other than `CertificateError` (a malformed value the
+    checker did not anticipate) turned into a `CertificateError` refusing the certificate."""
+    try:
+        return check(cert)
+    except CertificateError:
+        raise
+    except Exception as e:
+        raise CertificateError(f"malformed certificate: {type(e).__name__}: {e}") from None
 
 
 def rat(s: Any, what: str) -> Fraction:

@@ -52,7 +52,7 @@ from spec.safe_files import read_text
 
 from .bounds_certificate_check import MAX_BYTES, MAX_INT_DIGITS, canonical_sha
 from .bounds_certificate_check import parse as parse_json
-from .bounds_certificate_ia import CertificateError, jlist, rat, short
+from .bounds_certificate_ia import CertificateError, jlist, rat, rejecting, short
 from .cert_work import CertificateWorkError, caps
 from .split_certificate_bounds import (
     DTYPES,
@@ -451,12 +451,7 @@ def check_work(cert: Any, max_width: int | None = None) -> tuple[int, int]:
 def check_certificate(cert: Any) -> str:
     """Re-validate a split certificate (a parsed JSON object); a one-line summary if it
     holds. Raises `CertificateError` for one that is malformed or does not hold."""
-    try:
-        return _check(cert)
-    except CertificateError:
-        raise
-    except Exception as e:  # a malformed value this module did not anticipate: reject it
-        raise CertificateError(f"malformed certificate: {type(e).__name__}: {e}") from None
+    return rejecting(_check, cert)
 
 
 def _check(cert: Any) -> str:
