@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -142,6 +143,7 @@ __all__ = [
     "decode_bits",
     "mpfr_format",
     "parse",
+    "read_certificate",
     "statement",
 ]
 
@@ -775,12 +777,16 @@ def _check(cert: Any) -> str:
     )
 
 
-def check_file(path: str) -> str:
-    """`check_certificate` of a file: a regular file (never a FIFO or device) of at most
-    MAX_BYTES of UTF-8 (`spec.safe_files.read_text`)."""
+def read_certificate(path: str, parse_text: Callable[[str], Any] = parse) -> Any:
+    """A certificate file parsed by `parse_text`: a regular file (never a FIFO or device) of
+    at most MAX_BYTES of UTF-8 (`spec.safe_files.read_text`); errors name the path."""
     text = read_text(path, MAX_BYTES, error=CertificateError)
     try:
-        cert = parse(text)
+        return parse_text(text)
     except CertificateError as e:
         raise CertificateError(f"{path}: {e}") from None
-    return check_certificate(cert)
+
+
+def check_file(path: str) -> str:
+    """`check_certificate` of a file (`read_certificate`)."""
+    return check_certificate(read_certificate(path))

@@ -48,9 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from spec.safe_files import read_text
-
-from .bounds_certificate_check import MAX_BYTES, MAX_INT_DIGITS, canonical_sha
+from .bounds_certificate_check import MAX_BYTES, MAX_INT_DIGITS, canonical_sha, read_certificate
 from .bounds_certificate_check import parse as parse_json
 from .bounds_certificate_ia import CertificateError, jlist, rat, rejecting, short
 from .cert_work import CertificateWorkError, caps
@@ -481,9 +479,4 @@ def _check(cert: Any) -> str:
 
 def check_file(path: str) -> str:
     """`check_certificate` of a file: a regular file of at most MAX_BYTES of UTF-8."""
-    text = read_text(path, MAX_BYTES, error=CertificateError)
-    try:
-        cert = parse(text)
-    except CertificateError as e:
-        raise CertificateError(f"{path}: {e}") from None
-    return check_certificate(cert)
+    return check_certificate(read_certificate(path, parse))

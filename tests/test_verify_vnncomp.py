@@ -11,7 +11,6 @@ re-validated by `proofs.bounds_certificate_check`.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +27,7 @@ from runtime.verification.from_graph import network_from_imported
 from runtime.verification.splitting import cover_boxes, pgd
 from runtime.verification.vnn import GRACE, decide, decide_cases, verify_vnnlib
 from runtime.verification.vnnlib import parse_vnnlib_cases
+from tests.scripts_load import load_script
 
 onnx = pytest.importorskip("onnx", reason="needs the onnx package")
 from onnx import helper, numpy_helper  # noqa: E402
@@ -235,11 +235,7 @@ def test_input_disjunction_unsat_only_if_every_case_is() -> None:
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("vnncomp", ROOT / "scripts" / "vnncomp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("vnncomp")
 
 
 def test_file_run_and_the_scripts_audit(tmp_path: Path) -> None:

@@ -4,20 +4,17 @@ counting is right on hand-made rows (a wrong answer is counted, never hidden).""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
+from typing import Any
+
+from tests.scripts_load import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- vnncomp-table: begin -->\n", "<!-- vnncomp-table: end -->"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vnncomp", ROOT / "scripts" / "vnncomp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _script() -> Any:
+    return load_script("vnncomp")
 
 
 def test_the_docs_table_is_the_committed_results_rendered() -> None:
